@@ -1,0 +1,142 @@
+#version 450
+// matvec multiplies a weight matrix W (M rows of K elements, any GGML type,
+// see quant.glsl) by 1..8 activation columns in one pass, so a decode batch
+// reads each weight once: y[c][r] = sum_k W[r][k] * x[c][k]. One workgroup
+// computes one row for every column; invocations stride over the row in
+// groups of four elements, then reduce (subgroup adds where the device has
+// them, otherwise shared memory). CPU reference: engine/ops MatVecRef.
+// variant: matvec_f32_f32 -DDATA_A_F32
+// variant: matvec_f16_f32 -DDATA_A_F16
+// variant: matvec_bf16_f32 -DDATA_A_BF16
+// variant: matvec_q4_0_f32 -DDATA_A_Q4_0
+// variant: matvec_q4_1_f32 -DDATA_A_Q4_1
+// variant: matvec_q5_0_f32 -DDATA_A_Q5_0
+// variant: matvec_q5_1_f32 -DDATA_A_Q5_1
+// variant: matvec_q8_0_f32 -DDATA_A_Q8_0
+// variant: matvec_q2_k_f32 -DDATA_A_Q2_K
+// variant: matvec_q3_k_f32 -DDATA_A_Q3_K
+// variant: matvec_q4_k_f32 -DDATA_A_Q4_K
+// variant: matvec_q5_k_f32 -DDATA_A_Q5_K
+// variant: matvec_q6_k_f32 -DDATA_A_Q6_K
+// variant: matvec_iq4_nl_f32 -DDATA_A_IQ4_NL
+// variant: matvec_iq4_xs_f32 -DDATA_A_IQ4_XS
+// variant: matvec_subgroup_f32_f32 -DDATA_A_F32 -DUSE_SUBGROUP=1
+// variant: matvec_subgroup_f16_f32 -DDATA_A_F16 -DUSE_SUBGROUP=1
+// variant: matvec_subgroup_bf16_f32 -DDATA_A_BF16 -DUSE_SUBGROUP=1
+// variant: matvec_subgroup_q4_0_f32 -DDATA_A_Q4_0 -DUSE_SUBGROUP=1
+// variant: matvec_subgroup_q4_1_f32 -DDATA_A_Q4_1 -DUSE_SUBGROUP=1
+// variant: matvec_subgroup_q5_0_f32 -DDATA_A_Q5_0 -DUSE_SUBGROUP=1
+// variant: matvec_subgroup_q5_1_f32 -DDATA_A_Q5_1 -DUSE_SUBGROUP=1
+// variant: matvec_subgroup_q8_0_f32 -DDATA_A_Q8_0 -DUSE_SUBGROUP=1
+// variant: matvec_subgroup_q2_k_f32 -DDATA_A_Q2_K -DUSE_SUBGROUP=1
+// variant: matvec_subgroup_q3_k_f32 -DDATA_A_Q3_K -DUSE_SUBGROUP=1
+// variant: matvec_subgroup_q4_k_f32 -DDATA_A_Q4_K -DUSE_SUBGROUP=1
+// variant: matvec_subgroup_q5_k_f32 -DDATA_A_Q5_K -DUSE_SUBGROUP=1
+// variant: matvec_subgroup_q6_k_f32 -DDATA_A_Q6_K -DUSE_SUBGROUP=1
+// variant: matvec_subgroup_iq4_nl_f32 -DDATA_A_IQ4_NL -DUSE_SUBGROUP=1
+// variant: matvec_subgroup_iq4_xs_f32 -DDATA_A_IQ4_XS -DUSE_SUBGROUP=1
+#extension GL_EXT_control_flow_attributes : enable
+#if defined(USE_SUBGROUP)
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_arithmetic : enable
+#endif
+
+// WG is the workgroup size, a power of two.
+layout(constant_id = 0) const uint WG = 32;
+layout(local_size_x_id = 0) in;
+
+layout(binding = 0) readonly buffer A { uint data_a[]; };
+layout(binding = 1) readonly buffer X { float data_x[]; };
+layout(binding = 2) writeonly buffer Y { float data_y[]; };
+
+#include "quant.glsl"
+
+// Params is mirrored by engine/ops matvecParams.
+layout(push_constant) uniform Params {
+	uint K;        // elements per row
+	uint M;        // rows
+	uint N;        // activation columns, 1..MAX_COLS
+	uint w_off;    // byte offset of row 0 in A
+	uint w_stride; // bytes from one row to the next
+	uint x_off;    // element offset of column 0 in X
+	uint x_stride; // elements from one activation column to the next
+	uint y_off;    // element offset of (row 0, column 0) in Y
+	uint y_stride; // elements from one output column to the next
+} p;
+
+#define MAX_COLS 8u
+
+// red holds per-invocation (shared-memory path) or per-subgroup partial
+// sums; WG entries per column is enough for any subgroup size.
+shared float red[WG * MAX_COLS];
+
+void main() {
+	const uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+	if (row >= p.M) {
+		return;
+	}
+	const uint tid = gl_LocalInvocationID.x;
+	const uint wrow = p.w_off + row * p.w_stride;
+	const uint ngroups = (p.K + 3u) / 4u;
+	const uint ncols = min(p.N, MAX_COLS);
+
+	float acc[MAX_COLS];
+	[[unroll]] for (uint c = 0u; c < MAX_COLS; c++) {
+		acc[c] = 0.0;
+	}
+	for (uint g = tid; g < ngroups; g += WG) {
+		const vec4 w = load_w4(wrow, g, p.K);
+		const uint k = 4u * g;
+		const bool whole = k + 4u <= p.K;
+		[[unroll]] for (uint c = 0u; c < MAX_COLS; c++) {
+			if (c < ncols) {
+				const uint xb = p.x_off + c * p.x_stride + k;
+				vec4 x;
+				if (whole) {
+					x = vec4(data_x[xb], data_x[xb + 1u], data_x[xb + 2u], data_x[xb + 3u]);
+				} else {
+					x = vec4(0.0);
+					for (uint i = 0u; i < 4u && k + i < p.K; i++) {
+						x[i] = data_x[xb + i];
+					}
+				}
+				acc[c] += dot(w, x);
+			}
+		}
+	}
+
+#if defined(USE_SUBGROUP)
+	[[unroll]] for (uint c = 0u; c < MAX_COLS; c++) {
+		if (c < ncols) {
+			const float s = subgroupAdd(acc[c]);
+			if (subgroupElect()) {
+				red[gl_SubgroupID * MAX_COLS + c] = s;
+			}
+		}
+	}
+	barrier();
+	if (tid < ncols) {
+		float s = 0.0;
+		for (uint i = 0u; i < gl_NumSubgroups; i++) {
+			s += red[i * MAX_COLS + tid];
+		}
+		data_y[p.y_off + tid * p.y_stride + row] = s;
+	}
+#else
+	[[unroll]] for (uint c = 0u; c < MAX_COLS; c++) {
+		red[c * WG + tid] = acc[c];
+	}
+	barrier();
+	[[unroll]] for (uint s = WG / 2u; s > 0u; s >>= 1) {
+		if (tid < s) {
+			[[unroll]] for (uint c = 0u; c < MAX_COLS; c++) {
+				red[c * WG + tid] += red[c * WG + tid + s];
+			}
+		}
+		barrier();
+	}
+	if (tid < ncols) {
+		data_y[p.y_off + tid * p.y_stride + row] = red[tid * WG];
+	}
+#endif
+}

@@ -1,0 +1,295 @@
+// quant.glsl decodes weight blocks of every supported GGML type from a raw
+// byte buffer bound as 32-bit words, so it needs neither 8-bit nor 16-bit
+// storage. The includer declares
+//
+//   layout(binding = 0) readonly buffer A { uint data_a[]; };
+//
+// and defines exactly one DATA_A_<TYPE>. Every type is read in groups of four
+// consecutive elements (all four always share one scale), through
+//
+//   vec4 dequant4(uint blk, uint j)
+//
+// where blk is the byte offset of the block and j the group within it
+// (elements 4j..4j+3). QK is the number of elements of a block, QS its size in
+// bytes. Plain types (F32, F16, BF16) use a pseudo-block of four elements.
+//
+// The layouts mirror ggml's block_* structs (ggml-common.h) and the CPU
+// reference in gguf/quant (Dequantize).
+
+// ld8 returns the byte at off.
+uint ld8(uint off) {
+	return (data_a[off >> 2] >> ((off & 3u) << 3)) & 0xFFu;
+}
+
+// ld16 returns the little-endian 16-bit value at an even offset.
+uint ld16(uint off) {
+	return (data_a[off >> 2] >> ((off & 2u) << 3)) & 0xFFFFu;
+}
+
+// ld32 returns four little-endian bytes at any offset; it touches the next
+// word only when the value straddles it.
+uint ld32(uint off) {
+	const uint w = off >> 2;
+	const uint s = (off & 3u) << 3;
+	if (s == 0u) {
+		return data_a[w];
+	}
+	return (data_a[w] >> s) | (data_a[w + 1u] << (32u - s));
+}
+
+// ldh returns the f16 at an even offset as a float.
+float ldh(uint off) {
+	return unpackHalf2x16(ld16(off)).x;
+}
+
+// bytes4 unpacks four unsigned bytes.
+vec4 bytes4(uint v) {
+	return vec4(float(v & 0xFFu), float((v >> 8) & 0xFFu), float((v >> 16) & 0xFFu), float(v >> 24));
+}
+
+// sbytes4 unpacks four signed bytes.
+vec4 sbytes4(uint v) {
+	const int s = int(v);
+	return vec4(float(bitfieldExtract(s, 0, 8)), float(bitfieldExtract(s, 8, 8)),
+		float(bitfieldExtract(s, 16, 8)), float(bitfieldExtract(s, 24, 8)));
+}
+
+#if defined(DATA_A_IQ4_NL) || defined(DATA_A_IQ4_XS)
+// kvalues_iq4nl: the non-linear 4-bit code book of IQ4_NL and IQ4_XS.
+const float kvalues_iq4nl[16] = float[16](
+	-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0,
+	1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
+
+vec4 iq4_lookup(uint v) {
+	return vec4(kvalues_iq4nl[v & 0xFu], kvalues_iq4nl[(v >> 8) & 0xFu],
+		kvalues_iq4nl[(v >> 16) & 0xFu], kvalues_iq4nl[(v >> 24) & 0xFu]);
+}
+#endif
+
+#if defined(DATA_A_F32)
+#define QK 4u
+#define QS 16u
+#define DATA_A_PLAIN 1
+vec4 dequant4(uint blk, uint j) {
+	return vec4(uintBitsToFloat(ld32(blk)), uintBitsToFloat(ld32(blk + 4u)),
+		uintBitsToFloat(ld32(blk + 8u)), uintBitsToFloat(ld32(blk + 12u)));
+}
+float dequant1(uint off) {
+	return uintBitsToFloat(ld32(off));
+}
+#define ESIZE 4u
+
+#elif defined(DATA_A_F16)
+#define QK 4u
+#define QS 8u
+#define DATA_A_PLAIN 1
+vec4 dequant4(uint blk, uint j) {
+	return vec4(unpackHalf2x16(ld32(blk)), unpackHalf2x16(ld32(blk + 4u)));
+}
+float dequant1(uint off) {
+	return ldh(off);
+}
+#define ESIZE 2u
+
+#elif defined(DATA_A_BF16)
+#define QK 4u
+#define QS 8u
+#define DATA_A_PLAIN 1
+vec4 dequant4(uint blk, uint j) {
+	const uint a = ld32(blk);
+	const uint b = ld32(blk + 4u);
+	return vec4(uintBitsToFloat(a << 16), uintBitsToFloat(a & 0xFFFF0000u),
+		uintBitsToFloat(b << 16), uintBitsToFloat(b & 0xFFFF0000u));
+}
+float dequant1(uint off) {
+	return uintBitsToFloat(ld16(off) << 16);
+}
+#define ESIZE 2u
+
+#elif defined(DATA_A_Q4_0)
+// block_q4_0: f16 d; u8 qs[16]. x[i] = d*(lo(qs[i]) - 8), x[i+16] = d*(hi(qs[i]) - 8).
+#define QK 32u
+#define QS 18u
+vec4 dequant4(uint blk, uint j) {
+	const float d = ldh(blk);
+	const uint q = (ld32(blk + 2u + 4u * (j & 3u)) >> (j >= 4u ? 4u : 0u)) & 0x0F0F0F0Fu;
+	return d * (bytes4(q) - 8.0);
+}
+
+#elif defined(DATA_A_Q4_1)
+// block_q4_1: f16 d, m; u8 qs[16]. x = d*q + m.
+#define QK 32u
+#define QS 20u
+vec4 dequant4(uint blk, uint j) {
+	const float d = ldh(blk);
+	const float m = ldh(blk + 2u);
+	const uint q = (ld32(blk + 4u + 4u * (j & 3u)) >> (j >= 4u ? 4u : 0u)) & 0x0F0F0F0Fu;
+	return d * bytes4(q) + m;
+}
+
+#elif defined(DATA_A_Q5_0) || defined(DATA_A_Q5_1)
+// block_q5_0: f16 d; u8 qh[4]; u8 qs[16]. Element e takes its fifth bit
+// from bit e of qh. x = d*(q - 16).
+// block_q5_1: f16 d, m; u8 qh[4]; u8 qs[16]. x = d*q + m.
+#define QK 32u
+#if defined(DATA_A_Q5_0)
+#define QS 22u
+#define Q5_QH 2u
+#else
+#define QS 24u
+#define Q5_QH 4u
+#endif
+vec4 dequant4(uint blk, uint j) {
+	const float d = ldh(blk);
+	const uint qh = ld32(blk + Q5_QH) >> (4u * j);
+	const uint hi = (qh & 1u) | ((qh & 2u) << 7) | ((qh & 4u) << 14) | ((qh & 8u) << 21);
+	const uint q = ((ld32(blk + Q5_QH + 4u + 4u * (j & 3u)) >> (j >= 4u ? 4u : 0u)) & 0x0F0F0F0Fu) | (hi << 4);
+#if defined(DATA_A_Q5_0)
+	return d * (bytes4(q) - 16.0);
+#else
+	return d * bytes4(q) + ldh(blk + 2u);
+#endif
+}
+
+#elif defined(DATA_A_Q8_0)
+// block_q8_0: f16 d; i8 qs[32]. x = d*q.
+#define QK 32u
+#define QS 34u
+vec4 dequant4(uint blk, uint j) {
+	return ldh(blk) * sbytes4(ld32(blk + 2u + 4u * j));
+}
+
+#elif defined(DATA_A_Q2_K)
+// block_q2_K: u8 scales[16]; u8 qs[64]; f16 d, dmin. Element e: 2-bit value
+// at shift 2*((e%128)/32) of qs[32*(e/128) + e%32]; scale byte e/16 holds
+// the scale (low nibble) and min (high nibble).
+#define QK 256u
+#define QS 84u
+vec4 dequant4(uint blk, uint j) {
+	const uint e = 4u * j;
+	const uint q = (ld32(blk + 16u + 32u * (e >> 7) + (e & 31u)) >> (2u * ((e & 127u) >> 5))) & 0x03030303u;
+	const uint sc = ld8(blk + (e >> 4));
+	const float d = ldh(blk + 80u) * float(sc & 0xFu);
+	const float m = ldh(blk + 82u) * float(sc >> 4);
+	return d * bytes4(q) - m;
+}
+
+#elif defined(DATA_A_Q3_K)
+// block_q3_K: u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d. Element e: low
+// two bits as in Q2_K, high bit at bit 4*(e/128) + (e%128)/32 of hmask[e%32]
+// (a clear bit subtracts 4); 16 six-bit scales packed as ggml's
+// dequantize_row_q3_K unpacks them, each minus 32.
+#define QK 256u
+#define QS 110u
+vec4 dequant4(uint blk, uint j) {
+	const uint e = 4u * j;
+	const uint l = e & 31u;
+	const uint sh = (e & 127u) >> 5;
+	const uint q = (ld32(blk + 32u + 32u * (e >> 7) + l) >> (2u * sh)) & 0x03030303u;
+	const uint h = (ld32(blk + l) >> (4u * (e >> 7) + sh)) & 0x01010101u;
+	const uint s = e >> 4;
+	const uint lo = s < 8u ? (ld8(blk + 96u + s) & 0xFu) : (ld8(blk + 88u + s) >> 4);
+	const uint hi = (ld8(blk + 104u + (s & 3u)) >> (2u * (s >> 2))) & 3u;
+	const float d = ldh(blk + 108u) * float(int(lo | (hi << 4)) - 32);
+	return d * (bytes4(q) + 4.0 * bytes4(h) - 4.0);
+}
+
+#elif defined(DATA_A_Q4_K) || defined(DATA_A_Q5_K)
+// block_q4_K: f16 d, dmin; u8 scales[12]; u8 qs[128].
+// block_q5_K: f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128].
+// Element e is in sub-block s = e/32 with its 6-bit scale and min unpacked as
+// ggml's get_scale_min_k4; the nibble is qs[32*(s/2) + e%32] >> 4*(s%2); Q5_K
+// adds bit s of qh[e%32] as 16.
+#define QK 256u
+#if defined(DATA_A_Q4_K)
+#define QS 144u
+#define QK_QS 16u
+#else
+#define QS 176u
+#define QK_QS 48u
+#endif
+vec4 dequant4(uint blk, uint j) {
+	const uint e = 4u * j;
+	const uint s = e >> 5;
+	const uint l = e & 31u;
+	uint q = (ld32(blk + QK_QS + 32u * (s >> 1) + l) >> (4u * (s & 1u))) & 0x0F0F0F0Fu;
+#if defined(DATA_A_Q5_K)
+	q |= ((ld32(blk + 16u + l) >> s) & 0x01010101u) << 4;
+#endif
+	uint sc, mn;
+	if (s < 4u) {
+		sc = ld8(blk + 4u + s) & 63u;
+		mn = ld8(blk + 8u + s) & 63u;
+	} else {
+		const uint b = ld8(blk + 8u + s);
+		sc = (b & 0xFu) | ((ld8(blk + s) >> 6) << 4);
+		mn = (b >> 4) | ((ld8(blk + 4u + s) >> 6) << 4);
+	}
+	return ldh(blk) * float(sc) * bytes4(q) - ldh(blk + 2u) * float(mn);
+}
+
+#elif defined(DATA_A_Q6_K)
+// block_q6_K: u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d. Element e with
+// n = e/128, t = (e%128)/32, l = e%32: low nibble of ql[64n + 32(t%2) + l]
+// shifted by 4(t/2), high two bits at shift 2t of qh[32n + l], minus 32;
+// scale e/16.
+#define QK 256u
+#define QS 210u
+vec4 dequant4(uint blk, uint j) {
+	const uint e = 4u * j;
+	const uint n = e >> 7;
+	const uint t = (e & 127u) >> 5;
+	const uint l = e & 31u;
+	const uint lo = (ld32(blk + 64u * n + 32u * (t & 1u) + l) >> (4u * (t >> 1))) & 0x0F0F0F0Fu;
+	const uint hi = (ld32(blk + 128u + 32u * n + l) >> (2u * t)) & 0x03030303u;
+	const float d = ldh(blk + 208u) * float(bitfieldExtract(int(ld8(blk + 192u + (e >> 4))), 0, 8));
+	return d * (bytes4(lo | (hi << 4)) - 32.0);
+}
+
+#elif defined(DATA_A_IQ4_NL)
+// block_iq4_nl: f16 d; u8 qs[16]; like Q4_0 through the kvalues_iq4nl book.
+#define QK 32u
+#define QS 18u
+vec4 dequant4(uint blk, uint j) {
+	const uint q = (ld32(blk + 2u + 4u * (j & 3u)) >> (j >= 4u ? 4u : 0u)) & 0x0F0F0F0Fu;
+	return ldh(blk) * iq4_lookup(q);
+}
+
+#elif defined(DATA_A_IQ4_XS)
+// block_iq4_xs: f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]. Sub-block
+// ib = e/32 has the 6-bit scale (scales_l nibble | 2 bits of scales_h) - 32
+// and 32 codes laid out as in IQ4_NL.
+#define QK 256u
+#define QS 136u
+vec4 dequant4(uint blk, uint j) {
+	const uint e = 4u * j;
+	const uint ib = e >> 5;
+	const uint l = e & 31u;
+	const uint ls = ((ld8(blk + 4u + (ib >> 1)) >> (4u * (ib & 1u))) & 0xFu) | (((ld16(blk + 2u) >> (2u * ib)) & 3u) << 4);
+	const uint q = (ld32(blk + 8u + 16u * ib + (l & 15u)) >> (l >= 16u ? 4u : 0u)) & 0x0F0F0F0Fu;
+	return ldh(blk) * float(int(ls) - 32) * iq4_lookup(q);
+}
+
+#else
+#error "quant.glsl: define one DATA_A_<TYPE>"
+#endif
+
+// load_w4 returns elements 4g..4g+3 of the row whose first byte is at row,
+// K elements long. Quantized rows are whole blocks; plain rows may end inside
+// the group, and the elements past K read as zero.
+vec4 load_w4(uint row, uint g, uint K) {
+#if defined(DATA_A_PLAIN)
+	if (4u * g + 4u > K) {
+		vec4 v = vec4(0.0);
+		for (uint i = 0u; i < 4u; i++) {
+			if (4u * g + i < K) {
+				v[i] = dequant1(row + (4u * g + i) * ESIZE);
+			}
+		}
+		return v;
+	}
+	return dequant4(row + g * QS, 0u);
+#else
+	return dequant4(row + (g / (QK / 4u)) * QS, g % (QK / 4u));
+#endif
+}
