@@ -1,0 +1,59 @@
+// Command vkllm is a local LLM inference server whose math runs in Vulkan
+// compute shaders. Run "vkllm help" for the sub-commands.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+)
+
+type command struct {
+	name, summary string
+	run           func(args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"version", "print the version", func([]string) error { fmt.Println("vkllm", version); return nil }},
+	}
+}
+
+const version = "0.1.0-dev"
+
+func usage(w *os.File) {
+	fmt.Fprintln(w, "usage: vkllm <command> [flags]\n\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'vkllm <command> --help' for a command's flags.")
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	name := os.Args[1]
+	if name == "help" || name == "-h" || name == "--help" {
+		usage(os.Stdout)
+		return
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			err := c.run(os.Args[2:])
+			if errors.Is(err, flag.ErrHelp) {
+				return
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "vkllm %s: %v\n", name, err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	fmt.Fprintf(os.Stderr, "vkllm: unknown command %q\n\n", name)
+	usage(os.Stderr)
+	os.Exit(2)
+}
