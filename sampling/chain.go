@@ -1,0 +1,497 @@
+package sampling
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+)
+
+// Constraint restricts which tokens may come next (a grammar).
+type Constraint interface {
+	// Mask sets logits[id] to -Inf for every token id that may not come next.
+	Mask(logits []float32) error
+	// Accept advances the constraint past the chosen token id.
+	Accept(id int32) error
+}
+
+// Vocab describes the vocabulary a chain samples from.
+type Vocab struct {
+	// Size is the number of token ids; every logits row has this length.
+	Size int
+	// EOG lists the end-of-generation token ids, masked until min_tokens
+	// tokens have been accepted.
+	EOG []int32
+	// Tokenize turns logit_bias text into token ids for logit_bias_type
+	// "tokens" (without BOS or other special tokens). It is called only by
+	// NewChain and may be nil when no text keys are used.
+	Tokenize func(text string) ([]int32, error)
+}
+
+// ErrNoCandidates is returned by Sample when every logit is -Inf or NaN after
+// bias, penalties, min_tokens and grammar, so no token can be chosen.
+var ErrNoCandidates = errors.New("sampling: no token can be sampled: every logit is -Inf or NaN")
+
+// ErrNoLogprobs is returned by Logprob and TopLogprobs when the chain was
+// built without Params.Logprobs or Params.TopLogprobs, or before the first
+// Sample.
+var ErrNoLogprobs = errors.New("sampling: logprobs were not enabled for this chain or nothing was sampled yet")
+
+// tokenBias is one resolved logit_bias entry. Entries are added in order, so
+// two text keys that share a token both apply.
+type tokenBias struct {
+	id   int32
+	bias float32
+}
+
+// heapTopKMax is the largest top_k served by the one-pass heap; larger k
+// gathers all candidates and uses quickselect.
+const heapTopKMax = 1024
+
+// Chain is the sampler chain of one sequence: its parameters, penalty
+// window, Mirostat state, random number generator, optional grammar and
+// scratch buffers. The order of the samplers is in the package comment.
+//
+// A Chain is not safe for concurrent use. Sample, then Accept the token
+// the sequence actually continues with; Logprob and TopLogprobs describe
+// the most recent Sample until the next one.
+type Chain struct {
+	p          Params
+	vocabSize  int
+	eog        []int32
+	constraint Constraint
+	bias       []tokenBias
+	pen        *penalties
+
+	temp                       float32
+	topP, minP, tfsZ, typicalP float32
+	tau, eta                   float32
+	mu                         float32 // Mirostat: twice tau at start
+	seed                       uint64  // effective seed, drawn when RandomSeed
+	rng                        rand.PCG
+	nAccepted                  int // tokens accepted since Reset (not primed ones)
+
+	cands []cand // scratch; capacity vocabSize, or TopK for the heap path
+
+	// Logprob state: a copy of the raw logits of the last Sample and its
+	// log-sum-exp, computed on first use.
+	raw      []float32
+	rawValid bool
+	lseValid bool
+	rawMax   float64
+	rawLSE   float64
+}
+
+// NewChain returns the sampler chain of one sequence. It validates p,
+// resolves logit_bias against v (text keys through v.Tokenize), and reserves
+// every buffer the chain will use, so Sample and Accept allocate nothing.
+// constraint may be nil. eogIDs and the bias are copied.
+func NewChain(p Params, v Vocab, constraint Constraint) (*Chain, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if v.Size <= 0 || v.Size > math.MaxInt32 {
+		return nil, fmt.Errorf("sampling: vocabulary size %d is out of range", v.Size)
+	}
+	for _, id := range v.EOG {
+		if id < 0 || int(id) >= v.Size {
+			return nil, fmt.Errorf("sampling: end-of-generation token id %d is outside the vocabulary of %d", id, v.Size)
+		}
+	}
+	bias, err := resolveBias(&p, v)
+	if err != nil {
+		return nil, err
+	}
+	c := &Chain{
+		p:          p,
+		vocabSize:  v.Size,
+		eog:        append([]int32(nil), v.EOG...),
+		constraint: constraint,
+		bias:       bias,
+		pen:        newPenalties(&p, v.Size),
+		temp:       float32(p.Temperature),
+		topP:       float32(p.TopP),
+		minP:       float32(p.MinP),
+		tfsZ:       float32(p.TFSZ),
+		typicalP:   float32(p.TypicalP),
+		tau:        float32(p.MirostatTau),
+		eta:        float32(p.MirostatEta),
+	}
+	c.mu = 2 * c.tau
+	c.seedRNG(p.Seed)
+	if p.TopK > 0 && p.TopK <= heapTopKMax && p.MirostatMode == 0 {
+		c.cands = make([]cand, 0, p.TopK)
+	} else {
+		c.cands = make([]cand, 0, v.Size)
+	}
+	if p.Logprobs || p.TopLogprobs > 0 {
+		c.raw = make([]float32, v.Size)
+	}
+	return c, nil
+}
+
+func (c *Chain) seedRNG(seed int64) {
+	if seed == RandomSeed {
+		c.seed = rand.Uint64() // runtime entropy; not a package-level generator of ours
+	} else {
+		c.seed = uint64(seed)
+	}
+	c.rng.Seed(c.seed, 0x9e3779b97f4a7c15)
+}
+
+func resolveBias(p *Params, v Vocab) ([]tokenBias, error) {
+	if len(p.LogitBias) == 0 {
+		return nil, nil
+	}
+	var out []tokenBias
+	for key, b := range p.LogitBias {
+		if p.LogitBiasType == LogitBiasTokens {
+			if v.Tokenize == nil {
+				return nil, paramErr("logit_bias", "logit_bias_type %q needs a tokenizer", LogitBiasTokens)
+			}
+			ids, err := v.Tokenize(key)
+			if err != nil {
+				return nil, paramErr("logit_bias", "tokenizing %q: %v", key, err)
+			}
+			for _, id := range ids {
+				if id < 0 || int(id) >= v.Size {
+					return nil, paramErr("logit_bias", "%q tokenized to id %d outside the vocabulary of %d", key, id, v.Size)
+				}
+				out = append(out, tokenBias{id, float32(b)})
+			}
+			continue
+		}
+		id, err := strconv.ParseInt(key, 10, 32)
+		if err != nil {
+			return nil, paramErr("logit_bias", "key %q is not a token id", key)
+		}
+		if id < 0 || int(id) >= v.Size {
+			return nil, paramErr("logit_bias", "token id %d is outside the vocabulary of %d", id, v.Size)
+		}
+		out = append(out, tokenBias{int32(id), float32(b)})
+	}
+	return out, nil
+}
+
+// Clone returns an independent chain for another candidate of the same
+// request (n, best_of): same parameters, a copy of the penalty window,
+// Mirostat mu and min_tokens progress, fresh scratch, and its own generator
+// seeded with seed (RandomSeed draws one). constraint is the clone's grammar
+// in the same state as this chain's, or nil; a Constraint cannot be copied
+// through its interface, so the caller builds it.
+func (c *Chain) Clone(seed int64, constraint Constraint) *Chain {
+	d := *c
+	d.constraint = constraint
+	d.eog = append([]int32(nil), c.eog...)
+	d.bias = append([]tokenBias(nil), c.bias...)
+	if c.pen != nil {
+		d.pen = c.pen.clone()
+	}
+	d.cands = make([]cand, 0, cap(c.cands))
+	if c.raw != nil {
+		d.raw = make([]float32, len(c.raw))
+	}
+	d.rawValid, d.lseValid = false, false
+	d.seedRNG(seed)
+	return &d
+}
+
+// Reset returns the chain to its state after NewChain: empty penalty
+// window, Mirostat mu = 2*tau, no accepted tokens, and the generator
+// re-seeded with the same effective seed. It does not touch the Constraint;
+// install a fresh one with SetConstraint.
+func (c *Chain) Reset() {
+	if c.pen != nil {
+		c.pen.reset()
+	}
+	c.mu = 2 * c.tau
+	c.nAccepted = 0
+	c.rng.Seed(c.seed, 0x9e3779b97f4a7c15)
+	c.rawValid, c.lseValid = false, false
+}
+
+// SetConstraint replaces the grammar constraint; nil removes it.
+func (c *Chain) SetConstraint(constraint Constraint) { c.constraint = constraint }
+
+// Mu returns the current Mirostat target surprise mu (2*tau until the first
+// Mirostat draw).
+func (c *Chain) Mu() float32 { return c.mu }
+
+// Prime records prompt tokens in the penalty window, as llama.cpp's server
+// does before generating. They do not advance the constraint or count
+// towards min_tokens.
+func (c *Chain) Prime(tokens []int32) error {
+	for i, id := range tokens {
+		if id < 0 || int(id) >= c.vocabSize {
+			return fmt.Errorf("sampling: prime: token %d (index %d) is outside the vocabulary of %d", id, i, c.vocabSize)
+		}
+	}
+	if c.pen != nil {
+		for _, id := range tokens {
+			c.pen.accept(id)
+		}
+	}
+	return nil
+}
+
+// Accept records id as the sequence's next token: it advances the
+// constraint, enters id in the penalty window and counts it for min_tokens.
+// If the constraint rejects id, Accept returns its error and records
+// nothing.
+func (c *Chain) Accept(id int32) error {
+	if id < 0 || int(id) >= c.vocabSize {
+		return fmt.Errorf("sampling: accept: token %d is outside the vocabulary of %d", id, c.vocabSize)
+	}
+	if c.constraint != nil {
+		if err := c.constraint.Accept(id); err != nil {
+			return fmt.Errorf("sampling: accept: grammar: %w", err)
+		}
+	}
+	if c.pen != nil {
+		c.pen.accept(id)
+	}
+	c.nAccepted++
+	return nil
+}
+
+// Sample chooses the next token from logits, a row of Vocab.Size model
+// logits, which it modifies in place (bias, penalties, min_tokens and the
+// grammar mask are written into it). It does not Accept the token. Mirostat
+// updates mu here, as llama.cpp does. Sample allocates nothing.
+func (c *Chain) Sample(logits []float32) (int32, error) {
+	if len(logits) != c.vocabSize {
+		return -1, fmt.Errorf("sampling: logits row has %d entries, want vocabulary size %d", len(logits), c.vocabSize)
+	}
+	if c.raw != nil {
+		copy(c.raw, logits)
+		c.rawValid, c.lseValid = true, false
+	}
+	for _, b := range c.bias {
+		logits[b.id] += b.bias
+	}
+	if c.pen != nil {
+		c.pen.apply(logits)
+	}
+	if c.nAccepted < c.p.MinTokens {
+		for _, id := range c.eog {
+			logits[id] = float32(math.Inf(-1))
+		}
+	}
+	if c.constraint != nil {
+		if err := c.constraint.Mask(logits); err != nil {
+			return -1, fmt.Errorf("sampling: grammar: %w", err)
+		}
+	}
+	if c.temp <= 0 {
+		id := argmax(logits)
+		if id < 0 {
+			return -1, ErrNoCandidates
+		}
+		if c.p.MirostatMode != 0 {
+			// llama.cpp's chain keeps only the maximum before Mirostat, which
+			// then observes a surprise of 0 bits.
+			c.mu -= c.eta * (0 - c.tau)
+		}
+		return id, nil
+	}
+	switch c.p.MirostatMode {
+	case 1:
+		return c.mirostatV1(logits)
+	case 2:
+		return c.mirostatV2(logits)
+	}
+	return c.truncateAndDraw(logits)
+}
+
+// argmax returns the id of the largest logit, the lowest id on ties, or -1
+// when every logit is -Inf or NaN.
+func argmax(logits []float32) int32 {
+	best := int32(-1)
+	bestL := float32(math.Inf(-1))
+	for i, l := range logits {
+		if l > bestL {
+			best, bestL = int32(i), l
+		}
+	}
+	return best
+}
+
+// gather fills c.cands with every finite-or-+Inf logit divided by div (1 for
+// none), unsorted, key = -logit.
+func (c *Chain) gather(logits []float32, div float32) []cand {
+	cs := c.cands[:0]
+	for i, l := range logits {
+		if l != l || l < -math.MaxFloat32 {
+			continue
+		}
+		if div != 1 {
+			l /= div
+		}
+		cs = append(cs, cand{id: int32(i), logit: l, key: -l})
+	}
+	return cs
+}
+
+func (c *Chain) truncateAndDraw(logits []float32) (int32, error) {
+	var cs []cand
+	sorted := false
+	k := c.p.TopK
+	if k > 0 && k <= heapTopKMax {
+		cs = topKFromLogits(logits, k, c.cands)
+		sorted = true
+	} else {
+		cs = c.gather(logits, 1)
+		if k > 0 && k < len(cs) {
+			selectFirst(cs, k)
+			cs = cs[:k]
+			sorted = true
+		}
+	}
+	if len(cs) == 0 {
+		return -1, ErrNoCandidates
+	}
+	minKeep := c.p.MinKeep
+	cs, sorted = tailFree(cs, sorted, c.tfsZ, minKeep)
+	cs, sorted = typical(cs, sorted, c.typicalP, minKeep)
+	cs, sorted = topP(cs, sorted, c.topP, minKeep)
+	cs, _ = minP(cs, sorted, c.minP, minKeep)
+	for i := range cs {
+		cs[i].logit /= c.temp
+	}
+	i := c.draw(cs)
+	return cs[i].id, nil
+}
+
+// uniform returns a float64 in [0, 1) from the chain's generator.
+func (c *Chain) uniform() float64 {
+	return float64(c.rng.Uint64()>>11) * 0x1p-53
+}
+
+// draw samples an index of cs from the softmax of its logits.
+func (c *Chain) draw(cs []cand) int {
+	if len(cs) == 1 {
+		return 0
+	}
+	maxL := cs[0].logit
+	for i := 1; i < len(cs); i++ {
+		maxL = max(maxL, cs[i].logit)
+	}
+	sum := 0.0
+	for i := range cs {
+		p := exp32(cs[i].logit - maxL)
+		cs[i].p = p
+		sum += float64(p)
+	}
+	target := sum * c.uniform()
+	run := 0.0
+	for i := range cs {
+		run += float64(cs[i].p)
+		if run >= target && cs[i].p > 0 {
+			return i
+		}
+	}
+	// Rounding left run just short of target: take the last possible token.
+	for i := len(cs) - 1; i > 0; i-- {
+		if cs[i].p > 0 {
+			return i
+		}
+	}
+	return 0
+}
+
+// mirostatV1 implements Mirostat 1 (Basu et al. 2021, algorithm 1) as
+// llama.cpp does with m = 100: estimate the Zipf exponent s from the m most
+// likely tokens, derive k from s, mu and the vocabulary size, draw from the
+// top k, and move mu towards tau.
+func (c *Chain) mirostatV1(logits []float32) (int32, error) {
+	const m = 100
+	cs := c.gather(logits, c.temp)
+	if len(cs) == 0 {
+		return -1, ErrNoCandidates
+	}
+	softmax(cs, false)
+	head := min(m, len(cs))
+	selectFirst(cs, head)
+
+	var sumTiBi, sumTiSq float32
+	for i := 0; i < m-1 && i < len(cs)-1; i++ {
+		ti := float32(math.Log(float64(i+2) / float64(i+1)))
+		bi := float32(math.Log(float64(cs[i].p / cs[i+1].p)))
+		sumTiBi += ti * bi
+		sumTiSq += ti * ti
+	}
+	sHat := sumTiBi / sumTiSq
+	epsHat := sHat - 1
+	kf := math.Pow(float64(epsHat)*math.Pow(2, float64(c.mu))/(1-math.Pow(float64(c.vocabSize), float64(-epsHat))), float64(1/sHat))
+	k := len(cs)
+	switch {
+	case math.IsNaN(kf) || kf < 1:
+		k = 1
+	case kf < float64(len(cs)):
+		k = int(kf)
+	}
+	if k > head {
+		// Extend the sorted prefix: everything in cs[head:] ranks below it.
+		selectFirst(cs[head:], k-head)
+	}
+	cs = cs[:k]
+	softmax(cs, true)
+	i := c.drawP(cs)
+	c.mu -= c.eta * (-log2f(cs[i].p) - c.tau)
+	return cs[i].id, nil
+}
+
+// mirostatV2 implements Mirostat 2 as llama.cpp does: keep the tokens whose
+// surprise -log2(p) is at most mu (at least the most likely one), draw from
+// their renormalized softmax, and move mu towards tau.
+func (c *Chain) mirostatV2(logits []float32) (int32, error) {
+	cs := c.gather(logits, c.temp)
+	if len(cs) == 0 {
+		return -1, ErrNoCandidates
+	}
+	softmax(cs, false)
+	n := 0
+	for i := range cs {
+		if !(-log2f(cs[i].p) > c.mu) {
+			cs[n] = cs[i]
+			n++
+		}
+	}
+	if n == 0 {
+		// Nothing is that unsurprising: keep the most likely token alone.
+		// (Nothing was moved, so cs is still the full candidate set.)
+		best := 0
+		for i := range cs {
+			if candLess(&cs[i], &cs[best]) {
+				best = i
+			}
+		}
+		cs[0] = cs[best]
+		n = 1
+	}
+	cs = cs[:n]
+	sortCands(cs)
+	softmax(cs, true)
+	i := c.drawP(cs)
+	c.mu -= c.eta * (-log2f(cs[i].p) - c.tau)
+	return cs[i].id, nil
+}
+
+// drawP samples an index of cs from its normalized probabilities p.
+func (c *Chain) drawP(cs []cand) int {
+	target := c.uniform()
+	run := 0.0
+	for i := range cs {
+		run += float64(cs[i].p)
+		if run > target {
+			return i
+		}
+	}
+	for i := len(cs) - 1; i > 0; i-- {
+		if cs[i].p > 0 {
+			return i
+		}
+	}
+	return 0
+}

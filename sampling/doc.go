@@ -1,0 +1,30 @@
+// Package sampling turns a row of logits into the next token: the sampler
+// chain of a sequence, its penalties, Mirostat, logit bias, the grammar
+// hook and the log-probabilities the API reports.
+//
+// A Chain is built per sequence from Params (API.md 4.1 names and
+// defaults) and applies, in this order, the reference order of llama.cpp:
+//
+//  1. logit bias (logit_bias, logit_bias_type)
+//  2. penalties over the last penalty_last_n tokens (repeat_penalty,
+//     frequency_penalty, presence_penalty)
+//  3. min_tokens: end-of-generation tokens masked until reached
+//  4. grammar: the optional Constraint masks tokens that may not come next
+//  5. with temperature 0: greedy, the most likely remaining token
+//  6. with mirostat_mode 0: top_k, tfs_z, typical_p, top_p, min_p (each
+//     keeping at least min_keep tokens where llama.cpp does), then
+//     temperature, then a draw from the softmax of what is left
+//  7. with mirostat_mode 1 or 2: temperature, then Mirostat (v1 estimates
+//     k from the 100 most likely tokens; v2 truncates by surprise), which
+//     replaces the truncation samplers of step 6 and draws the token.
+//
+// Steps 1 to 4 edit the caller's logits in place; the rest work on the
+// chain's own candidate buffers, so nothing is allocated per token.
+//
+// Log-probabilities (Chain.Logprob, Chain.TopLogprobs) are those of the raw
+// model distribution: the softmax of the logits as passed to Sample, before
+// bias, penalties, grammar, truncation and temperature. This is what
+// llama.cpp's server reports by default (n_probs without
+// post_sampling_probs) and what OpenAI documents as the model's
+// log-probability of the token.
+package sampling

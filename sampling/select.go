@@ -1,0 +1,192 @@
+package sampling
+
+import (
+	"math"
+	"slices"
+)
+
+// cand is one candidate token. key orders candidates (ascending, ties by
+// ascending id): -logit for "most likely first", the shifted score for
+// typical sampling.
+type cand struct {
+	id    int32
+	logit float32
+	p     float32
+	key   float32
+}
+
+func candLess(a, b *cand) bool {
+	return a.key < b.key || (a.key == b.key && a.id < b.id)
+}
+
+func candCmp(a, b cand) int {
+	switch {
+	case a.key < b.key:
+		return -1
+	case a.key > b.key:
+		return 1
+	case a.id < b.id:
+		return -1
+	case a.id > b.id:
+		return 1
+	}
+	return 0
+}
+
+// sortCands sorts by key, ties by id: a total order, so the result does not
+// depend on the input order.
+func sortCands(cs []cand) { slices.SortFunc(cs, candCmp) }
+
+// keyByLogit sets key = -logit so that ascending key is descending logit.
+func keyByLogit(cs []cand) {
+	for i := range cs {
+		cs[i].key = -cs[i].logit
+	}
+}
+
+// selectFirst rearranges cs so that cs[:n] holds the n smallest candidates
+// by key in sorted order, and cs[n:] the rest in any order. It runs in
+// expected O(len(cs) + n log n) and never sorts all of cs unless n does.
+func selectFirst(cs []cand, n int) {
+	if n <= 0 {
+		return
+	}
+	if n < len(cs) {
+		quickselect(cs, n)
+	}
+	sortCands(cs[:n])
+}
+
+// quickselect partitions cs so that cs[:n] are the n smallest by key
+// (unordered). Median-of-three pivots with a depth limit; past the limit it
+// falls back to sorting the remaining range.
+func quickselect(cs []cand, n int) {
+	lo, hi := 0, len(cs) // the n-th smallest lies in cs[lo:hi]
+	depth := 2 * bitsLen(len(cs))
+	for hi-lo > 16 {
+		if depth == 0 {
+			sortCands(cs[lo:hi])
+			return
+		}
+		depth--
+		// Median of three as pivot, moved to lo.
+		mid := lo + (hi-lo)/2
+		a, b, c := lo, mid, hi-1
+		if candLess(&cs[b], &cs[a]) {
+			a, b = b, a
+		}
+		if candLess(&cs[c], &cs[b]) {
+			b = c
+			if candLess(&cs[b], &cs[a]) {
+				b = a
+			}
+		}
+		cs[lo], cs[b] = cs[b], cs[lo]
+		pivot := cs[lo]
+		// Hoare partition of cs[lo+1:hi] around pivot.
+		i, j := lo+1, hi-1
+		for {
+			for i <= j && candLess(&cs[i], &pivot) {
+				i++
+			}
+			for i <= j && candLess(&pivot, &cs[j]) {
+				j--
+			}
+			if i >= j {
+				break
+			}
+			cs[i], cs[j] = cs[j], cs[i]
+			i++
+			j--
+		}
+		// cs[lo+1:i] <= pivot <= cs[j+1:hi]; put the pivot at j.
+		cs[lo], cs[j] = cs[j], cs[lo]
+		switch {
+		case j == n || j == n-1:
+			return
+		case j > n:
+			hi = j
+		default:
+			lo = j + 1
+		}
+	}
+	sortCands(cs[lo:hi])
+}
+
+func bitsLen(n int) int {
+	b := 0
+	for n > 0 {
+		b++
+		n >>= 1
+	}
+	return b
+}
+
+// topKFromLogits writes the k most likely tokens of logits to dst (which
+// must have capacity k), sorted by descending logit with ties by ascending
+// id, and returns it. -Inf and NaN logits are never candidates. It keeps a
+// min-heap of k entries in one pass, so a vocabulary of V costs O(V) plus
+// O(k log k log(V/k)) expected heap work.
+func topKFromLogits(logits []float32, k int, dst []cand) []cand {
+	h := dst[:0]
+	i := 0
+	// Fill the heap with the first k finite logits.
+	for ; i < len(logits) && len(h) < k; i++ {
+		l := logits[i]
+		if l != l || l < -math.MaxFloat32 {
+			continue
+		}
+		h = append(h, cand{id: int32(i), logit: l, key: -l})
+		heapUp(h, len(h)-1)
+	}
+	if len(h) == k {
+		// The root is the worst kept candidate. Later ids lose ties, so a
+		// logit must beat the root strictly; NaN fails the test by itself.
+		root := h[0].logit
+		for ; i < len(logits); i++ {
+			l := logits[i]
+			if !(l > root) {
+				continue
+			}
+			h[0] = cand{id: int32(i), logit: l, key: -l}
+			heapDown(h, 0)
+			root = h[0].logit
+		}
+	}
+	sortCands(h)
+	return h
+}
+
+// The heap keeps the worst candidate (largest key, ties largest id) at the
+// root.
+func heapWorse(a, b *cand) bool { return candLess(b, a) }
+
+func heapUp(h []cand, i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !heapWorse(&h[i], &h[parent]) {
+			return
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+}
+
+func heapDown(h []cand, i int) {
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		w := l
+		if r := l + 1; r < n && heapWorse(&h[r], &h[l]) {
+			w = r
+		}
+		if !heapWorse(&h[w], &h[i]) {
+			return
+		}
+		h[i], h[w] = h[w], h[i]
+		i = w
+	}
+}

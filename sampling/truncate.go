@@ -1,0 +1,187 @@
+package sampling
+
+import "math"
+
+// The truncation samplers below follow llama.cpp's llama-sampling.cpp
+// (tail-free from the version that still had it): each takes the current
+// candidates and whether they are sorted by descending logit, and returns
+// the survivors and whether those are so sorted. Probabilities are float32
+// with float32 running sums, as there, so survivor sets agree at the
+// boundaries. Unlike llama.cpp, -Inf candidates never enter the list (they
+// have probability 0 and can never be drawn), and no sampler returns an
+// empty list.
+
+func exp32(x float32) float32 { return float32(math.Exp(float64(x))) }
+func log32(x float32) float32 { return float32(math.Log(float64(x))) }
+func log2f(x float32) float32 { return float32(math.Log2(float64(x))) }
+func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
+
+// softmax sets p to the softmax of the logits of cs.
+func softmax(cs []cand, sorted bool) {
+	maxL := cs[0].logit
+	if !sorted {
+		for i := 1; i < len(cs); i++ {
+			maxL = max(maxL, cs[i].logit)
+		}
+	}
+	var sum float32
+	for i := range cs {
+		p := exp32(cs[i].logit - maxL)
+		cs[i].p = p
+		sum += p
+	}
+	for i := range cs {
+		cs[i].p /= sum
+	}
+}
+
+// sortByLogit sorts cs by descending logit (ties by id) unless it already is.
+func sortByLogit(cs []cand, sorted bool) {
+	if !sorted {
+		keyByLogit(cs)
+		sortCands(cs)
+	}
+}
+
+// tailFree is tail-free sampling (Phillips 2019): on the sorted
+// probabilities, the absolute second differences normalized to sum 1 are
+// accumulated and the tail is cut where the sum first exceeds z (at an index
+// of at least minKeep). z >= 1 or fewer than 3 candidates: no-op. It needs
+// all candidates sorted, so without top_k it sorts the whole vocabulary.
+func tailFree(cs []cand, sorted bool, z float32, minKeep int) ([]cand, bool) {
+	if z >= 1 || len(cs) <= 2 {
+		return cs, sorted
+	}
+	sortByLogit(cs, sorted)
+	softmax(cs, true)
+	n2 := len(cs) - 2 // number of second differences
+	second := func(i int) float32 {
+		d0 := cs[i].p - cs[i+1].p
+		d1 := cs[i+1].p - cs[i+2].p
+		return abs32(d0 - d1)
+	}
+	var sum float32
+	for i := 0; i < n2; i++ {
+		sum += second(i)
+	}
+	last := len(cs)
+	var cum float32
+	for i := 0; i < n2; i++ {
+		if sum > 1e-6 {
+			cum += second(i) / sum
+		} else {
+			cum += 1 / float32(n2)
+		}
+		if cum > z && i >= minKeep {
+			last = i
+			break
+		}
+	}
+	return cs[:max(last, 1)], true
+}
+
+// typical is locally typical sampling (Meister et al. 2022): rank tokens by
+// how close their surprise -ln p is to the entropy of the distribution and
+// keep the closest ones until their mass exceeds typ (and at least minKeep
+// are kept). typ >= 1: no-op. The result is in typicality order, not sorted
+// by logit.
+func typical(cs []cand, sorted bool, typ float32, minKeep int) ([]cand, bool) {
+	if typ >= 1 {
+		return cs, sorted
+	}
+	softmax(cs, sorted)
+	var entropy float32
+	for i := range cs {
+		if p := cs[i].p; p > 0 { // 0·ln 0 = 0, not NaN
+			entropy += -p * log32(p)
+		}
+	}
+	for i := range cs {
+		cs[i].key = abs32(-log32(cs[i].p) - entropy)
+	}
+	last := prefixByKey(cs, func(i int, cum float32) bool {
+		return cum > typ && (minKeep == 0 || i >= minKeep-1)
+	})
+	return cs[:last], false
+}
+
+// topP keeps the smallest prefix of the most likely tokens whose mass
+// reaches p, and at least minKeep tokens. p >= 1: no-op.
+func topP(cs []cand, sorted bool, p float32, minKeep int) ([]cand, bool) {
+	if p >= 1 {
+		return cs, sorted
+	}
+	softmax(cs, sorted)
+	if !sorted {
+		keyByLogit(cs)
+	}
+	last := prefixByKey(cs, func(i int, cum float32) bool {
+		return cum >= p && i+1 >= minKeep
+	})
+	return cs[:last], true
+}
+
+// prefixByKey accumulates p in ascending key order and returns i+1 for the
+// first i where stop(i, cum) holds, or len(cs). It leaves cs[:result] sorted
+// by key. Only as much of cs is sorted as the walk needs: it selects and
+// sorts a head of 256, doubling while the walk runs past it.
+func prefixByKey(cs []cand, stop func(i int, cum float32) bool) int {
+	n := len(cs)
+	done := 0 // cs[:done] sorted, and ranks below everything in cs[done:]
+	next := min(256, n)
+	var cum float32
+	for i := 0; i < n; i++ {
+		if i == done {
+			selectFirst(cs[done:], next-done)
+			done = next
+			next = min(2*next, n)
+		}
+		cum += cs[i].p
+		if stop(i, cum) {
+			return i + 1
+		}
+	}
+	return n
+}
+
+// minP keeps the tokens whose probability is at least p times the largest,
+// that is whose logit is at least max + ln p, and at least minKeep tokens.
+// p <= 0: no-op.
+func minP(cs []cand, sorted bool, p float32, minKeep int) ([]cand, bool) {
+	if p <= 0 {
+		return cs, sorted
+	}
+	maxL := cs[0].logit
+	if !sorted {
+		for i := 1; i < len(cs); i++ {
+			maxL = max(maxL, cs[i].logit)
+		}
+	}
+	minLogit := maxL + log32(p)
+	kept := 0
+	for i := range cs {
+		if cs[i].logit >= minLogit {
+			kept++
+		}
+	}
+	if kept >= minKeep || kept == len(cs) {
+		if sorted {
+			return cs[:kept], true // the kept ones are a prefix
+		}
+		n := 0
+		for i := range cs {
+			if cs[i].logit >= minLogit {
+				cs[n] = cs[i]
+				n++
+			}
+		}
+		return cs[:n], false
+	}
+	// Too few pass: keep the minKeep most likely.
+	keep := min(minKeep, len(cs))
+	if !sorted {
+		keyByLogit(cs)
+		selectFirst(cs, keep)
+	}
+	return cs[:keep], true
+}
