@@ -1,0 +1,254 @@
+package vk
+
+/*
+#include <stdlib.h>
+#include "glue.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	gv "github.com/goki/vulkan"
+)
+
+// maxPush is the size of the recorder's push-constant scratch.
+const maxPush = 256
+
+// Cmd records one graph of dispatches and copies into the Device's command
+// buffer; Submit runs it with one queue submit and one fence wait. Between
+// consecutive commands Cmd inserts a compute/transfer -> compute/transfer
+// memory barrier, so each command sees the writes of the ones before it
+// (call NoBarrier before a command that is known to be independent of the
+// previous one to skip it). After an error every later call is a no-op and
+// Submit returns the first error (like bufio.Writer).
+//
+// A Device has one Cmd: Begin returns it, Submit or Abort ends it. Host
+// reads of buffers written by the graph are valid after Submit returns.
+type Cmd struct {
+	d         *Device
+	cb        gv.CommandBuffer
+	recording bool
+	any       bool // a command was recorded since Begin
+	skipNext  bool
+	err       error
+	push      unsafe.Pointer // C memory for push constants (no Go pointer to cgo)
+	groups    int            // dispatches recorded, for tests and stats
+}
+
+func newCmd(d *Device) *Cmd {
+	return &Cmd{d: d, cb: d.cmdBuf, push: C.malloc(maxPush)}
+}
+
+func (c *Cmd) free() {
+	if c.push != nil {
+		C.free(c.push)
+		c.push = nil
+	}
+}
+
+// Begin starts recording the Device's command buffer. It is an error to
+// Begin again before Submit or Abort.
+func (d *Device) Begin() (*Cmd, error) {
+	c := d.cmd
+	if c.recording {
+		return nil, fmt.Errorf("vk: Begin: a graph is already being recorded")
+	}
+	if err := check("vkResetCommandBuffer", gv.ResetCommandBuffer(c.cb, 0)); err != nil {
+		return nil, err
+	}
+	bi := &gv.CommandBufferBeginInfo{
+		SType: gv.StructureTypeCommandBufferBeginInfo,
+		Flags: gv.CommandBufferUsageFlags(gv.CommandBufferUsageOneTimeSubmitBit),
+	}
+	if err := check("vkBeginCommandBuffer", gv.BeginCommandBuffer(c.cb, bi)); err != nil {
+		return nil, err
+	}
+	c.recording, c.any, c.skipNext, c.err, c.groups = true, false, false, nil, 0
+	return c, nil
+}
+
+// Err returns the first error recorded so far.
+func (c *Cmd) Err() error { return c.err }
+
+// Dispatches returns the number of dispatches recorded since Begin.
+func (c *Cmd) Dispatches() int { return c.groups }
+
+func (c *Cmd) fail(err error) error {
+	if c.err == nil {
+		c.err = err
+	}
+	return c.err
+}
+
+const (
+	stageRW  = C.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | C.VK_PIPELINE_STAGE_TRANSFER_BIT
+	accessW  = C.VK_ACCESS_SHADER_WRITE_BIT | C.VK_ACCESS_TRANSFER_WRITE_BIT
+	accessRW = C.VK_ACCESS_SHADER_READ_BIT | C.VK_ACCESS_SHADER_WRITE_BIT | C.VK_ACCESS_TRANSFER_READ_BIT | C.VK_ACCESS_TRANSFER_WRITE_BIT
+)
+
+// before inserts the barrier between the previous command and the next.
+func (c *Cmd) before() {
+	if c.any && !c.skipNext {
+		c.Barrier()
+	}
+	c.any, c.skipNext = true, false
+}
+
+// Barrier records a full compute/transfer memory barrier now.
+func (c *Cmd) Barrier() {
+	if c.err != nil || !c.recording {
+		return
+	}
+	C.vkllm_barrier(c.d.in.ctx, C.VkCommandBuffer(unsafe.Pointer(c.cb)), stageRW, stageRW, accessW, accessRW)
+}
+
+// NoBarrier skips the automatic barrier before the next command: use it for
+// a command that neither reads nor writes what the previous one wrote (for
+// example the second of two kernels writing disjoint outputs from the same
+// inputs).
+func (c *Cmd) NoBarrier() { c.skipNext = true }
+
+// Dispatch records p over groups workgroups with push-constant bytes push
+// (len must equal the pipeline's PushSize; see Bytes) and one Range per
+// binding. Each Range must be non-empty, at most Limits.MaxStorageBufferRange
+// bytes and start at a multiple of Limits.MinStorageOffsetAlign.
+func (c *Cmd) Dispatch(p *Pipeline, groups [3]uint32, push []byte, bindings ...Range) error {
+	if c.err != nil {
+		return c.err
+	}
+	if !c.recording {
+		return c.fail(fmt.Errorf("vk: Dispatch(%s): not recording (call Begin)", p.name))
+	}
+	if p.pipe == nil {
+		return c.fail(fmt.Errorf("vk: Dispatch(%s): pipeline closed", p.name))
+	}
+	if len(bindings) != p.bindings {
+		return c.fail(fmt.Errorf("vk: Dispatch(%s): %d bindings, want %d", p.name, len(bindings), p.bindings))
+	}
+	if uint32(len(push)) != p.pushSize {
+		return c.fail(fmt.Errorf("vk: Dispatch(%s): %d push-constant bytes, want %d", p.name, len(push), p.pushSize))
+	}
+	lim := &c.d.info.Limits
+	for i, g := range groups {
+		if g == 0 || g > lim.MaxWorkgroupCount[i] {
+			return c.fail(fmt.Errorf("vk: Dispatch(%s): workgroup count %v, want 1..%v per dimension", p.name, groups, lim.MaxWorkgroupCount))
+		}
+	}
+	for i, r := range bindings {
+		if err := r.check(p.name); err != nil {
+			return c.fail(fmt.Errorf("%w (binding %d)", err, i))
+		}
+		if r.Size == 0 || r.Size > lim.MaxStorageBufferRange {
+			return c.fail(fmt.Errorf("vk: Dispatch(%s): binding %d is %d bytes, want 1..%d (maxStorageBufferRange; split it with Range.Windows)", p.name, i, r.Size, lim.MaxStorageBufferRange))
+		}
+		if r.Offset%lim.MinStorageOffsetAlign != 0 {
+			return c.fail(fmt.Errorf("vk: Dispatch(%s): binding %d offset %d not a multiple of minStorageBufferOffsetAlignment %d", p.name, i, r.Offset, lim.MinStorageOffsetAlign))
+		}
+	}
+	set, err := p.set(bindings)
+	if err != nil {
+		return c.fail(fmt.Errorf("vk: Dispatch(%s): %w", p.name, err))
+	}
+	c.before()
+	gv.CmdBindPipeline(c.cb, gv.PipelineBindPointCompute, p.pipe)
+	p.sets[0] = set
+	if p.bindings > 0 {
+		gv.CmdBindDescriptorSets(c.cb, gv.PipelineBindPointCompute, p.layout, 0, 1, p.sets, 0, nil)
+	}
+	if len(push) > 0 {
+		copy(unsafe.Slice((*byte)(c.push), maxPush), push)
+		gv.CmdPushConstants(c.cb, p.layout, gv.ShaderStageFlags(gv.ShaderStageComputeBit), 0, uint32(len(push)), c.push)
+	}
+	gv.CmdDispatch(c.cb, groups[0], groups[1], groups[2])
+	c.groups++
+	return nil
+}
+
+// Copy records a copy of min(dst.Size, src.Size) bytes from src to dst.
+// Offsets and size must be multiples of 4 for Fill; Copy has no alignment
+// rule.
+func (c *Cmd) Copy(dst, src Range) {
+	if c.err != nil {
+		return
+	}
+	if err := dst.check("Copy dst"); err != nil {
+		c.fail(err)
+		return
+	}
+	if err := src.check("Copy src"); err != nil {
+		c.fail(err)
+		return
+	}
+	n := min(dst.Size, src.Size)
+	if n == 0 {
+		return
+	}
+	c.before()
+	gv.CmdCopyBuffer(c.cb, src.Buf.buf, dst.Buf.buf, 1, []gv.BufferCopy{{SrcOffset: gv.DeviceSize(src.Offset), DstOffset: gv.DeviceSize(dst.Offset), Size: gv.DeviceSize(n)}})
+}
+
+// Fill records filling dst with the 32-bit pattern v (offset and size must
+// be multiples of 4). Useful to poison outputs in tests.
+func (c *Cmd) Fill(dst Range, v uint32) {
+	if c.err != nil {
+		return
+	}
+	if err := dst.check("Fill"); err != nil {
+		c.fail(err)
+		return
+	}
+	if dst.Offset%4 != 0 || dst.Size%4 != 0 {
+		c.fail(fmt.Errorf("vk: Fill: offset %d and size %d must be multiples of 4", dst.Offset, dst.Size))
+		return
+	}
+	c.before()
+	gv.CmdFillBuffer(c.cb, dst.Buf.buf, gv.DeviceSize(dst.Offset), gv.DeviceSize(dst.Size), v)
+}
+
+// Abort ends recording without submitting.
+func (c *Cmd) Abort() {
+	if c.recording {
+		gv.EndCommandBuffer(c.cb)
+		c.recording = false
+	}
+}
+
+// Submit ends recording, submits the graph, waits for it to finish and makes
+// its writes visible to the host. It returns the first recording error (the
+// graph is then not submitted) or the failing Vulkan call's error (errors.Is
+// ErrDeviceLost / ErrOutOfMemory).
+func (c *Cmd) Submit() error {
+	if !c.recording {
+		return fmt.Errorf("vk: Submit: not recording")
+	}
+	if c.err != nil {
+		c.Abort()
+		return c.err
+	}
+	if c.any {
+		C.vkllm_barrier(c.d.in.ctx, C.VkCommandBuffer(unsafe.Pointer(c.cb)), stageRW, C.VK_PIPELINE_STAGE_HOST_BIT, accessW, C.VK_ACCESS_HOST_READ_BIT)
+	}
+	c.recording = false
+	if err := check("vkEndCommandBuffer", gv.EndCommandBuffer(c.cb)); err != nil {
+		return err
+	}
+	in := c.d.in
+	r := C.vkllm_submit(in.ctx, C.VkQueue(unsafe.Pointer(c.d.queue)), C.VkCommandBuffer(unsafe.Pointer(c.cb)), C.VkFence(unsafe.Pointer(c.d.fence)))
+	if err := check("vkQueueSubmit", gv.Result(r)); err != nil {
+		return err
+	}
+	fences := []gv.Fence{c.d.fence}
+	if err := check("vkWaitForFences", gv.WaitForFences(c.d.dev, 1, fences, gv.True, ^uint64(0))); err != nil {
+		return err
+	}
+	return check("vkResetFences", gv.ResetFences(c.d.dev, 1, fences))
+}
+
+// Bytes returns the memory of *v as a byte slice, for push constants: v
+// must point to a struct of 4-byte fields that mirrors the shader's
+// push-constant block.
+func Bytes[T any](v *T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))
+}

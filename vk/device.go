@@ -1,0 +1,255 @@
+package vk
+
+/*
+#include <stdlib.h>
+#include "glue.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"unsafe"
+
+	gv "github.com/goki/vulkan"
+)
+
+// Device is an open logical device with one compute queue. Use it from one
+// goroutine at a time. Close it after closing its Buffers and Pipelines.
+type Device struct {
+	in     *instance
+	info   DeviceInfo
+	phys   gv.PhysicalDevice
+	dev    gv.Device
+	queue  gv.Queue
+	family uint32
+
+	mem          gv.PhysicalDeviceMemoryProperties
+	forceStaging bool
+	heapUsed     []uint64
+
+	pool   gv.CommandPool
+	cmdBuf gv.CommandBuffer
+	fence  gv.Fence
+	cmd    *Cmd // the one recorder, reused by Begin
+
+	nextID    uint64
+	pipelines map[*Pipeline]struct{}
+	buffers   map[*Buffer]struct{}
+	closed    bool
+}
+
+// Open creates a device chosen by o.Device (or $VKLLM_DEVICE, or the default
+// order). Close it when done.
+func Open(o Options) (*Device, error) {
+	in, err := newInstance(o)
+	if err != nil {
+		return nil, err
+	}
+	sel := o.Device
+	if sel == "" {
+		sel = os.Getenv("VKLLM_DEVICE")
+	}
+	idx, err := Select(in.infos, sel)
+	if err != nil {
+		in.close()
+		return nil, err
+	}
+	d := &Device{
+		in:           in,
+		info:         in.infos[idx],
+		phys:         in.phys[idx],
+		forceStaging: o.ForceStaging,
+		pipelines:    map[*Pipeline]struct{}{},
+		buffers:      map[*Buffer]struct{}{},
+	}
+	if err := d.create(); err != nil {
+		d.destroy()
+		in.close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Device) create() error {
+	var nq uint32
+	gv.GetPhysicalDeviceQueueFamilyProperties(d.phys, &nq, nil)
+	fams := make([]gv.QueueFamilyProperties, nq)
+	gv.GetPhysicalDeviceQueueFamilyProperties(d.phys, &nq, fams)
+	d.family = ^uint32(0)
+	// Prefer a compute family without graphics (async compute), else any.
+	for pass := 0; pass < 2 && d.family == ^uint32(0); pass++ {
+		for i := range fams[:nq] {
+			fams[i].Deref()
+			f := fams[i].QueueFlags
+			if f&gv.QueueFlags(gv.QueueComputeBit) == 0 || fams[i].QueueCount == 0 {
+				continue
+			}
+			if pass == 0 && f&gv.QueueFlags(gv.QueueGraphicsBit) != 0 {
+				continue
+			}
+			d.family = uint32(i)
+			break
+		}
+	}
+	if d.family == ^uint32(0) {
+		return fmt.Errorf("vk: device %d (%s) has no compute queue", d.info.Index, d.info.Name)
+	}
+
+	var ci C.vkllm_info
+	C.vkllm_query(d.in.ctx, C.VkPhysicalDevice(unsafe.Pointer(d.phys)), &ci)
+	var chain unsafe.Pointer
+	if strings.HasPrefix(d.info.APIVersion, "1.0.") || strings.HasPrefix(d.info.APIVersion, "1.1.") {
+		// The 1.1/1.2 feature structs need a 1.2 device; run without them.
+	} else {
+		chain = C.vkllm_feature_chain(&ci)
+		if chain == nil {
+			return fmt.Errorf("vk: out of host memory building the feature chain")
+		}
+		defer C.vkllm_free_chain(chain)
+	}
+	dci := &gv.DeviceCreateInfo{
+		SType:                gv.StructureTypeDeviceCreateInfo,
+		PNext:                chain,
+		QueueCreateInfoCount: 1,
+		PQueueCreateInfos: []gv.DeviceQueueCreateInfo{{
+			SType:            gv.StructureTypeDeviceQueueCreateInfo,
+			QueueFamilyIndex: d.family,
+			QueueCount:       1,
+			PQueuePriorities: []float32{1},
+		}},
+	}
+	if d.in.validation {
+		dci.EnabledLayerCount = 1
+		dci.PpEnabledLayerNames = []string{ValidationLayer + "\x00"}
+	}
+	if d.info.Features.MemoryBudget {
+		dci.EnabledExtensionCount = 1
+		dci.PpEnabledExtensionNames = []string{"VK_EXT_memory_budget\x00"}
+	}
+	var vdev gv.Device
+	if err := check("vkCreateDevice", gv.CreateDevice(d.phys, dci, nil, &vdev)); err != nil {
+		return err
+	}
+	d.dev = vdev
+	var q gv.Queue
+	gv.GetDeviceQueue(d.dev, d.family, 0, &q)
+	d.queue = q
+	mem := new(gv.PhysicalDeviceMemoryProperties)
+	gv.GetPhysicalDeviceMemoryProperties(d.phys, mem)
+	mem.Deref()
+	d.mem = *mem
+	for i := range d.mem.MemoryTypes[:d.mem.MemoryTypeCount] {
+		d.mem.MemoryTypes[i].Deref()
+	}
+	for i := range d.mem.MemoryHeaps[:d.mem.MemoryHeapCount] {
+		d.mem.MemoryHeaps[i].Deref()
+	}
+	d.heapUsed = make([]uint64, d.mem.MemoryHeapCount)
+
+	pci := &gv.CommandPoolCreateInfo{
+		SType:            gv.StructureTypeCommandPoolCreateInfo,
+		Flags:            gv.CommandPoolCreateFlags(gv.CommandPoolCreateResetCommandBufferBit),
+		QueueFamilyIndex: d.family,
+	}
+	var vpool gv.CommandPool
+	if err := check("vkCreateCommandPool", gv.CreateCommandPool(d.dev, pci, nil, &vpool)); err != nil {
+		return err
+	}
+	d.pool = vpool
+	bufs := make([]gv.CommandBuffer, 1)
+	aci := &gv.CommandBufferAllocateInfo{
+		SType:              gv.StructureTypeCommandBufferAllocateInfo,
+		CommandPool:        d.pool,
+		Level:              gv.CommandBufferLevelPrimary,
+		CommandBufferCount: 1,
+	}
+	if err := check("vkAllocateCommandBuffers", gv.AllocateCommandBuffers(d.dev, aci, bufs)); err != nil {
+		return err
+	}
+	d.cmdBuf = bufs[0]
+	fci := &gv.FenceCreateInfo{SType: gv.StructureTypeFenceCreateInfo}
+	var vfence gv.Fence
+	if err := check("vkCreateFence", gv.CreateFence(d.dev, fci, nil, &vfence)); err != nil {
+		return err
+	}
+	d.fence = vfence
+	d.cmd = newCmd(d)
+	return nil
+}
+
+// Info describes the device.
+func (d *Device) Info() DeviceInfo { return d.info }
+
+// Limits returns the device's limits.
+func (d *Device) Limits() Limits { return d.info.Limits }
+
+// Features returns the device's optional features (those enabled at Open).
+func (d *Device) Features() Features { return d.info.Features }
+
+// Validating reports whether the validation layer is active.
+func (d *Device) Validating() bool { return d.in.validation }
+
+// MaxBinding is the largest byte size one storage-buffer binding may cover,
+// rounded down to a multiple of 256 (so windows of this size keep any
+// element type and offset alignment).
+func (d *Device) MaxBinding() uint64 {
+	m := d.info.Limits.MaxStorageBufferRange
+	if m > 1<<32-1 {
+		m = 1<<32 - 1
+	}
+	return m &^ 255
+}
+
+// ValidationMessages returns and clears the validation layer's warnings and
+// errors collected since the last call. Tests fail on any.
+func (d *Device) ValidationMessages() []string { return d.in.drain() }
+
+// Close waits for the device to go idle, destroys every Pipeline and Buffer
+// still open, the device and the instance. With validation on it returns an
+// error listing the validation messages not yet drained (including leaks
+// reported at destruction). The Device must not be used afterwards.
+func (d *Device) Close() error {
+	if d.closed {
+		return nil
+	}
+	var errs []error
+	if d.dev != nil {
+		if err := check("vkDeviceWaitIdle", gv.DeviceWaitIdle(d.dev)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	d.destroy()
+	if msgs := d.in.drain(); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("vk: validation: %s", strings.Join(msgs, "\n")))
+	}
+	d.in.close()
+	d.closed = true
+	return errors.Join(errs...)
+}
+
+func (d *Device) destroy() {
+	for p := range d.pipelines {
+		p.Close()
+	}
+	for b := range d.buffers {
+		b.Close()
+	}
+	if d.cmd != nil {
+		d.cmd.free()
+	}
+	if d.fence != nil {
+		gv.DestroyFence(d.dev, d.fence, nil)
+		d.fence = nil
+	}
+	if d.pool != nil {
+		gv.DestroyCommandPool(d.dev, d.pool, nil) // frees cmdBuf
+		d.pool = nil
+	}
+	if d.dev != nil {
+		gv.DestroyDevice(d.dev, nil)
+		d.dev = nil
+	}
+}

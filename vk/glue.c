@@ -1,0 +1,224 @@
+#include "glue.h"
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct vkllm_ctx {
+	void* lib;
+	PFN_vkGetInstanceProcAddr gipa;
+	VkInstance inst;
+	PFN_vkDestroyDebugUtilsMessengerEXT destroy_messenger;
+	VkDebugUtilsMessengerEXT messenger;
+	PFN_vkCmdPipelineBarrier barrier;
+	PFN_vkQueueSubmit submit;
+	pthread_mutex_t mu;
+	char* buf;
+	size_t len, cap;
+	int count;
+};
+
+vkllm_ctx* vkllm_ctx_new(void) {
+	void* lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!lib) lib = dlopen("libvulkan.so", RTLD_NOW | RTLD_LOCAL);
+	if (!lib) return NULL;
+	PFN_vkGetInstanceProcAddr gipa = (PFN_vkGetInstanceProcAddr)dlsym(lib, "vkGetInstanceProcAddr");
+	if (!gipa) { dlclose(lib); return NULL; }
+	vkllm_ctx* c = calloc(1, sizeof(*c));
+	if (!c) { dlclose(lib); return NULL; }
+	c->lib = lib;
+	c->gipa = gipa;
+	pthread_mutex_init(&c->mu, NULL);
+	return c;
+}
+
+void vkllm_ctx_set_instance(vkllm_ctx* c, VkInstance inst) {
+	c->inst = inst;
+	c->barrier = (PFN_vkCmdPipelineBarrier)c->gipa(inst, "vkCmdPipelineBarrier");
+	c->submit = (PFN_vkQueueSubmit)c->gipa(inst, "vkQueueSubmit");
+}
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
+		VkDebugUtilsMessageTypeFlagsEXT type, const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
+	vkllm_ctx* c = user;
+	const char* msg = data && data->pMessage ? data->pMessage : "(no message)";
+	const char* kind = (sev & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error: " : "warning: ";
+	size_t need = strlen(kind) + strlen(msg) + 2;
+	pthread_mutex_lock(&c->mu);
+	if (c->len + need > c->cap && c->len + need < (1u << 24)) {
+		size_t nc = (c->cap ? c->cap * 2 : 4096);
+		while (nc < c->len + need) nc *= 2;
+		char* nb = realloc(c->buf, nc);
+		if (nb) { c->buf = nb; c->cap = nc; }
+	}
+	if (c->len + need <= c->cap) {
+		memcpy(c->buf + c->len, kind, strlen(kind));
+		c->len += strlen(kind);
+		memcpy(c->buf + c->len, msg, strlen(msg));
+		c->len += strlen(msg);
+		c->buf[c->len++] = '\n';
+	}
+	c->count++;
+	pthread_mutex_unlock(&c->mu);
+	(void)type;
+	return VK_FALSE;
+}
+
+VkResult vkllm_ctx_messenger(vkllm_ctx* c) {
+	PFN_vkCreateDebugUtilsMessengerEXT create = (PFN_vkCreateDebugUtilsMessengerEXT)c->gipa(c->inst, "vkCreateDebugUtilsMessengerEXT");
+	c->destroy_messenger = (PFN_vkDestroyDebugUtilsMessengerEXT)c->gipa(c->inst, "vkDestroyDebugUtilsMessengerEXT");
+	if (!create || !c->destroy_messenger) return VK_ERROR_EXTENSION_NOT_PRESENT;
+	VkDebugUtilsMessengerCreateInfoEXT ci = {0};
+	ci.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
+	ci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+	ci.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+	ci.pfnUserCallback = on_message;
+	ci.pUserData = c;
+	return create(c->inst, &ci, NULL, &c->messenger);
+}
+
+int vkllm_ctx_drain(vkllm_ctx* c, char* out, int cap, int* written) {
+	pthread_mutex_lock(&c->mu);
+	int n = c->count;
+	size_t w = c->len < (size_t)cap ? c->len : (size_t)cap;
+	if (w) memcpy(out, c->buf, w);
+	*written = (int)w;
+	c->len = 0;
+	c->count = 0;
+	pthread_mutex_unlock(&c->mu);
+	return n;
+}
+
+void vkllm_ctx_free(vkllm_ctx* c) {
+	if (!c) return;
+	if (c->messenger && c->destroy_messenger) c->destroy_messenger(c->inst, c->messenger, NULL);
+	free(c->buf);
+	pthread_mutex_destroy(&c->mu);
+	dlclose(c->lib);
+	free(c);
+}
+
+static int has_ext(VkExtensionProperties* e, uint32_t n, const char* name) {
+	for (uint32_t i = 0; i < n; i++) if (strcmp(e[i].extensionName, name) == 0) return 1;
+	return 0;
+}
+
+void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out) {
+	memset(out, 0, sizeof(*out));
+	PFN_vkEnumerateDeviceExtensionProperties enum_ext = (PFN_vkEnumerateDeviceExtensionProperties)c->gipa(c->inst, "vkEnumerateDeviceExtensionProperties");
+	PFN_vkGetPhysicalDeviceProperties2 props2 = (PFN_vkGetPhysicalDeviceProperties2)c->gipa(c->inst, "vkGetPhysicalDeviceProperties2");
+	PFN_vkGetPhysicalDeviceFeatures2 feats2 = (PFN_vkGetPhysicalDeviceFeatures2)c->gipa(c->inst, "vkGetPhysicalDeviceFeatures2");
+	PFN_vkGetPhysicalDeviceMemoryProperties2 mem2 = (PFN_vkGetPhysicalDeviceMemoryProperties2)c->gipa(c->inst, "vkGetPhysicalDeviceMemoryProperties2");
+	uint32_t n = 0;
+	VkExtensionProperties* exts = NULL;
+	if (enum_ext && enum_ext(pd, NULL, &n, NULL) == VK_SUCCESS && n > 0) {
+		exts = calloc(n, sizeof(*exts));
+		if (!exts || enum_ext(pd, NULL, &n, exts) != VK_SUCCESS) n = 0;
+	}
+	out->coop_matrix_khr = has_ext(exts, n, "VK_KHR_cooperative_matrix");
+	out->coop_matrix_nv = has_ext(exts, n, "VK_NV_cooperative_matrix");
+	out->push_descriptor = has_ext(exts, n, "VK_KHR_push_descriptor");
+	out->memory_budget = has_ext(exts, n, "VK_EXT_memory_budget");
+	int has_int_dot = has_ext(exts, n, "VK_KHR_shader_integer_dot_product");
+	free(exts);
+
+	VkPhysicalDeviceDriverProperties drv = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+	VkPhysicalDeviceSubgroupProperties sg = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+	VkPhysicalDeviceMaintenance3Properties m3 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+	sg.pNext = &drv;
+	m3.pNext = &sg;
+	VkPhysicalDeviceProperties2 p2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+	p2.pNext = &m3;
+	if (props2) props2(pd, &p2);
+	VkPhysicalDeviceProperties* p = &p2.properties;
+	out->api_version = p->apiVersion;
+	out->driver_version = p->driverVersion;
+	out->vendor_id = p->vendorID;
+	out->device_id = p->deviceID;
+	out->device_type = p->deviceType;
+	memcpy(out->name, p->deviceName, sizeof(out->name) - 1);
+	memcpy(out->driver_name, drv.driverName, sizeof(out->driver_name) - 1);
+	memcpy(out->driver_info, drv.driverInfo, sizeof(out->driver_info) - 1);
+	out->subgroup_size = sg.subgroupSize;
+	out->subgroup_ops = sg.supportedOperations;
+	out->subgroup_stages = sg.supportedStages;
+	out->max_storage_buffer_range = p->limits.maxStorageBufferRange;
+	out->max_memory_allocation_size = m3.maxMemoryAllocationSize;
+	out->max_buffer_size = m3.maxMemoryAllocationSize; // maxBufferSize needs 1.3 maintenance4; allocation size bounds a buffer here
+	out->min_storage_offset_align = p->limits.minStorageBufferOffsetAlignment;
+	for (int i = 0; i < 3; i++) {
+		out->max_wg_size[i] = p->limits.maxComputeWorkGroupSize[i];
+		out->max_wg_count[i] = p->limits.maxComputeWorkGroupCount[i];
+	}
+	out->max_wg_invocations = p->limits.maxComputeWorkGroupInvocations;
+	out->max_shared_memory = p->limits.maxComputeSharedMemorySize;
+	out->max_push_constants = p->limits.maxPushConstantsSize;
+
+	VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+	VkPhysicalDeviceVulkan12Features f12 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+	VkPhysicalDeviceVulkan11Features f11 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+	f11.pNext = &f12;
+	int api13 = VK_API_VERSION_MINOR(p->apiVersion) >= 3 || VK_API_VERSION_MAJOR(p->apiVersion) > 1;
+	if (api13 || has_int_dot) f12.pNext = &dot;
+	VkPhysicalDeviceFeatures2 f2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+	f2.pNext = &f11;
+	int api12 = VK_API_VERSION_MINOR(p->apiVersion) >= 2 || VK_API_VERSION_MAJOR(p->apiVersion) > 1;
+	if (feats2 && api12) {
+		feats2(pd, &f2);
+		out->storage16 = f11.storageBuffer16BitAccess;
+		out->float16 = f12.shaderFloat16;
+		out->storage8 = f12.storageBuffer8BitAccess;
+		out->int8 = f12.shaderInt8;
+		out->bda = f12.bufferDeviceAddress;
+		out->int_dot = dot.shaderIntegerDotProduct;
+	}
+
+	VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+	VkPhysicalDeviceMemoryProperties2 mp = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
+	if (out->memory_budget) mp.pNext = &budget;
+	if (mem2) mem2(pd, &mp);
+	out->heap_count = mp.memoryProperties.memoryHeapCount;
+	for (uint32_t i = 0; i < out->heap_count && i < 16; i++) {
+		out->heap_size[i] = mp.memoryProperties.memoryHeaps[i].size;
+		out->heap_flags[i] = mp.memoryProperties.memoryHeaps[i].flags;
+		out->heap_budget[i] = out->memory_budget ? budget.heapBudget[i] : mp.memoryProperties.memoryHeaps[i].size;
+		out->heap_usage[i] = out->memory_budget ? budget.heapUsage[i] : 0;
+	}
+}
+
+typedef struct {
+	VkPhysicalDeviceFeatures2 f2;
+	VkPhysicalDeviceVulkan11Features f11;
+	VkPhysicalDeviceVulkan12Features f12;
+} chain;
+
+void* vkllm_feature_chain(const vkllm_info* info) {
+	chain* ch = calloc(1, sizeof(chain));
+	if (!ch) return NULL;
+	ch->f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+	ch->f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+	ch->f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+	ch->f2.pNext = &ch->f11;
+	ch->f11.pNext = &ch->f12;
+	ch->f11.storageBuffer16BitAccess = info->storage16 ? VK_TRUE : VK_FALSE;
+	ch->f12.shaderFloat16 = info->float16 ? VK_TRUE : VK_FALSE;
+	ch->f12.storageBuffer8BitAccess = info->storage8 ? VK_TRUE : VK_FALSE;
+	ch->f12.shaderInt8 = info->int8 ? VK_TRUE : VK_FALSE;
+	return &ch->f2;
+}
+
+void vkllm_free_chain(void* c) { free(c); }
+
+void vkllm_barrier(vkllm_ctx* c, VkCommandBuffer cb, VkPipelineStageFlags src_stage, VkPipelineStageFlags dst_stage, VkAccessFlags src_access, VkAccessFlags dst_access) {
+	VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+	mb.srcAccessMask = src_access;
+	mb.dstAccessMask = dst_access;
+	c->barrier(cb, src_stage, dst_stage, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+VkResult vkllm_submit(vkllm_ctx* c, VkQueue q, VkCommandBuffer cb, VkFence fence) {
+	VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO};
+	si.commandBufferCount = 1;
+	si.pCommandBuffers = &cb;
+	return c->submit(q, 1, &si, fence);
+}

@@ -1,0 +1,46 @@
+// glue.h declares the small C layer vk uses for what goki/vulkan v1.0.8 does
+// not expose: Vulkan 1.1+ queries through pNext chains, the feature chain
+// for device creation, and a VK_EXT_debug_utils messenger that collects
+// validation messages into a per-instance buffer (no Go callbacks).
+#ifndef VKLLM_GLUE_H
+#define VKLLM_GLUE_H
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+
+typedef struct vkllm_info {
+	uint32_t api_version, driver_version, vendor_id, device_id, device_type;
+	char name[256];
+	char driver_name[256];
+	char driver_info[256];
+	uint32_t subgroup_size, subgroup_ops, subgroup_stages;
+	uint32_t storage16, float16, storage8, int8, int_dot, coop_matrix_khr, coop_matrix_nv, bda, push_descriptor, memory_budget, subgroup_size_control;
+	uint64_t max_storage_buffer_range, max_memory_allocation_size, max_buffer_size, min_storage_offset_align;
+	uint32_t max_wg_size[3], max_wg_invocations, max_wg_count[3], max_shared_memory, max_push_constants;
+	uint32_t heap_count;
+	uint64_t heap_size[16], heap_budget[16], heap_usage[16];
+	uint32_t heap_flags[16];
+} vkllm_info;
+
+typedef struct vkllm_ctx vkllm_ctx;
+
+// vkllm_ctx_new loads libvulkan.so.1 and returns a context, or NULL.
+vkllm_ctx* vkllm_ctx_new(void);
+void vkllm_ctx_set_instance(vkllm_ctx* c, VkInstance inst);
+VkResult vkllm_ctx_messenger(vkllm_ctx* c);
+// vkllm_ctx_drain copies up to cap bytes of pending messages (separated by
+// '\n') into out, clears them and returns the number of messages drained.
+int vkllm_ctx_drain(vkllm_ctx* c, char* out, int cap, int* written);
+void vkllm_ctx_free(vkllm_ctx* c);
+void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out);
+// vkllm_feature_chain returns a malloc'd pNext chain enabling the features
+// that are supported (flags from vkllm_info); free with vkllm_free_chain.
+void* vkllm_feature_chain(const vkllm_info* info);
+void vkllm_free_chain(void* chain);
+
+
+// vkllm_barrier records one global memory barrier (goki's wrapper allocates
+// C memory with finalizers on every call; this is the hot path).
+void vkllm_barrier(vkllm_ctx* c, VkCommandBuffer cb, VkPipelineStageFlags src_stage, VkPipelineStageFlags dst_stage, VkAccessFlags src_access, VkAccessFlags dst_access);
+// vkllm_submit submits one command buffer signalling fence.
+VkResult vkllm_submit(vkllm_ctx* c, VkQueue q, VkCommandBuffer cb, VkFence fence);
+#endif

@@ -1,0 +1,466 @@
+// Package vk is a thin, safe Go layer over Vulkan compute (through
+// github.com/goki/vulkan): instance and device choice, buffers and memory,
+// compute pipelines from SPIR-V, cached descriptor sets, command recording
+// with barriers, and one submit + fence wait per recorded graph.
+//
+// vk knows nothing about models. A Device is used from one goroutine at a
+// time (the engine's scheduler); Buffers and Pipelines belong to the Device
+// that made them and must be closed before it.
+//
+// Bindings. A storage-buffer binding can cover at most
+// Limits.MaxStorageBufferRange bytes (128 MiB on lavapipe), while a Buffer
+// can be as large as one allocation (Limits.MaxAllocation). Kernels see
+// Ranges, not Buffers: a tensor that is larger than one binding is bound as
+// several Ranges (Range.Windows), either in separate dispatches over chunks
+// of the work, or as several bindings of one dispatch that the shader
+// indexes by offset. Device.MaxBinding gives the largest aligned window.
+package vk
+
+/*
+#cgo LDFLAGS: -ldl -lpthread
+#include <stdlib.h>
+#include "glue.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	gv "github.com/goki/vulkan"
+)
+
+// ValidationLayer is the Khronos validation layer's name.
+const ValidationLayer = "VK_LAYER_KHRONOS_validation"
+
+// loader guards goki/vulkan's process-wide function-pointer table, which it
+// fills in C globals; loading it twice concurrently would race.
+var loader struct {
+	once sync.Once
+	err  error
+}
+
+func load() error {
+	loader.once.Do(func() {
+		if err := gv.SetDefaultGetInstanceProcAddr(); err != nil {
+			loader.err = fmt.Errorf("vk: loading libvulkan: %v (install libvulkan1 and a driver, e.g. mesa-vulkan-drivers)", err)
+			return
+		}
+		if err := gv.Init(); err != nil {
+			loader.err = fmt.Errorf("vk: vulkan init: %v", err)
+		}
+	})
+	return loader.err
+}
+
+// Options choose and configure a device. The zero value picks the default
+// device without validation.
+type Options struct {
+	// Device selects a device by index ("0") or case-insensitive name
+	// substring ("llvmpipe"). Empty means $VKLLM_DEVICE, and if that is empty
+	// too the default order: discrete > integrated > virtual > CPU.
+	Device string
+	// Validation enables VK_LAYER_KHRONOS_validation when it is installed
+	// (also turned on by VKLLM_VALIDATION=1) and collects its warnings and
+	// errors; see Device.ValidationMessages.
+	Validation bool
+	// RequireValidation makes Open fail when validation is asked for but the
+	// layer is not installed.
+	RequireValidation bool
+	// ForceStaging uses device-local buffers filled through staging buffers
+	// even on UMA devices, the path discrete GPUs take. For tests.
+	ForceStaging bool
+}
+
+// DeviceType is a physical device's kind, in Vulkan's numbering.
+type DeviceType int
+
+// Device types, as VkPhysicalDeviceType.
+const (
+	TypeOther      DeviceType = 0
+	TypeIntegrated DeviceType = 1
+	TypeDiscrete   DeviceType = 2
+	TypeVirtual    DeviceType = 3
+	TypeCPU        DeviceType = 4
+)
+
+// String returns the type's lower-case name.
+func (t DeviceType) String() string {
+	switch t {
+	case TypeIntegrated:
+		return "integrated"
+	case TypeDiscrete:
+		return "discrete"
+	case TypeVirtual:
+		return "virtual"
+	case TypeCPU:
+		return "cpu"
+	}
+	return "other"
+}
+
+// rank orders device types for the default choice (lower is better).
+func (t DeviceType) rank() int {
+	switch t {
+	case TypeDiscrete:
+		return 0
+	case TypeIntegrated:
+		return 1
+	case TypeVirtual:
+		return 2
+	case TypeCPU:
+		return 3
+	}
+	return 4
+}
+
+// Features are the optional capabilities vkllm can use. None is required
+// except Storage16 by kernels that read or write f16 buffers.
+type Features struct {
+	Storage16           bool `json:"storage_16bit"`       // storageBuffer16BitAccess
+	Float16             bool `json:"shader_float16"`      // shaderFloat16 arithmetic
+	Storage8            bool `json:"storage_8bit"`        // storageBuffer8BitAccess
+	Int8                bool `json:"shader_int8"`         // shaderInt8
+	IntegerDot          bool `json:"integer_dot_product"` // shaderIntegerDotProduct
+	CoopMatrix          bool `json:"cooperative_matrix"`  // VK_KHR_ or VK_NV_cooperative_matrix
+	BufferDeviceAddress bool `json:"buffer_device_address"`
+	PushDescriptor      bool `json:"push_descriptor"` // VK_KHR_push_descriptor
+	MemoryBudget        bool `json:"memory_budget"`   // VK_EXT_memory_budget
+	SubgroupArithmetic  bool `json:"subgroup_arithmetic"`
+	SubgroupShuffle     bool `json:"subgroup_shuffle"`
+}
+
+// Limits are the device limits vkllm respects.
+type Limits struct {
+	MaxStorageBufferRange   uint64    `json:"max_storage_buffer_range"`
+	MaxAllocation           uint64    `json:"max_memory_allocation_size"`
+	MinStorageOffsetAlign   uint64    `json:"min_storage_buffer_offset_alignment"`
+	MaxWorkgroupSize        [3]uint32 `json:"max_workgroup_size"`
+	MaxWorkgroupInvocations uint32    `json:"max_workgroup_invocations"`
+	MaxWorkgroupCount       [3]uint32 `json:"max_workgroup_count"`
+	MaxSharedMemory         uint32    `json:"max_shared_memory"`
+	MaxPushConstants        uint32    `json:"max_push_constants"`
+}
+
+// Heap is one memory heap: its size, the driver's budget for this process
+// (the size when VK_EXT_memory_budget is absent) and its current usage.
+type Heap struct {
+	Size        uint64 `json:"size"`
+	Budget      uint64 `json:"budget"`
+	Usage       uint64 `json:"usage"`
+	DeviceLocal bool   `json:"device_local"`
+}
+
+// DeviceInfo describes one physical device.
+type DeviceInfo struct {
+	Index         int        `json:"index"`
+	Name          string     `json:"name"`
+	Type          DeviceType `json:"-"`
+	TypeName      string     `json:"type"`
+	DriverName    string     `json:"driver"`
+	DriverInfo    string     `json:"driver_info"`
+	DriverVersion uint32     `json:"driver_version"`
+	APIVersion    string     `json:"api_version"`
+	VendorID      uint32     `json:"vendor_id"`
+	DeviceID      uint32     `json:"device_id"`
+	SubgroupSize  uint32     `json:"subgroup_size"`
+	Heaps         []Heap     `json:"heaps"`
+	Features      Features   `json:"features"`
+	Limits        Limits     `json:"limits"`
+}
+
+// DeviceLocalBytes sums the sizes of the device-local heaps.
+func (d *DeviceInfo) DeviceLocalBytes() uint64 {
+	var n uint64
+	for _, h := range d.Heaps {
+		if h.DeviceLocal {
+			n += h.Size
+		}
+	}
+	return n
+}
+
+// instance owns a VkInstance and the C context that collects validation
+// messages.
+type instance struct {
+	inst       gv.Instance
+	ctx        *C.vkllm_ctx
+	validation bool
+	phys       []gv.PhysicalDevice
+	infos      []DeviceInfo
+}
+
+func validationWanted(o Options) bool {
+	return o.Validation || os.Getenv("VKLLM_VALIDATION") == "1"
+}
+
+func newInstance(o Options) (*instance, error) {
+	if err := load(); err != nil {
+		return nil, err
+	}
+	ctx := C.vkllm_ctx_new()
+	if ctx == nil {
+		return nil, fmt.Errorf("vk: cannot dlopen libvulkan.so.1")
+	}
+	in := &instance{ctx: ctx}
+	var layers, exts []string
+	if validationWanted(o) {
+		if hasLayer(ValidationLayer) && hasInstanceExt("VK_EXT_debug_utils", ValidationLayer) {
+			layers = append(layers, ValidationLayer+"\x00")
+			exts = append(exts, "VK_EXT_debug_utils\x00")
+			in.validation = true
+		} else if o.RequireValidation {
+			C.vkllm_ctx_free(ctx)
+			return nil, fmt.Errorf("vk: validation requested but %s (with VK_EXT_debug_utils) is not installed (apt install vulkan-validationlayers)", ValidationLayer)
+		}
+	}
+	app := &gv.ApplicationInfo{
+		SType:            gv.StructureTypeApplicationInfo,
+		PApplicationName: "vkllm\x00",
+		PEngineName:      "vkllm\x00",
+		ApiVersion:       gv.MakeVersion(1, 2, 0),
+	}
+	ci := &gv.InstanceCreateInfo{
+		SType:                   gv.StructureTypeInstanceCreateInfo,
+		PApplicationInfo:        app,
+		EnabledLayerCount:       uint32(len(layers)),
+		PpEnabledLayerNames:     layers,
+		EnabledExtensionCount:   uint32(len(exts)),
+		PpEnabledExtensionNames: exts,
+	}
+	var vinst gv.Instance
+	if err := check("vkCreateInstance", gv.CreateInstance(ci, nil, &vinst)); err != nil {
+		C.vkllm_ctx_free(ctx)
+		return nil, err
+	}
+	in.inst = vinst
+	if err := gv.InitInstance(in.inst); err != nil {
+		gv.DestroyInstance(in.inst, nil)
+		C.vkllm_ctx_free(ctx)
+		return nil, fmt.Errorf("vk: loading instance functions: %v", err)
+	}
+	C.vkllm_ctx_set_instance(ctx, C.VkInstance(unsafe.Pointer(in.inst)))
+	if in.validation {
+		if r := C.vkllm_ctx_messenger(ctx); r != C.VK_SUCCESS {
+			in.close()
+			return nil, check("vkCreateDebugUtilsMessengerEXT", gv.Result(r))
+		}
+	}
+	if err := in.enumerate(); err != nil {
+		in.close()
+		return nil, err
+	}
+	return in, nil
+}
+
+func hasLayer(name string) bool {
+	var n uint32
+	if gv.EnumerateInstanceLayerProperties(&n, nil) != gv.Success || n == 0 {
+		return false
+	}
+	props := make([]gv.LayerProperties, n)
+	if gv.EnumerateInstanceLayerProperties(&n, props) != gv.Success {
+		return false
+	}
+	for i := range props[:n] {
+		props[i].Deref()
+		if gv.ToString(props[i].LayerName[:]) == name {
+			return true
+		}
+	}
+	return false
+}
+
+func hasInstanceExt(name, layer string) bool {
+	for _, l := range []string{"", layer} {
+		var n uint32
+		ln := l
+		if ln != "" {
+			ln += "\x00"
+		}
+		if gv.EnumerateInstanceExtensionProperties(ln, &n, nil) != gv.Success || n == 0 {
+			continue
+		}
+		props := make([]gv.ExtensionProperties, n)
+		if gv.EnumerateInstanceExtensionProperties(ln, &n, props) != gv.Success {
+			continue
+		}
+		for i := range props[:n] {
+			props[i].Deref()
+			if gv.ToString(props[i].ExtensionName[:]) == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (in *instance) enumerate() error {
+	var n uint32
+	if err := check("vkEnumeratePhysicalDevices", gv.EnumeratePhysicalDevices(in.inst, &n, nil)); err != nil {
+		return err
+	}
+	in.phys = make([]gv.PhysicalDevice, n)
+	if n > 0 {
+		if err := check("vkEnumeratePhysicalDevices", gv.EnumeratePhysicalDevices(in.inst, &n, in.phys)); err != nil {
+			return err
+		}
+	}
+	in.phys = in.phys[:n]
+	for i, pd := range in.phys {
+		var ci C.vkllm_info
+		C.vkllm_query(in.ctx, C.VkPhysicalDevice(unsafe.Pointer(pd)), &ci)
+		in.infos = append(in.infos, infoFromC(i, &ci))
+	}
+	return nil
+}
+
+func infoFromC(i int, ci *C.vkllm_info) DeviceInfo {
+	api := uint32(ci.api_version)
+	d := DeviceInfo{
+		Index:         i,
+		Name:          C.GoString(&ci.name[0]),
+		Type:          DeviceType(ci.device_type),
+		DriverName:    C.GoString(&ci.driver_name[0]),
+		DriverInfo:    C.GoString(&ci.driver_info[0]),
+		DriverVersion: uint32(ci.driver_version),
+		APIVersion:    fmt.Sprintf("%d.%d.%d", api>>22&0x7f, api>>12&0x3ff, api&0xfff),
+		VendorID:      uint32(ci.vendor_id),
+		DeviceID:      uint32(ci.device_id),
+		SubgroupSize:  uint32(ci.subgroup_size),
+		Features: Features{
+			Storage16:           ci.storage16 != 0,
+			Float16:             ci.float16 != 0,
+			Storage8:            ci.storage8 != 0,
+			Int8:                ci.int8 != 0,
+			IntegerDot:          ci.int_dot != 0,
+			CoopMatrix:          ci.coop_matrix_khr != 0 || ci.coop_matrix_nv != 0,
+			BufferDeviceAddress: ci.bda != 0,
+			PushDescriptor:      ci.push_descriptor != 0,
+			MemoryBudget:        ci.memory_budget != 0,
+			SubgroupArithmetic:  ci.subgroup_ops&C.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT != 0 && ci.subgroup_stages&C.VK_SHADER_STAGE_COMPUTE_BIT != 0,
+			SubgroupShuffle:     ci.subgroup_ops&C.VK_SUBGROUP_FEATURE_SHUFFLE_BIT != 0 && ci.subgroup_stages&C.VK_SHADER_STAGE_COMPUTE_BIT != 0,
+		},
+		Limits: Limits{
+			MaxStorageBufferRange:   uint64(ci.max_storage_buffer_range),
+			MaxAllocation:           uint64(ci.max_memory_allocation_size),
+			MinStorageOffsetAlign:   uint64(ci.min_storage_offset_align),
+			MaxWorkgroupInvocations: uint32(ci.max_wg_invocations),
+			MaxSharedMemory:         uint32(ci.max_shared_memory),
+			MaxPushConstants:        uint32(ci.max_push_constants),
+		},
+	}
+	d.TypeName = d.Type.String()
+	for k := 0; k < 3; k++ {
+		d.Limits.MaxWorkgroupSize[k] = uint32(ci.max_wg_size[k])
+		d.Limits.MaxWorkgroupCount[k] = uint32(ci.max_wg_count[k])
+	}
+	if d.Limits.MinStorageOffsetAlign == 0 {
+		d.Limits.MinStorageOffsetAlign = 1
+	}
+	if d.Limits.MaxAllocation == 0 { // pre-1.1 driver: no maintenance3 limit reported
+		d.Limits.MaxAllocation = 1 << 30
+	}
+	for h := 0; h < int(ci.heap_count) && h < 16; h++ {
+		d.Heaps = append(d.Heaps, Heap{
+			Size:        uint64(ci.heap_size[h]),
+			Budget:      uint64(ci.heap_budget[h]),
+			Usage:       uint64(ci.heap_usage[h]),
+			DeviceLocal: ci.heap_flags[h]&C.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT != 0,
+		})
+	}
+	return d
+}
+
+// drain returns and clears the collected validation messages.
+func (in *instance) drain() []string {
+	if in.ctx == nil {
+		return nil
+	}
+	buf := make([]byte, 1<<16)
+	var written C.int
+	n := C.vkllm_ctx_drain(in.ctx, (*C.char)(unsafe.Pointer(&buf[0])), C.int(len(buf)), &written)
+	if n == 0 {
+		return nil
+	}
+	msgs := strings.Split(strings.TrimRight(string(buf[:written]), "\n"), "\n")
+	if int(n) > len(msgs) {
+		msgs = append(msgs, fmt.Sprintf("(%d more validation messages dropped)", int(n)-len(msgs)))
+	}
+	return msgs
+}
+
+func (in *instance) close() {
+	if in.ctx != nil {
+		C.vkllm_ctx_free(in.ctx) // destroys the messenger before the instance
+		in.ctx = nil
+	}
+	if in.inst != nil {
+		gv.DestroyInstance(in.inst, nil)
+		in.inst = nil
+	}
+}
+
+// Devices lists the physical devices. It creates and destroys a Vulkan
+// instance; only o.Validation is used.
+func Devices(o Options) ([]DeviceInfo, error) {
+	in, err := newInstance(Options{Validation: o.Validation})
+	if err != nil {
+		return nil, err
+	}
+	defer in.close()
+	return in.infos, nil
+}
+
+// Select returns the index of the device that selector names: a decimal
+// index, or a case-insensitive substring of exactly one device's name. An
+// empty selector picks the best device by type (discrete > integrated >
+// virtual > CPU, then by index). A selector that matches nothing or more
+// than one device is an error listing the devices.
+func Select(devs []DeviceInfo, selector string) (int, error) {
+	if len(devs) == 0 {
+		return -1, fmt.Errorf("vk: no Vulkan devices found (install a driver, e.g. mesa-vulkan-drivers)")
+	}
+	selector = strings.TrimSpace(selector)
+	if selector == "" {
+		order := make([]int, len(devs))
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(a, b int) bool { return devs[order[a]].Type.rank() < devs[order[b]].Type.rank() })
+		return order[0], nil
+	}
+	if i, err := strconv.Atoi(selector); err == nil {
+		if i < 0 || i >= len(devs) {
+			return -1, fmt.Errorf("vk: device %d out of range; devices:\n%s", i, listing(devs))
+		}
+		return i, nil
+	}
+	want := strings.ToLower(selector)
+	found := -1
+	for i, d := range devs {
+		if strings.Contains(strings.ToLower(d.Name), want) {
+			if found >= 0 {
+				return -1, fmt.Errorf("vk: device %q matches more than one device; use an index. Devices:\n%s", selector, listing(devs))
+			}
+			found = i
+		}
+	}
+	if found < 0 {
+		return -1, fmt.Errorf("vk: no device matches %q; devices:\n%s", selector, listing(devs))
+	}
+	return found, nil
+}
+
+func listing(devs []DeviceInfo) string {
+	var b strings.Builder
+	for _, d := range devs {
+		fmt.Fprintf(&b, "  %d: %s (%s, %s)\n", d.Index, d.Name, d.Type, d.DriverName)
+	}
+	return b.String()
+}

@@ -1,0 +1,195 @@
+package vk_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/vkllm/vkllm/shaders"
+	"github.com/vkllm/vkllm/vk"
+	"github.com/vkllm/vkllm/vk/vktest"
+)
+
+type fillPush struct {
+	N     uint32
+	Value float32
+}
+
+func fillPipeline(t *testing.T, d *vk.Device) *vk.Pipeline {
+	t.Helper()
+	code, err := shaders.SPIRV("fill_f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.NewPipeline(vk.PipelineDesc{Name: "fill_f32", SPIRV: code, Bindings: 1, PushSize: 8, Spec: []uint32{64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestFill(t *testing.T) {
+	for _, staging := range []bool{false, true} {
+		name := "uma"
+		if staging {
+			name = "staging"
+		}
+		t.Run(name, func(t *testing.T) {
+			d := vktest.Open(t, vk.Options{ForceStaging: staging})
+			p := fillPipeline(t, d)
+			const n = 1000
+			buf, err := d.NewBuffer(4*(n+10), vk.DeviceBuffer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if staging != (buf.Mapped() == nil) {
+				t.Errorf("Mapped() == nil is %v, want %v", buf.Mapped() == nil, staging)
+			}
+			poison := make([]byte, 4*(n+10))
+			for i := 0; i < n+10; i++ {
+				binary.LittleEndian.PutUint32(poison[4*i:], 0x7fc00001)
+			}
+			if err := buf.Write(0, poison); err != nil {
+				t.Fatal(err)
+			}
+			c, err := d.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			push := fillPush{N: n, Value: 2.5}
+			c.Dispatch(p, [3]uint32{(n + 63) / 64, 1, 1}, vk.Bytes(&push), buf.Range(4*4, 4*(n+6)))
+			if err := c.Submit(); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, 4*(n+10))
+			if err := buf.Read(0, got); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < n+10; i++ {
+				v := binary.LittleEndian.Uint32(got[4*i:])
+				want := uint32(0x7fc00001)
+				if i >= 4 && i < 4+n {
+					want = math.Float32bits(2.5)
+				}
+				if v != want {
+					t.Fatalf("element %d = %#x, want %#x", i, v, want)
+				}
+			}
+		})
+	}
+}
+
+func TestDispatchErrors(t *testing.T) {
+	d := vktest.Open(t, vk.Options{})
+	p := fillPipeline(t, d)
+	buf, err := d.NewBuffer(1024, vk.DeviceBuffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := fillPush{N: 1}
+	cases := []struct {
+		name     string
+		groups   [3]uint32
+		push     []byte
+		bindings []vk.Range
+		want     string
+	}{
+		{"bindings", [3]uint32{1, 1, 1}, vk.Bytes(&push), nil, "0 bindings, want 1"},
+		{"push", [3]uint32{1, 1, 1}, []byte{1, 2, 3, 4}, []vk.Range{buf.All()}, "4 push-constant bytes, want 8"},
+		{"outside", [3]uint32{1, 1, 1}, vk.Bytes(&push), []vk.Range{buf.Range(512, 1024)}, "outside buffer"},
+		{"empty", [3]uint32{1, 1, 1}, vk.Bytes(&push), []vk.Range{buf.Range(0, 0)}, "want 1.."},
+		{"groups", [3]uint32{0, 1, 1}, vk.Bytes(&push), []vk.Range{buf.All()}, "workgroup count"},
+		{"align", [3]uint32{1, 1, 1}, vk.Bytes(&push), []vk.Range{buf.Range(2, 8)}, "minStorageBufferOffsetAlignment"},
+	}
+	if d.Limits().MinStorageOffsetAlign == 1 {
+		cases = cases[:len(cases)-1]
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := d.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Dispatch(p, tc.groups, tc.push, tc.bindings...)
+			err = c.Submit()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Submit() = %v, want error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestBufferTooLarge(t *testing.T) {
+	d := vktest.Open(t, vk.Options{})
+	_, err := d.NewBuffer(d.Limits().MaxAllocation+4, vk.DeviceBuffer)
+	if !errors.Is(err, vk.ErrOutOfMemory) {
+		t.Errorf("NewBuffer(MaxAllocation+4) = %v, want ErrOutOfMemory", err)
+	}
+}
+
+func TestSelect(t *testing.T) {
+	devs := []vk.DeviceInfo{
+		{Index: 0, Name: "llvmpipe (LLVM 15)", Type: vk.TypeCPU},
+		{Index: 1, Name: "AMD Radeon 780M", Type: vk.TypeIntegrated},
+		{Index: 2, Name: "NVIDIA GeForce RTX 4090", Type: vk.TypeDiscrete},
+		{Index: 3, Name: "AMD Radeon RX 7900", Type: vk.TypeDiscrete},
+	}
+	cases := []struct {
+		sel     string
+		want    int
+		wantErr string
+	}{
+		{"", 2, ""},
+		{"0", 0, ""},
+		{"3", 3, ""},
+		{"nvidia", 2, ""},
+		{"LLVMPIPE", 0, ""},
+		{"780m", 1, ""},
+		{"radeon", -1, "more than one"},
+		{"intel", -1, "no device matches"},
+		{"7", -1, "out of range"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.sel, func(t *testing.T) {
+			got, err := vk.Select(devs, tc.sel)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "NVIDIA GeForce RTX 4090") {
+					t.Errorf("Select(%q) = %d, %v, want error containing %q and the device list", tc.sel, got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("Select(%q) = %d, %v, want %d", tc.sel, got, err, tc.want)
+			}
+		})
+	}
+	if _, err := vk.Select(devs[:1:1][:0], ""); err == nil {
+		t.Error("Select(no devices) succeeded, want an error")
+	}
+	order := []vk.DeviceInfo{{Index: 0, Type: vk.TypeCPU}, {Index: 1, Type: vk.TypeVirtual}, {Index: 2, Type: vk.TypeIntegrated}}
+	if got, _ := vk.Select(order, ""); got != 2 {
+		t.Errorf("Select(cpu, virtual, integrated) = %d, want 2", got)
+	}
+}
+
+// TestValidationReports proves the messenger works: a pipeline whose layout
+// lacks the shader's binding is a validation error, and it must be seen.
+func TestValidationReports(t *testing.T) {
+	d := vktest.Open(t, vk.Options{})
+	if !d.Validating() {
+		t.Skip("validation layer not installed")
+	}
+	code, err := shaders.SPIRV("fill_f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.NewPipeline(vk.PipelineDesc{Name: "fill_f32", SPIRV: code, Bindings: 0, PushSize: 8})
+	if err == nil {
+		p.Close()
+	}
+	if msgs := d.ValidationMessages(); len(msgs) == 0 {
+		t.Error("NewPipeline with a missing binding: no validation message, want one")
+	}
+}
