@@ -1,0 +1,594 @@
+package grammar
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits that keep hostile grammars from exhausting memory.
+const (
+	maxRepeat = 1000    // largest m or n in x{m,n}
+	maxElems  = 1 << 20 // largest flattened grammar
+)
+
+// SyntaxError reports a GBNF parse or check error at a line and column
+// (both 1-based; the column counts code points).
+type SyntaxError struct {
+	Line, Col int
+	Msg       string
+}
+
+// Error returns "grammar:LINE:COL: MSG".
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("grammar:%d:%d: %s", e.Line, e.Col, e.Msg)
+}
+
+// sym is an element while parsing: a character class or a rule reference.
+type sym struct {
+	kind elemKind
+	id   int32
+}
+
+type parseRule struct {
+	name    string
+	alts    [][]sym
+	defined bool
+	refPos  int // offset of the first reference, for "undefined rule" errors
+	defPos  int
+}
+
+type parser struct {
+	src     string
+	pos     int
+	ruleIDs map[string]int32
+	rules   []parseRule
+	classes []charClass
+	nelems  int
+}
+
+// Parse parses GBNF source text and checks it: every referenced rule must be
+// defined, the start rule must exist, and no rule may be left-recursive.
+// root names the start rule; "" means "root". Errors are *SyntaxError with
+// the line and column of the problem.
+func Parse(src, root string) (*Grammar, error) {
+	if root == "" {
+		root = "root"
+	}
+	p := &parser{src: src, ruleIDs: map[string]int32{}}
+	if err := p.parse(); err != nil {
+		return nil, err
+	}
+	for _, r := range p.rules {
+		if !r.defined {
+			return nil, p.errAt(r.refPos, "undefined rule %q", r.name)
+		}
+	}
+	rootID, ok := p.ruleIDs[root]
+	if !ok {
+		return nil, p.errAt(len(p.src), "grammar has no rule %q", root)
+	}
+	g := p.flatten(rootID)
+	if name, ok := g.leftRecursive(); ok {
+		if i := strings.IndexByte(name, '~'); i >= 0 {
+			name = name[:i] // a group or repetition inside this rule
+		}
+		pos := 0
+		if id, ok := p.ruleIDs[name]; ok {
+			pos = p.rules[id].defPos
+		}
+		return nil, p.errAt(pos, "rule %q is left-recursive", name)
+	}
+	return g, nil
+}
+
+func (p *parser) errAt(off int, format string, args ...any) error {
+	if off > len(p.src) {
+		off = len(p.src)
+	}
+	line, col := 1, 1
+	for _, r := range p.src[:off] {
+		if r == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+	}
+	return &SyntaxError{Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (p *parser) eof() bool { return p.pos >= len(p.src) }
+
+func (p *parser) peek() byte {
+	if p.pos < len(p.src) {
+		return p.src[p.pos]
+	}
+	return 0
+}
+
+// skipSpace skips blanks and comments, and newlines when newlineOK.
+func (p *parser) skipSpace(newlineOK bool) {
+	for p.pos < len(p.src) {
+		switch c := p.src[p.pos]; {
+		case c == ' ' || c == '\t':
+			p.pos++
+		case c == '\r' || c == '\n':
+			if !newlineOK {
+				return
+			}
+			p.pos++
+		case c == '#':
+			for p.pos < len(p.src) && p.src[p.pos] != '\n' && p.src[p.pos] != '\r' {
+				p.pos++
+			}
+		default:
+			return
+		}
+	}
+}
+
+func isNameChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+}
+
+func (p *parser) parseName() string {
+	start := p.pos
+	for p.pos < len(p.src) && isNameChar(p.src[p.pos]) {
+		p.pos++
+	}
+	return p.src[start:p.pos]
+}
+
+func (p *parser) ruleID(name string, refPos int) int32 {
+	if id, ok := p.ruleIDs[name]; ok {
+		return id
+	}
+	id := int32(len(p.rules))
+	p.rules = append(p.rules, parseRule{name: name, refPos: refPos})
+	p.ruleIDs[name] = id
+	return id
+}
+
+// synthRule adds an internal rule with the given alternatives and returns
+// its index. Its name contains '~', which user rule names cannot.
+func (p *parser) synthRule(base string, alts [][]sym) int32 {
+	id := int32(len(p.rules))
+	p.rules = append(p.rules, parseRule{
+		name:    base + "~" + strconv.Itoa(int(id)),
+		alts:    alts,
+		defined: true,
+	})
+	return id
+}
+
+func (p *parser) addElems(n int) error {
+	p.nelems += n
+	if p.nelems > maxElems {
+		return p.errAt(p.pos, "grammar too large (over %d elements)", maxElems)
+	}
+	return nil
+}
+
+func (p *parser) parse() error {
+	p.skipSpace(true)
+	for !p.eof() {
+		start := p.pos
+		name := p.parseName()
+		if name == "" {
+			return p.errAt(p.pos, "expected rule name, found %s", p.describe())
+		}
+		p.skipSpace(false)
+		if !hasPrefixAt(p.src, p.pos, "::=") {
+			return p.errAt(p.pos, "expected ::= after rule name %q, found %s", name, p.describe())
+		}
+		p.pos += 3
+		p.skipSpace(true)
+		alts, err := p.parseAlternates(name, false)
+		if err != nil {
+			return err
+		}
+		id := p.ruleID(name, start)
+		if p.rules[id].defined {
+			return p.errAt(start, "rule %q defined twice", name)
+		}
+		p.rules[id].alts = alts
+		p.rules[id].defined = true
+		p.rules[id].defPos = start
+		p.skipSpace(false)
+		if !p.eof() && p.peek() != '\n' && p.peek() != '\r' {
+			return p.errAt(p.pos, "expected end of line after rule %q, found %s", name, p.describe())
+		}
+		p.skipSpace(true)
+	}
+	return nil
+}
+
+func hasPrefixAt(s string, pos int, prefix string) bool {
+	return len(s)-pos >= len(prefix) && s[pos:pos+len(prefix)] == prefix
+}
+
+// describe names what is at the current position, for error messages.
+func (p *parser) describe() string {
+	if p.eof() {
+		return "end of input"
+	}
+	r, _ := utf8.DecodeRuneInString(p.src[p.pos:])
+	return strconv.QuoteRune(r)
+}
+
+func (p *parser) parseAlternates(name string, nested bool) ([][]sym, error) {
+	var alts [][]sym
+	for {
+		seq, err := p.parseSequence(name, nested)
+		if err != nil {
+			return nil, err
+		}
+		alts = append(alts, seq)
+		if err := p.addElems(len(seq) + 1); err != nil {
+			return nil, err
+		}
+		if p.peek() != '|' {
+			return alts, nil
+		}
+		p.pos++
+		p.skipSpace(true)
+	}
+}
+
+func (p *parser) parseSequence(name string, nested bool) ([]sym, error) {
+	var seq []sym
+	last := -1 // start in seq of the last item, for repetition operators
+	for !p.eof() {
+		c := p.peek()
+		switch {
+		case c == '"':
+			p.pos++
+			last = len(seq)
+			for {
+				if p.eof() {
+					return nil, p.errAt(p.pos, "unterminated string literal")
+				}
+				if p.peek() == '"' {
+					p.pos++
+					break
+				}
+				r, err := p.parseChar()
+				if err != nil {
+					return nil, err
+				}
+				seq = append(seq, p.classSym([]runeRange{{r, r}}, false))
+			}
+		case c == '[':
+			p.pos++
+			last = len(seq)
+			s, err := p.parseClass()
+			if err != nil {
+				return nil, err
+			}
+			seq = append(seq, s)
+		case c == '.':
+			p.pos++
+			last = len(seq)
+			seq = append(seq, p.classSym(nil, true))
+		case c == '(':
+			p.pos++
+			p.skipSpace(true)
+			alts, err := p.parseAlternates(name, true)
+			if err != nil {
+				return nil, err
+			}
+			if p.peek() != ')' {
+				return nil, p.errAt(p.pos, "expected ) to close group, found %s", p.describe())
+			}
+			p.pos++
+			last = len(seq)
+			seq = append(seq, sym{elemRef, p.synthRule(name, alts)})
+		case isNameChar(c):
+			start := p.pos
+			ref := p.parseName()
+			last = len(seq)
+			seq = append(seq, sym{elemRef, p.ruleID(ref, start)})
+		case c == '*' || c == '+' || c == '?' || c == '{':
+			if last < 0 {
+				return nil, p.errAt(p.pos, "expected an item before %q", c)
+			}
+			opPos := p.pos
+			p.pos++
+			lo, hi := 0, -1 // hi < 0: unbounded
+			switch c {
+			case '+':
+				lo = 1
+			case '?':
+				hi = 1
+			case '{':
+				var err error
+				if lo, hi, err = p.parseBraces(opPos); err != nil {
+					return nil, err
+				}
+			}
+			var err error
+			if seq, err = p.repeat(name, seq, last, lo, hi); err != nil {
+				return nil, err
+			}
+			last = -1 // a repetition cannot itself be repeated (x** is an error)
+		case c == '<' || c == '!':
+			return nil, p.errAt(p.pos, "token references (<...>, !<...>) are not supported")
+		default:
+			return seq, nil
+		}
+		p.skipSpace(nested)
+	}
+	return seq, nil
+}
+
+// parseBraces parses the inside of {m}, {m,}, {m,n}; the '{' is consumed.
+func (p *parser) parseBraces(opPos int) (lo, hi int, err error) {
+	p.skipSpace(true)
+	lo, ok := p.parseInt()
+	if !ok {
+		return 0, 0, p.errAt(p.pos, "expected a number in {m,n} repetition, found %s", p.describe())
+	}
+	p.skipSpace(true)
+	hi = lo
+	if p.peek() == ',' {
+		p.pos++
+		p.skipSpace(true)
+		hi = -1
+		if n, ok := p.parseInt(); ok {
+			hi = n
+		}
+		p.skipSpace(true)
+	}
+	if p.peek() != '}' {
+		return 0, 0, p.errAt(p.pos, "expected } to close repetition, found %s", p.describe())
+	}
+	p.pos++
+	if lo > maxRepeat || hi > maxRepeat {
+		return 0, 0, p.errAt(opPos, "repetition count over %d", maxRepeat)
+	}
+	if hi >= 0 && hi < lo {
+		return 0, 0, p.errAt(opPos, "repetition {%d,%d} has maximum below minimum", lo, hi)
+	}
+	return lo, hi, nil
+}
+
+func (p *parser) parseInt() (int, bool) {
+	start := p.pos
+	for p.pos < len(p.src) && p.src[p.pos] >= '0' && p.src[p.pos] <= '9' {
+		p.pos++
+	}
+	if p.pos == start || p.pos-start > 6 {
+		if p.pos-start > 6 {
+			return maxRepeat + 1, true
+		}
+		return 0, false
+	}
+	n, _ := strconv.Atoi(p.src[start:p.pos])
+	return n, true
+}
+
+// repeat replaces seq[last:] (one item) by lo..hi repetitions of it (hi < 0:
+// unbounded), introducing right-recursive rules as llama.cpp does.
+func (p *parser) repeat(name string, seq []sym, last, lo, hi int) ([]sym, error) {
+	item := append([]sym(nil), seq[last:]...)
+	seq = seq[:last]
+	if len(item) != 1 {
+		item = []sym{{elemRef, p.synthRule(name, [][]sym{item})}}
+	}
+	x := item[0]
+	for i := 0; i < lo; i++ {
+		seq = append(seq, x)
+	}
+	if err := p.addElems(lo + 4*max(hi-lo, 1)); err != nil {
+		return nil, err
+	}
+	if hi < 0 {
+		// star ::= x star | ε
+		id := int32(len(p.rules))
+		p.synthRule(name, nil)
+		p.rules[id].alts = [][]sym{{x, {elemRef, id}}, {}}
+		return append(seq, sym{elemRef, id}), nil
+	}
+	if hi == lo {
+		return seq, nil
+	}
+	// opt1 ::= x | ε ; optK ::= x opt(K-1) | ε
+	opt := p.synthRule(name, [][]sym{{x}, {}})
+	for k := 2; k <= hi-lo; k++ {
+		opt = p.synthRule(name, [][]sym{{x, {elemRef, opt}}, {}})
+	}
+	return append(seq, sym{elemRef, opt}), nil
+}
+
+// classSym interns a character class and returns the element for it.
+func (p *parser) classSym(ranges []runeRange, negated bool) sym {
+	p.classes = append(p.classes, newCharClass(ranges, negated))
+	return sym{elemChar, int32(len(p.classes) - 1)}
+}
+
+// parseClass parses a [...] class; the '[' is consumed.
+func (p *parser) parseClass() (sym, error) {
+	start := p.pos - 1
+	negated := false
+	if p.peek() == '^' {
+		negated = true
+		p.pos++
+	}
+	var ranges []runeRange
+	for {
+		if p.eof() {
+			return sym{}, p.errAt(start, "unterminated character class")
+		}
+		if p.peek() == ']' {
+			p.pos++
+			break
+		}
+		lo, err := p.parseChar()
+		if err != nil {
+			return sym{}, err
+		}
+		hi := lo
+		if p.peek() == '-' && p.pos+1 < len(p.src) && p.src[p.pos+1] != ']' {
+			p.pos++
+			rangePos := p.pos
+			if hi, err = p.parseChar(); err != nil {
+				return sym{}, err
+			}
+			if hi < lo {
+				return sym{}, p.errAt(rangePos, "character range %q-%q is reversed", lo, hi)
+			}
+		}
+		ranges = append(ranges, runeRange{lo, hi})
+	}
+	return p.classSym(ranges, negated), nil
+}
+
+// parseChar parses one possibly escaped character of a literal or class.
+func (p *parser) parseChar() (rune, error) {
+	start := p.pos
+	if p.peek() != '\\' {
+		r, size := utf8.DecodeRuneInString(p.src[p.pos:])
+		if r == utf8.RuneError && size <= 1 {
+			return 0, p.errAt(start, "invalid UTF-8 in grammar")
+		}
+		p.pos += size
+		return r, nil
+	}
+	p.pos++
+	if p.eof() {
+		return 0, p.errAt(start, "unfinished escape at end of input")
+	}
+	c := p.src[p.pos]
+	p.pos++
+	switch c {
+	case 'x':
+		return p.parseHex(start, 2)
+	case 'u':
+		return p.parseHex(start, 4)
+	case 'U':
+		return p.parseHex(start, 8)
+	case 'n':
+		return '\n', nil
+	case 'r':
+		return '\r', nil
+	case 't':
+		return '\t', nil
+	case '0':
+		return 0, nil
+	case '\\', '"', '[', ']', '-', '^', '/', '.', '\'', '(', ')', '|', '*', '+', '?', '{', '}':
+		return rune(c), nil
+	}
+	p.pos = start + 1
+	return 0, p.errAt(start, "unknown escape %s", p.describe())
+}
+
+func (p *parser) parseHex(start, n int) (rune, error) {
+	var v rune
+	for i := 0; i < n; i++ {
+		if p.eof() {
+			return 0, p.errAt(start, "escape needs %d hex digits", n)
+		}
+		c := p.src[p.pos]
+		var d rune
+		switch {
+		case c >= '0' && c <= '9':
+			d = rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			d = rune(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			d = rune(c-'A') + 10
+		default:
+			return 0, p.errAt(p.pos, "escape needs %d hex digits, found %s", n, p.describe())
+		}
+		v = v<<4 | d
+		p.pos++
+	}
+	if v > maxRune {
+		return 0, p.errAt(start, "code point %#x beyond U+10FFFF", v)
+	}
+	return v, nil
+}
+
+// flatten lays the rules out as one element array.
+func (p *parser) flatten(root int32) *Grammar {
+	g := &Grammar{classes: p.classes, root: root, rules: make([]rule, len(p.rules))}
+	g.elems = make([]elem, 0, p.nelems)
+	for i, r := range p.rules {
+		g.rules[i].name = r.name
+		for _, alt := range r.alts {
+			g.rules[i].alts = append(g.rules[i].alts, int32(len(g.elems)))
+			for _, s := range alt {
+				g.elems = append(g.elems, elem(s))
+			}
+			g.elems = append(g.elems, elem{kind: elemEnd})
+		}
+	}
+	return g
+}
+
+// leftRecursive reports the name of a left-recursive rule, if any: a rule
+// that can reach itself without consuming a character. Such rules would make
+// the matcher's expansion loop forever, so Parse rejects them.
+func (g *Grammar) leftRecursive() (string, bool) {
+	nullable := make([]bool, len(g.rules))
+	for changed := true; changed; {
+		changed = false
+		for i, r := range g.rules {
+			if nullable[i] {
+				continue
+			}
+			for _, start := range r.alts {
+				ok := true
+				for p := start; g.elems[p].kind != elemEnd; p++ {
+					e := g.elems[p]
+					if e.kind == elemChar || !nullable[e.id] {
+						ok = false
+						break
+					}
+				}
+				if ok {
+					nullable[i] = true
+					changed = true
+					break
+				}
+			}
+		}
+	}
+	// Edges: rule -> rules it can start with (after a nullable prefix).
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]uint8, len(g.rules))
+	var bad int32 = -1
+	var visit func(int32) bool
+	visit = func(i int32) bool {
+		color[i] = grey
+		for _, start := range g.rules[i].alts {
+			for p := start; g.elems[p].kind == elemRef; p++ {
+				j := g.elems[p].id
+				if color[j] == grey {
+					bad = j
+					return true
+				}
+				if color[j] == white && visit(j) {
+					return true
+				}
+				if !nullable[j] {
+					break
+				}
+			}
+		}
+		color[i] = black
+		return false
+	}
+	for i := range g.rules {
+		if color[i] == white && visit(int32(i)) {
+			return g.rules[bad].name, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,156 @@
+package grammar
+
+import (
+	"slices"
+	"unicode/utf8"
+)
+
+// This file holds a deliberately naive recognizer used as the reference in
+// tests: stacks are plain slices copied on every step, nothing is shared,
+// interned or memoized, and partial UTF-8 characters are settled by trying
+// every possible completion. It reads only the flattened grammar.
+
+type refStack []int32
+
+// refStart returns the stacks at the start of g.
+func refStart(g *Grammar) []refStack {
+	var out []refStack
+	for _, a := range g.rules[g.root].alts {
+		refContinue(g, nil, a, &out)
+	}
+	return out
+}
+
+func refContinue(g *Grammar, rest refStack, pos int32, out *[]refStack) {
+	switch e := g.elems[pos]; e.kind {
+	case elemChar:
+		s := append(slices.Clone(rest), pos)
+		for _, o := range *out {
+			if slices.Equal(o, s) {
+				return
+			}
+		}
+		*out = append(*out, s)
+	case elemEnd:
+		if len(rest) == 0 {
+			for _, o := range *out {
+				if len(o) == 0 {
+					return
+				}
+			}
+			*out = append(*out, refStack{})
+			return
+		}
+		refContinue(g, rest[:len(rest)-1], rest[len(rest)-1], out)
+	case elemRef:
+		ret := append(slices.Clone(rest), pos+1)
+		for _, a := range g.rules[e.id].alts {
+			refContinue(g, ret, a, out)
+		}
+	}
+}
+
+func refClassMatch(c *charClass, r rune) bool {
+	for _, rr := range c.ranges {
+		if rr.lo <= r && r <= rr.hi {
+			return true
+		}
+	}
+	return false
+}
+
+func refAdvance(g *Grammar, stacks []refStack, r rune) []refStack {
+	var out []refStack
+	for _, s := range stacks {
+		if len(s) == 0 {
+			continue
+		}
+		top := s[len(s)-1]
+		if refClassMatch(&g.classes[g.elems[top].id], r) {
+			refContinue(g, s[:len(s)-1], top+1, &out)
+		}
+	}
+	return out
+}
+
+// refFeed feeds the complete characters of b and returns the stacks and the
+// trailing incomplete bytes; ok is false for invalid UTF-8 or a dead parse.
+func refFeed(g *Grammar, b []byte) (stacks []refStack, tail []byte, ok bool) {
+	stacks = refStart(g)
+	for len(b) > 0 {
+		if !utf8.FullRune(b) {
+			return stacks, b, true
+		}
+		r, size := utf8.DecodeRune(b)
+		if r == utf8.RuneError && size == 1 {
+			return nil, nil, false
+		}
+		stacks = refAdvance(g, stacks, r)
+		if len(stacks) == 0 {
+			return nil, nil, false
+		}
+		b = b[size:]
+	}
+	return stacks, nil, true
+}
+
+// refMatch reports whether b is a whole sentence of g.
+func refMatch(g *Grammar, b []byte) bool {
+	stacks, tail, ok := refFeed(g, b)
+	if !ok || len(tail) > 0 {
+		return false
+	}
+	for _, s := range stacks {
+		if len(s) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// refViable reports whether b is a prefix of some sentence of g: its
+// complete characters parse, and a trailing partial character has some
+// valid completion the grammar accepts.
+func refViable(g *Grammar, b []byte) bool {
+	stacks, tail, ok := refFeed(g, b)
+	if !ok {
+		return false
+	}
+	if len(stacks) == 0 {
+		return false
+	}
+	if len(tail) == 0 {
+		return true
+	}
+	size := 0
+	switch c := tail[0]; {
+	case c&0xE0 == 0xC0:
+		size = 2
+	case c&0xF0 == 0xE0:
+		size = 3
+	case c&0xF8 == 0xF0:
+		size = 4
+	default:
+		return false
+	}
+	buf := make([]byte, size)
+	copy(buf, tail)
+	var try func(i int) bool
+	try = func(i int) bool {
+		if i == size {
+			r, n := utf8.DecodeRune(buf)
+			if r == utf8.RuneError || n != size {
+				return false
+			}
+			return len(refAdvance(g, stacks, r)) > 0
+		}
+		for c := 0x80; c <= 0xBF; c++ {
+			buf[i] = byte(c)
+			if try(i + 1) {
+				return true
+			}
+		}
+		return false
+	}
+	return try(len(tail))
+}
