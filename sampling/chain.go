@@ -334,6 +334,17 @@ func (c *Chain) gather(logits []float32, div float32) []cand {
 }
 
 func (c *Chain) truncateAndDraw(logits []float32) (int32, error) {
+	cs, err := c.truncate(logits)
+	if err != nil {
+		return -1, err
+	}
+	i := c.draw(cs)
+	return cs[i].id, nil
+}
+
+// truncate runs top_k, tfs_z, typical_p, top_p and min_p over logits and
+// divides the survivors' logits by the temperature.
+func (c *Chain) truncate(logits []float32) ([]cand, error) {
 	var cs []cand
 	sorted := false
 	k := c.p.TopK
@@ -349,7 +360,7 @@ func (c *Chain) truncateAndDraw(logits []float32) (int32, error) {
 		}
 	}
 	if len(cs) == 0 {
-		return -1, ErrNoCandidates
+		return nil, ErrNoCandidates
 	}
 	minKeep := c.p.MinKeep
 	cs, sorted = tailFree(cs, sorted, c.tfsZ, minKeep)
@@ -359,8 +370,7 @@ func (c *Chain) truncateAndDraw(logits []float32) (int32, error) {
 	for i := range cs {
 		cs[i].logit /= c.temp
 	}
-	i := c.draw(cs)
-	return cs[i].id, nil
+	return cs, nil
 }
 
 // uniform returns a float64 in [0, 1) from the chain's generator.
