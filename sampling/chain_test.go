@@ -1,0 +1,701 @@
+package sampling
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"testing"
+)
+
+func newChain(t testing.TB, p Params, v Vocab, con Constraint) *Chain {
+	t.Helper()
+	c, err := NewChain(p, v, con)
+	if err != nil {
+		t.Fatalf("NewChain(%+v) = %v", p, err)
+	}
+	return c
+}
+
+func greedyParams() Params {
+	p := DefaultParams()
+	p.Temperature = 0
+	p.Seed = 1
+	return p
+}
+
+func TestGreedy(t *testing.T) {
+	ninf, nan := float32(math.Inf(-1)), float32(math.NaN())
+	tests := []struct {
+		name   string
+		logits []float32
+		want   int32
+	}{
+		{"max", []float32{0.1, 3, -2, 2.9}, 1},
+		{"ties pick lowest id", []float32{1, 4, 4, 4}, 1},
+		{"skips NaN", []float32{nan, 1, nan, 0.5}, 1},
+		{"all negative", []float32{-5, -3, -4}, 1},
+		{"masked max", []float32{ninf, ninf, -100}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newChain(t, greedyParams(), Vocab{Size: len(tt.logits)}, nil)
+			got, err := c.Sample(slices.Clone(tt.logits))
+			if err != nil || got != tt.want {
+				t.Errorf("Sample(%v) = %d, %v, want %d", tt.logits, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSampleErrors(t *testing.T) {
+	ninf := float32(math.Inf(-1))
+	for _, mode := range []int{0, 1, 2} {
+		for _, temp := range []float64{0, 0.8} {
+			t.Run(fmt.Sprintf("mirostat%d_temp%v", mode, temp), func(t *testing.T) {
+				p := DefaultParams()
+				p.MirostatMode, p.Temperature = mode, temp
+				c := newChain(t, p, Vocab{Size: 3}, nil)
+				if id, err := c.Sample([]float32{ninf, ninf, float32(math.NaN())}); !errors.Is(err, ErrNoCandidates) {
+					t.Errorf("Sample(all masked) = %d, %v, want ErrNoCandidates", id, err)
+				}
+				if id, err := c.Sample([]float32{1, 2}); err == nil {
+					t.Errorf("Sample(short row) = %d, nil, want an error", id)
+				}
+				if err := c.Accept(3); err == nil {
+					t.Errorf("Accept(3) with vocabulary 3 = nil, want an error")
+				}
+				if err := c.Prime([]int32{0, -1}); err == nil {
+					t.Errorf("Prime([0 -1]) = nil, want an error")
+				}
+			})
+		}
+	}
+	if _, err := NewChain(DefaultParams(), Vocab{Size: 0}, nil); err == nil {
+		t.Errorf("NewChain(vocab 0) = nil error, want one")
+	}
+	if _, err := NewChain(DefaultParams(), Vocab{Size: 4, EOG: []int32{4}}, nil); err == nil {
+		t.Errorf("NewChain(EOG 4 of vocab 4) = nil error, want one")
+	}
+}
+
+// randomLogits returns n logits from a seeded normal distribution.
+func randomLogits(seed uint64, n int, spread float64) []float32 {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(rng.NormFloat64() * spread)
+	}
+	return out
+}
+
+// generate samples and accepts steps tokens, each from a different logits
+// row derived from the step number.
+func generate(t *testing.T, c *Chain, vocab, steps int) []int32 {
+	t.Helper()
+	var out []int32
+	for s := 0; s < steps; s++ {
+		logits := randomLogits(uint64(s), vocab, 2)
+		id, err := c.Sample(logits)
+		if err != nil {
+			t.Fatalf("Sample(step %d) = %v", s, err)
+		}
+		if err := c.Accept(id); err != nil {
+			t.Fatalf("Accept(%d) = %v", id, err)
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+func TestSeedDeterminism(t *testing.T) {
+	const vocab, steps = 500, 64
+	configs := map[string]func(p *Params){
+		"default":   func(p *Params) {},
+		"top_p":     func(p *Params) { p.TopK = 0; p.TopP = 0.9; p.MinP = 0 },
+		"mirostat1": func(p *Params) { p.MirostatMode = 1 },
+		"mirostat2": func(p *Params) { p.MirostatMode = 2 },
+		"penalties": func(p *Params) { p.RepeatPenalty = 1.3; p.PresencePenalty = 0.5 },
+	}
+	for name, edit := range configs {
+		t.Run(name, func(t *testing.T) {
+			p := DefaultParams()
+			p.Temperature = 1.5
+			edit(&p)
+			p.Seed = 42
+			a := generate(t, newChain(t, p, Vocab{Size: vocab}, nil), vocab, steps)
+			b := generate(t, newChain(t, p, Vocab{Size: vocab}, nil), vocab, steps)
+			if !slices.Equal(a, b) {
+				t.Errorf("seed 42 twice: %v and %v, want equal", a, b)
+			}
+			p.Seed = 43
+			d := generate(t, newChain(t, p, Vocab{Size: vocab}, nil), vocab, steps)
+			if slices.Equal(a, d) {
+				t.Errorf("seeds 42 and 43 gave the same %d tokens, want different", steps)
+			}
+			p.Seed = RandomSeed
+			r1 := generate(t, newChain(t, p, Vocab{Size: vocab}, nil), vocab, steps)
+			r2 := generate(t, newChain(t, p, Vocab{Size: vocab}, nil), vocab, steps)
+			if slices.Equal(r1, r2) {
+				t.Errorf("two random seeds gave the same %d tokens, want different", steps)
+			}
+
+			// Reset replays the same seed from the start.
+			p.Seed = 42
+			c := newChain(t, p, Vocab{Size: vocab}, nil)
+			generate(t, c, vocab, steps)
+			c.Reset()
+			if again := generate(t, c, vocab, steps); !slices.Equal(a, again) {
+				t.Errorf("after Reset: %v, want %v", again, a)
+			}
+		})
+	}
+}
+
+func TestClone(t *testing.T) {
+	const vocab = 300
+	p := DefaultParams()
+	p.Temperature = 1.5
+	p.RepeatPenalty = 1.5
+	p.Seed = 7
+	base := newChain(t, p, Vocab{Size: vocab}, nil)
+	if err := base.Prime([]int32{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	same := base.Clone(7, nil)
+	other := base.Clone(8, nil)
+	a := generate(t, base, vocab, 40)
+	if b := generate(t, same, vocab, 40); !slices.Equal(a, b) {
+		t.Errorf("Clone(7) of a seed-7 chain: %v, want %v", b, a)
+	}
+	if d := generate(t, other, vocab, 40); slices.Equal(a, d) {
+		t.Errorf("Clone(8) repeated the seed-7 tokens %v", d)
+	}
+	// The clone copied the primed window and is independent afterwards.
+	fresh := newChain(t, p, Vocab{Size: vocab}, nil)
+	if err := fresh.Prime([]int32{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	cl := fresh.Clone(1, nil)
+	if err := cl.Accept(9); err != nil {
+		t.Fatal(err)
+	}
+	if fresh.pen.counts[9] != 0 || cl.pen.counts[9] != 1 || cl.pen.counts[2] != 1 {
+		t.Errorf("after clone.Accept(9): original count %d, clone counts 9:%d 2:%d, want 0, 1, 1",
+			fresh.pen.counts[9], cl.pen.counts[9], cl.pen.counts[2])
+	}
+}
+
+// TestDrawFrequencies checks that draws follow the survivors' softmax.
+func TestDrawFrequencies(t *testing.T) {
+	const n = 40000
+	p := onlyParams()
+	p.Temperature = 0.7
+	p.TopK = 6
+	p.Seed = 2024
+	c := newChain(t, p, Vocab{Size: len(distA)}, nil)
+	counts := map[int32]int{}
+	for i := 0; i < n; i++ {
+		id, err := c.Sample(logitsOf(distA...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts[id]++
+	}
+	// Survivors: top 6 (ids 1 3 4 5 0 6), probabilities p^(1/0.7) normalized.
+	keep := []int32{1, 3, 4, 5, 0, 6}
+	sum := 0.0
+	for _, id := range keep {
+		sum += math.Pow(distA[id], 1/0.7)
+	}
+	total := 0
+	for _, id := range keep {
+		want := math.Pow(distA[id], 1/0.7) / sum
+		got := float64(counts[id]) / n
+		sigma := math.Sqrt(want * (1 - want) / n)
+		if math.Abs(got-want) > 5*sigma {
+			t.Errorf("frequency of %d = %.4f, want %.4f ± %.4f", id, got, want, 5*sigma)
+		}
+		total += counts[id]
+	}
+	if total != n {
+		t.Errorf("%d of %d draws fell outside the top 6", n-total, n)
+	}
+}
+
+func TestPenalties(t *testing.T) {
+	// Token 0 occurs twice, 1 and 2 once; 3 and 4 never.
+	base := []float32{2, -2, 0.5, 3, 0}
+	tests := []struct {
+		name               string
+		lastN              int
+		repeat, freq, pres float64
+		history            []int32
+		want               []float32
+	}{
+		// 0: 2/2 - (2*.5+.25); 1: -2*2 - .75; 2: .5/2 - .75.
+		{"all three whole window", -1, 2, 0.5, 0.25, []int32{0, 0, 1, 2}, []float32{-0.25, -4.75, -0.5, 3, 0}},
+		{"window 2 sees 1 2", 2, 2, 0.5, 0.25, []int32{0, 0, 1, 2}, []float32{2, -4.75, -0.5, 3, 0}},
+		{"window 3 sees 0 1 2", 3, 2, 0.5, 0.25, []int32{0, 0, 1, 2}, []float32{0.25, -4.75, -0.5, 3, 0}},
+		{"window larger than history", 64, 2, 0.5, 0.25, []int32{0, 0, 1, 2}, []float32{-0.25, -4.75, -0.5, 3, 0}},
+		{"window 0 is off", 0, 2, 0.5, 0.25, []int32{0, 0, 1, 2}, []float32{2, -2, 0.5, 3, 0}},
+		{"repeat only: negative logits multiplied", -1, 2, 0, 0, []int32{0, 1, 2}, []float32{1, -4, 0.25, 3, 0}},
+		{"repeat below 1 raises", -1, 0.5, 0, 0, []int32{0, 1}, []float32{4, -1, 0.5, 3, 0}},
+		{"zero logit is multiplied", -1, 2, 0, 0.5, []int32{4}, []float32{2, -2, 0.5, 3, -0.5}},
+		{"frequency counts occurrences", -1, 1, 1, 0, []int32{3, 3, 3}, []float32{2, -2, 0.5, 0, 0}},
+		{"presence counts once", -1, 1, 0, 1, []int32{3, 3, 3}, []float32{2, -2, 0.5, 2, 0}},
+		{"negative frequency rewards", -1, 1, -1, 0, []int32{1}, []float32{2, -1, 0.5, 3, 0}},
+	}
+	for _, tt := range tests {
+		for _, via := range []string{"prime", "accept"} {
+			t.Run(tt.name+"/"+via, func(t *testing.T) {
+				p := greedyParams()
+				p.PenaltyLastN, p.RepeatPenalty, p.FrequencyPenalty, p.PresencePenalty = tt.lastN, tt.repeat, tt.freq, tt.pres
+				c := newChain(t, p, Vocab{Size: len(base)}, nil)
+				if via == "prime" {
+					if err := c.Prime(tt.history); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					for _, id := range tt.history {
+						if err := c.Accept(id); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				logits := slices.Clone(base)
+				if _, err := c.Sample(logits); err != nil {
+					t.Fatal(err)
+				}
+				for i := range logits {
+					if math.Abs(float64(logits[i]-tt.want[i])) > 1e-6 {
+						t.Errorf("penalized logits = %v, want %v", logits, tt.want)
+						break
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestPenaltyWindowSlides(t *testing.T) {
+	p := greedyParams()
+	p.PenaltyLastN, p.PresencePenalty = 3, 1
+	c := newChain(t, p, Vocab{Size: 6}, nil)
+	// After each accepted token, the penalized ids are the last three.
+	seq := []int32{0, 1, 2, 3, 3, 4, 5, 5, 5}
+	for i, id := range seq {
+		if err := c.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+		logits := make([]float32, 6)
+		if _, err := c.Sample(logits); err != nil {
+			t.Fatal(err)
+		}
+		window := seq[max(0, i-2) : i+1]
+		for tok := int32(0); tok < 6; tok++ {
+			want := float32(0)
+			if slices.Contains(window, tok) {
+				want = -1
+			}
+			if logits[tok] != want {
+				t.Errorf("after %v: logit[%d] = %v, want %v", seq[:i+1], tok, logits[tok], want)
+			}
+		}
+	}
+	// Reset empties the window.
+	c.Reset()
+	logits := make([]float32, 6)
+	if _, err := c.Sample(logits); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(logits, make([]float32, 6)) {
+		t.Errorf("after Reset: logits = %v, want all 0", logits)
+	}
+}
+
+func TestLogitBias(t *testing.T) {
+	tokenize := func(s string) ([]int32, error) {
+		switch s {
+		case "ab":
+			return []int32{3, 4}, nil
+		case "b":
+			return []int32{4}, nil
+		case "big":
+			return []int32{99}, nil
+		}
+		return nil, errors.New("unknown text")
+	}
+	ninf := math.Inf(-1)
+	base := []float32{0, 1, 0.5, 0, 0}
+	tests := []struct {
+		name string
+		typ  string
+		bias map[string]float64
+		want []float32
+		tok  int32
+	}{
+		{"by id", "input_ids", map[string]float64{"2": 10}, []float32{0, 1, 10.5, 0, 0}, 2},
+		{"by id, empty type", "", map[string]float64{"0": -1, "3": 2}, []float32{-1, 1, 0.5, 2, 0}, 3},
+		{"ban the maximum", "input_ids", map[string]float64{"1": ninf}, []float32{0, float32(ninf), 0.5, 0, 0}, 2},
+		{"by text, each token", "tokens", map[string]float64{"ab": 5}, []float32{0, 1, 0.5, 5, 5}, 3},
+		{"by text, overlapping keys add", "tokens", map[string]float64{"ab": 1, "b": 2}, []float32{0, 1, 0.5, 1, 3}, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := greedyParams()
+			p.LogitBias, p.LogitBiasType = tt.bias, tt.typ
+			c := newChain(t, p, Vocab{Size: 5, Tokenize: tokenize}, nil)
+			logits := slices.Clone(base)
+			id, err := c.Sample(logits)
+			if err != nil || id != tt.tok {
+				t.Errorf("Sample() = %d, %v, want %d", id, err, tt.tok)
+			}
+			if !slices.Equal(logits, tt.want) {
+				t.Errorf("biased logits = %v, want %v", logits, tt.want)
+			}
+		})
+	}
+
+	bad := []struct {
+		name     string
+		typ      string
+		bias     map[string]float64
+		tokenize func(string) ([]int32, error)
+	}{
+		{"id not a number", "input_ids", map[string]float64{"ab": 1}, nil},
+		{"id out of range", "input_ids", map[string]float64{"5": 1}, nil},
+		{"id negative", "input_ids", map[string]float64{"-1": 1}, nil},
+		{"text without tokenizer", "tokens", map[string]float64{"ab": 1}, nil},
+		{"tokenizer fails", "tokens", map[string]float64{"zz": 1}, tokenize},
+		{"token out of range", "tokens", map[string]float64{"big": 1}, tokenize},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			p := greedyParams()
+			p.LogitBias, p.LogitBiasType = tt.bias, tt.typ
+			_, err := NewChain(p, Vocab{Size: 5, Tokenize: tt.tokenize}, nil)
+			var pe *ParamError
+			if !errors.As(err, &pe) || pe.Field != "logit_bias" {
+				t.Errorf("NewChain(%v) = %v, want a logit_bias ParamError", tt.bias, err)
+			}
+		})
+	}
+}
+
+func TestMinTokens(t *testing.T) {
+	// EOG ids 3 and 4 are the most likely; 1 comes next.
+	base := []float32{0, 1, 0.5, 5, 4}
+	for _, minTokens := range []int{0, 1, 3} {
+		t.Run(fmt.Sprint(minTokens), func(t *testing.T) {
+			p := greedyParams()
+			p.MinTokens = minTokens
+			c := newChain(t, p, Vocab{Size: 5, EOG: []int32{3, 4}}, nil)
+			// Primed prompt tokens do not count.
+			if err := c.Prime([]int32{0, 1, 2, 0, 1}); err != nil {
+				t.Fatal(err)
+			}
+			for step := 0; step <= minTokens; step++ {
+				logits := slices.Clone(base)
+				id, err := c.Sample(logits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := int32(3)
+				if step < minTokens {
+					want = 1
+				}
+				if id != want {
+					t.Fatalf("step %d of min_tokens %d: Sample() = %d, want %d", step, minTokens, id, want)
+				}
+				if err := c.Accept(id); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+	// Sampled (not greedy) chains mask the same way.
+	p := DefaultParams()
+	p.MinTokens, p.Seed = 1000, 5
+	c := newChain(t, p, Vocab{Size: 5, EOG: []int32{3, 4}}, nil)
+	for i := 0; i < 200; i++ {
+		id, err := c.Sample(slices.Clone(base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id == 3 || id == 4 {
+			t.Fatalf("Sample() = %d before min_tokens, want a non-EOG token", id)
+		}
+		if err := c.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// evenOnly is a Constraint that allows only even ids and rejects accepting
+// odd ones.
+type evenOnly struct {
+	accepted []int32
+	maskErr  error
+}
+
+func (e *evenOnly) Mask(logits []float32) error {
+	if e.maskErr != nil {
+		return e.maskErr
+	}
+	for i := 1; i < len(logits); i += 2 {
+		logits[i] = float32(math.Inf(-1))
+	}
+	return nil
+}
+
+func (e *evenOnly) Accept(id int32) error {
+	if id%2 != 0 {
+		return fmt.Errorf("token %d is not allowed", id)
+	}
+	e.accepted = append(e.accepted, id)
+	return nil
+}
+
+func TestConstraint(t *testing.T) {
+	for _, mode := range []int{0, 1, 2} {
+		for _, temp := range []float64{0, 1.5} {
+			t.Run(fmt.Sprintf("mirostat%d_temp%v", mode, temp), func(t *testing.T) {
+				p := DefaultParams()
+				p.MirostatMode, p.Temperature, p.Seed = mode, temp, 3
+				con := &evenOnly{}
+				c := newChain(t, p, Vocab{Size: 101}, con)
+				got := generate(t, c, 101, 50)
+				for _, id := range got {
+					if id%2 != 0 {
+						t.Fatalf("generated %v, want even ids only", got)
+					}
+				}
+				if !slices.Equal(con.accepted, got) {
+					t.Errorf("constraint accepted %v, want %v", con.accepted, got)
+				}
+			})
+		}
+	}
+	con := &evenOnly{}
+	c := newChain(t, DefaultParams(), Vocab{Size: 4}, con)
+	if err := c.Accept(1); err == nil {
+		t.Errorf("Accept(1) = nil, want the constraint's error")
+	}
+	con.maskErr = errors.New("broken grammar")
+	if _, err := c.Sample(make([]float32, 4)); !errors.Is(err, con.maskErr) {
+		t.Errorf("Sample() = %v, want wrapping %v", err, con.maskErr)
+	}
+}
+
+// zipfLogits returns logits of p_i ∝ (i+1)^-s: Mirostat 1's estimate of s
+// is then exact.
+func zipfLogits(n int, s float64) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(-s * math.Log(float64(i+1)))
+	}
+	return out
+}
+
+func TestMirostat1(t *testing.T) {
+	const n, s = 1000, 1.2
+	p := DefaultParams()
+	p.MirostatMode, p.MirostatTau, p.MirostatEta, p.Temperature, p.Seed = 1, 3, 0.1, 1, 11
+	c := newChain(t, p, Vocab{Size: n}, nil)
+	mu := 2 * 3.0
+	if c.Mu() != float32(mu) {
+		t.Fatalf("initial Mu() = %v, want %v", c.Mu(), mu)
+	}
+	for step := 0; step < 30; step++ {
+		// k from s, mu and the vocabulary size (Basu et al. eq. 4 as in
+		// llama.cpp); the first step: (0.2·2^6/(1-1000^-0.2))^(1/1.2) = 10.65.
+		eps := s - 1
+		kf := math.Pow(eps*math.Pow(2, mu)/(1-math.Pow(n, -eps)), 1/s)
+		if step == 0 && int(kf) != 10 {
+			t.Fatalf("reference k = %v, want 10.65", kf)
+		}
+		k := max(1, min(n, int(kf)))
+		id, err := c.Sample(zipfLogits(n, s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(id) >= k {
+			t.Fatalf("step %d: Sample() = %d, want one of the top %d (k = %.3f)", step, id, k, kf)
+		}
+		// Surprise of the draw under the renormalized top k.
+		zk := 0.0
+		for i := 1; i <= k; i++ {
+			zk += math.Pow(float64(i), -s)
+		}
+		pid := math.Pow(float64(id+1), -s) / zk
+		mu -= 0.1 * (-math.Log2(pid) - 3)
+		if math.Abs(float64(c.Mu())-mu) > 1e-4 {
+			t.Fatalf("step %d: Mu() = %v, want %v", step, c.Mu(), mu)
+		}
+	}
+	c.Reset()
+	if c.Mu() != 6 {
+		t.Errorf("after Reset: Mu() = %v, want 6", c.Mu())
+	}
+}
+
+func TestMirostat2(t *testing.T) {
+	tests := []struct {
+		name      string
+		tau, eta  float64
+		temp      float64
+		firstKeep []int32 // survivors of the first step, mu = 2 tau
+	}{
+		// mu = 3: keep p >= 1/8: ids 1 (.4), 3 (.2), 4 (.15).
+		{"tau 1.5", 1.5, 0.5, 1, []int32{1, 3, 4}},
+		// mu = 0.2: nothing has surprise <= 0.2 bits, the maximum stays.
+		{"tau 0.1 keeps the top", 0.1, 0.3, 1, []int32{1}},
+		// mu = 10: everything passes.
+		{"tau 5 keeps all", 5, 0.1, 1, []int32{0, 1, 2, 3, 4, 5, 6, 7}},
+		// Temperature 0.5 squares and renormalizes: .4² / Σp² = .5063.
+		{"tau 0.5 temp 0.5", 0.5, 0.2, 0.5, []int32{1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := DefaultParams()
+			p.MirostatMode, p.MirostatTau, p.MirostatEta, p.Temperature, p.Seed = 2, tt.tau, tt.eta, tt.temp, 5
+			c := newChain(t, p, Vocab{Size: len(distA)}, nil)
+			// The distribution after temperature.
+			probs := make([]float64, len(distA))
+			sum := 0.0
+			for i, q := range distA {
+				probs[i] = math.Pow(q, 1/tt.temp)
+				sum += probs[i]
+			}
+			for i := range probs {
+				probs[i] /= sum
+			}
+			mu := 2 * tt.tau
+			for step := 0; step < 40; step++ {
+				// Survivors: surprise at most mu, else the most likely alone.
+				var keep []int32
+				mass := 0.0
+				for i, q := range probs {
+					if -math.Log2(q) <= mu {
+						keep = append(keep, int32(i))
+						mass += q
+					}
+				}
+				if len(keep) == 0 {
+					keep, mass = []int32{1}, probs[1]
+				}
+				if step == 0 && !slices.Equal(keep, tt.firstKeep) {
+					t.Fatalf("reference survivors = %v, want %v", keep, tt.firstKeep)
+				}
+				id, err := c.Sample(logitsOf(distA...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Contains(keep, id) {
+					t.Fatalf("step %d (mu %.3f): Sample() = %d, want one of %v", step, mu, id, keep)
+				}
+				mu -= tt.eta * (-math.Log2(probs[id]/mass) - tt.tau)
+				if math.Abs(float64(c.Mu())-mu) > 1e-4 {
+					t.Fatalf("step %d: Mu() = %v, want %v", step, c.Mu(), mu)
+				}
+			}
+		})
+	}
+}
+
+func TestMirostatGreedy(t *testing.T) {
+	// Temperature 0 with Mirostat picks the maximum and observes 0 bits.
+	for _, mode := range []int{1, 2} {
+		p := greedyParams()
+		p.MirostatMode, p.MirostatTau, p.MirostatEta = mode, 2, 0.5
+		c := newChain(t, p, Vocab{Size: len(distA)}, nil)
+		id, err := c.Sample(logitsOf(distA...))
+		if err != nil || id != 1 {
+			t.Errorf("mirostat %d greedy: Sample() = %d, %v, want 1", mode, id, err)
+		}
+		if want := float32(4 - 0.5*(0-2)); c.Mu() != want {
+			t.Errorf("mirostat %d greedy: Mu() = %v, want %v", mode, c.Mu(), want)
+		}
+	}
+}
+
+func TestLogprobs(t *testing.T) {
+	const vocab = 97
+	raw := randomLogits(5, vocab, 3)
+	raw[13] = float32(math.Inf(-1))
+	// Reference: float64 log-softmax of the raw logits.
+	maxL := math.Inf(-1)
+	for _, l := range raw {
+		maxL = max(maxL, float64(l))
+	}
+	sum := 0.0
+	for _, l := range raw {
+		sum += math.Exp(float64(l) - maxL)
+	}
+	ref := func(id int32) float64 { return float64(raw[id]) - maxL - math.Log(sum) }
+	order := make([]int32, vocab)
+	for i := range order {
+		order[i] = int32(i)
+	}
+	sort.SliceStable(order, func(a, b int) bool { return raw[order[a]] > raw[order[b]] })
+
+	p := DefaultParams()
+	p.Seed, p.TopLogprobs = 9, 5
+	// Bias, penalties and the grammar must not change the reported logprobs.
+	p.LogitBias = map[string]float64{"0": 3, "1": -2}
+	p.RepeatPenalty = 1.5
+	c := newChain(t, p, Vocab{Size: vocab}, &evenOnly{})
+	if _, err := c.Logprob(0); !errors.Is(err, ErrNoLogprobs) {
+		t.Errorf("Logprob before Sample = %v, want ErrNoLogprobs", err)
+	}
+	if err := c.Prime(order[:4]); err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.Sample(slices.Clone(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []int32{id, 0, 1, order[0], order[vocab-1]} {
+		got, err := c.Logprob(tok)
+		if err != nil || math.Abs(float64(got)-ref(tok)) > 1e-5 {
+			t.Errorf("Logprob(%d) = %v, %v, want %v", tok, got, err, ref(tok))
+		}
+	}
+	if got, err := c.Logprob(13); err != nil || !math.IsInf(float64(got), -1) {
+		t.Errorf("Logprob(13) with raw logit -Inf = %v, %v, want -Inf", got, err)
+	}
+	if _, err := c.Logprob(vocab); err == nil {
+		t.Errorf("Logprob(%d) = nil error, want out of range", vocab)
+	}
+	for _, n := range []int{0, 1, 5, 20, vocab, vocab + 3} {
+		prefix := []TokenLogprob{{ID: -7, Logprob: 1}}
+		got, err := c.TopLogprobs(prefix, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := min(n, vocab)
+		if len(got) != 1+want || got[0].ID != -7 {
+			t.Fatalf("TopLogprobs(prefix, %d) has %d entries (first %v), want prefix + %d", n, len(got), got[0], want)
+		}
+		for i, tl := range got[1:] {
+			if tl.ID != order[i] || math.Abs(float64(tl.Logprob)-ref(order[i])) > 1e-5 {
+				t.Errorf("TopLogprobs(%d)[%d] = %+v, want {%d %v}", n, i, tl, order[i], ref(order[i]))
+				break
+			}
+		}
+	}
+
+	off := newChain(t, DefaultParams(), Vocab{Size: vocab}, nil)
+	if _, err := off.Sample(slices.Clone(raw)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := off.Logprob(0); !errors.Is(err, ErrNoLogprobs) {
+		t.Errorf("Logprob without Params.Logprobs = %v, want ErrNoLogprobs", err)
+	}
+	if _, err := off.TopLogprobs(nil, 3); !errors.Is(err, ErrNoLogprobs) {
+		t.Errorf("TopLogprobs without Params.Logprobs = %v, want ErrNoLogprobs", err)
+	}
+}
