@@ -1,0 +1,60 @@
+// Package ops records the compute kernels (shaders/*.comp) into a vk.Cmd and
+// holds their pure-Go CPU references (Ref*), which the engine's CPU
+// reference forward pass reuses.
+//
+// # Tensors
+//
+// Kernels see vk.Ranges: byte ranges of device buffers, one per binding.
+// Activations are f32, row-major, [row][col]; q/k/v are [row][head][dim].
+// The KV cache is f16, per layer one K and one V range laid out
+// [slot][position][kv_head][head_dim]; every batch row carries its slot and
+// position in int32 buffers, so one dispatch serves rows of different
+// sequences. A range may hold more bytes than the op needs; only the first
+// are touched.
+//
+// A binding can cover at most Device.Limits().MaxStorageBufferRange bytes
+// (128 MiB on lavapipe). Element-wise ops split larger tensors into chunks
+// of Device.MaxBinding() bytes and dispatch once per chunk (see Scale); row
+// kernels bind a window per group of rows (see engine/ops matvec_plan.go).
+//
+// # Adding a kernel
+//
+//  1. Write shaders/NAME.comp. Start with "#version 450" and
+//     "#include \"common.glsl\"", which declares the workgroup size as
+//     specialization constant 0 (WG), the local size from it, and
+//     group_id() for 2-D grids. List variants as
+//     "// variant: op_src_dst -DDEFINE=1" lines; put reductions in
+//     reduce.glsl's wg_sum/wg_max (subgroup arithmetic under -DUSE_SUBGROUP,
+//     shared memory otherwise; variants named op_src_dst_sg). Bindings are
+//     set 0, binding 0..n-1, storage buffers; scalars go in one
+//     push_constant block of 4-byte fields. Bounds-check first. Run
+//     bash shaders/compile.sh.
+//  2. Mirror the push block in a Go struct of uint32/int32/float32 fields in
+//     the same order (e.g. RMSNormPush).
+//  3. Record it: ops.Record(k, c, "op_src_dst", []uint32{k.WG()},
+//     k.Groups(n), &push, src, dst) gets or creates the pipeline from
+//     shaders.SPIRV(name) (cached by name, bindings, push size and spec
+//     constants) and calls c.Dispatch, which checks binding count, push
+//     size, range sizes and alignment, reuses a cached descriptor set for
+//     the same ranges, and inserts a compute->compute barrier after the
+//     previous command. Use c.NoBarrier() before a dispatch that does not
+//     depend on the previous one. One c.Submit() per graph: one queue
+//     submit and one fence wait.
+//  4. Write the CPU reference (RefOp) over []float32, exported, mirroring
+//     the shader's math.
+//  5. Test it (see ops_test.go): open the device with vktest.Open(t, ...),
+//     which enables VK_LAYER_KHRONOS_validation and fails the test on any
+//     message; fill inputs from a printed random seed over odd shapes;
+//     poison outputs with NaN (c.Fill(r, NaNBits)); dispatch; compare with
+//     the reference within a tolerance fitted to the arithmetic (f32 ~1e-5,
+//     f16 ~1e-3) using the helpers there.
+//
+// # Kernels
+//
+// RMSNorm (optionally times a weight), LayerNorm, RoPE (normal and NeoX,
+// per-row positions, partial rotary dims, linear frequency scaling,
+// optional frequency factors), SoftMax (scale, optional mask), SwiGLU, GELU,
+// Add/Mul (with row broadcast, so Add is also bias add), Scale, Copy between
+// f32 and f16, KVWrite, Attention (flash-style: online softmax over tiles
+// of keys held in shared memory, causal or not, GQA), Argmax and Fill.
+package ops

@@ -1,0 +1,216 @@
+package ops
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/vkllm/vkllm/vk"
+	"github.com/vkllm/vkllm/vk/vktest"
+)
+
+// NaNBits is the quiet-NaN pattern outputs are poisoned with.
+const NaNBits = 0x7fc00bad
+
+// rig is one test's device, kernels and RNG.
+type rig struct {
+	t *testing.T
+	k *Kernels
+	r *rand.Rand
+}
+
+// newRig opens the validated test device (skipping when there is none) and
+// a seeded RNG: the seed is $VKLLM_SEED or the time, and is logged.
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	d := vktest.Open(t, vk.Options{})
+	k := New(d)
+	t.Cleanup(k.Close) // runs before the device's cleanup (LIFO)
+	return &rig{t: t, k: k, r: newRand(t)}
+}
+
+func newRand(t testing.TB) *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("VKLLM_SEED"); s != "" {
+		if v, err := strconv.ParseUint(s, 10, 64); err == nil {
+			seed = v
+		}
+	}
+	t.Logf("seed %d (rerun with VKLLM_SEED=%d)", seed, seed)
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
+// randn returns n normal floats times scale.
+func (g *rig) randn(n int, scale float32) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(g.r.NormFloat64()) * scale
+	}
+	return x
+}
+
+// buf allocates a device buffer of n bytes (at least 4) filled with the NaN
+// pattern, so unwritten elements fail comparisons.
+func (g *rig) buf(n int) vk.Range {
+	g.t.Helper()
+	n = max((n+3)&^3, 4)
+	b, err := g.k.dev.NewBuffer(uint64(n), vk.DeviceBuffer)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	p := make([]byte, n)
+	for i := 0; i+4 <= n; i += 4 {
+		binary.LittleEndian.PutUint32(p[i:], NaNBits)
+	}
+	if err := b.Write(0, p); err != nil {
+		g.t.Fatal(err)
+	}
+	return b.Range(0, uint64(n))
+}
+
+func (g *rig) upF32(x []float32) vk.Range {
+	g.t.Helper()
+	r := g.buf(4 * len(x))
+	if err := r.Buf.Write(r.Offset, f32Bytes(x)); err != nil {
+		g.t.Fatal(err)
+	}
+	return r
+}
+
+func (g *rig) upI32(x []int32) vk.Range {
+	g.t.Helper()
+	r := g.buf(4 * len(x))
+	b := make([]byte, 4*len(x))
+	for i, v := range x {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
+	}
+	if err := r.Buf.Write(r.Offset, b); err != nil {
+		g.t.Fatal(err)
+	}
+	return r
+}
+
+func (g *rig) upF16(x []uint16) vk.Range {
+	g.t.Helper()
+	r := g.buf(2 * len(x))
+	b := make([]byte, 2*len(x))
+	for i, v := range x {
+		binary.LittleEndian.PutUint16(b[2*i:], v)
+	}
+	if err := r.Buf.Write(r.Offset, b); err != nil {
+		g.t.Fatal(err)
+	}
+	return r
+}
+
+func (g *rig) downBytes(r vk.Range, n int) []byte {
+	g.t.Helper()
+	b := make([]byte, n)
+	if err := r.Buf.Read(r.Offset, b); err != nil {
+		g.t.Fatal(err)
+	}
+	return b
+}
+
+func (g *rig) downF32(r vk.Range, n int) []float32 {
+	b := g.downBytes(r, 4*n)
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return x
+}
+
+func (g *rig) downU32(r vk.Range, n int) []uint32 {
+	b := g.downBytes(r, 4*n)
+	x := make([]uint32, n)
+	for i := range x {
+		x[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return x
+}
+
+func (g *rig) downF16(r vk.Range, n int) []uint16 {
+	b := g.downBytes(r, 2*n)
+	x := make([]uint16, n)
+	for i := range x {
+		x[i] = binary.LittleEndian.Uint16(b[2*i:])
+	}
+	return x
+}
+
+// run records f into one graph, submits it and checks validation.
+func (g *rig) run(f func(c *vk.Cmd) error) {
+	g.t.Helper()
+	c, err := g.k.dev.Begin()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if err := f(c); err != nil {
+		c.Abort()
+		g.t.Fatal(err)
+	}
+	if err := c.Submit(); err != nil {
+		g.t.Fatal(err)
+	}
+	vktest.Check(g.t, g.k.dev)
+}
+
+func f32Bytes(x []float32) []byte {
+	b := make([]byte, 4*len(x))
+	for i, v := range x {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
+
+// closeTo fails unless every got[i] is within tol*(|want[i]| + mean|want|)
+// of want[i]: a relative bound with a floor at the tensor's scale, so
+// elements near zero do not demand impossible precision. NaN always fails.
+func closeTo(t *testing.T, what string, got, want []float32, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	var mean float64
+	for _, w := range want {
+		mean += math.Abs(float64(w))
+	}
+	mean /= float64(max(len(want), 1))
+	bad, worst, wi := 0, 0.0, -1
+	for i := range got {
+		g, w := float64(got[i]), float64(want[i])
+		d := math.Abs(g - w)
+		lim := tol * (math.Abs(w) + mean)
+		if math.IsNaN(g) || math.IsInf(g, 0) && !math.IsInf(w, 0) || d > lim {
+			if bad == 0 || d/lim > worst || math.IsNaN(g) {
+				worst, wi = d/lim, i
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%s: %d of %d values off; worst [%d] = %g, want %g (tolerance %g relative)", what, bad, len(got), wi, got[wi], want[wi], tol)
+	}
+}
+
+// both runs f with the shared-memory and (where available) subgroup
+// variants of the reduction kernels.
+func both(t *testing.T, g *rig, f func(t *testing.T)) {
+	for _, sg := range []bool{false, true} {
+		g.k.SetSubgroups(sg)
+		if sg && !g.k.Subgroups() {
+			continue
+		}
+		name := "shared"
+		if sg {
+			name = "subgroup"
+		}
+		t.Run(name, f)
+	}
+	g.k.SetSubgroups(true)
+}

@@ -1,0 +1,139 @@
+package ops
+
+import (
+	"fmt"
+	"math/bits"
+	"unsafe"
+
+	"github.com/vkllm/vkllm/shaders"
+	"github.com/vkllm/vkllm/vk"
+)
+
+// maxSpec is the most specialization constants a kernel may take.
+const maxSpec = 4
+
+type pipeKey struct {
+	name     string
+	bindings int
+	push     uint32
+	spec     [maxSpec]uint32
+}
+
+// Kernels creates and caches the compute pipelines of one device and records
+// kernels into a vk.Cmd. Pipelines are made on first use (from
+// shaders.SPIRV(name)) and kept until Close. Like its Device, a Kernels is
+// used from one goroutine at a time.
+type Kernels struct {
+	dev   *vk.Device
+	pipes map[pipeKey]*vk.Pipeline
+	wg    uint32
+	sg    bool
+}
+
+// New returns the kernels of dev. It does not take ownership of dev.
+func New(dev *vk.Device) *Kernels {
+	lim := dev.Limits()
+	wg := uint32(256)
+	for wg > 32 && (wg > lim.MaxWorkgroupSize[0] || wg > lim.MaxWorkgroupInvocations || wg*4*4 > lim.MaxSharedMemory) {
+		wg /= 2
+	}
+	return &Kernels{dev: dev, pipes: map[pipeKey]*vk.Pipeline{}, wg: wg, sg: dev.Features().SubgroupArithmetic}
+}
+
+// Device returns the device the kernels run on.
+func (k *Kernels) Device() *vk.Device { return k.dev }
+
+// WG is the default workgroup size (a power of two, at most 256, within the
+// device's workgroup and shared-memory limits): pass it as specialization
+// constant 0.
+func (k *Kernels) WG() uint32 { return k.wg }
+
+// Subgroups reports whether reduction kernels use their subgroup-arithmetic
+// ("_sg") variants. SetSubgroups(false) forces the shared-memory fallback.
+func (k *Kernels) Subgroups() bool { return k.sg }
+
+// SetSubgroups enables or disables the subgroup variants; enabling has no
+// effect on devices without subgroup arithmetic in compute shaders.
+func (k *Kernels) SetSubgroups(on bool) { k.sg = on && k.dev.Features().SubgroupArithmetic }
+
+// Pipeline returns the pipeline for the shader variant name with the given
+// number of storage-buffer bindings, push-constant size in bytes and
+// specialization constants (ids 0..len-1), creating it on first use.
+func (k *Kernels) Pipeline(name string, bindings int, pushSize uint32, spec ...uint32) (*vk.Pipeline, error) {
+	if len(spec) > maxSpec {
+		return nil, fmt.Errorf("ops: pipeline %s: %d specialization constants, at most %d", name, len(spec), maxSpec)
+	}
+	key := pipeKey{name: name, bindings: bindings, push: pushSize}
+	copy(key.spec[:], spec)
+	if p, ok := k.pipes[key]; ok {
+		return p, nil
+	}
+	code, err := shaders.SPIRV(name)
+	if err != nil {
+		return nil, fmt.Errorf("ops: %w", err)
+	}
+	p, err := k.dev.NewPipeline(vk.PipelineDesc{Name: name, SPIRV: code, Bindings: bindings, PushSize: pushSize, Spec: append([]uint32(nil), spec...)})
+	if err != nil {
+		return nil, err
+	}
+	k.pipes[key] = p
+	return p, nil
+}
+
+// Close destroys the pipelines. The Kernels must not be used afterwards.
+func (k *Kernels) Close() {
+	for key, p := range k.pipes {
+		p.Close()
+		delete(k.pipes, key)
+	}
+}
+
+// Record records one dispatch of the shader variant name: push is the Go
+// struct mirroring the shader's push-constant block (its size is the
+// pipeline's push size), spec the specialization constants (spec[0] is the
+// workgroup size by convention), groups the workgroup counts (see Groups)
+// and bindings one vk.Range per binding, in binding order.
+func Record[T any](k *Kernels, c *vk.Cmd, name string, spec []uint32, groups [3]uint32, push *T, bindings ...vk.Range) error {
+	p, err := k.Pipeline(name, len(bindings), uint32(unsafe.Sizeof(*push)), spec...)
+	if err != nil {
+		return err
+	}
+	return c.Dispatch(p, groups, vk.Bytes(push), bindings...)
+}
+
+// Groups spreads n workgroups over x and y so that neither exceeds the
+// device's limit; shaders recover the linear index with group_id() from
+// common.glsl and must bounds-check it (x*y may exceed n).
+func (k *Kernels) Groups(n uint32) [3]uint32 {
+	if n == 0 {
+		n = 1
+	}
+	maxX := k.dev.Limits().MaxWorkgroupCount[0]
+	if maxX == 0 || n <= maxX {
+		return [3]uint32{n, 1, 1}
+	}
+	y := (n + maxX - 1) / maxX
+	x := (n + y - 1) / y
+	return [3]uint32{x, y, 1}
+}
+
+// elemChunk is the largest element count per binding for an element of
+// size bytes that keeps every chunk offset a multiple of 256 bytes.
+func (k *Kernels) elemChunk(size uint64) uint64 {
+	return k.dev.MaxBinding() / size &^ 63
+}
+
+func ceilDiv(a, b uint32) uint32 { return (a + b - 1) / b }
+
+func isPow2(x uint32) bool { return x != 0 && bits.OnesCount32(x) == 1 }
+
+// sized checks that r holds at least n bytes.
+func sized(op, what string, r vk.Range, n uint64) error {
+	if r.Buf == nil {
+		return fmt.Errorf("ops: %s: %s: no buffer", op, what)
+	}
+	if r.Size < n {
+		return fmt.Errorf("ops: %s: %s is %d bytes, want at least %d", op, what, r.Size, n)
+	}
+	return nil
+}

@@ -1,0 +1,54 @@
+package ops
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/vkllm/vkllm/vk"
+)
+
+func TestRMSNorm(t *testing.T) {
+	g := newRig(t)
+	cases := []struct {
+		rows, cols int
+		weight     bool
+	}{{1, 1, false}, {3, 7, true}, {5, 257, false}, {2, 4096, true}, {37, 1000, true}}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%dx%d/w=%v", tc.rows, tc.cols, tc.weight), func(t *testing.T) {
+			both(t, g, func(t *testing.T) {
+				x := g.randn(tc.rows*tc.cols, 3)
+				var w []float32
+				wr := vk.Range{}
+				if tc.weight {
+					w = g.randn(tc.cols, 1)
+					wr = g.upF32(w)
+				}
+				src, dst := g.upF32(x), g.buf(4*tc.rows*tc.cols)
+				g.run(func(c *vk.Cmd) error { return g.k.RMSNorm(c, dst, src, wr, tc.rows, tc.cols, 1e-5) })
+				want := make([]float32, len(x))
+				RefRMSNorm(want, x, w, tc.rows, tc.cols, 1e-5)
+				closeTo(t, "RMSNorm", g.downF32(dst, len(x)), want, 1e-5)
+			})
+		})
+	}
+}
+
+func TestLayerNorm(t *testing.T) {
+	g := newRig(t)
+	for _, tc := range []struct{ rows, cols int }{{1, 1}, {3, 7}, {4, 384}, {9, 1031}} {
+		t.Run(fmt.Sprintf("%dx%d", tc.rows, tc.cols), func(t *testing.T) {
+			both(t, g, func(t *testing.T) {
+				x := g.randn(tc.rows*tc.cols, 2)
+				for i := range x {
+					x[i] += 0.5 // a mean away from zero exercises the centring
+				}
+				w, b := g.randn(tc.cols, 1), g.randn(tc.cols, 1)
+				src, dst, wr, br := g.upF32(x), g.buf(4*len(x)), g.upF32(w), g.upF32(b)
+				g.run(func(c *vk.Cmd) error { return g.k.LayerNorm(c, dst, src, wr, br, tc.rows, tc.cols, 1e-12) })
+				want := make([]float32, len(x))
+				RefLayerNorm(want, x, w, b, tc.rows, tc.cols, 1e-12)
+				closeTo(t, "LayerNorm", g.downF32(dst, len(x)), want, 1e-5)
+			})
+		})
+	}
+}
