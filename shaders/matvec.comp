@@ -20,21 +20,21 @@
 // variant: matvec_q6_k_f32 -DDATA_A_Q6_K
 // variant: matvec_iq4_nl_f32 -DDATA_A_IQ4_NL
 // variant: matvec_iq4_xs_f32 -DDATA_A_IQ4_XS
-// variant: matvec_subgroup_f32_f32 -DDATA_A_F32 -DUSE_SUBGROUP=1
-// variant: matvec_subgroup_f16_f32 -DDATA_A_F16 -DUSE_SUBGROUP=1
-// variant: matvec_subgroup_bf16_f32 -DDATA_A_BF16 -DUSE_SUBGROUP=1
-// variant: matvec_subgroup_q4_0_f32 -DDATA_A_Q4_0 -DUSE_SUBGROUP=1
-// variant: matvec_subgroup_q4_1_f32 -DDATA_A_Q4_1 -DUSE_SUBGROUP=1
-// variant: matvec_subgroup_q5_0_f32 -DDATA_A_Q5_0 -DUSE_SUBGROUP=1
-// variant: matvec_subgroup_q5_1_f32 -DDATA_A_Q5_1 -DUSE_SUBGROUP=1
-// variant: matvec_subgroup_q8_0_f32 -DDATA_A_Q8_0 -DUSE_SUBGROUP=1
-// variant: matvec_subgroup_q2_k_f32 -DDATA_A_Q2_K -DUSE_SUBGROUP=1
-// variant: matvec_subgroup_q3_k_f32 -DDATA_A_Q3_K -DUSE_SUBGROUP=1
-// variant: matvec_subgroup_q4_k_f32 -DDATA_A_Q4_K -DUSE_SUBGROUP=1
-// variant: matvec_subgroup_q5_k_f32 -DDATA_A_Q5_K -DUSE_SUBGROUP=1
-// variant: matvec_subgroup_q6_k_f32 -DDATA_A_Q6_K -DUSE_SUBGROUP=1
-// variant: matvec_subgroup_iq4_nl_f32 -DDATA_A_IQ4_NL -DUSE_SUBGROUP=1
-// variant: matvec_subgroup_iq4_xs_f32 -DDATA_A_IQ4_XS -DUSE_SUBGROUP=1
+// variant: matvec_f32_f32_sg -DDATA_A_F32 -DUSE_SUBGROUP=1
+// variant: matvec_f16_f32_sg -DDATA_A_F16 -DUSE_SUBGROUP=1
+// variant: matvec_bf16_f32_sg -DDATA_A_BF16 -DUSE_SUBGROUP=1
+// variant: matvec_q4_0_f32_sg -DDATA_A_Q4_0 -DUSE_SUBGROUP=1
+// variant: matvec_q4_1_f32_sg -DDATA_A_Q4_1 -DUSE_SUBGROUP=1
+// variant: matvec_q5_0_f32_sg -DDATA_A_Q5_0 -DUSE_SUBGROUP=1
+// variant: matvec_q5_1_f32_sg -DDATA_A_Q5_1 -DUSE_SUBGROUP=1
+// variant: matvec_q8_0_f32_sg -DDATA_A_Q8_0 -DUSE_SUBGROUP=1
+// variant: matvec_q2_k_f32_sg -DDATA_A_Q2_K -DUSE_SUBGROUP=1
+// variant: matvec_q3_k_f32_sg -DDATA_A_Q3_K -DUSE_SUBGROUP=1
+// variant: matvec_q4_k_f32_sg -DDATA_A_Q4_K -DUSE_SUBGROUP=1
+// variant: matvec_q5_k_f32_sg -DDATA_A_Q5_K -DUSE_SUBGROUP=1
+// variant: matvec_q6_k_f32_sg -DDATA_A_Q6_K -DUSE_SUBGROUP=1
+// variant: matvec_iq4_nl_f32_sg -DDATA_A_IQ4_NL -DUSE_SUBGROUP=1
+// variant: matvec_iq4_xs_f32_sg -DDATA_A_IQ4_XS -DUSE_SUBGROUP=1
 #extension GL_EXT_control_flow_attributes : enable
 #if defined(USE_SUBGROUP)
 #extension GL_KHR_shader_subgroup_basic : enable

@@ -1,0 +1,22 @@
+package ops
+
+import "testing"
+
+func TestMatMul(t *testing.T) {
+	g := newRig(t)
+	for _, typ := range weightTypes {
+		t.Run(typ.String(), func(t *testing.T) {
+			cols := testCols(typ)
+			rowBytes, _ := typ.RowSize(uint64(cols))
+			cases := []mulCase{
+				{rows: 70, cols: cols, n: 17},
+				{rows: 64, cols: cols, n: 64, lead: 2},
+				{rows: 5, cols: 3 * cols, n: 1},
+				{rows: 131, cols: cols, n: 9, lead: 6, maxRange: 40*rowBytes + 4*uint64(cols) + 64},
+			}
+			for _, m := range cases {
+				t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, true) })
+			}
+		})
+	}
+}

@@ -1,0 +1,152 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/vk"
+)
+
+// Weight is a weight matrix on the device in GGUF layout: Rows rows of Cols
+// elements of Type, each row block-packed (Type.RowSize(Cols) bytes), rows
+// one after another from the start of Data. Data may be larger than one
+// storage binding; the kernels bind it in windows of whole rows. The buffer
+// must extend to the 4-byte boundary after the matrix (vk.NewBuffer rounds
+// sizes up to 4), since the kernels read weights as 32-bit words.
+type Weight struct {
+	Type gguf.GGMLType
+	Rows int
+	Cols int
+	Data vk.Range
+}
+
+// MatVecPush mirrors the push-constant block of shaders/matvec.comp and
+// shaders/matmul.comp. Offsets and strides count f32 elements, except
+// WOff and WStride, which count bytes.
+type MatVecPush struct {
+	K, M, N       uint32 // row length, rows, activation columns
+	WOff, WStride uint32 // byte offset of row 0 in the binding, bytes per row
+	XOff, XStride uint32 // activation column 0 and the distance between columns
+	YOff, YStride uint32 // output (row 0, column 0) and the distance between columns
+}
+
+// MatVecMaxCols is the most activation columns one matvec dispatch handles.
+const MatVecMaxCols = 8
+
+// matvecWG is the matvec workgroup size: one workgroup per weight row.
+const matvecWG = 32
+
+// MatVec records y = W x for n activation columns, the decode-step kernel:
+// x holds n columns of w.Cols f32 ([n][Cols]) and y receives n columns of
+// w.Rows f32 ([n][Rows]), y[c*Rows+r] = sum_k W[r][k]*x[c][k]. Up to
+// MatVecMaxCols columns share one pass over the weights; larger n takes
+// several passes (use MulMat, which switches to MatMul). x and y must start
+// at a multiple of 4 bytes and of the device's storage offset alignment.
+func (k *Kernels) MatVec(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range) error {
+	return k.mulMat(c, w, x, n, y, k.dev.MaxBinding(), false)
+}
+
+// MulMat records y = W x like MatVec, choosing the matvec kernel for up to
+// MatVecMaxCols columns and the tiled MatMul kernel above.
+func (k *Kernels) MulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range) error {
+	return k.mulMat(c, w, x, n, y, k.dev.MaxBinding(), n > MatVecMaxCols)
+}
+
+// mulMat records W x with bindings of at most maxRange bytes: one dispatch
+// per window of weight rows and group of activation columns.
+func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, maxRange uint64, tiled bool) error {
+	op := "MatVec"
+	if tiled {
+		op = "MatMul"
+	}
+	tname, ok := kernelTypeName(w.Type)
+	if !ok {
+		return fmt.Errorf("ops: %s: no kernel for weight type %v", op, w.Type)
+	}
+	rowBytes, err := weightRowBytes(w.Type, w.Cols)
+	if err != nil {
+		return fmt.Errorf("ops: %s: %w", op, err)
+	}
+	if w.Rows <= 0 || n <= 0 {
+		return fmt.Errorf("ops: %s: %d rows x %d columns is empty", op, w.Rows, n)
+	}
+	if err := sized(op, "weight", w.Data, rowBytes*uint64(w.Rows)); err != nil {
+		return err
+	}
+	if err := sized(op, "x", x, 4*uint64(n)*uint64(w.Cols)); err != nil {
+		return err
+	}
+	if err := sized(op, "y", y, 4*uint64(n)*uint64(w.Rows)); err != nil {
+		return err
+	}
+	if x.Offset%4 != 0 || y.Offset%4 != 0 {
+		return fmt.Errorf("ops: %s: x offset %d or y offset %d is not a multiple of 4", op, x.Offset, y.Offset)
+	}
+	maxRange = min(maxRange, 1<<31)
+	align := max(k.dev.Limits().MinStorageOffsetAlign, 4)
+	if maxRange <= 2*align {
+		return fmt.Errorf("ops: %s: binding limit %d bytes is too small", op, maxRange)
+	}
+	chunks, err := planRowChunks(w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), maxRange, align)
+	if err != nil {
+		return fmt.Errorf("ops: %s: weight: %w", op, err)
+	}
+	// Columns per dispatch: the x and y windows (plus alignment slack) must
+	// each fit one binding.
+	budget := maxRange - align
+	perCol := 4 * uint64(max(w.Cols, w.Rows))
+	if perCol > budget {
+		return fmt.Errorf("ops: %s: one column of %d or %d f32 exceeds the %d-byte binding limit", op, w.Cols, w.Rows, maxRange)
+	}
+	colStep := int(min(budget/perCol, uint64(n)))
+	if !tiled {
+		colStep = min(colStep, MatVecMaxCols)
+	}
+	name := "matmul_" + tname + "_f32"
+	spec := []uint32(nil)
+	if !tiled {
+		name = "matvec_" + tname + "_f32"
+		if k.sg {
+			name += "_sg"
+		}
+		spec = []uint32{matvecWG}
+	}
+	first := true
+	for _, ch := range chunks {
+		wr := vk.Range{Buf: w.Data.Buf, Offset: ch.bindOffset, Size: ch.bindRange}
+		rows := ch.rowEnd - ch.rowBegin
+		for c0 := 0; c0 < n; c0 += colStep {
+			nc := min(colStep, n-c0)
+			xr, xOff := bindWindow(x, 4*uint64(c0)*uint64(w.Cols), 4*uint64(nc)*uint64(w.Cols), align)
+			yr, yOff := bindWindow(y, 4*(uint64(c0)*uint64(w.Rows)+uint64(ch.rowBegin)),
+				4*(uint64(nc-1)*uint64(w.Rows)+uint64(rows)), align)
+			push := MatVecPush{
+				K: uint32(w.Cols), M: uint32(rows), N: uint32(nc),
+				WOff: ch.wOff, WStride: uint32(rowBytes),
+				XOff: xOff, XStride: uint32(w.Cols),
+				YOff: yOff, YStride: uint32(w.Rows),
+			}
+			groups := k.Groups(uint32(rows))
+			if tiled {
+				groups = [3]uint32{ceilDiv(uint32(rows), matmulBM), ceilDiv(uint32(nc), matmulBN), 1}
+			}
+			if !first {
+				c.NoBarrier()
+			}
+			first = false
+			if err := Record(k, c, name, spec, groups, &push, wr, xr, yr); err != nil {
+				return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
+			}
+		}
+	}
+	return nil
+}
+
+// bindWindow returns a binding of r's buffer that covers the bytes
+// [off, off+size) of r, starting at the aligned offset at or below them,
+// and the f32 element index of byte off inside that binding.
+func bindWindow(r vk.Range, off, size, align uint64) (vk.Range, uint32) {
+	start := r.Offset + off
+	b := start - start%align
+	return vk.Range{Buf: r.Buf, Offset: b, Size: roundUp4(start+size) - b}, uint32((start - b) / 4)
+}

@@ -1,0 +1,171 @@
+package ops
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vkllm/vkllm/gguf"
+)
+
+// weightTypes are the weight formats the get_rows, matvec and matmul kernels
+// support, in the order the tests run them.
+var weightTypes = []gguf.GGMLType{
+	gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16,
+	gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ8_0,
+	gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K,
+	gguf.TypeIQ4_NL, gguf.TypeIQ4_XS,
+}
+
+// halfFields lists the byte offsets of the f16 scales inside one block of
+// each quantized type; every other byte of a block is a free bit pattern.
+var halfFields = map[gguf.GGMLType][]int{
+	gguf.TypeQ4_0:   {0},
+	gguf.TypeQ4_1:   {0, 2},
+	gguf.TypeQ5_0:   {0},
+	gguf.TypeQ5_1:   {0, 2},
+	gguf.TypeQ8_0:   {0},
+	gguf.TypeQ2_K:   {80, 82},
+	gguf.TypeQ3_K:   {108},
+	gguf.TypeQ4_K:   {0, 2},
+	gguf.TypeQ5_K:   {0, 2},
+	gguf.TypeQ6_K:   {208},
+	gguf.TypeIQ4_NL: {0},
+	gguf.TypeIQ4_XS: {0},
+}
+
+// randomHalf returns the bits of a finite normal f16 of magnitude in
+// [2^lo, 2^hi) with a random sign and mantissa.
+func randomHalf(rng *rand.Rand, lo, hi int) uint16 {
+	exp := uint16(15 + lo + rng.IntN(hi-lo))
+	return uint16(rng.IntN(2))<<15 | exp<<10 | uint16(rng.IntN(1024))
+}
+
+// randomWeights returns a rows x cols matrix of type t in GGUF layout: plain
+// types hold values in about [-1, 1]; quantized types hold random valid
+// blocks (random bits everywhere but the f16 scales, which are finite).
+func randomWeights(rng *rand.Rand, t gguf.GGMLType, rows, cols int) []byte {
+	rb, err := t.RowSize(uint64(cols))
+	if err != nil {
+		panic("BUG: " + err.Error())
+	}
+	w := make([]byte, int(rb)*rows)
+	switch t {
+	case gguf.TypeF32:
+		for i := 0; i < len(w); i += 4 {
+			putU32(w[i:], math.Float32bits(float32(rng.Float64()*2-1)))
+		}
+	case gguf.TypeF16:
+		for i := 0; i < len(w); i += 2 {
+			putU16(w[i:], randomHalf(rng, -8, 0))
+		}
+	case gguf.TypeBF16:
+		for i := 0; i < len(w); i += 2 {
+			putU16(w[i:], uint16(math.Float32bits(float32(rng.Float64()*2-1))>>16))
+		}
+	default:
+		for i := range w {
+			w[i] = byte(rng.Uint32())
+		}
+		bs := t.TypeSize()
+		for b := 0; b < len(w); b += bs {
+			for _, off := range halfFields[t] {
+				putU16(w[b+off:], randomHalf(rng, -10, -4))
+			}
+		}
+	}
+	return w
+}
+
+func putU16(b []byte, v uint16) { b[0], b[1] = byte(v), byte(v>>8) }
+func putU32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+// randomVector returns n values uniform in [-1, 1).
+func randomVector(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.Float64()*2 - 1)
+	}
+	return x
+}
+
+// dequantizeAll returns the whole matrix as f32 through the test dequantizer.
+func dequantizeAll(t testing.TB, typ gguf.GGMLType, w []byte, rows, cols int) []float32 {
+	t.Helper()
+	out := make([]float32, rows*cols)
+	rb := len(w) / rows
+	for r := 0; r < rows; r++ {
+		if err := testDequantize(typ, w[r*rb:(r+1)*rb], out[r*cols:(r+1)*cols]); err != nil {
+			t.Fatalf("testDequantize(%v, row %d): %v", typ, r, err)
+		}
+	}
+	return out
+}
+
+// refProduct returns y[c*rows+r] = sum_k wf[r][k]*x[c][k] in float64 and the
+// magnitude sum_k |wf[r][k]*x[c][k]| that bounds the f32 rounding error.
+func refProduct(wf []float32, rows, cols int, x []float32, n int) (y, mag []float64) {
+	y = make([]float64, n*rows)
+	mag = make([]float64, n*rows)
+	for c := 0; c < n; c++ {
+		xc := x[c*cols : (c+1)*cols]
+		for r := 0; r < rows; r++ {
+			wr := wf[r*cols : (r+1)*cols]
+			var s, m float64
+			for k, v := range wr {
+				p := float64(v) * float64(xc[k])
+				s += p
+				m += math.Abs(p)
+			}
+			y[c*rows+r], mag[c*rows+r] = s, m
+		}
+	}
+	return y, mag
+}
+
+// relTol is the error allowed relative to sum |w*x|: f32 accumulation over a
+// few thousand terms in a different order than the reference, plus one f32
+// rounding of each dequantized weight.
+const relTol = 1e-4
+
+// checkProduct fails t for every output that is NaN or further from want
+// than relTol*mag, naming the first few.
+func checkProduct(t *testing.T, name string, got []float32, want, mag []float64, rows int) {
+	t.Helper()
+	bad := 0
+	for i, g := range got {
+		d := math.Abs(float64(g) - want[i])
+		if math.IsNaN(float64(g)) || d > relTol*mag[i]+1e-30 {
+			if bad < 5 {
+				t.Errorf("%s: y[col %d][row %d] = %g, want %g (|diff| %.3g > %.3g)", name, i/rows, i%rows, g, want[i], d, relTol*mag[i])
+			}
+			bad++
+		}
+	}
+	if bad > 5 {
+		t.Errorf("%s: %d of %d outputs wrong", name, bad, len(got))
+	}
+}
+
+// upWeight uploads w into a fresh buffer lead bytes past its start (to
+// exercise rows that do not start on a word or an aligned binding) and
+// returns the Weight.
+func (g *rig) upWeight(typ gguf.GGMLType, w []byte, rows, cols, lead int) Weight {
+	g.t.Helper()
+	r := g.buf(lead + len(w))
+	if err := r.Buf.Write(uint64(lead), w); err != nil {
+		g.t.Fatal(err)
+	}
+	return Weight{Type: typ, Rows: rows, Cols: cols, Data: r.Buf.Range(uint64(lead), uint64(len(w)))}
+}
+
+// testCols returns a row length of about two blocks of t (odd for the plain
+// types, so rows end inside a group of four).
+func testCols(t gguf.GGMLType) int {
+	if bs := t.BlockSize(); bs > 1 {
+		return 2 * bs
+	}
+	return 67
+}
