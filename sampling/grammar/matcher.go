@@ -380,6 +380,9 @@ func (m *Matcher) partial(set int32, val rune, need, size int8) int32 {
 	hi := lo | (1<<(6*uint(need)) - 1)
 	lo = max(lo, [...]rune{0, 0, 0x80, 0x800, 0x10000}[size]) // no overlong forms
 	hi = min(hi, maxRune)
+	if lo > hi {
+		return transDead
+	}
 	sp := m.sets[set]
 	for _, sid := range m.setData[sp.start:sp.end] {
 		if sid == acceptStack {
@@ -519,6 +522,12 @@ func (m *Matcher) maybeCompact() bool {
 	if len(m.nodes) < maxNodes && len(m.states) < maxStates {
 		return false
 	}
+	m.compact()
+	return true
+}
+
+// compact rebuilds the automaton holding the current state alone.
+func (m *Matcher) compact() {
 	st := m.states[m.cur]
 	sp := m.sets[st.set]
 	var chains [][]int32
@@ -548,5 +557,4 @@ func (m *Matcher) maybeCompact() bool {
 	}
 	st.set = m.internSet()
 	m.cur = m.state(st)
-	return true
 }

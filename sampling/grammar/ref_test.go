@@ -76,7 +76,11 @@ func refAdvance(g *Grammar, stacks []refStack, r rune) []refStack {
 // refFeed feeds the complete characters of b and returns the stacks and the
 // trailing incomplete bytes; ok is false for invalid UTF-8 or a dead parse.
 func refFeed(g *Grammar, b []byte) (stacks []refStack, tail []byte, ok bool) {
-	stacks = refStart(g)
+	return refFeedFrom(g, refStart(g), b)
+}
+
+// refFeedFrom is refFeed starting from the given stacks.
+func refFeedFrom(g *Grammar, stacks []refStack, b []byte) ([]refStack, []byte, bool) {
 	for len(b) > 0 {
 		if !utf8.FullRune(b) {
 			return stacks, b, true
@@ -112,7 +116,12 @@ func refMatch(g *Grammar, b []byte) bool {
 // complete characters parse, and a trailing partial character has some
 // valid completion the grammar accepts.
 func refViable(g *Grammar, b []byte) bool {
-	stacks, tail, ok := refFeed(g, b)
+	return refViableFrom(g, refStart(g), b)
+}
+
+// refViableFrom is refViable for bytes that follow the given stacks.
+func refViableFrom(g *Grammar, stacks []refStack, b []byte) bool {
+	stacks, tail, ok := refFeedFrom(g, stacks, b)
 	if !ok {
 		return false
 	}
@@ -133,24 +142,50 @@ func refViable(g *Grammar, b []byte) bool {
 	default:
 		return false
 	}
-	buf := make([]byte, size)
-	copy(buf, tail)
-	var try func(i int) bool
-	try = func(i int) bool {
-		if i == size {
-			r, n := utf8.DecodeRune(buf)
-			if r == utf8.RuneError || n != size {
-				return false
-			}
-			return len(refAdvance(g, stacks, r)) > 0
+	// Valid UTF-8 sorts like its code points, so the characters that start
+	// with tail form one interval [lo, hi]: find its ends by trying
+	// completions from the bottom and from the top.
+	n := 1
+	for i := len(tail); i < size; i++ {
+		n *= 64
+	}
+	complete := func(k int) (rune, bool) {
+		buf := append([]byte(nil), tail...)
+		for i := size - 1; i >= len(tail); i-- {
+			buf = append(buf, 0)
 		}
-		for c := 0x80; c <= 0xBF; c++ {
-			buf[i] = byte(c)
-			if try(i + 1) {
+		for i := size - 1; i >= len(tail); i-- {
+			buf[i] = byte(0x80 + k%64)
+			k /= 64
+		}
+		r, m := utf8.DecodeRune(buf)
+		return r, r != utf8.RuneError && m == size
+	}
+	lo, hi := rune(-1), rune(-1)
+	for k := 0; k < n; k++ {
+		if r, ok := complete(k); ok {
+			lo = r
+			break
+		}
+	}
+	for k := n - 1; k >= 0; k-- {
+		if r, ok := complete(k); ok {
+			hi = r
+			break
+		}
+	}
+	if lo < 0 {
+		return false
+	}
+	for _, s := range stacks {
+		if len(s) == 0 {
+			continue
+		}
+		for _, rr := range g.classes[g.elems[s[len(s)-1]].id].ranges {
+			if rr.lo <= hi && lo <= rr.hi {
 				return true
 			}
 		}
-		return false
 	}
-	return try(len(tail))
+	return false
 }
