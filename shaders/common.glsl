@@ -9,7 +9,6 @@
 #endif
 #ifdef USE_F16
 #extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #endif
 
 layout(constant_id = 0) const uint WG = 128;
