@@ -461,9 +461,12 @@ func (c *Chain) mirostatV2(logits []float32) (int32, error) {
 		return -1, ErrNoCandidates
 	}
 	softmax(cs, false)
+	// Exact test -log2(p) <= mu, after a cheap bound that rejects most
+	// of the vocabulary without a logarithm.
+	bound := float32(math.Exp2(-float64(c.mu))) * (1 - 1e-5)
 	n := 0
 	for i := range cs {
-		if !(-log2f(cs[i].p) > c.mu) {
+		if cs[i].p >= bound && !(-log2f(cs[i].p) > c.mu) {
 			cs[n] = cs[i]
 			n++
 		}

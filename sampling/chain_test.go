@@ -502,43 +502,56 @@ func zipfLogits(n int, s float64) []float32 {
 
 func TestMirostat1(t *testing.T) {
 	const n, s = 1000, 1.2
-	p := DefaultParams()
-	p.MirostatMode, p.MirostatTau, p.MirostatEta, p.Temperature, p.Seed = 1, 3, 0.1, 1, 11
-	c := newChain(t, p, Vocab{Size: n}, nil)
-	mu := 2 * 3.0
-	if c.Mu() != float32(mu) {
-		t.Fatalf("initial Mu() = %v, want %v", c.Mu(), mu)
+	// First-step k = (0.2·2^(2 tau)/(1-1000^-0.2))^(1/1.2) (Basu et al.
+	// eq. 4 as in llama.cpp): 10.65 for tau 3, 454.9 for tau 6.25 (more than
+	// the m = 100 tokens of the estimate), beyond the vocabulary for tau 9.
+	tests := []struct {
+		tau, eta float64
+		firstK   int
+	}{
+		{3, 0.1, 10},
+		{6.25, 0.05, 454},
+		{9, 0.1, n},
 	}
-	for step := 0; step < 30; step++ {
-		// k from s, mu and the vocabulary size (Basu et al. eq. 4 as in
-		// llama.cpp); the first step: (0.2·2^6/(1-1000^-0.2))^(1/1.2) = 10.65.
-		eps := s - 1
-		kf := math.Pow(eps*math.Pow(2, mu)/(1-math.Pow(n, -eps)), 1/s)
-		if step == 0 && int(kf) != 10 {
-			t.Fatalf("reference k = %v, want 10.65", kf)
-		}
-		k := max(1, min(n, int(kf)))
-		id, err := c.Sample(zipfLogits(n, s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if int(id) >= k {
-			t.Fatalf("step %d: Sample() = %d, want one of the top %d (k = %.3f)", step, id, k, kf)
-		}
-		// Surprise of the draw under the renormalized top k.
-		zk := 0.0
-		for i := 1; i <= k; i++ {
-			zk += math.Pow(float64(i), -s)
-		}
-		pid := math.Pow(float64(id+1), -s) / zk
-		mu -= 0.1 * (-math.Log2(pid) - 3)
-		if math.Abs(float64(c.Mu())-mu) > 1e-4 {
-			t.Fatalf("step %d: Mu() = %v, want %v", step, c.Mu(), mu)
-		}
-	}
-	c.Reset()
-	if c.Mu() != 6 {
-		t.Errorf("after Reset: Mu() = %v, want 6", c.Mu())
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.tau), func(t *testing.T) {
+			p := DefaultParams()
+			p.MirostatMode, p.MirostatTau, p.MirostatEta, p.Temperature, p.Seed = 1, tt.tau, tt.eta, 1, 11
+			c := newChain(t, p, Vocab{Size: n}, nil)
+			mu := 2 * tt.tau
+			if c.Mu() != float32(mu) {
+				t.Fatalf("initial Mu() = %v, want %v", c.Mu(), mu)
+			}
+			for step := 0; step < 30; step++ {
+				eps := s - 1
+				kf := math.Pow(eps*math.Pow(2, mu)/(1-math.Pow(n, -eps)), 1/s)
+				k := max(1, min(n, int(kf)))
+				if step == 0 && k != tt.firstK {
+					t.Fatalf("reference k = %v, want %d", kf, tt.firstK)
+				}
+				id, err := c.Sample(zipfLogits(n, s))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if int(id) >= k {
+					t.Fatalf("step %d: Sample() = %d, want one of the top %d (k = %.3f)", step, id, k, kf)
+				}
+				// Surprise of the draw under the renormalized top k.
+				zk := 0.0
+				for i := 1; i <= k; i++ {
+					zk += math.Pow(float64(i), -s)
+				}
+				pid := math.Pow(float64(id+1), -s) / zk
+				mu -= tt.eta * (-math.Log2(pid) - tt.tau)
+				if math.Abs(float64(c.Mu())-mu) > 1e-4*max(1, math.Abs(mu)) {
+					t.Fatalf("step %d: Mu() = %v, want %v", step, c.Mu(), mu)
+				}
+			}
+			c.Reset()
+			if c.Mu() != float32(2*tt.tau) {
+				t.Errorf("after Reset: Mu() = %v, want %v", c.Mu(), 2*tt.tau)
+			}
+		})
 	}
 }
 

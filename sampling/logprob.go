@@ -31,7 +31,7 @@ func (c *Chain) lse() error {
 	sum := 0.0
 	if !math.IsInf(maxL, 0) {
 		for _, l := range c.raw {
-			sum += math.Exp(float64(l) - maxL)
+			sum += expNonPos(float64(l) - maxL)
 		}
 	}
 	c.rawMax, c.rawLSE = maxL, math.Log(sum)

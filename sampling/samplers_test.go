@@ -292,6 +292,89 @@ func TestTruncationAgainstReference(t *testing.T) {
 	}
 }
 
+func refTypical(logits []float32, typ float64, minKeep int) []int32 {
+	ts := refSorted(logits)
+	ps := refProbs(ts)
+	h := 0.0
+	for _, p := range ps {
+		if p > 0 {
+			h -= p * math.Log(p)
+		}
+	}
+	idx := make([]int, len(ts))
+	score := make([]float64, len(ts))
+	for i := range idx {
+		idx[i] = i
+		score[i] = math.Abs(-math.Log(ps[i]) - h)
+	}
+	sort.Slice(idx, func(a, b int) bool {
+		sa, sb := score[idx[a]], score[idx[b]]
+		return sa < sb || (sa == sb && ts[idx[a]].id < ts[idx[b]].id)
+	})
+	cum := 0.0
+	last := len(idx)
+	for i, j := range idx {
+		cum += ps[j]
+		if cum > typ && (minKeep == 0 || i >= minKeep-1) {
+			last = i + 1
+			break
+		}
+	}
+	var ids []int32
+	for _, j := range idx[:last] {
+		ids = append(ids, ts[j].id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func TestTypicalAgainstReference(t *testing.T) {
+	tests := []struct {
+		vocab  int
+		spread float64
+		typ    float64
+	}{
+		{300, 2, 0.5},
+		{5000, 1, 0.3},
+		{5000, 3, 0.7},
+		{20000, 0.7, 0.4},
+	}
+	for i, tt := range tests {
+		t.Run(fmt.Sprintf("vocab%d_spread%v_typ%v", tt.vocab, tt.spread, tt.typ), func(t *testing.T) {
+			logits := randomLogits(uint64(100+i), tt.vocab, tt.spread)
+			p := onlyParams()
+			p.TypicalP = tt.typ
+			got, _ := survivors(t, p, logits)
+			want := refTypical(logits, tt.typ, 1)
+			if !slices.Equal(got, want) {
+				t.Errorf("typical survivors = %d tokens, want %d tokens (reference)", len(got), len(want))
+			}
+		})
+	}
+}
+
+// TestTopPUniform covers keys that span no range (no buckets) and ties
+// broken by id.
+func TestTopPUniform(t *testing.T) {
+	for _, vocab := range []int{1000, 5000} {
+		t.Run(fmt.Sprint(vocab), func(t *testing.T) {
+			p := onlyParams()
+			p.TopP = 0.3001
+			got, _ := survivors(t, p, make([]float32, vocab))
+			// Each token has 1/vocab; 0.3001 needs ceil(0.3001·vocab) of them,
+			// the lowest ids.
+			n := int(math.Ceil(0.3001 * float64(vocab)))
+			want := make([]int32, n)
+			for i := range want {
+				want[i] = int32(i)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("top_p 0.3001 of %d uniform tokens kept %d, want ids 0..%d", vocab, len(got), n-1)
+			}
+		})
+	}
+}
+
 func TestSelectFirst(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, tt := range []struct{ size, n int }{{1, 1}, {10, 3}, {17, 17}, {100, 1}, {1000, 999}, {5000, 256}, {5000, 40}} {

@@ -51,10 +51,30 @@ func selectFirst(cs []cand, n int) {
 	if n <= 0 {
 		return
 	}
-	if n < len(cs) {
+	switch {
+	case n >= len(cs):
+	case n <= len(cs)/8:
+		heapSelect(cs, n)
+	default:
 		quickselect(cs, n)
 	}
 	sortCands(cs[:n])
+}
+
+// heapSelect moves the n smallest candidates into cs[:n] (unordered),
+// keeping a heap of them there with the worst at the root: one comparison
+// per later candidate, and heap work only for the few that beat the root.
+func heapSelect(cs []cand, n int) {
+	h := cs[:n]
+	for i := n/2 - 1; i >= 0; i-- {
+		heapDown(h, i)
+	}
+	for i := n; i < len(cs); i++ {
+		if candLess(&cs[i], &h[0]) {
+			h[0], cs[i] = cs[i], h[0]
+			heapDown(h, 0)
+		}
+	}
 }
 
 // quickselect partitions cs so that cs[:n] are the n smallest by key

@@ -99,7 +99,7 @@ func typical(cs []cand, sorted bool, typ float32, minKeep int) ([]cand, bool) {
 	for i := range cs {
 		cs[i].key = abs32(-log32(cs[i].p) - entropy)
 	}
-	last := prefixByKey(cs, func(i int, cum float32) bool {
+	last, _ := prefixByKey(cs, false, func(i int, cum float32) bool {
 		return cum > typ && (minKeep == 0 || i >= minKeep-1)
 	})
 	return cs[:last], false
@@ -115,33 +115,129 @@ func topP(cs []cand, sorted bool, p float32, minKeep int) ([]cand, bool) {
 	if !sorted {
 		keyByLogit(cs)
 	}
-	last := prefixByKey(cs, func(i int, cum float32) bool {
+	last, sortedByKey := prefixByKey(cs, sorted, func(i int, cum float32) bool {
 		return cum >= p && i+1 >= minKeep
 	})
-	return cs[:last], true
+	return cs[:last], sortedByKey
 }
 
-// prefixByKey accumulates p in ascending key order and returns i+1 for the
-// first i where stop(i, cum) holds, or len(cs). It leaves cs[:result] sorted
-// by key. Only as much of cs is sorted as the walk needs: it selects and
-// sorts a head of 256, doubling while the walk runs past it.
-func prefixByKey(cs []cand, stop func(i int, cum float32) bool) int {
-	n := len(cs)
+// prefixByKey accumulates p in ascending key order and returns n = i+1 for
+// the first i where stop(i, cum) holds, or len(cs); cs[:n] then holds the
+// first n candidates in key order. stop must be monotone: once true, true
+// for every larger i and cum. sorted reports whether cs[:n] is sorted by
+// key. If cs is already sorted by key it just walks it. It never sorts more of cs than it has to: small lists grow a sorted
+// head by doubling, large ones are bucketed by key first.
+func prefixByKey(cs []cand, sorted bool, stop func(i int, cum float32) bool) (n int, sortedOut bool) {
+	if sorted {
+		var cum float32
+		for i := range cs {
+			cum += cs[i].p
+			if stop(i, cum) {
+				return i + 1, true
+			}
+		}
+		return len(cs), true
+	}
+	if len(cs) >= bucketMin {
+		if n, ok := prefixByBuckets(cs, stop); ok {
+			return n, false
+		}
+	}
 	done := 0 // cs[:done] sorted, and ranks below everything in cs[done:]
-	next := min(256, n)
+	next := min(256, len(cs))
 	var cum float32
-	for i := 0; i < n; i++ {
+	for i := 0; i < len(cs); i++ {
 		if i == done {
 			selectFirst(cs[done:], next-done)
 			done = next
-			next = min(2*next, n)
+			next = min(2*next, len(cs))
 		}
 		cum += cs[i].p
 		if stop(i, cum) {
-			return i + 1
+			return i + 1, true
 		}
 	}
-	return n
+	return len(cs), true
+}
+
+const (
+	bucketMin = 4096 // lists shorter than this use the sorted head
+	nBuckets  = 1024
+)
+
+// prefixByBuckets is prefixByKey for long lists: one pass sums p per key
+// bucket, whole buckets are taken while stop stays false, and only the
+// bucket where it turns true is sorted and walked token by token. ok is
+// false when the keys span no range to bucket.
+func prefixByBuckets(cs []cand, stop func(i int, cum float32) bool) (n int, ok bool) {
+	lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
+	for i := range cs {
+		if k := cs[i].key; k <= math.MaxFloat32 { // finite (keys are never NaN)
+			lo, hi = min(lo, k), max(hi, k)
+		}
+	}
+	if !(hi > lo) {
+		return 0, false
+	}
+	scale := float32(nBuckets) / (hi - lo)
+	if scale > math.MaxFloat32 {
+		return 0, false
+	}
+	bucket := func(k float32) int {
+		if k >= hi {
+			return nBuckets - 1 // also +Inf
+		}
+		return min(int((k-lo)*scale), nBuckets-1)
+	}
+	var count [nBuckets]int32
+	var mass [nBuckets]float32
+	for i := range cs {
+		b := bucket(cs[i].key)
+		count[b]++
+		mass[b] += cs[i].p
+	}
+	taken := 0  // candidates in the buckets taken so far
+	placed := 0 // cs[:placed] holds taken candidates; the rest are scattered
+	var cum float32
+	for b := 0; b < nBuckets; b++ {
+		if count[b] == 0 {
+			continue
+		}
+		end := taken + int(count[b])
+		if !stop(end-1, cum+mass[b]) {
+			// Take the whole bucket where it lies.
+			cum += mass[b]
+			taken = end
+			continue
+		}
+		// Move the scattered taken candidates (buckets below b), then
+		// bucket b, to the front; sort bucket b and walk it.
+		w := placeBuckets(cs, placed, func(x int) bool { return x < b }, bucket)
+		w2 := placeBuckets(cs, w, func(x int) bool { return x == b }, bucket)
+		sortCands(cs[w:w2])
+		for j := w; j < w2; j++ {
+			cum += cs[j].p
+			if stop(j, cum) {
+				return j + 1, true
+			}
+		}
+		// Rounding: the token-by-token sum fell short of the bucket's.
+		taken, placed = w2, w2
+	}
+	return len(cs), true
+}
+
+// placeBuckets moves the candidates of cs[from:] whose bucket satisfies in
+// to cs[from:w] and returns w.
+func placeBuckets(cs []cand, from int, in func(int) bool, bucket func(float32) int) int {
+	w := from
+	for j := from; j < len(cs); j++ {
+		if in(bucket(cs[j].key)) {
+			cs[w], cs[j] = cs[j], cs[w]
+			w++
+		}
+	}
+	return w
 }
 
 // minP keeps the tokens whose probability is at least p times the largest,
