@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/vkllm/vkllm/gguf"
@@ -76,4 +77,96 @@ func TestMatVec(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestLargeWeight runs GetRows and MatVec over an F16 matrix larger than one
+// storage binding (150000 x 1024, 293 MiB, against lavapipe's 128 MiB
+// maxStorageBufferRange): the kernels must bind it in windows of rows.
+func TestLargeWeight(t *testing.T) {
+	g := newRig(t)
+	const rows, cols, n = 150000, 1024, 2
+	if g.k.dev.MaxBinding() >= 2*rows*cols {
+		t.Logf("the device binds %d bytes at once; the matrix fits one binding", g.k.dev.MaxBinding())
+	}
+	w := make([]byte, 2*rows*cols)
+	for i := 0; i < len(w); i += 8 {
+		// Four finite f16 of magnitude 2^-7..2^-3 with random signs and
+		// mantissas.
+		v := g.r.Uint64()&0x83FF83FF83FF83FF | 0x2000200020002000
+		v |= (g.r.Uint64() & 0x0C000C000C000C00)
+		putU32(w[i:], uint32(v))
+		putU32(w[i+4:], uint32(v>>32))
+	}
+	var table [1 << 16]float32
+	for i := range table {
+		table[i] = halfToFloat(uint16(i))
+	}
+	row := func(r int) []float32 {
+		out := make([]float32, cols)
+		for k := range out {
+			out[k] = table[uint16(w[2*(r*cols+k)])|uint16(w[2*(r*cols+k)+1])<<8]
+		}
+		return out
+	}
+	wt := g.upWeight(gguf.TypeF16, w, rows, cols, 0)
+	// windows is how many dispatches one pass over the matrix takes.
+	chunks, err := planRowChunks(0, 2*cols, rows, wt.Data.Buf.Size(), g.k.dev.MaxBinding(), max(g.k.dev.Limits().MinStorageOffsetAlign, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	windows := len(chunks)
+	t.Logf("%d-byte matrix bound in %d windows of at most %d bytes", len(w), windows, g.k.dev.MaxBinding())
+
+	t.Run("GetRows", func(t *testing.T) {
+		defer func(parent *testing.T) { g.t = parent }(g.t)
+		g.t = t
+		ids := []int32{0, rows - 1, 65535, 65536, 65537, 100000, 131071, 3}
+		ir := g.upI32(ids)
+		dst := g.buf(4 * len(ids) * cols)
+		g.run(func(c *vk.Cmd) error {
+			err := g.k.GetRows(c, wt, ir, len(ids), dst)
+			if c.Dispatches() != windows {
+				t.Errorf("GetRows recorded %d dispatches, want %d (one per window)", c.Dispatches(), windows)
+			}
+			return err
+		})
+		got := g.downF32(dst, len(ids)*cols)
+		for i, id := range ids {
+			want := row(int(id))
+			for k := range want {
+				if got[i*cols+k] != want[k] {
+					t.Fatalf("GetRows(F16 %dx%d)[%d][%d] (row %d) = %g, want %g", rows, cols, i, k, id, got[i*cols+k], want[k])
+				}
+			}
+		}
+	})
+	t.Run("MatVec", func(t *testing.T) {
+		defer func(parent *testing.T) { g.t = parent }(g.t)
+		g.t = t
+		x := randomVector(g.r, n*cols)
+		xr := g.upF32(x)
+		y := g.buf(4 * n * rows)
+		g.run(func(c *vk.Cmd) error {
+			err := g.k.MatVec(c, wt, xr, n, y)
+			if c.Dispatches() != windows {
+				t.Errorf("MatVec recorded %d dispatches, want %d (one per window)", c.Dispatches(), windows)
+			}
+			return err
+		})
+		want := make([]float64, n*rows)
+		mag := make([]float64, n*rows)
+		for r := 0; r < rows; r++ {
+			wr := row(r)
+			for c := 0; c < n; c++ {
+				var s, m float64
+				for k, v := range wr {
+					p := float64(v) * float64(x[c*cols+k])
+					s += p
+					m += math.Abs(p)
+				}
+				want[c*rows+r], mag[c*rows+r] = s, m
+			}
+		}
+		checkProduct(t, fmt.Sprintf("MatVec(F16 %dx%d, n=%d)", rows, cols, n), g.downF32(y, n*rows), want, mag, rows)
+	})
 }
