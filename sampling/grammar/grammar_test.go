@@ -200,3 +200,8 @@ func TestParseErrors(t *testing.T) {
 		})
 	}
 }
+
+func readTestdata(name string) (string, error) {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	return string(b), err
+}

@@ -231,18 +231,18 @@ func (m *Matcher) Mask(logits []float32) error {
 	}
 	any := false
 	for w, bits := range allowed {
-		if bits == ^uint64(0) {
-			any = true
-			continue
-		}
 		if bits != 0 {
 			any = true
 		}
-		base := w << 6
-		for i := base; i < base+64 && i < n; i++ {
-			if bits&(1<<(i-base)) == 0 {
-				logits[i] = ninf
-			}
+		// Visit only the masked ids: in most states nearly all are allowed.
+		z := ^bits
+		if rem := n - w<<6; rem < 64 {
+			z &= 1<<rem - 1
+		}
+		for z != 0 {
+			i := mbits.TrailingZeros64(z)
+			z &= z - 1
+			logits[w<<6+i] = ninf
 		}
 	}
 	for i := n; i < len(logits); i++ {
