@@ -50,6 +50,32 @@ func TestGreedy(t *testing.T) {
 	}
 }
 
+func TestArgmaxAgainstReference(t *testing.T) {
+	ninf := float32(math.Inf(-1))
+	for n := 1; n <= 41; n += 4 {
+		for seed := uint64(0); seed < 20; seed++ {
+			rng := rand.New(rand.NewPCG(seed, uint64(n)))
+			logits := make([]float32, n)
+			for i := range logits {
+				// Few distinct values: ties across lanes and in the tail.
+				logits[i] = float32(rng.IntN(4))
+				if rng.IntN(5) == 0 {
+					logits[i] = ninf
+				}
+			}
+			want := int32(-1)
+			for i, l := range logits {
+				if l > ninf && (want < 0 || l > logits[want]) {
+					want = int32(i)
+				}
+			}
+			if got := argmax(logits); got != want {
+				t.Errorf("argmax(%v) = %d, want %d", logits, got, want)
+			}
+		}
+	}
+}
+
 func TestSampleErrors(t *testing.T) {
 	ninf := float32(math.Inf(-1))
 	for _, mode := range []int{0, 1, 2} {

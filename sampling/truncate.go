@@ -11,7 +11,7 @@ import "math"
 // have probability 0 and can never be drawn), and no sampler returns an
 // empty list.
 
-func exp32(x float32) float32 { return float32(math.Exp(float64(x))) }
+func exp32(x float32) float32 { return float32(expNonPos(float64(x))) }
 func log32(x float32) float32 { return float32(math.Log(float64(x))) }
 func log2f(x float32) float32 { return float32(math.Log2(float64(x))) }
 func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
