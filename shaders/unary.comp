@@ -24,9 +24,10 @@ void main() {
 #if defined(OP_SCALE)
 	data_y[i] = x * p.s;
 #elif defined(OP_GELU)
-	// tanh(z) = 1 - 2 / (exp(2z) + 1) stays finite for any z.
+	// 0.5 * (1 + tanh(z)) == 1 / (1 + exp(-2z)): finite for any z and no
+	// cancellation for large negative x.
 	const float z = 0.7978845608028654 * x * (1.0 + 0.044715 * x * x);
-	data_y[i] = 0.5 * x * (2.0 - 2.0 / (exp(2.0 * z) + 1.0));
+	data_y[i] = x / (1.0 + exp(-2.0 * z));
 #else
 	data_y[i] = x / (1.0 + exp(-x));
 #endif

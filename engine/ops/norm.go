@@ -37,9 +37,14 @@ func (k *Kernels) rowChunks(op string, rows int, rowBytes uint64, f func(r0, n i
 		return fmt.Errorf("ops: %s: a row of %d bytes exceeds one storage binding (%d bytes)", op, rowBytes, k.dev.MaxBinding())
 	}
 	if rows > per {
-		// Keep chunk offsets aligned for any element size.
-		for per > 1 && (uint64(per)*rowBytes)%256 != 0 {
-			per--
+		// Keep chunk offsets aligned for any element size and for per-row
+		// outputs (Argmax) too.
+		if per >= 64 {
+			per &^= 63
+		} else {
+			for per > 1 && (uint64(per)*rowBytes)%256 != 0 {
+				per--
+			}
 		}
 		if (uint64(per)*rowBytes)%k.dev.Limits().MinStorageOffsetAlign != 0 {
 			return fmt.Errorf("ops: %s: %d rows of %d bytes cannot be split at aligned offsets", op, rows, rowBytes)

@@ -1,0 +1,388 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vkllm/vkllm/vk"
+)
+
+// RoPEParams describe a RoPE dispatch over rows of [Heads][HeadDim] f32.
+type RoPEParams struct {
+	Rows, Heads, HeadDim int
+	// RotDims is the number of leading dimensions rotated (partial rotary);
+	// 0 means HeadDim. Even, at most HeadDim.
+	RotDims int
+	// NeoX pairs element j with j+RotDims/2 (GPT-NeoX, Qwen, Phi, ...);
+	// otherwise pairs are (2j, 2j+1) (LLaMA in GGUF's layout).
+	NeoX bool
+	// FreqBase is the rope theta (10000 for LLaMA 1/2).
+	FreqBase float32
+	// FreqScale multiplies positions (linear scaling: 1/factor); 0 means 1.
+	FreqScale float32
+}
+
+// RoPEPush mirrors the push-constant block of rope.comp.
+type RoPEPush struct {
+	Rows, Heads, HeadDim, RotDims uint32
+	FreqBase, FreqScale           float32
+	HasFactors                    uint32
+}
+
+func (p *RoPEParams) norm() (RoPEParams, error) {
+	q := *p
+	if q.RotDims == 0 {
+		q.RotDims = q.HeadDim
+	}
+	if q.FreqScale == 0 {
+		q.FreqScale = 1
+	}
+	if q.Rows <= 0 || q.Heads <= 0 || q.HeadDim <= 0 || q.HeadDim%2 != 0 || q.RotDims%2 != 0 || q.RotDims > q.HeadDim || q.FreqBase <= 0 {
+		return q, fmt.Errorf("ops: RoPE: bad parameters %+v", *p)
+	}
+	return q, nil
+}
+
+// RoPE records rotary position embedding of src into dst (may be the same
+// range): rows x heads x headDim f32, row r at position pos[r] (int32).
+// factors, when it has a buffer, holds RotDims/2 f32 frequency factors that
+// divide the angles (LLaMA 3 "rope_freqs"). YaRN is not implemented.
+func (k *Kernels) RoPE(c *vk.Cmd, dst, src, pos, factors vk.Range, p RoPEParams) error {
+	q, err := p.norm()
+	if err != nil {
+		return err
+	}
+	n := uint64(q.Rows * q.Heads * q.HeadDim)
+	if err := sized("RoPE", "src", src, 4*n); err != nil {
+		return err
+	}
+	if err := sized("RoPE", "dst", dst, 4*n); err != nil {
+		return err
+	}
+	if err := sized("RoPE", "pos", pos, 4*uint64(q.Rows)); err != nil {
+		return err
+	}
+	push := RoPEPush{Rows: uint32(q.Rows), Heads: uint32(q.Heads), HeadDim: uint32(q.HeadDim), RotDims: uint32(q.RotDims),
+		FreqBase: q.FreqBase, FreqScale: q.FreqScale}
+	f := pos.Sub(0, 4*uint64(q.Rows))
+	if factors.Buf != nil {
+		if err := sized("RoPE", "factors", factors, 4*uint64(q.RotDims/2)); err != nil {
+			return err
+		}
+		f = factors.Sub(0, 4*uint64(q.RotDims/2))
+		push.HasFactors = 1
+	}
+	if 4*n > k.dev.MaxBinding() {
+		return fmt.Errorf("ops: RoPE: %d bytes exceed one binding", 4*n)
+	}
+	name := "rope_norm_f32"
+	if q.NeoX {
+		name = "rope_neox_f32"
+	}
+	pairs := uint32(n / 2)
+	return Record(k, c, name, []uint32{k.wg}, k.Groups(ceilDiv(pairs, k.wg)), &push,
+		src.Sub(0, 4*n), pos.Sub(0, 4*uint64(q.Rows)), f, dst.Sub(0, 4*n))
+}
+
+// RefRoPE is the CPU reference of RoPE (factors may be nil). Angles are
+// computed in float64 from float32 inputs.
+func RefRoPE(dst, src []float32, pos []int32, factors []float32, p RoPEParams) error {
+	q, err := p.norm()
+	if err != nil {
+		return err
+	}
+	copy(dst, src[:q.Rows*q.Heads*q.HeadDim])
+	for r := 0; r < q.Rows; r++ {
+		for h := 0; h < q.Heads; h++ {
+			x := src[(r*q.Heads+h)*q.HeadDim:]
+			y := dst[(r*q.Heads+h)*q.HeadDim:]
+			for j := 0; j < q.RotDims/2; j++ {
+				theta := float64(pos[r]) * float64(q.FreqScale) * math.Pow(float64(q.FreqBase), -float64(2*j)/float64(q.RotDims))
+				if factors != nil {
+					theta /= float64(factors[j])
+				}
+				i0, i1 := 2*j, 2*j+1
+				if q.NeoX {
+					i0, i1 = j, j+q.RotDims/2
+				}
+				cs, sn := math.Cos(theta), math.Sin(theta)
+				x0, x1 := float64(x[i0]), float64(x[i1])
+				y[i0] = float32(x0*cs - x1*sn)
+				y[i1] = float32(x0*sn + x1*cs)
+			}
+		}
+	}
+	return nil
+}
+
+// SoftMaxPush mirrors the push-constant block of softmax.comp.
+type SoftMaxPush struct {
+	Rows, Cols, MaskRows uint32
+	Scale                float32
+}
+
+// SoftMax records dst[r] = softmax(src[r]*scale + mask[r % maskRows]) over
+// rows x cols f32; maskRows == 0 (mask without a buffer) means no mask.
+func (k *Kernels) SoftMax(c *vk.Cmd, dst, src, mask vk.Range, rows, cols, maskRows int, scale float32) error {
+	if rows <= 0 || cols <= 0 || maskRows < 0 {
+		return fmt.Errorf("ops: SoftMax: shape %dx%d, %d mask rows", rows, cols, maskRows)
+	}
+	n := 4 * uint64(rows) * uint64(cols)
+	if err := sized("SoftMax", "src", src, n); err != nil {
+		return err
+	}
+	if err := sized("SoftMax", "dst", dst, n); err != nil {
+		return err
+	}
+	m := src.Sub(0, 4*uint64(cols))
+	if maskRows > 0 {
+		if err := sized("SoftMax", "mask", mask, 4*uint64(maskRows*cols)); err != nil {
+			return err
+		}
+		if 4*uint64(maskRows*cols) > k.dev.MaxBinding() {
+			return fmt.Errorf("ops: SoftMax: mask exceeds one binding")
+		}
+		m = mask.Sub(0, 4*uint64(maskRows*cols))
+	}
+	rowBytes := 4 * uint64(cols)
+	name := k.variant("soft_max_f32")
+	if maskRows > 0 && rows > int(k.dev.MaxBinding()/rowBytes) && maskRows != 1 {
+		return fmt.Errorf("ops: SoftMax: a %d-row mask with %d rows larger than one binding", maskRows, rows)
+	}
+	return k.rowChunks("SoftMax", rows, rowBytes, func(r0, nr int) error {
+		push := SoftMaxPush{Rows: uint32(nr), Cols: uint32(cols), MaskRows: uint32(maskRows), Scale: scale}
+		return Record(k, c, name, []uint32{k.wg}, k.Groups(uint32(nr)), &push,
+			src.Sub(uint64(r0)*rowBytes, uint64(nr)*rowBytes), m, dst.Sub(uint64(r0)*rowBytes, uint64(nr)*rowBytes))
+	})
+}
+
+// RefSoftMax is the CPU reference of SoftMax (mask nil or maskRows x cols).
+func RefSoftMax(dst, src, mask []float32, rows, cols, maskRows int, scale float32) {
+	v := make([]float64, cols)
+	for r := 0; r < rows; r++ {
+		m := math.Inf(-1)
+		for i := 0; i < cols; i++ {
+			v[i] = float64(src[r*cols+i] * scale)
+			if maskRows > 0 {
+				v[i] += float64(mask[(r%maskRows)*cols+i])
+			}
+			m = math.Max(m, v[i])
+		}
+		var s float64
+		for i := range v {
+			v[i] = math.Exp(v[i] - m)
+			s += v[i]
+		}
+		for i := range v {
+			dst[r*cols+i] = float32(v[i] / s)
+		}
+	}
+}
+
+// KVParams describe the f16 KV cache of one layer: [Slots][NCtx][KVDim]
+// (KVDim = kv_heads * head_dim), one range for K and one for V.
+type KVParams struct {
+	Slots, NCtx, KVDim int
+}
+
+// KVWritePush mirrors the push-constant block of kv_write.comp.
+type KVWritePush struct {
+	Rows, KVDim, NCtx, NSlots uint32
+}
+
+// KVWrite records storing rows x KVDim f32 (k or v activations) into the
+// f16 cache at (slot[r], pos[r]) for each row r; rows with an out-of-range
+// slot or position are skipped.
+func (k *Kernels) KVWrite(c *vk.Cmd, cache, src, slot, pos vk.Range, rows int, kv KVParams) error {
+	if rows <= 0 || kv.Slots <= 0 || kv.NCtx <= 0 || kv.KVDim <= 0 {
+		return fmt.Errorf("ops: KVWrite: %d rows, cache %+v", rows, kv)
+	}
+	if !k.dev.Features().Storage16 {
+		return fmt.Errorf("ops: KVWrite: device lacks 16-bit storage")
+	}
+	cacheBytes := 2 * uint64(kv.Slots) * uint64(kv.NCtx) * uint64(kv.KVDim)
+	for _, o := range []struct {
+		what string
+		r    vk.Range
+		n    uint64
+	}{{"cache", cache, cacheBytes}, {"src", src, 4 * uint64(rows*kv.KVDim)}, {"slot", slot, 4 * uint64(rows)}, {"pos", pos, 4 * uint64(rows)}} {
+		if err := sized("KVWrite", o.what, o.r, o.n); err != nil {
+			return err
+		}
+		if o.n > k.dev.MaxBinding() {
+			return fmt.Errorf("ops: KVWrite: %s of %d bytes exceeds one binding (use fewer slots or a shorter context per cache range)", o.what, o.n)
+		}
+	}
+	push := KVWritePush{Rows: uint32(rows), KVDim: uint32(kv.KVDim), NCtx: uint32(kv.NCtx), NSlots: uint32(kv.Slots)}
+	return Record(k, c, "kv_write_f32_f16", []uint32{k.wg}, k.Groups(ceilDiv(uint32(rows*kv.KVDim), k.wg)), &push,
+		src.Sub(0, 4*uint64(rows*kv.KVDim)), slot.Sub(0, 4*uint64(rows)), pos.Sub(0, 4*uint64(rows)), cache.Sub(0, cacheBytes))
+}
+
+// RefKVWrite is the CPU reference of KVWrite over a cache of f16 bits.
+func RefKVWrite(cache []uint16, src []float32, slot, pos []int32, rows int, kv KVParams) {
+	for r := 0; r < rows; r++ {
+		if slot[r] < 0 || int(slot[r]) >= kv.Slots || pos[r] < 0 || int(pos[r]) >= kv.NCtx {
+			continue
+		}
+		base := (int(slot[r])*kv.NCtx + int(pos[r])) * kv.KVDim
+		for i := 0; i < kv.KVDim; i++ {
+			cache[base+i] = F16FromF32(src[r*kv.KVDim+i])
+		}
+	}
+}
+
+// AttnParams describe an attention dispatch.
+type AttnParams struct {
+	Rows, Heads, KVHeads, HeadDim int
+	// Cache is the layout of the K and V ranges (KVDim = KVHeads*HeadDim).
+	Cache KVParams
+	// Causal rows attend to positions 0..pos[r] of their slot; otherwise
+	// every row attends to positions 0..NKV-1.
+	Causal bool
+	NKV    int
+	// Scale multiplies q.k (usually 1/sqrt(HeadDim)).
+	Scale float32
+}
+
+// AttnPush mirrors the push-constant block of attention.comp.
+type AttnPush struct {
+	Rows, Heads, KVHeads, HeadDim, NCtx, NSlots, NKV, Causal uint32
+	Scale                                                    float32
+}
+
+// MaxHeadDim is the largest head dimension Attention supports.
+const MaxHeadDim = 256
+
+func (p *AttnParams) check() error {
+	if p.Rows <= 0 || p.Heads <= 0 || p.KVHeads <= 0 || p.Heads%p.KVHeads != 0 || p.HeadDim <= 0 || p.HeadDim > MaxHeadDim ||
+		p.Cache.KVDim != p.KVHeads*p.HeadDim || p.Cache.Slots <= 0 || p.Cache.NCtx <= 0 || (!p.Causal && (p.NKV <= 0 || p.NKV > p.Cache.NCtx)) {
+		return fmt.Errorf("ops: Attention: bad parameters %+v", *p)
+	}
+	return nil
+}
+
+// Attention records out = softmax(Scale * q K^T) V for every row and head,
+// over the row's slot in the f16 cache (see AttnParams), with GQA
+// (query head h reads kv head h / (Heads/KVHeads)). q and out are
+// [Rows][Heads][HeadDim] f32; slot and pos are int32 per row. Rows with an
+// out-of-range slot produce zeros.
+func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p AttnParams) error {
+	if err := p.check(); err != nil {
+		return err
+	}
+	if !k.dev.Features().Storage16 {
+		return fmt.Errorf("ops: Attention: device lacks 16-bit storage")
+	}
+	qn := 4 * uint64(p.Rows*p.Heads*p.HeadDim)
+	cacheBytes := 2 * uint64(p.Cache.Slots) * uint64(p.Cache.NCtx) * uint64(p.Cache.KVDim)
+	for _, o := range []struct {
+		what string
+		r    vk.Range
+		n    uint64
+	}{{"out", out, qn}, {"q", q, qn}, {"k", kc, cacheBytes}, {"v", vc, cacheBytes}, {"slot", slot, 4 * uint64(p.Rows)}, {"pos", pos, 4 * uint64(p.Rows)}} {
+		if err := sized("Attention", o.what, o.r, o.n); err != nil {
+			return err
+		}
+		if o.n > k.dev.MaxBinding() {
+			return fmt.Errorf("ops: Attention: %s of %d bytes exceeds one binding", o.what, o.n)
+		}
+	}
+	push := AttnPush{Rows: uint32(p.Rows), Heads: uint32(p.Heads), KVHeads: uint32(p.KVHeads), HeadDim: uint32(p.HeadDim),
+		NCtx: uint32(p.Cache.NCtx), NSlots: uint32(p.Cache.Slots), NKV: uint32(p.NKV), Scale: p.Scale}
+	if p.Causal {
+		push.Causal = 1
+	}
+	return Record(k, c, k.variant("flash_attn_f32_f16"), []uint32{k.wg}, k.Groups(uint32(p.Rows*p.Heads)), &push,
+		q.Sub(0, qn), kc.Sub(0, cacheBytes), vc.Sub(0, cacheBytes), slot.Sub(0, 4*uint64(p.Rows)), pos.Sub(0, 4*uint64(p.Rows)), out.Sub(0, qn))
+}
+
+// RefAttention is the CPU reference of Attention over caches of f16 bits:
+// plain two-pass softmax in float64.
+func RefAttention(out, q []float32, kc, vc []uint16, slot, pos []int32, p AttnParams) error {
+	if err := p.check(); err != nil {
+		return err
+	}
+	D, stride := p.HeadDim, p.Cache.KVDim
+	group := p.Heads / p.KVHeads
+	s := make([]float64, p.Cache.NCtx)
+	acc := make([]float64, D)
+	for r := 0; r < p.Rows; r++ {
+		for h := 0; h < p.Heads; h++ {
+			o := out[(r*p.Heads+h)*D : (r*p.Heads+h+1)*D]
+			nk := p.NKV
+			if p.Causal {
+				nk = int(pos[r]) + 1
+			}
+			nk = max(min(nk, p.Cache.NCtx), 0)
+			if slot[r] < 0 || int(slot[r]) >= p.Cache.Slots {
+				nk = 0
+			}
+			if nk == 0 {
+				clear(o)
+				continue
+			}
+			qv := q[(r*p.Heads+h)*D:]
+			base := int(slot[r])*p.Cache.NCtx*stride + (h/group)*D
+			m := math.Inf(-1)
+			for j := 0; j < nk; j++ {
+				var dot float64
+				for d := 0; d < D; d++ {
+					dot += float64(qv[d]) * float64(F32FromF16(kc[base+j*stride+d]))
+				}
+				s[j] = dot * float64(p.Scale)
+				m = math.Max(m, s[j])
+			}
+			var sum float64
+			clear(acc)
+			for j := 0; j < nk; j++ {
+				w := math.Exp(s[j] - m)
+				sum += w
+				for d := 0; d < D; d++ {
+					acc[d] += w * float64(F32FromF16(vc[base+j*stride+d]))
+				}
+			}
+			for d := range o {
+				o[d] = float32(acc[d] / sum)
+			}
+		}
+	}
+	return nil
+}
+
+// ArgmaxPush mirrors the push-constant block of argmax.comp.
+type ArgmaxPush struct {
+	Rows, Cols uint32
+}
+
+// Argmax records dst[r] = index of the largest element of src row r (the
+// first on ties) as uint32, over rows x cols f32.
+func (k *Kernels) Argmax(c *vk.Cmd, dst, src vk.Range, rows, cols int) error {
+	if rows <= 0 || cols <= 0 {
+		return fmt.Errorf("ops: Argmax: shape %dx%d", rows, cols)
+	}
+	if err := sized("Argmax", "src", src, 4*uint64(rows*cols)); err != nil {
+		return err
+	}
+	if err := sized("Argmax", "dst", dst, 4*uint64(rows)); err != nil {
+		return err
+	}
+	rowBytes := 4 * uint64(cols)
+	return k.rowChunks("Argmax", rows, rowBytes, func(r0, nr int) error {
+		push := ArgmaxPush{Rows: uint32(nr), Cols: uint32(cols)}
+		return Record(k, c, "argmax_f32", []uint32{k.wg}, k.Groups(uint32(nr)), &push,
+			src.Sub(uint64(r0)*rowBytes, uint64(nr)*rowBytes), dst.Sub(4*uint64(r0), 4*uint64(nr)))
+	})
+}
+
+// RefArgmax is the CPU reference of Argmax.
+func RefArgmax(dst []uint32, src []float32, rows, cols int) {
+	for r := 0; r < rows; r++ {
+		best, bi := float32(math.Inf(-1)), -1
+		for i, v := range src[r*cols : (r+1)*cols] {
+			if v > best || bi < 0 && v == best {
+				best, bi = v, i
+			}
+		}
+		dst[r] = uint32(max(bi, 0))
+	}
+}

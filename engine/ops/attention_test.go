@@ -1,0 +1,182 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/vkllm/vkllm/vk"
+)
+
+func TestRoPE(t *testing.T) {
+	g := newRig(t)
+	cases := []RoPEParams{
+		{Rows: 1, Heads: 1, HeadDim: 2, FreqBase: 10000},
+		{Rows: 5, Heads: 3, HeadDim: 64, FreqBase: 10000},
+		{Rows: 7, Heads: 4, HeadDim: 64, FreqBase: 10000, NeoX: true},
+		{Rows: 3, Heads: 2, HeadDim: 80, RotDims: 32, FreqBase: 10000, NeoX: true}, // partial (Phi-2 style)
+		{Rows: 3, Heads: 2, HeadDim: 96, RotDims: 64, FreqBase: 10000},
+		{Rows: 4, Heads: 5, HeadDim: 128, FreqBase: 500000, FreqScale: 0.25},
+	}
+	for _, p := range cases {
+		for _, withFactors := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%+v/factors=%v", p, withFactors), func(t *testing.T) {
+				n := p.Rows * p.Heads * p.HeadDim
+				x := g.randn(n, 1)
+				pos := make([]int32, p.Rows)
+				for i := range pos {
+					pos[i] = int32(g.r.IntN(300))
+				}
+				pos[0] = 0
+				rot := p.RotDims
+				if rot == 0 {
+					rot = p.HeadDim
+				}
+				var factors []float32
+				fr := vk.Range{}
+				if withFactors {
+					factors = make([]float32, rot/2)
+					for i := range factors {
+						factors[i] = 1 + 7*g.r.Float32()
+					}
+					fr = g.upF32(factors)
+				}
+				src, pr, dst := g.upF32(x), g.upI32(pos), g.buf(4*n)
+				g.run(func(c *vk.Cmd) error { return g.k.RoPE(c, dst, src, pr, fr, p) })
+				want := make([]float32, n)
+				if err := RefRoPE(want, x, pos, factors, p); err != nil {
+					t.Fatal(err)
+				}
+				// f32 sin/cos of angles up to ~300 rad: absolute error ~1e-5.
+				closeTo(t, "RoPE", g.downF32(dst, n), want, 5e-5)
+			})
+		}
+	}
+}
+
+// TestRoPEInPlace checks that dst may alias src.
+func TestRoPEInPlace(t *testing.T) {
+	g := newRig(t)
+	p := RoPEParams{Rows: 3, Heads: 2, HeadDim: 16, FreqBase: 10000, NeoX: true}
+	x := g.randn(3*2*16, 1)
+	pos := []int32{5, 0, 17}
+	xr, pr := g.upF32(x), g.upI32(pos)
+	g.run(func(c *vk.Cmd) error { return g.k.RoPE(c, xr, xr, pr, vk.Range{}, p) })
+	want := make([]float32, len(x))
+	RefRoPE(want, x, pos, nil, p)
+	closeTo(t, "RoPE in place", g.downF32(xr, len(x)), want, 1e-5)
+}
+
+func TestSoftMax(t *testing.T) {
+	g := newRig(t)
+	for _, tc := range []struct{ rows, cols, maskRows int }{{1, 1, 0}, {3, 5, 0}, {4, 1000, 1}, {6, 77, 3}, {2, 32003, 0}} {
+		t.Run(fmt.Sprintf("%dx%d/mask=%d", tc.rows, tc.cols, tc.maskRows), func(t *testing.T) {
+			both(t, g, func(t *testing.T) {
+				x := g.randn(tc.rows*tc.cols, 5)
+				var mask []float32
+				mr := vk.Range{}
+				if tc.maskRows > 0 {
+					mask = make([]float32, tc.maskRows*tc.cols)
+					for i := range mask {
+						if i%tc.cols > 0 && g.r.IntN(4) == 0 {
+							mask[i] = float32(math.Inf(-1))
+						}
+					}
+					mr = g.upF32(mask)
+				}
+				src, dst := g.upF32(x), g.buf(4*len(x))
+				g.run(func(c *vk.Cmd) error { return g.k.SoftMax(c, dst, src, mr, tc.rows, tc.cols, tc.maskRows, 0.7) })
+				want := make([]float32, len(x))
+				RefSoftMax(want, x, mask, tc.rows, tc.cols, tc.maskRows, 0.7)
+				closeTo(t, "SoftMax", g.downF32(dst, len(x)), want, 1e-5)
+			})
+		})
+	}
+}
+
+func TestArgmax(t *testing.T) {
+	g := newRig(t)
+	for _, tc := range []struct{ rows, cols int }{{1, 1}, {3, 7}, {5, 32000}, {2, 151937}} {
+		t.Run(fmt.Sprintf("%dx%d", tc.rows, tc.cols), func(t *testing.T) {
+			x := g.randn(tc.rows*tc.cols, 1)
+			if tc.cols > 10 { // a tie: the first index must win
+				x[3], x[9] = 50, 50
+			}
+			src, dst := g.upF32(x), g.buf(4*tc.rows)
+			g.run(func(c *vk.Cmd) error { return g.k.Argmax(c, dst, src, tc.rows, tc.cols) })
+			want := make([]uint32, tc.rows)
+			RefArgmax(want, x, tc.rows, tc.cols)
+			got := g.downU32(dst, tc.rows)
+			for r := range got {
+				if got[r] != want[r] {
+					t.Errorf("Argmax row %d = %d, want %d", r, got[r], want[r])
+				}
+			}
+		})
+	}
+}
+
+func TestKVWrite(t *testing.T) {
+	g := newRig(t)
+	kv := KVParams{Slots: 3, NCtx: 9, KVDim: 2 * 12}
+	rows := 5
+	x := g.randn(rows*kv.KVDim, 2)
+	slot := []int32{0, 2, 2, 1, 7} // the last row is out of range: skipped
+	pos := []int32{0, 8, 3, 4, 0}
+	cacheInit := make([]uint16, kv.Slots*kv.NCtx*kv.KVDim)
+	for i := range cacheInit {
+		cacheInit[i] = F16FromF32(float32(i%97) / 8)
+	}
+	cache := g.upF16(cacheInit)
+	src, sr, pr := g.upF32(x), g.upI32(slot), g.upI32(pos)
+	g.run(func(c *vk.Cmd) error { return g.k.KVWrite(c, cache, src, sr, pr, rows, kv) })
+	want := append([]uint16(nil), cacheInit...)
+	RefKVWrite(want, x, slot, pos, rows, kv)
+	got := g.downF16(cache, len(want))
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("KVWrite cache[%d] = %#04x, want %#04x", i, got[i], want[i])
+		}
+	}
+}
+
+func TestAttention(t *testing.T) {
+	g := newRig(t)
+	cases := []struct {
+		name string
+		p    AttnParams
+		pos  []int32
+		slot []int32
+	}{
+		{"decode", AttnParams{Rows: 1, Heads: 4, KVHeads: 4, HeadDim: 64, Causal: true}, []int32{37}, []int32{0}},
+		{"gqa-mixed-slots", AttnParams{Rows: 5, Heads: 8, KVHeads: 2, HeadDim: 64, Causal: true}, []int32{0, 1, 2, 300, 129}, []int32{1, 1, 1, 0, 2}},
+		{"odd-dim", AttnParams{Rows: 3, Heads: 3, KVHeads: 1, HeadDim: 40, Causal: true}, []int32{4, 5, 250}, []int32{2, 2, 0}},
+		{"dim256", AttnParams{Rows: 2, Heads: 2, KVHeads: 1, HeadDim: 256, Causal: true}, []int32{70, 3}, []int32{0, 1}},
+		{"noncausal", AttnParams{Rows: 4, Heads: 4, KVHeads: 4, HeadDim: 32, NKV: 23}, []int32{0, 1, 2, 3}, []int32{1, 1, 1, 1}},
+		{"bad-slot", AttnParams{Rows: 2, Heads: 2, KVHeads: 2, HeadDim: 16, Causal: true}, []int32{5, 5}, []int32{9, 0}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			both(t, g, func(t *testing.T) {
+				p := tc.p
+				p.Cache = KVParams{Slots: 3, NCtx: 301, KVDim: p.KVHeads * p.HeadDim}
+				p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))
+				q := g.randn(p.Rows*p.Heads*p.HeadDim, 1)
+				nc := p.Cache.Slots * p.Cache.NCtx * p.Cache.KVDim
+				kc, vc := make([]uint16, nc), make([]uint16, nc)
+				for i := range kc {
+					kc[i] = F16FromF32(float32(g.r.NormFloat64()) * 2)
+					vc[i] = F16FromF32(float32(g.r.NormFloat64()))
+				}
+				qr, kr, vr := g.upF32(q), g.upF16(kc), g.upF16(vc)
+				sr, pr, out := g.upI32(tc.slot), g.upI32(tc.pos), g.buf(len(q)*4)
+				g.run(func(c *vk.Cmd) error { return g.k.Attention(c, out, qr, kr, vr, sr, pr, p) })
+				want := make([]float32, len(q))
+				if err := RefAttention(want, q, kc, vc, tc.slot, tc.pos, p); err != nil {
+					t.Fatal(err)
+				}
+				closeTo(t, "Attention", g.downF32(out, len(q)), want, 1e-4)
+			})
+		})
+	}
+}

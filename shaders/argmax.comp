@@ -1,0 +1,52 @@
+#version 450
+// argmax writes, for each row, the index of its largest element (the
+// smallest such index on ties; NaNs are never chosen) as uint32. One
+// workgroup per row. CPU reference: engine/ops RefArgmax.
+// variant: argmax_f32
+#include "common.glsl"
+
+layout(binding = 0) readonly buffer X { float data_x[]; };
+layout(binding = 1) writeonly buffer Y { uint data_y[]; };
+
+layout(push_constant) uniform Params {
+	uint rows;
+	uint cols;
+} p;
+
+shared float best_v[WG];
+shared uint best_i[WG];
+
+void main() {
+	const uint row = group_id();
+	if (row >= p.rows) {
+		return;
+	}
+	const uint t = gl_LocalInvocationID.x;
+	const uint base = row * p.cols;
+	float bv = NEG_INF;
+	uint bi = 0xFFFFFFFFu;
+	for (uint i = t; i < p.cols; i += WG) {
+		const float v = data_x[base + i];
+		if (v > bv || (bi == 0xFFFFFFFFu && v == bv)) {
+			bv = v;
+			bi = i;
+		}
+	}
+	best_v[t] = bv;
+	best_i[t] = bi;
+	barrier();
+	[[unroll]] for (uint s = WG / 2; s > 0; s >>= 1) {
+		if (t < s) {
+			const float ov = best_v[t + s];
+			const uint oi = best_i[t + s];
+			if (ov > best_v[t] || (ov == best_v[t] && oi < best_i[t])) {
+				best_v[t] = ov;
+				best_i[t] = oi;
+			}
+		}
+		barrier();
+	}
+	if (t == 0) {
+		data_y[row] = best_i[0] == 0xFFFFFFFFu ? 0u : best_i[0];
+	}
+}
