@@ -1,0 +1,115 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/vkllm/vkllm/vk"
+)
+
+// cmdDevices lists the Vulkan devices: index, name, type, driver, API
+// version, memory, subgroup size and features. The device that --device (or
+// $VKLLM_DEVICE, or the default order) selects is marked with '*'.
+func cmdDevices(args []string) error {
+	fs := flag.NewFlagSet("devices", flag.ContinueOnError)
+	sel := fs.String("device", "", "device `index or name substring` to mark as selected (default $VKLLM_DEVICE, then discrete > integrated > virtual > CPU)")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	devs, err := vk.Devices(vk.Options{})
+	if err != nil {
+		return err
+	}
+	s := *sel
+	if s == "" {
+		s = os.Getenv("VKLLM_DEVICE")
+	}
+	chosen, err := vk.Select(devs, s)
+	if err != nil {
+		return err
+	}
+	return writeDevices(os.Stdout, devs, chosen, *asJSON)
+}
+
+// writeDevices prints devs as a table (or JSON), marking index chosen.
+func writeDevices(w io.Writer, devs []vk.DeviceInfo, chosen int, asJSON bool) error {
+	if asJSON {
+		type entry struct {
+			vk.DeviceInfo
+			Selected bool `json:"selected"`
+		}
+		out := make([]entry, len(devs))
+		for i, d := range devs {
+			out[i] = entry{d, d.Index == chosen}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\tINDEX\tNAME\tTYPE\tDRIVER\tAPI\tMEMORY\tSUBGROUP\tMAX BINDING\tFEATURES")
+	for _, d := range devs {
+		mark := ""
+		if d.Index == chosen {
+			mark = "*"
+		}
+		driver := d.DriverName
+		if d.DriverInfo != "" {
+			driver += " " + d.DriverInfo
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", mark, d.Index, d.Name, d.Type, driver, d.APIVersion,
+			memory(d), d.SubgroupSize, gib(d.Limits.MaxStorageBufferRange), features(d.Features))
+	}
+	return tw.Flush()
+}
+
+func memory(d vk.DeviceInfo) string {
+	var parts []string
+	for _, h := range d.Heaps {
+		kind := "host"
+		if h.DeviceLocal {
+			kind = "local"
+		}
+		parts = append(parts, gib(h.Size)+" "+kind)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func gib(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func features(f vk.Features) string {
+	var out []string
+	for _, x := range []struct {
+		on   bool
+		name string
+	}{
+		{f.Storage16, "fp16-storage"}, {f.Float16, "fp16-math"}, {f.Storage8, "int8-storage"}, {f.IntegerDot, "int-dot"},
+		{f.CoopMatrix, "coopmat"}, {f.BufferDeviceAddress, "bda"}, {f.SubgroupArithmetic, "subgroup-arith"},
+		{f.PushDescriptor, "push-descriptor"}, {f.MemoryBudget, "memory-budget"},
+	} {
+		if x.on {
+			out = append(out, x.name)
+		}
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ",")
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/vkllm/vkllm/vk"
+)
+
+func TestWriteDevices(t *testing.T) {
+	devs := []vk.DeviceInfo{
+		{Index: 0, Name: "llvmpipe (LLVM 15.0.6, 256 bits)", Type: vk.TypeCPU, TypeName: "cpu", DriverName: "llvmpipe", APIVersion: "1.3.230",
+			SubgroupSize: 8, Heaps: []vk.Heap{{Size: 2 << 30, DeviceLocal: true}}, Features: vk.Features{Storage16: true, SubgroupArithmetic: true},
+			Limits: vk.Limits{MaxStorageBufferRange: 128 << 20}},
+		{Index: 1, Name: "Radeon RX 7900", Type: vk.TypeDiscrete, TypeName: "discrete", DriverName: "radv", APIVersion: "1.3.278",
+			SubgroupSize: 64, Heaps: []vk.Heap{{Size: 24 << 30, DeviceLocal: true}, {Size: 32 << 30}}, Features: vk.Features{CoopMatrix: true}},
+	}
+	var b bytes.Buffer
+	if err := writeDevices(&b, devs, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("writeDevices table = %d lines, want 3:\n%s", len(lines), b.String())
+	}
+	for _, want := range []string{"llvmpipe", "cpu", "2.0 GiB local", "128 MiB", "fp16-storage,subgroup-arith"} {
+		if !strings.Contains(lines[1], want) {
+			t.Errorf("writeDevices row 0 = %q, want it to contain %q", lines[1], want)
+		}
+	}
+	if !strings.HasPrefix(lines[2], "*") || strings.HasPrefix(lines[1], "*") {
+		t.Errorf("writeDevices marks %q / %q, want only device 1 marked", lines[1], lines[2])
+	}
+	b.Reset()
+	if err := writeDevices(&b, devs, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	var got []struct {
+		Index    int    `json:"index"`
+		Type     string `json:"type"`
+		Selected bool   `json:"selected"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatalf("writeDevices JSON: %v\n%s", err, b.String())
+	}
+	if len(got) != 2 || !got[0].Selected || got[1].Selected || got[1].Type != "discrete" {
+		t.Errorf("writeDevices JSON = %+v, want 2 devices, the first selected, the second discrete", got)
+	}
+}
