@@ -68,8 +68,8 @@ type Chain struct {
 	topP, minP, tfsZ, typicalP float32
 	tau, eta                   float32
 	mu                         float32 // Mirostat: twice tau at start
-	seed                       uint64  // effective seed, drawn when RandomSeed
-	rng                        rand.PCG
+	seed                       uint32  // effective seed, drawn when RandomSeed
+	rng                        mt19937
 	nAccepted                  int // tokens accepted since Reset (not primed ones)
 
 	cands []cand // scratch; capacity vocabSize, or TopK for the heap path
@@ -131,13 +131,15 @@ func NewChain(p Params, v Vocab, constraint Constraint) (*Chain, error) {
 	return c, nil
 }
 
+// seedRNG seeds the generator with the low 32 bits of seed, as llama.cpp
+// does; a seed whose low 32 bits are all ones (RandomSeed, llama.cpp's
+// LLAMA_DEFAULT_SEED) draws one.
 func (c *Chain) seedRNG(seed int64) {
-	if seed == RandomSeed {
-		c.seed = rand.Uint64() // runtime entropy; not a package-level generator of ours
-	} else {
-		c.seed = uint64(seed)
+	c.seed = uint32(seed)
+	if c.seed == math.MaxUint32 {
+		c.seed = rand.Uint32() // runtime entropy; not a package-level generator of ours
 	}
-	c.rng.Seed(c.seed, 0x9e3779b97f4a7c15)
+	c.rng.seed(c.seed)
 }
 
 func resolveBias(p *Params, v Vocab) ([]tokenBias, error) {
@@ -207,7 +209,7 @@ func (c *Chain) Reset() {
 	}
 	c.mu = 2 * c.tau
 	c.nAccepted = 0
-	c.rng.Seed(c.seed, 0x9e3779b97f4a7c15)
+	c.rng.seed(c.seed)
 	c.rawValid, c.lseValid = false, false
 }
 
@@ -377,7 +379,9 @@ func (c *Chain) truncate(logits []float32) ([]cand, error) {
 		sorted = true
 	} else {
 		cs = c.gather(logits, 1)
-		if k > 0 && k < len(cs) {
+		if k > 0 {
+			// As llama.cpp, top_k sorts even when it keeps everything.
+			k = min(k, len(cs))
 			selectFirst(cs, k)
 			cs = cs[:k]
 			sorted = true
@@ -397,12 +401,10 @@ func (c *Chain) truncate(logits []float32) ([]cand, error) {
 	return cs, nil
 }
 
-// uniform returns a float64 in [0, 1) from the chain's generator.
-func (c *Chain) uniform() float64 {
-	return float64(c.rng.Uint64()>>11) * 0x1p-53
-}
-
-// draw samples an index of cs from the softmax of its logits.
+// draw samples an index of cs from the softmax of its logits exactly as
+// llama.cpp's dist sampler does: float32 p = exp(l - max), a float64 sum,
+// target = sum·u, and the first index whose float64 running sum reaches the
+// target. One candidate takes no random number.
 func (c *Chain) draw(cs []cand) int {
 	if len(cs) == 1 {
 		return 0
@@ -417,21 +419,15 @@ func (c *Chain) draw(cs []cand) int {
 		cs[i].p = p
 		sum += float64(p)
 	}
-	target := sum * c.uniform()
+	target := sum * c.rng.canonical()
 	run := 0.0
 	for i := range cs {
 		run += float64(cs[i].p)
-		if run >= target && cs[i].p > 0 {
+		if run >= target {
 			return i
 		}
 	}
-	// Rounding left run just short of target: take the last possible token.
-	for i := len(cs) - 1; i > 0; i-- {
-		if cs[i].p > 0 {
-			return i
-		}
-	}
-	return 0
+	return len(cs) - 1 // rounding left run short of target
 }
 
 // mirostatV1 implements Mirostat 1 (Basu et al. 2021, algorithm 1) as
@@ -448,21 +444,24 @@ func (c *Chain) mirostatV1(logits []float32) (int32, error) {
 	head := min(m, len(cs))
 	selectFirst(cs, head)
 
+	// float32 throughout, as llama.cpp computes it.
 	var sumTiBi, sumTiSq float32
 	for i := 0; i < m-1 && i < len(cs)-1; i++ {
-		ti := float32(math.Log(float64(i+2) / float64(i+1)))
-		bi := float32(math.Log(float64(cs[i].p / cs[i+1].p)))
+		ti := log32(float32(i+2) / float32(i+1))
+		bi := log32(cs[i].p / cs[i+1].p)
 		sumTiBi += ti * bi
 		sumTiSq += ti * ti
 	}
 	sHat := sumTiBi / sumTiSq
 	epsHat := sHat - 1
-	kf := math.Pow(float64(epsHat)*math.Pow(2, float64(c.mu))/(1-math.Pow(float64(c.vocabSize), float64(-epsHat))), float64(1/sHat))
+	kf := pow32(epsHat*pow32(2, c.mu)/(1-pow32(float32(c.vocabSize), -epsHat)), 1/sHat)
+	// llama.cpp takes max(int(k), 1); an infinite or out-of-range k is
+	// undefined there and keeps everything here.
 	k := len(cs)
 	switch {
-	case math.IsNaN(kf) || kf < 1:
+	case kf != kf || kf < 1:
 		k = 1
-	case kf < float64(len(cs)):
+	case kf < float32(len(cs)):
 		k = int(kf)
 	}
 	if k > head {
@@ -515,20 +514,25 @@ func (c *Chain) mirostatV2(logits []float32) (int32, error) {
 	return cs[i].id, nil
 }
 
-// drawP samples an index of cs from its normalized probabilities p.
+// drawP samples an index of cs from its normalized probabilities p as
+// std::discrete_distribution does in llama.cpp's Mirostat: float64
+// cumulative sums of p/Σp with the last set to 1, and the first index whose
+// sum is at least u. Fewer than two candidates take no random number.
 func (c *Chain) drawP(cs []cand) int {
-	target := c.uniform()
-	run := 0.0
+	if len(cs) < 2 {
+		return 0
+	}
+	sum := 0.0
 	for i := range cs {
-		run += float64(cs[i].p)
-		if run > target {
+		sum += float64(cs[i].p)
+	}
+	u := c.rng.canonical()
+	cum := 0.0
+	for i := 0; i < len(cs)-1; i++ {
+		cum += float64(cs[i].p) / sum
+		if cum >= u {
 			return i
 		}
 	}
-	for i := len(cs) - 1; i > 0; i-- {
-		if cs[i].p > 0 {
-			return i
-		}
-	}
-	return 0
+	return len(cs) - 1
 }

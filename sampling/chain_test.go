@@ -738,3 +738,90 @@ func TestLogprobs(t *testing.T) {
 		t.Errorf("TopLogprobs without Params.Logprobs = %v, want ErrNoLogprobs", err)
 	}
 }
+
+// TestDrawFollowsLlamaCpp replays llama.cpp's dist sampler by hand: an
+// mt19937 seeded with the request seed, one canonical double per token,
+// target = u·Σp over the candidates in llama.cpp's order (sorted by
+// descending logit after top_k or top_p, vocabulary order when nothing
+// sorts them), and the first candidate whose running sum reaches it. A
+// single candidate takes no random number.
+func TestDrawFollowsLlamaCpp(t *testing.T) {
+	tests := []struct {
+		name  string
+		vocab int
+		edit  func(p *Params)
+		order func(logits []float32) []int32 // candidate order before the draw
+	}{
+		{"top_k sorts", 40, func(p *Params) { p.TopK, p.TopP, p.MinP = 5, 1, 0 }, func(l []float32) []int32 {
+			return refTopKTopPMinPOrdered(l, 5, 1, 0)
+		}},
+		{"vocabulary order", 40, func(p *Params) { p.TopK, p.TopP, p.MinP = 0, 1, 0 }, func(l []float32) []int32 {
+			ids := make([]int32, len(l))
+			for i := range ids {
+				ids[i] = int32(i)
+			}
+			return ids
+		}},
+		{"min_p keeps vocabulary order", 40, func(p *Params) { p.TopK, p.TopP, p.MinP = 0, 1, 0.3 }, func(l []float32) []int32 {
+			var ids []int32
+			maxL := slices.Max(l)
+			for i, x := range l {
+				if x >= maxL+float32(math.Log(0.3)) {
+					ids = append(ids, int32(i))
+				}
+			}
+			return ids
+		}},
+		{"top_p sorts", 40, func(p *Params) { p.TopK, p.TopP, p.MinP = 0, 0.9, 0 }, func(l []float32) []int32 {
+			return refTopKTopPMinPOrdered(l, 0, 0.9, 0)
+		}},
+		{"top_p sorts bucketed", 6000, func(p *Params) { p.TopK, p.TopP, p.MinP = 0, 0.5, 0 }, func(l []float32) []int32 {
+			return refTopKTopPMinPOrdered(l, 0, 0.5, 0)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := onlyParams()
+			tt.edit(&p)
+			p.Seed = 1234
+			c := newChain(t, p, Vocab{Size: tt.vocab}, nil)
+			var mt mt19937
+			mt.seed(1234)
+			for step := 0; step < 100; step++ {
+				logits := randomLogits(uint64(step), tt.vocab, 1.5)
+				order := tt.order(logits)
+				want := order[0]
+				if len(order) > 1 {
+					sum := 0.0
+					for _, id := range order {
+						sum += float64(float32(math.Exp(float64(logits[id] - slices.Max(logits)))))
+					}
+					target := sum * mt.canonical()
+					run := 0.0
+					for _, id := range order {
+						run += float64(float32(math.Exp(float64(logits[id] - slices.Max(logits)))))
+						if run >= target {
+							want = id
+							break
+						}
+					}
+				}
+				got, err := c.Sample(slices.Clone(logits))
+				if err != nil || got != want {
+					t.Fatalf("step %d: Sample() = %d, %v, want %d", step, got, err, want)
+				}
+			}
+		})
+	}
+}
+
+// refTopKTopPMinPOrdered is refTopKTopPMinP keeping the descending-logit
+// order.
+func refTopKTopPMinPOrdered(logits []float32, k int, topP, minP float64) []int32 {
+	keep := refTopKTopPMinP(logits, k, topP, minP, 1)
+	sort.SliceStable(keep, func(a, b int) bool {
+		la, lb := logits[keep[a]], logits[keep[b]]
+		return la > lb || (la == lb && keep[a] < keep[b])
+	})
+	return keep
+}

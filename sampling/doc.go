@@ -19,7 +19,26 @@
 //     replaces the truncation samplers of step 6 and draws the token.
 //
 // Steps 1 to 4 edit the caller's logits in place; the rest work on the
-// chain's own candidate buffers, so nothing is allocated per token.
+// chain's own candidate buffers, so nothing is allocated per token. No
+// step sorts the whole vocabulary unless its definition needs it (tail-free
+// sampling, or a top_p/typical_p prefix that is most of the vocabulary):
+// top_k keeps a heap, other prefixes use selection or key buckets.
+//
+// Draws follow llama.cpp exactly: each chain owns a std::mt19937-compatible
+// generator seeded with the low 32 bits of seed, turns two outputs into a
+// double as libstdc++'s generate_canonical does, and walks the candidates in
+// the order llama.cpp has them at that point (descending logit after top_k,
+// top_p, tail-free and Mirostat; typicality order after typical_p;
+// vocabulary order when no sampler sorted them), with the same float32
+// probabilities and float64 sums. Given the same logits and seed, a chain
+// therefore picks the same tokens as llama.cpp's server. Exact logit ties
+// are broken by lower token id, where llama.cpp's order is unspecified.
+//
+// Tokens whose logit is -Inf or NaN after steps 1 to 4 never become
+// candidates. llama.cpp keeps -Inf ones with probability 0, which changes
+// nothing except in tail-free sampling (their zero probabilities enter its
+// second differences) and typical sampling (where they make llama.cpp's
+// entropy NaN).
 //
 // Log-probabilities (Chain.Logprob, Chain.TopLogprobs) are those of the raw
 // model distribution: the softmax of the logits as passed to Sample, before

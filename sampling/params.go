@@ -7,7 +7,8 @@ import (
 
 // RandomSeed is the Seed value that asks a chain to draw its own seed
 // (the API's "seed missing" and llama.cpp's seed -1). The drawn seed is
-// not reported anywhere.
+// not reported anywhere. Any Seed whose low 32 bits are all ones does the
+// same, as in llama.cpp.
 const RandomSeed int64 = -1
 
 // MaxTopLogprobs is the largest TopLogprobs that Validate accepts.
@@ -68,8 +69,9 @@ type Params struct {
 	// MirostatEta is the learning rate of mu (API mirostat_eta, >= 0).
 	MirostatEta float64
 
-	// Seed seeds the chain's random number generator; RandomSeed draws one
-	// (API seed).
+	// Seed seeds the chain's mt19937 generator with its low 32 bits, as
+	// llama.cpp does; RandomSeed (-1, low bits all ones like llama.cpp's
+	// LLAMA_DEFAULT_SEED) draws one (API seed).
 	Seed int64
 
 	// LogitBias adds a bias to logits. Keys are token ids in decimal

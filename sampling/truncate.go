@@ -11,10 +11,11 @@ import "math"
 // have probability 0 and can never be drawn), and no sampler returns an
 // empty list.
 
-func exp32(x float32) float32 { return float32(expNonPos(float64(x))) }
-func log32(x float32) float32 { return float32(math.Log(float64(x))) }
-func log2f(x float32) float32 { return float32(math.Log2(float64(x))) }
-func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
+func exp32(x float32) float32    { return float32(expNonPos(float64(x))) }
+func log32(x float32) float32    { return float32(math.Log(float64(x))) }
+func log2f(x float32) float32    { return float32(math.Log2(float64(x))) }
+func pow32(x, y float32) float32 { return float32(math.Pow(float64(x), float64(y))) }
+func abs32(x float32) float32    { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
 
 // softmax sets p to the softmax of the logits of cs.
 func softmax(cs []cand, sorted bool) {
@@ -99,7 +100,7 @@ func typical(cs []cand, sorted bool, typ float32, minKeep int) ([]cand, bool) {
 	for i := range cs {
 		cs[i].key = abs32(-log32(cs[i].p) - entropy)
 	}
-	last, _ := prefixByKey(cs, false, func(i int, cum float32) bool {
+	last := prefixByKey(cs, false, func(i int, cum float32) bool {
 		return cum > typ && (minKeep == 0 || i >= minKeep-1)
 	})
 	return cs[:last], false
@@ -115,32 +116,36 @@ func topP(cs []cand, sorted bool, p float32, minKeep int) ([]cand, bool) {
 	if !sorted {
 		keyByLogit(cs)
 	}
-	last, sortedByKey := prefixByKey(cs, sorted, func(i int, cum float32) bool {
+	last := prefixByKey(cs, sorted, func(i int, cum float32) bool {
 		return cum >= p && i+1 >= minKeep
 	})
-	return cs[:last], sortedByKey
+	return cs[:last], true
 }
 
 // prefixByKey accumulates p in ascending key order and returns n = i+1 for
 // the first i where stop(i, cum) holds, or len(cs); cs[:n] then holds the
-// first n candidates in key order. stop must be monotone: once true, true
-// for every larger i and cum. sorted reports whether cs[:n] is sorted by
-// key. If cs is already sorted by key it just walks it. It never sorts more of cs than it has to: small lists grow a sorted
-// head by doubling, large ones are bucketed by key first.
-func prefixByKey(cs []cand, sorted bool, stop func(i int, cum float32) bool) (n int, sortedOut bool) {
+// first n candidates in key order, sorted (the order llama.cpp's full sort
+// would give). stop must be monotone: once true, true for every larger i
+// and cum. If cs is already sorted by key it just walks it. It sorts no
+// more of cs than the prefix, roughly: small lists grow a sorted head by
+// doubling, large ones are bucketed by key first.
+func prefixByKey(cs []cand, sorted bool, stop func(i int, cum float32) bool) int {
 	if sorted {
 		var cum float32
 		for i := range cs {
 			cum += cs[i].p
 			if stop(i, cum) {
-				return i + 1, true
+				return i + 1
 			}
 		}
-		return len(cs), true
+		return len(cs)
 	}
 	if len(cs) >= bucketMin {
 		if n, ok := prefixByBuckets(cs, stop); ok {
-			return n, false
+			// The prefix is taken; sort it so the draw sees the order
+			// llama.cpp's full sort gives.
+			sortCands(cs[:n])
+			return n
 		}
 	}
 	done := 0 // cs[:done] sorted, and ranks below everything in cs[done:]
@@ -154,10 +159,10 @@ func prefixByKey(cs []cand, sorted bool, stop func(i int, cum float32) bool) (n 
 		}
 		cum += cs[i].p
 		if stop(i, cum) {
-			return i + 1, true
+			return i + 1
 		}
 	}
-	return len(cs), true
+	return len(cs)
 }
 
 const (
