@@ -58,11 +58,7 @@ func (d *Device) Begin() (*Cmd, error) {
 	if err := check("vkResetCommandBuffer", gv.ResetCommandBuffer(c.cb, 0)); err != nil {
 		return nil, err
 	}
-	bi := &gv.CommandBufferBeginInfo{
-		SType: gv.StructureTypeCommandBufferBeginInfo,
-		Flags: gv.CommandBufferUsageFlags(gv.CommandBufferUsageOneTimeSubmitBit),
-	}
-	if err := check("vkBeginCommandBuffer", gv.BeginCommandBuffer(c.cb, bi)); err != nil {
+	if err := check("vkBeginCommandBuffer", gv.Result(C.vkllm_begin(d.in.ctx, C.VkCommandBuffer(unsafe.Pointer(c.cb))))); err != nil {
 		return nil, err
 	}
 	c.recording, c.any, c.skipNext, c.err, c.groups = true, false, false, nil, 0
@@ -239,11 +235,11 @@ func (c *Cmd) Submit() error {
 	if err := check("vkQueueSubmit", gv.Result(r)); err != nil {
 		return err
 	}
-	fences := []gv.Fence{c.d.fence}
-	if err := check("vkWaitForFences", gv.WaitForFences(c.d.dev, 1, fences, gv.True, ^uint64(0))); err != nil {
+	dev, fence := C.VkDevice(unsafe.Pointer(c.d.dev)), C.VkFence(unsafe.Pointer(c.d.fence))
+	if err := check("vkWaitForFences", gv.Result(C.vkllm_wait(in.ctx, dev, fence))); err != nil {
 		return err
 	}
-	return check("vkResetFences", gv.ResetFences(c.d.dev, 1, fences))
+	return check("vkResetFences", gv.Result(C.vkllm_reset(in.ctx, dev, fence)))
 }
 
 // Bytes returns the memory of *v as a byte slice, for push constants: v

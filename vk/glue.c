@@ -12,6 +12,9 @@ struct vkllm_ctx {
 	VkDebugUtilsMessengerEXT messenger;
 	PFN_vkCmdPipelineBarrier barrier;
 	PFN_vkQueueSubmit submit;
+	PFN_vkBeginCommandBuffer begin;
+	PFN_vkWaitForFences wait;
+	PFN_vkResetFences reset;
 	pthread_mutex_t mu;
 	char* buf;
 	size_t len, cap;
@@ -36,6 +39,9 @@ void vkllm_ctx_set_instance(vkllm_ctx* c, VkInstance inst) {
 	c->inst = inst;
 	c->barrier = (PFN_vkCmdPipelineBarrier)c->gipa(inst, "vkCmdPipelineBarrier");
 	c->submit = (PFN_vkQueueSubmit)c->gipa(inst, "vkQueueSubmit");
+	c->begin = (PFN_vkBeginCommandBuffer)c->gipa(inst, "vkBeginCommandBuffer");
+	c->wait = (PFN_vkWaitForFences)c->gipa(inst, "vkWaitForFences");
+	c->reset = (PFN_vkResetFences)c->gipa(inst, "vkResetFences");
 }
 
 static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
@@ -221,4 +227,18 @@ VkResult vkllm_submit(vkllm_ctx* c, VkQueue q, VkCommandBuffer cb, VkFence fence
 	si.commandBufferCount = 1;
 	si.pCommandBuffers = &cb;
 	return c->submit(q, 1, &si, fence);
+}
+
+VkResult vkllm_begin(vkllm_ctx* c, VkCommandBuffer cb) {
+	VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+	bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+	return c->begin(cb, &bi);
+}
+
+VkResult vkllm_wait(vkllm_ctx* c, VkDevice dev, VkFence fence) {
+	return c->wait(dev, 1, &fence, VK_TRUE, UINT64_MAX);
+}
+
+VkResult vkllm_reset(vkllm_ctx* c, VkDevice dev, VkFence fence) {
+	return c->reset(dev, 1, &fence);
 }

@@ -43,4 +43,9 @@ void vkllm_free_chain(void* chain);
 void vkllm_barrier(vkllm_ctx* c, VkCommandBuffer cb, VkPipelineStageFlags src_stage, VkPipelineStageFlags dst_stage, VkAccessFlags src_access, VkAccessFlags dst_access);
 // vkllm_submit submits one command buffer signalling fence.
 VkResult vkllm_submit(vkllm_ctx* c, VkQueue q, VkCommandBuffer cb, VkFence fence);
+// vkllm_begin begins a one-time-submit command buffer.
+VkResult vkllm_begin(vkllm_ctx* c, VkCommandBuffer cb);
+// vkllm_wait waits for fence without a timeout; vkllm_reset resets it.
+VkResult vkllm_wait(vkllm_ctx* c, VkDevice dev, VkFence fence);
+VkResult vkllm_reset(vkllm_ctx* c, VkDevice dev, VkFence fence);
 #endif

@@ -145,7 +145,7 @@ func (k *Kernels) SoftMax(c *vk.Cmd, dst, src, mask vk.Range, rows, cols, maskRo
 		m = mask.Sub(0, 4*uint64(maskRows*cols))
 	}
 	rowBytes := 4 * uint64(cols)
-	name := k.variant("soft_max_f32")
+	name := k.pick("soft_max_f32", "soft_max_f32_sg")
 	if maskRows > 0 && rows > int(k.dev.MaxBinding()/rowBytes) && maskRows != 1 {
 		return fmt.Errorf("ops: SoftMax: a %d-row mask with %d rows larger than one binding", maskRows, rows)
 	}
@@ -292,7 +292,7 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 	if p.Causal {
 		push.Causal = 1
 	}
-	return Record(k, c, k.variant("flash_attn_f32_f16"), []uint32{k.wg}, k.Groups(uint32(p.Rows*p.Heads)), &push,
+	return Record(k, c, k.pick("flash_attn_f32_f16", "flash_attn_f32_f16_sg"), []uint32{k.wg}, k.Groups(uint32(p.Rows*p.Heads)), &push,
 		q.Sub(0, qn), kc.Sub(0, cacheBytes), vc.Sub(0, cacheBytes), slot.Sub(0, 4*uint64(p.Rows)), pos.Sub(0, 4*uint64(p.Rows)), out.Sub(0, qn))
 }
 

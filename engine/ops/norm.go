@@ -21,10 +21,11 @@ type LayerNormPush struct {
 	Eps  float32
 }
 
-// variant appends "_sg" when the subgroup variants are on.
-func (k *Kernels) variant(name string) string {
+// pick returns the subgroup variant sg when the subgroup variants are on,
+// else the shared-memory variant name (both constants: no allocation).
+func (k *Kernels) pick(name, sg string) string {
 	if k.sg {
-		return name + "_sg"
+		return sg
 	}
 	return name
 }
@@ -79,7 +80,11 @@ func (k *Kernels) RMSNorm(c *vk.Cmd, dst, src, weight vk.Range, rows, cols int, 
 		}
 		name = "rms_norm_mul_f32"
 	}
-	name = k.variant(name)
+	if name == "rms_norm_f32" {
+		name = k.pick(name, "rms_norm_f32_sg")
+	} else {
+		name = k.pick(name, "rms_norm_mul_f32_sg")
+	}
 	rowBytes := uint64(cols) * 4
 	return k.rowChunks("RMSNorm", rows, rowBytes, func(r0, nr int) error {
 		s := src.Sub(uint64(r0)*rowBytes, uint64(nr)*rowBytes)
@@ -134,7 +139,7 @@ func (k *Kernels) LayerNorm(c *vk.Cmd, dst, src, weight, bias vk.Range, rows, co
 		}
 	}
 	rowBytes := uint64(cols) * 4
-	name := k.variant("layer_norm_f32")
+	name := k.pick("layer_norm_f32", "layer_norm_f32_sg")
 	return k.rowChunks("LayerNorm", rows, rowBytes, func(r0, nr int) error {
 		push := LayerNormPush{Rows: uint32(nr), Cols: uint32(cols), Eps: eps}
 		return Record(k, c, name, []uint32{k.wg}, k.Groups(uint32(nr)), &push,

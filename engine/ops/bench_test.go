@@ -1,0 +1,157 @@
+package ops
+
+import (
+	"math"
+	"testing"
+
+	"github.com/vkllm/vkllm/vk"
+	"github.com/vkllm/vkllm/vk/vktest"
+)
+
+// TestRecordAllocs holds recording and submitting a decode step's
+// non-matmul kernels to zero allocations once pipelines and descriptor sets
+// are cached.
+func TestRecordAllocs(t *testing.T) {
+	g := newRig(t)
+	const rows, heads, dim = 2, 4, 64
+	x, w, y := g.upF32(g.randn(rows*heads*dim, 1)), g.upF32(g.randn(heads*dim, 1)), g.buf(4*rows*heads*dim)
+	p := AttnParams{Rows: rows, Heads: heads, KVHeads: 2, HeadDim: dim, Causal: true, Scale: 0.125,
+		Cache: KVParams{Slots: 2, NCtx: 16, KVDim: 2 * dim}}
+	kc, vc := g.buf(2*2*16*2*dim), g.buf(2*2*16*2*dim)
+	slot, pos := g.upI32([]int32{0, 1}), g.upI32([]int32{3, 7})
+	rope := RoPEParams{Rows: rows, Heads: heads, HeadDim: dim, FreqBase: 10000}
+	step := func() {
+		c, err := g.k.dev.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.k.RMSNorm(c, y, x, w, rows, heads*dim, 1e-5)
+		g.k.RoPE(c, y, y, pos, vk.Range{}, rope)
+		g.k.KVWrite(c, kc, y.Sub(0, 4*rows*2*dim), slot, pos, rows, p.Cache)
+		g.k.KVWrite(c, vc, y.Sub(0, 4*rows*2*dim), slot, pos, rows, p.Cache)
+		g.k.Attention(c, x, y, kc, vc, slot, pos, p)
+		g.k.SwiGLU(c, y, x, y, rows*heads*dim)
+		g.k.Add(c, x, x, y, rows*heads*dim, rows*heads*dim)
+		if err := c.Submit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step() // create pipelines and descriptor sets
+	if n := testing.AllocsPerRun(20, step); n != 0 {
+		t.Errorf("recording and submitting a step: %v allocations, want 0", n)
+	}
+	vktest.Check(t, g.k.dev)
+}
+
+func benchRig(b *testing.B) *rig {
+	d := vktest.Open(b, vk.Options{})
+	k := New(d)
+	b.Cleanup(k.Close)
+	t := &testing.T{}
+	return &rig{t: t, k: k, r: newRand(b)}
+}
+
+// runN records n copies of f into one graph per iteration and reports the
+// bytes f moves per call as throughput.
+func runN(b *testing.B, g *rig, bytes int64, f func(c *vk.Cmd) error) {
+	const perGraph = 8
+	b.SetBytes(bytes * perGraph)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c, err := g.k.dev.Begin()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j := 0; j < perGraph; j++ {
+			if err := f(c); err != nil {
+				c.Abort()
+				b.Fatal(err)
+			}
+		}
+		if err := c.Submit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRMSNorm(b *testing.B) {
+	for _, sh := range []struct {
+		name       string
+		rows, cols int
+	}{{"decode-4096", 1, 4096}, {"prefill-512x4096", 512, 4096}} {
+		b.Run(sh.name, func(b *testing.B) {
+			g := benchRig(b)
+			n := sh.rows * sh.cols
+			x, w, y := g.mustUp(b, g.randn(n, 1)), g.mustUp(b, g.randn(sh.cols, 1)), g.mustUp(b, make([]float32, n))
+			runN(b, g, int64(8*n+4*sh.cols), func(c *vk.Cmd) error { return g.k.RMSNorm(c, y, x, w, sh.rows, sh.cols, 1e-5) })
+		})
+	}
+}
+
+func BenchmarkAttention(b *testing.B) {
+	for _, sh := range []struct {
+		name                string
+		rows, ctx           int
+		heads, kvHeads, dim int
+	}{
+		{"decode-ctx512-32h-8kv", 1, 512, 32, 8, 128},
+		{"decode-ctx2048-32h-8kv", 1, 2048, 32, 8, 128},
+		{"batch4-ctx1024-32h-8kv", 4, 1024, 32, 8, 128},
+	} {
+		b.Run(sh.name, func(b *testing.B) {
+			g := benchRig(b)
+			p := AttnParams{Rows: sh.rows, Heads: sh.heads, KVHeads: sh.kvHeads, HeadDim: sh.dim, Causal: true,
+				Scale: float32(1 / math.Sqrt(float64(sh.dim))), Cache: KVParams{Slots: sh.rows, NCtx: sh.ctx, KVDim: sh.kvHeads * sh.dim}}
+			nc := p.Cache.Slots * p.Cache.NCtx * p.Cache.KVDim
+			half := make([]uint16, nc)
+			for i := range half {
+				half[i] = F16FromF32(float32(g.r.NormFloat64()))
+			}
+			kc, vc := g.mustUpF16(b, half), g.mustUpF16(b, half)
+			q := g.mustUp(b, g.randn(sh.rows*sh.heads*sh.dim, 1))
+			out := g.mustUp(b, make([]float32, sh.rows*sh.heads*sh.dim))
+			slots, poss := make([]int32, sh.rows), make([]int32, sh.rows)
+			for i := range slots {
+				slots[i], poss[i] = int32(i), int32(sh.ctx-1)
+			}
+			sr, pr := g.mustUpI32(b, slots), g.mustUpI32(b, poss)
+			// Bytes: the K and V rows each row reads, plus q and out.
+			bytes := int64(sh.rows*sh.ctx*p.Cache.KVDim*2*2 + 2*4*sh.rows*sh.heads*sh.dim)
+			runN(b, g, bytes, func(c *vk.Cmd) error { return g.k.Attention(c, out, q, kc, vc, sr, pr, p) })
+		})
+	}
+}
+
+func (g *rig) mustUp(b *testing.B, x []float32) vk.Range {
+	r, err := g.k.dev.NewBuffer(uint64(4*len(x)), vk.DeviceBuffer)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := r.Write(0, f32Bytes(x)); err != nil {
+		b.Fatal(err)
+	}
+	return r.All()
+}
+
+func (g *rig) mustUpF16(b *testing.B, x []uint16) vk.Range {
+	buf := make([]byte, 2*len(x))
+	for i, v := range x {
+		buf[2*i], buf[2*i+1] = byte(v), byte(v>>8)
+	}
+	r, err := g.k.dev.NewBuffer(uint64(len(buf)), vk.DeviceBuffer)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := r.Write(0, buf); err != nil {
+		b.Fatal(err)
+	}
+	return r.All()
+}
+
+func (g *rig) mustUpI32(b *testing.B, x []int32) vk.Range {
+	f := make([]float32, len(x))
+	for i, v := range x {
+		f[i] = math.Float32frombits(uint32(v))
+	}
+	return g.mustUp(b, f)
+}
