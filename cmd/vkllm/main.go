@@ -16,6 +16,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"devices", "list the Vulkan devices and the features vkllm uses", cmdDevices},
 		{"version", "print the version", func([]string) error { fmt.Println("vkllm", version); return nil }},
 	}
 }
