@@ -31,7 +31,8 @@ var allConfigs = []struct {
 	{"logit_bias", func(p *Params) { p.LogitBias = map[string]float64{"7": 2, "11": math.Inf(-1)} }},
 	{"min_tokens", func(p *Params) { p.MinTokens = 1 << 30 }},
 	{"logprobs", func(p *Params) { p.Logprobs, p.TopLogprobs = true, 20 }},
-	{"grammar", func(p *Params) {}}, // with a constraint, see newStepper
+	{"grammar", func(p *Params) {}},         // with a masking constraint, see newStepper
+	{"grammar_checked", func(p *Params) {}}, // with a ConstraintChecker
 
 	// High-entropy steps: the worst case of the samplers without top_k.
 	{"default/flat", func(p *Params) {}},
@@ -71,8 +72,11 @@ func newStepper(tb testing.TB, name string, edit func(p *Params)) *stepper {
 	p.Seed = 1
 	edit(&p)
 	var con Constraint
-	if strings.HasPrefix(name, "grammar") {
+	switch name {
+	case "grammar":
 		con = &maskEvery{k: 3}
+	case "grammar_checked":
+		con = &checkEvery{maskEvery{k: 3}}
 	}
 	c := newChain(tb, p, Vocab{Size: vocab150k, EOG: []int32{2, 3}}, con)
 	base := peakedLogits(vocab150k)
@@ -119,6 +123,11 @@ func (m *maskEvery) Mask(logits []float32) error {
 }
 
 func (m *maskEvery) Accept(int32) error { return nil }
+
+// checkEvery adds Allows, so the chain masks only after a rejected draw.
+type checkEvery struct{ maskEvery }
+
+func (m *checkEvery) Allows(id int32) (bool, error) { return int(id)%m.k == 0, nil }
 
 func TestSampleAllocatesNothing(t *testing.T) {
 	for _, cfg := range allConfigs {

@@ -16,6 +16,19 @@ type Constraint interface {
 	Accept(id int32) error
 }
 
+// ConstraintChecker is an optional extension of a Constraint. Allows
+// reports whether id may come next, without masking the vocabulary. When
+// the chain's Constraint implements it, Sample follows llama.cpp's grammar
+// order: it draws without the grammar first and, only if Allows rejects
+// that token, masks with Mask and draws again (a second random number, and
+// for Mirostat a second mu update, as there). Without it, Sample masks
+// before every draw. The two agree for greedy decoding; when sampling, the
+// first is llama.cpp's distribution and much cheaper per token, the second
+// is the plain renormalized grammar distribution.
+type ConstraintChecker interface {
+	Allows(id int32) (bool, error)
+}
+
 // Vocab describes the vocabulary a chain samples from.
 type Vocab struct {
 	// Size is the number of token ids; every logits row has this length.
@@ -280,11 +293,36 @@ func (c *Chain) Sample(logits []float32) (int32, error) {
 			logits[id] = float32(math.Inf(-1))
 		}
 	}
-	if c.constraint != nil {
-		if err := c.constraint.Mask(logits); err != nil {
-			return -1, fmt.Errorf("sampling: grammar: %w", err)
+	if c.constraint == nil {
+		return c.pick(logits)
+	}
+	if checker, ok := c.constraint.(ConstraintChecker); ok {
+		// llama.cpp's order: draw without the grammar, keep the token if
+		// the grammar allows it, else mask and draw again. pick leaves
+		// logits as they are, so the second draw sees the same row.
+		id, err := c.pick(logits)
+		if err != nil && !errors.Is(err, ErrNoCandidates) {
+			return -1, err
+		}
+		if err == nil {
+			allowed, err := checker.Allows(id)
+			if err != nil {
+				return -1, fmt.Errorf("sampling: grammar: %w", err)
+			}
+			if allowed {
+				return id, nil
+			}
 		}
 	}
+	if err := c.constraint.Mask(logits); err != nil {
+		return -1, fmt.Errorf("sampling: grammar: %w", err)
+	}
+	return c.pick(logits)
+}
+
+// pick chooses a token from logits that bias, penalties, min_tokens and the
+// grammar have already edited. It does not modify logits.
+func (c *Chain) pick(logits []float32) (int32, error) {
 	if c.temp <= 0 {
 		id := argmax(logits)
 		if id < 0 {

@@ -825,3 +825,126 @@ func refTopKTopPMinPOrdered(logits []float32, k int, topP, minP float64) []int32
 	})
 	return keep
 }
+
+// checkedEven is evenOnly with Allows, so the chain uses llama.cpp's
+// draw-then-check order; it counts Mask calls.
+type checkedEven struct {
+	evenOnly
+	masks int
+}
+
+func (c *checkedEven) Mask(logits []float32) error {
+	c.masks++
+	return c.evenOnly.Mask(logits)
+}
+
+func (c *checkedEven) Allows(id int32) (bool, error) { return id%2 == 0, nil }
+
+func TestConstraintCheckerFollowsLlamaCpp(t *testing.T) {
+	const vocab = 10
+	p := onlyParams()
+	p.Seed = 77
+	con := &checkedEven{}
+	c := newChain(t, p, Vocab{Size: vocab}, con)
+	var mt mt19937
+	mt.seed(77)
+	// Reference: draw over all tokens in vocabulary order; an odd token is
+	// rejected and the draw repeats over the even tokens with a new number.
+	drawRef := func(logits []float32, ok func(int) bool) int32 {
+		maxL := float32(math.Inf(-1))
+		for i, l := range logits {
+			if ok(i) {
+				maxL = max(maxL, l)
+			}
+		}
+		sum := 0.0
+		for i, l := range logits {
+			if ok(i) {
+				sum += float64(float32(math.Exp(float64(l - maxL))))
+			}
+		}
+		target := sum * mt.canonical()
+		run := 0.0
+		last := int32(-1)
+		for i, l := range logits {
+			if !ok(i) {
+				continue
+			}
+			last = int32(i)
+			run += float64(float32(math.Exp(float64(l - maxL))))
+			if run >= target {
+				return int32(i)
+			}
+		}
+		return last
+	}
+	rejected := 0
+	for step := 0; step < 300; step++ {
+		logits := randomLogits(uint64(step), vocab, 1)
+		want := drawRef(logits, func(int) bool { return true })
+		if want%2 != 0 {
+			rejected++
+			want = drawRef(logits, func(i int) bool { return i%2 == 0 })
+		}
+		got, err := c.Sample(slices.Clone(logits))
+		if err != nil || got != want {
+			t.Fatalf("step %d: Sample() = %d, %v, want %d", step, got, err, want)
+		}
+	}
+	if con.masks != rejected || rejected == 0 {
+		t.Errorf("Mask called %d times, want once per rejected draw (%d)", con.masks, rejected)
+	}
+
+	// Greedy decoding is the same in both orders.
+	g := greedyParams()
+	a := newChain(t, g, Vocab{Size: 101}, &checkedEven{})
+	b := newChain(t, g, Vocab{Size: 101}, &evenOnly{})
+	if ga, gb := generate(t, a, 101, 30), generate(t, b, 101, 30); !slices.Equal(ga, gb) {
+		t.Errorf("greedy with a checker %v, with masking %v, want equal", ga, gb)
+	}
+}
+
+// only3 allows token 3 alone.
+type only3 struct{}
+
+func (o *only3) Mask(logits []float32) error {
+	for i := range logits {
+		if i != 3 {
+			logits[i] = float32(math.Inf(-1))
+		}
+	}
+	return nil
+}
+
+func (o *only3) Accept(int32) error { return nil }
+
+type only3Checked struct{ only3 }
+
+func (o *only3Checked) Allows(id int32) (bool, error) { return id == 3, nil }
+
+func TestMirostatRejectionUpdatesMuTwice(t *testing.T) {
+	// tau 0.1: mu 0.2 keeps only the most likely token (id 1), surprise 0.
+	// With a checker, id 1 is drawn, rejected (mu += eta·tau), then id 3 is
+	// the only candidate (mu += eta·tau again); with masking only once.
+	for _, tt := range []struct {
+		name string
+		con  Constraint
+		want float32
+	}{
+		{"checker", &only3Checked{}, 0.2 + 2*0.5*0.1},
+		{"mask", &only3{}, 0.2 + 0.5*0.1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := onlyParams()
+			p.MirostatMode, p.MirostatTau, p.MirostatEta = 2, 0.1, 0.5
+			c := newChain(t, p, Vocab{Size: len(distA)}, tt.con)
+			id, err := c.Sample(logitsOf(distA...))
+			if err != nil || id != 3 {
+				t.Fatalf("Sample() = %d, %v, want 3", id, err)
+			}
+			if math.Abs(float64(c.Mu()-tt.want)) > 1e-6 {
+				t.Errorf("Mu() = %v, want %v", c.Mu(), tt.want)
+			}
+		})
+	}
+}

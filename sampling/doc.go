@@ -10,6 +10,9 @@
 //     frequency_penalty, presence_penalty)
 //  3. min_tokens: end-of-generation tokens masked until reached
 //  4. grammar: the optional Constraint masks tokens that may not come next
+//     (if it also implements ConstraintChecker, llama.cpp's order instead:
+//     steps 5 to 7 run unmasked first, and only a token the grammar
+//     rejects makes the chain mask and run them again)
 //  5. with temperature 0: greedy, the most likely remaining token
 //  6. with mirostat_mode 0: top_k, tfs_z, typical_p, top_p, min_p (each
 //     keeping at least min_keep tokens where llama.cpp does), then
