@@ -94,7 +94,7 @@ func TestMaskMatchesReference(t *testing.T) {
 		"list":       "",
 		"chess":      "",
 		"clike":      "",
-		"utf8": `root ::= ([a-c] | [é-ü] | "日本" | [😀-😂] | "✓")* "!"`,
+		"utf8":       `root ::= ([a-c] | [é-ü] | "日本" | [😀-😂] | "✓")* "!"`,
 		"ascii only": `root ::= [a-z]{1,6} ("\n" | " ")`,
 		"negated":    `root ::= "\"" [^"\x00-\x1F日]* "\""`,
 	}
