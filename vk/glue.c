@@ -15,6 +15,8 @@ struct vkllm_ctx {
 	PFN_vkBeginCommandBuffer begin;
 	PFN_vkWaitForFences wait;
 	PFN_vkResetFences reset;
+	VkValidationFeaturesEXT vf;
+	VkValidationFeatureEnableEXT vf_enable[1];
 	pthread_mutex_t mu;
 	char* buf;
 	size_t len, cap;
@@ -241,4 +243,12 @@ VkResult vkllm_wait(vkllm_ctx* c, VkDevice dev, VkFence fence) {
 
 VkResult vkllm_reset(vkllm_ctx* c, VkDevice dev, VkFence fence) {
 	return c->reset(dev, 1, &fence);
+}
+
+void* vkllm_validation_features(vkllm_ctx* c) {
+	c->vf_enable[0] = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+	c->vf.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT;
+	c->vf.enabledValidationFeatureCount = 1;
+	c->vf.pEnabledValidationFeatures = c->vf_enable;
+	return &c->vf;
 }

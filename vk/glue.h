@@ -48,4 +48,7 @@ VkResult vkllm_begin(vkllm_ctx* c, VkCommandBuffer cb);
 // vkllm_wait waits for fence without a timeout; vkllm_reset resets it.
 VkResult vkllm_wait(vkllm_ctx* c, VkDevice dev, VkFence fence);
 VkResult vkllm_reset(vkllm_ctx* c, VkDevice dev, VkFence fence);
+// vkllm_validation_features returns a VkValidationFeaturesEXT (owned by c)
+// that turns on synchronization validation, for VkInstanceCreateInfo.pNext.
+void* vkllm_validation_features(vkllm_ctx* c);
 #endif

@@ -225,8 +225,14 @@ func newInstance(o Options) (*instance, error) {
 		PEngineName:      "vkllm\x00",
 		ApiVersion:       gv.MakeVersion(1, 2, 0),
 	}
+	var next unsafe.Pointer
+	if in.validation {
+		// Synchronization validation makes a missing barrier a test failure.
+		next = C.vkllm_validation_features(ctx)
+	}
 	ci := &gv.InstanceCreateInfo{
 		SType:                   gv.StructureTypeInstanceCreateInfo,
+		PNext:                   next,
 		PApplicationInfo:        app,
 		EnabledLayerCount:       uint32(len(layers)),
 		PpEnabledLayerNames:     layers,

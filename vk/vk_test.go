@@ -193,3 +193,129 @@ func TestValidationReports(t *testing.T) {
 		t.Error("NewPipeline with a missing binding: no validation message, want one")
 	}
 }
+
+func TestRangeWindows(t *testing.T) {
+	var b vk.Buffer
+	cases := []struct {
+		r      vk.Range
+		window uint64
+		want   []vk.Range
+	}{
+		{vk.Range{Buf: &b, Offset: 16, Size: 100}, 0, []vk.Range{{Buf: &b, Offset: 16, Size: 100}}},
+		{vk.Range{Buf: &b, Offset: 16, Size: 100}, 100, []vk.Range{{Buf: &b, Offset: 16, Size: 100}}},
+		{vk.Range{Buf: &b, Offset: 16, Size: 100}, 64, []vk.Range{{Buf: &b, Offset: 16, Size: 64}, {Buf: &b, Offset: 80, Size: 36}}},
+		{vk.Range{Buf: &b, Offset: 0, Size: 256}, 128, []vk.Range{{Buf: &b, Offset: 0, Size: 128}, {Buf: &b, Offset: 128, Size: 128}}},
+	}
+	for _, tc := range cases {
+		got := tc.r.Windows(tc.window)
+		if len(got) != len(tc.want) {
+			t.Errorf("Windows(%+v, %d) = %+v, want %+v", tc.r, tc.window, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("Windows(%+v, %d)[%d] = %+v, want %+v", tc.r, tc.window, i, got[i], tc.want[i])
+			}
+		}
+	}
+}
+
+// TestDescriptorReuse checks that dispatches over the same ranges reuse one
+// descriptor set, and that closing a buffer recycles its sets so a new
+// buffer in its place works without validation errors.
+func TestDescriptorReuse(t *testing.T) {
+	d := vktest.Open(t, vk.Options{})
+	p := fillPipeline(t, d)
+	push := fillPush{N: 16, Value: 1}
+	dispatch := func(r vk.Range) {
+		t.Helper()
+		c, err := d.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Dispatch(p, [3]uint32{1, 1, 1}, vk.Bytes(&push), r)
+		c.Dispatch(p, [3]uint32{1, 1, 1}, vk.Bytes(&push), r)
+		if err := c.Submit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := d.NewBuffer(64, vk.DeviceBuffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dispatch(a.All())
+	dispatch(a.All())
+	if n := p.CachedSets(); n != 1 {
+		t.Errorf("CachedSets() after 4 dispatches over one range = %d, want 1", n)
+	}
+	a.Close()
+	b, err := d.NewBuffer(64, vk.DeviceBuffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dispatch(b.All())
+	if n := p.CachedSets(); n != 1 {
+		t.Errorf("CachedSets() after closing a and using b = %d, want 1 (recycled)", n)
+	}
+	got := make([]byte, 64)
+	if err := b.Read(0, got); err != nil {
+		t.Fatal(err)
+	}
+	if v := math.Float32frombits(binary.LittleEndian.Uint32(got[60:])); v != 1 {
+		t.Errorf("b[15] = %g, want 1", v)
+	}
+}
+
+// TestChainedDispatches checks the automatic barrier: each fill reads
+// nothing, but a copy after it must see its result, in one graph.
+func TestChainedDispatches(t *testing.T) {
+	d := vktest.Open(t, vk.Options{ForceStaging: true})
+	p := fillPipeline(t, d)
+	src, err := d.NewBuffer(4096, vk.DeviceBuffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := d.NewBuffer(4096, vk.HostBuffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		push := fillPush{N: 1024, Value: float32(i)}
+		c.Dispatch(p, [3]uint32{16, 1, 1}, vk.Bytes(&push), src.All())
+	}
+	c.Copy(dst.All(), src.All())
+	c.Fill(src.Range(0, 16), 0)
+	if err := c.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	m := dst.Mapped()
+	for i := 0; i < 1024; i++ {
+		if v := math.Float32frombits(binary.LittleEndian.Uint32(m[4*i:])); v != 3 {
+			t.Fatalf("dst[%d] = %g, want 3 (the last fill before the copy)", i, v)
+		}
+	}
+}
+
+func TestErrorIs(t *testing.T) {
+	cases := []struct {
+		res  int32
+		lost bool
+		oom  bool
+	}{{-4, true, false}, {-2, false, true}, {-1, false, true}, {-3, false, false}}
+	for _, tc := range cases {
+		err := error(&vk.Error{Call: "vkQueueSubmit", Result: tc.res})
+		if got := errors.Is(err, vk.ErrDeviceLost); got != tc.lost {
+			t.Errorf("errors.Is(%v, ErrDeviceLost) = %v, want %v", err, got, tc.lost)
+		}
+		if got := errors.Is(err, vk.ErrOutOfMemory); got != tc.oom {
+			t.Errorf("errors.Is(%v, ErrOutOfMemory) = %v, want %v", err, got, tc.oom)
+		}
+		if !strings.Contains(err.Error(), "vkQueueSubmit") {
+			t.Errorf("Error() = %q, want it to name the call", err)
+		}
+	}
+}
