@@ -22,9 +22,11 @@
 // variant: get_rows_iq4_nl_f32 -DDATA_A_IQ4_NL
 // variant: get_rows_iq4_xs_f32 -DDATA_A_IQ4_XS
 layout(constant_id = 0) const uint WG = 64;
+// FAST says that plain-type rows are 16-byte aligned and K a multiple of 4
+// (quant.glsl's wide path).
+layout(constant_id = 1) const bool FAST = false;
 layout(local_size_x_id = 0) in;
 
-layout(binding = 0) readonly buffer A { uint data_a[]; };
 layout(binding = 1) readonly buffer Ids { int data_ids[]; };
 layout(binding = 2) writeonly buffer Y { float data_y[]; };
 
@@ -62,7 +64,7 @@ void main() {
 		if (uint(id) < p.row_begin || uint(id) >= p.row_end) {
 			return;
 		}
-		v = load_w4(p.w_off + (uint(id) - p.row_begin) * p.w_stride, g, p.K);
+		v = load_w4(p.w_off + (uint(id) - p.row_begin) * p.w_stride, g, p.K, FAST);
 	}
 	const uint yb = p.y_off + i * p.y_stride + 4u * g;
 	for (uint j = 0u; j < 4u; j++) {

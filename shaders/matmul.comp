@@ -28,11 +28,14 @@
 #define BK 32u
 #define TM 4u
 #define TN 4u
-#define WG 256u // (BM/TM) * (BN/TN)
 
-layout(local_size_x = 256) in;
+// WG must be (BM/TM) * (BN/TN) = 256; it is a specialization constant only
+// to follow the kernels' convention. FAST says that plain-type rows are
+// 16-byte aligned and K a multiple of 4 (quant.glsl's wide path).
+layout(constant_id = 0) const uint WG = 256;
+layout(constant_id = 1) const bool FAST = false;
+layout(local_size_x_id = 0) in;
 
-layout(binding = 0) readonly buffer A { uint data_a[]; };
 layout(binding = 1) readonly buffer X { float data_x[]; };
 layout(binding = 2) writeonly buffer Y { float data_y[]; };
 
@@ -75,7 +78,7 @@ void main() {
 			const uint gg = idx % (BK / 4u);
 			vec4 w = vec4(0.0);
 			if (m0 + r < p.M && k0 + 4u * gg < p.K) {
-				w = load_w4(p.w_off + (m0 + r) * p.w_stride, k0 / 4u + gg, p.K);
+				w = load_w4(p.w_off + (m0 + r) * p.w_stride, k0 / 4u + gg, p.K, FAST);
 			}
 			[[unroll]] for (uint i = 0u; i < 4u; i++) {
 				tile_w[(4u * gg + i) * (BM + 1u) + r] = w[i];

@@ -45,8 +45,8 @@
 layout(constant_id = 0) const uint WG = 32;
 layout(local_size_x_id = 0) in;
 
-layout(binding = 0) readonly buffer A { uint data_a[]; };
 layout(binding = 1) readonly buffer X { float data_x[]; };
+layout(binding = 1) readonly buffer X4 { vec4 data_x4[]; };
 layout(binding = 2) writeonly buffer Y { float data_y[]; };
 
 #include "quant.glsl"
@@ -55,7 +55,7 @@ layout(binding = 2) writeonly buffer Y { float data_y[]; };
 layout(push_constant) uniform Params {
 	uint K;        // elements per row
 	uint M;        // rows
-	uint N;        // activation columns, 1..MAX_COLS
+	uint N;        // activation columns, equal to NCOLS
 	uint w_off;    // byte offset of row 0 in A
 	uint w_stride; // bytes from one row to the next
 	uint x_off;    // element offset of column 0 in X
@@ -63,6 +63,14 @@ layout(push_constant) uniform Params {
 	uint y_off;    // element offset of (row 0, column 0) in Y
 	uint y_stride; // elements from one output column to the next
 } p;
+
+// NCOLS is the number of activation columns (1..8), FAST says that K is a
+// multiple of 4, the activations are vec4-aligned (x_off and x_stride
+// multiples of 4) and plain-type rows are 16-byte aligned. Both are
+// specialization constants so that drivers that execute both sides of a
+// branch under a mask (lavapipe) compile only the path in use.
+layout(constant_id = 1) const uint NCOLS = 1;
+layout(constant_id = 2) const bool FAST = false;
 
 #define MAX_COLS 8u
 
@@ -78,44 +86,40 @@ void main() {
 	const uint tid = gl_LocalInvocationID.x;
 	const uint wrow = p.w_off + row * p.w_stride;
 	const uint ngroups = (p.K + 3u) / 4u;
-	const uint ncols = min(p.N, MAX_COLS);
 
 	float acc[MAX_COLS];
-	[[unroll]] for (uint c = 0u; c < MAX_COLS; c++) {
+	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
 		acc[c] = 0.0;
 	}
 	for (uint g = tid; g < ngroups; g += WG) {
-		const vec4 w = load_w4(wrow, g, p.K);
+		const vec4 w = load_w4(wrow, g, p.K, FAST);
 		const uint k = 4u * g;
-		const bool whole = k + 4u <= p.K;
-		[[unroll]] for (uint c = 0u; c < MAX_COLS; c++) {
-			if (c < ncols) {
-				const uint xb = p.x_off + c * p.x_stride + k;
-				vec4 x;
-				if (whole) {
-					x = vec4(data_x[xb], data_x[xb + 1u], data_x[xb + 2u], data_x[xb + 3u]);
-				} else {
-					x = vec4(0.0);
-					for (uint i = 0u; i < 4u && k + i < p.K; i++) {
+		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+			const uint xb = p.x_off + c * p.x_stride + k;
+			vec4 x;
+			if (FAST) {
+				x = data_x4[xb >> 2];
+			} else {
+				x = vec4(0.0);
+				[[unroll]] for (uint i = 0u; i < 4u; i++) {
+					if (k + i < p.K) {
 						x[i] = data_x[xb + i];
 					}
 				}
-				acc[c] += dot(w, x);
 			}
+			acc[c] += dot(w, x);
 		}
 	}
 
 #if defined(USE_SUBGROUP)
-	[[unroll]] for (uint c = 0u; c < MAX_COLS; c++) {
-		if (c < ncols) {
-			const float s = subgroupAdd(acc[c]);
-			if (subgroupElect()) {
-				red[gl_SubgroupID * MAX_COLS + c] = s;
-			}
+	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+		const float s = subgroupAdd(acc[c]);
+		if (subgroupElect()) {
+			red[gl_SubgroupID * MAX_COLS + c] = s;
 		}
 	}
 	barrier();
-	if (tid < ncols) {
+	if (tid < NCOLS) {
 		float s = 0.0;
 		for (uint i = 0u; i < gl_NumSubgroups; i++) {
 			s += red[i * MAX_COLS + tid];
@@ -123,19 +127,19 @@ void main() {
 		data_y[p.y_off + tid * p.y_stride + row] = s;
 	}
 #else
-	[[unroll]] for (uint c = 0u; c < MAX_COLS; c++) {
+	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
 		red[c * WG + tid] = acc[c];
 	}
 	barrier();
 	[[unroll]] for (uint s = WG / 2u; s > 0u; s >>= 1) {
 		if (tid < s) {
-			[[unroll]] for (uint c = 0u; c < MAX_COLS; c++) {
+			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
 				red[c * WG + tid] += red[c * WG + tid + s];
 			}
 		}
 		barrier();
 	}
-	if (tid < ncols) {
+	if (tid < NCOLS) {
 		data_y[p.y_off + tid * p.y_stride + row] = red[tid * WG];
 	}
 #endif

@@ -1,10 +1,8 @@
 // quant.glsl decodes weight blocks of every supported GGML type from a raw
 // byte buffer bound as 32-bit words, so it needs neither 8-bit nor 16-bit
-// storage. The includer declares
-//
-//   layout(binding = 0) readonly buffer A { uint data_a[]; };
-//
-// and defines exactly one DATA_A_<TYPE>. Every type is read in groups of four
+// storage. It declares the weight binding 0 (as uint, uvec2 and uvec4
+// arrays; the wide views serve aligned plain rows) and the includer defines
+// exactly one DATA_A_<TYPE>. Every type is read in groups of four
 // consecutive elements (all four always share one scale), through
 //
 //   vec4 dequant4(uint blk, uint j)
@@ -16,6 +14,12 @@
 // The layouts mirror ggml's block_* structs (ggml-common.h) and the CPU
 // reference in gguf/quant (Dequantize).
 
+layout(binding = 0) readonly buffer A { uint data_a[]; };
+layout(binding = 0) readonly buffer A2 { uvec2 data_a2[]; };
+layout(binding = 0) readonly buffer A4 { uvec4 data_a4[]; };
+
+#extension GL_EXT_control_flow_attributes : enable
+
 // ld8 returns the byte at off.
 uint ld8(uint off) {
 	return (data_a[off >> 2] >> ((off & 3u) << 3)) & 0xFFu;
@@ -26,15 +30,17 @@ uint ld16(uint off) {
 	return (data_a[off >> 2] >> ((off & 2u) << 3)) & 0xFFFFu;
 }
 
-// ld32 returns four little-endian bytes at any offset; it touches the next
-// word only when the value straddles it.
+// ld32 returns four little-endian bytes at any offset. It always loads two
+// words without branching (lavapipe pays dearly for divergent loads); the
+// second is the next word only when the value straddles it, so it never
+// reads past the bytes asked for.
 uint ld32(uint off) {
 	const uint w = off >> 2;
 	const uint s = (off & 3u) << 3;
-	if (s == 0u) {
-		return data_a[w];
-	}
-	return (data_a[w] >> s) | (data_a[w + 1u] << (32u - s));
+	const uint lo = data_a[w];
+	const uint hi = data_a[w + min(off & 3u, 1u)];
+	// (hi << 1) << (31 - s) is hi << (32 - s), and 0 when s is 0.
+	return (lo >> s) | ((hi << 1) << (31u - s));
 }
 
 // ldh returns the f16 at an even offset as a float.
@@ -276,12 +282,27 @@ vec4 dequant4(uint blk, uint j) {
 
 // load_w4 returns elements 4g..4g+3 of the row whose first byte is at row,
 // K elements long. Quantized rows are whole blocks; plain rows may end inside
-// the group, and the elements past K read as zero.
-vec4 load_w4(uint row, uint g, uint K) {
+// the group, and the elements past K read as zero. wide (uniform) says that
+// the row starts at a multiple of 16 bytes and K is a multiple of 4, so plain
+// groups are single aligned vector loads.
+vec4 load_w4(uint row, uint g, uint K, bool wide) {
 #if defined(DATA_A_PLAIN)
+	if (wide) {
+#if defined(DATA_A_F32)
+		return uintBitsToFloat(data_a4[(row >> 4) + g]);
+#else
+		const uvec2 v = data_a2[(row >> 3) + g];
+#if defined(DATA_A_F16)
+		return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
+#else
+		return vec4(uintBitsToFloat(v.x << 16), uintBitsToFloat(v.x & 0xFFFF0000u),
+			uintBitsToFloat(v.y << 16), uintBitsToFloat(v.y & 0xFFFF0000u));
+#endif
+#endif
+	}
 	if (4u * g + 4u > K) {
 		vec4 v = vec4(0.0);
-		for (uint i = 0u; i < 4u; i++) {
+		[[unroll]] for (uint i = 0u; i < 4u; i++) {
 			if (4u * g + i < K) {
 				v[i] = dequant1(row + (4u * g + i) * ESIZE);
 			}

@@ -93,7 +93,11 @@ func (k *Kernels) getRows(c *vk.Cmd, w Weight, ids vk.Range, n int, dst vk.Range
 				c.NoBarrier()
 			}
 			first = false
-			if err := Record(k, c, name, []uint32{getRowsWG}, groups, &push, wr, ir, yr); err != nil {
+			fast := uint32(0)
+			if w.Cols%4 == 0 && (ch.wOff|uint32(rowBytes))%16 == 0 {
+				fast = 1
+			}
+			if err := Record(k, c, name, []uint32{getRowsWG, fast}, groups, &push, wr, ir, yr); err != nil {
 				return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
 			}
 		}

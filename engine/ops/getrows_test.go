@@ -62,6 +62,7 @@ func TestGetRows(t *testing.T) {
 				maxRange         uint64
 			}{
 				{rows: 11, cols: cols, ids: []int32{3}},
+				{rows: 11, cols: vecCols(typ), ids: []int32{9, 4, 0}},
 				{rows: 11, cols: 3 * cols, lead: 2, ids: []int32{10, 0, 7, 7, 1}},
 				{rows: 11, cols: cols, ids: []int32{2, -1, 11, 1 << 30, 5}}, // out-of-range ids give zero rows
 				{rows: 50, cols: cols, lead: 6, ids: []int32{49, 0, 13, 26, 39, 12, -3, 25}, maxRange: 7*rowBytes + 4*uint64(cols) + 64},

@@ -7,6 +7,7 @@ import "github.com/vkllm/vkllm/vk"
 const (
 	matmulBM = 64
 	matmulBN = 64
+	matmulWG = 256 // the tile code assumes exactly this workgroup size
 )
 
 // MatMul records y = W x for any number n of activation columns with the
@@ -16,5 +17,5 @@ const (
 // 64x32 weight tiles into shared memory and accumulates in f32. The same
 // range rules as MatVec apply.
 func (k *Kernels) MatMul(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range) error {
-	return k.mulMat(c, w, x, n, y, k.dev.MaxBinding(), true)
+	return k.mulMat(c, w, x, n, y, mulOpts{tiled: true})
 }

@@ -10,6 +10,8 @@ func TestMatMul(t *testing.T) {
 			rowBytes, _ := typ.RowSize(uint64(cols))
 			cases := []mulCase{
 				{rows: 70, cols: cols, n: 17},
+				{rows: 33, cols: vecCols(typ), n: 20},
+				{rows: 33, cols: vecCols(typ), n: 3, slow: true},
 				{rows: 64, cols: cols, n: 64, lead: 2},
 				{rows: 5, cols: 3 * cols, n: 1},
 				{rows: 131, cols: cols, n: 9, lead: 6, maxRange: 40*rowBytes + 4*uint64(cols) + 64},

@@ -43,18 +43,29 @@ const matvecWG = 32
 // several passes (use MulMat, which switches to MatMul). x and y must start
 // at a multiple of 4 bytes and of the device's storage offset alignment.
 func (k *Kernels) MatVec(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range) error {
-	return k.mulMat(c, w, x, n, y, k.dev.MaxBinding(), false)
+	return k.mulMat(c, w, x, n, y, mulOpts{})
 }
 
 // MulMat records y = W x like MatVec, choosing the matvec kernel for up to
 // MatVecMaxCols columns and the tiled MatMul kernel above.
 func (k *Kernels) MulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range) error {
-	return k.mulMat(c, w, x, n, y, k.dev.MaxBinding(), n > MatVecMaxCols)
+	return k.mulMat(c, w, x, n, y, mulOpts{tiled: n > MatVecMaxCols})
 }
 
-// mulMat records W x with bindings of at most maxRange bytes: one dispatch
-// per window of weight rows and group of activation columns.
-func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, maxRange uint64, tiled bool) error {
+// mulOpts are mulMat's settings; the zero value is MatVec's.
+type mulOpts struct {
+	tiled    bool   // the matmul kernel, else matvec
+	maxRange uint64 // binding limit (tests); 0 means Device.MaxBinding
+	slow     bool   // never the vector-load path (tests)
+}
+
+// mulMat records W x with bindings of at most o.maxRange bytes: one
+// dispatch per window of weight rows and group of activation columns.
+func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o mulOpts) error {
+	tiled, maxRange := o.tiled, o.maxRange
+	if maxRange == 0 {
+		maxRange = k.dev.MaxBinding()
+	}
 	op := "MatVec"
 	if tiled {
 		op = "MatMul"
@@ -103,14 +114,13 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, max
 		colStep = min(colStep, MatVecMaxCols)
 	}
 	name := "matmul_" + tname + "_f32"
-	spec := []uint32(nil)
 	if !tiled {
 		name = "matvec_" + tname + "_f32"
 		if k.sg {
 			name += "_sg"
 		}
-		spec = []uint32{matvecWG}
 	}
+	plain := !w.Type.IsQuantized()
 	first := true
 	for _, ch := range chunks {
 		wr := vk.Range{Buf: w.Data.Buf, Offset: ch.bindOffset, Size: ch.bindRange}
@@ -126,9 +136,17 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, max
 				XOff: xOff, XStride: uint32(w.Cols),
 				YOff: yOff, YStride: uint32(w.Rows),
 			}
+			// fast selects the kernels' vector-load path (a specialization
+			// constant, see shaders/matvec.comp).
+			fast := uint32(0)
+			if !o.slow && (w.Cols|int(xOff))%4 == 0 && (!plain || (ch.wOff|uint32(rowBytes))%16 == 0) {
+				fast = 1
+			}
 			groups := k.Groups(uint32(rows))
+			spec := []uint32{matvecWG, uint32(nc), fast}
 			if tiled {
 				groups = [3]uint32{ceilDiv(uint32(rows), matmulBM), ceilDiv(uint32(nc), matmulBN), 1}
+				spec = []uint32{matmulWG, fast}
 			}
 			if !first {
 				c.NoBarrier()

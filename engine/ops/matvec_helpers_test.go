@@ -169,3 +169,12 @@ func testCols(t gguf.GGMLType) int {
 	}
 	return 67
 }
+
+// vecCols returns a row length that a vector-load path can take: whole
+// blocks, and for plain types a multiple of four.
+func vecCols(t gguf.GGMLType) int {
+	if bs := t.BlockSize(); bs > 1 {
+		return 2 * bs
+	}
+	return 132
+}

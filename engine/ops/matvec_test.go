@@ -14,6 +14,7 @@ type mulCase struct {
 	rows, cols, n int
 	lead          int    // bytes before the weight in its buffer
 	maxRange      uint64 // binding limit; 0 means the device's
+	slow          bool   // force the kernels' scalar-load path
 }
 
 func (m mulCase) String() string {
@@ -23,6 +24,9 @@ func (m mulCase) String() string {
 	}
 	if m.maxRange != 0 {
 		s += fmt.Sprintf("_bind%d", m.maxRange)
+	}
+	if m.slow {
+		s += "_slow"
 	}
 	return s
 }
@@ -40,13 +44,9 @@ func testMul(t *testing.T, g *rig, typ gguf.GGMLType, m mulCase, tiled bool) {
 	wt := g.upWeight(typ, w, m.rows, m.cols, m.lead)
 	xr := g.upF32(x)
 	y := g.buf(4 * m.n * m.rows)
-	maxRange := m.maxRange
-	if maxRange == 0 {
-		maxRange = g.k.dev.MaxBinding()
-	}
 	g.run(func(c *vk.Cmd) error {
 		c.Fill(y, NaNBits)
-		return g.k.mulMat(c, wt, xr, m.n, y, maxRange, tiled)
+		return g.k.mulMat(c, wt, xr, m.n, y, mulOpts{tiled: tiled, maxRange: m.maxRange, slow: m.slow})
 	})
 	name := "MatVec"
 	if tiled {
@@ -66,6 +66,8 @@ func TestMatVec(t *testing.T) {
 				{rows: 37, cols: cols, n: 3, lead: 2},
 				{rows: 37, cols: cols, n: 8},
 				{rows: 9, cols: 3 * cols, n: 5},
+				{rows: 19, cols: vecCols(typ), n: 4},
+				{rows: 19, cols: vecCols(typ), n: 7, slow: true},
 				// Bindings of a few rows: the weight is split in windows
 				// whose first row is not at an aligned offset.
 				{rows: 23, cols: cols, n: 2, lead: 6, maxRange: 5*rowBytes + 4*uint64(cols) + 64},

@@ -1,0 +1,84 @@
+package ops
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/vk"
+)
+
+// benchMul measures W x for a rows x cols weight of typ and n activation
+// columns on the default device (no validation layer), reporting weight
+// bytes read per second (GB/s, each weight read once per dispatch) and
+// multiply-adds (GFLOP/s, 2*rows*cols*n per op). One op is one submit.
+func benchMul(b *testing.B, typ gguf.GGMLType, rows, cols, n int, tiled bool) {
+	d, err := vk.Open(vk.Options{})
+	if err != nil {
+		b.Skipf("no Vulkan device: %v", err)
+	}
+	defer d.Close()
+	k := New(d)
+	defer k.Close()
+	r := rand.New(rand.NewPCG(1, 2))
+	w := randomWeights(r, typ, rows, cols)
+	wb, err := d.NewBuffer(uint64(len(w)), vk.DeviceBuffer)
+	if err != nil {
+		b.Fatal(err)
+	}
+	xb, err := d.NewBuffer(uint64(4*n*cols), vk.DeviceBuffer)
+	if err != nil {
+		b.Fatal(err)
+	}
+	yb, err := d.NewBuffer(uint64(4*n*rows), vk.DeviceBuffer)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := wb.Write(0, w); err != nil {
+		b.Fatal(err)
+	}
+	if err := xb.Write(0, f32Bytes(randomVector(r, n*cols))); err != nil {
+		b.Fatal(err)
+	}
+	wt := Weight{Type: typ, Rows: rows, Cols: cols, Data: wb.All()}
+	run := func() {
+		c, err := d.Begin()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := k.mulMat(c, wt, xb.All(), n, yb.All(), mulOpts{tiled: tiled}); err != nil {
+			c.Abort()
+			b.Fatal(err)
+		}
+		if err := c.Submit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run() // create the pipeline outside the timing
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		run()
+	}
+	s := b.Elapsed().Seconds()
+	b.ReportMetric(float64(len(w))*float64(b.N)/s/1e9, "GB/s")
+	b.ReportMetric(2*float64(rows)*float64(cols)*float64(n)*float64(b.N)/s/1e9, "GFLOP/s")
+}
+
+// BenchmarkMatVec is the decode step: a 2048 x 2048 weight times 1 and 8
+// activation columns, per weight format.
+func BenchmarkMatVec(b *testing.B) {
+	for _, typ := range weightTypes {
+		for _, n := range []int{1, 8} {
+			b.Run(fmt.Sprintf("%v/n=%d", typ, n), func(b *testing.B) { benchMul(b, typ, 2048, 2048, n, false) })
+		}
+	}
+}
+
+// BenchmarkMatMul is prompt processing: a 1024 x 1024 weight times 64
+// activation columns, per weight format.
+func BenchmarkMatMul(b *testing.B) {
+	for _, typ := range weightTypes {
+		b.Run(fmt.Sprintf("%v/n=64", typ), func(b *testing.B) { benchMul(b, typ, 1024, 1024, 64, true) })
+	}
+}
