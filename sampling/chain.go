@@ -3,8 +3,10 @@ package sampling
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 )
 
@@ -99,7 +101,8 @@ type Chain struct {
 // NewChain returns the sampler chain of one sequence. It validates p,
 // resolves logit_bias against v (text keys through v.Tokenize), and reserves
 // every buffer the chain will use, so Sample and Accept allocate nothing.
-// constraint may be nil. eogIDs and the bias are copied.
+// constraint may be nil. v.EOG and the bias are copied; v.Tokenize is not
+// kept.
 func NewChain(p Params, v Vocab, constraint Constraint) (*Chain, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -159,8 +162,11 @@ func resolveBias(p *Params, v Vocab) ([]tokenBias, error) {
 	if len(p.LogitBias) == 0 {
 		return nil, nil
 	}
+	// Keys in sorted order, so that biases two keys give the same token add
+	// up in the same order every time (float addition is not associative).
 	var out []tokenBias
-	for key, b := range p.LogitBias {
+	for _, key := range slices.Sorted(maps.Keys(p.LogitBias)) {
+		b := p.LogitBias[key]
 		if p.LogitBiasType == LogitBiasTokens {
 			if v.Tokenize == nil {
 				return nil, paramErr("logit_bias", "logit_bias_type %q needs a tokenizer", LogitBiasTokens)
@@ -214,7 +220,8 @@ func (c *Chain) Clone(seed int64, constraint Constraint) *Chain {
 
 // Reset returns the chain to its state after NewChain: empty penalty
 // window, Mirostat mu = 2*tau, no accepted tokens, and the generator
-// re-seeded with the same effective seed. It does not touch the Constraint;
+// re-seeded with the same effective seed (also when that seed was drawn,
+// where llama.cpp would draw a new one). It does not touch the Constraint;
 // install a fresh one with SetConstraint.
 func (c *Chain) Reset() {
 	if c.pen != nil {

@@ -265,7 +265,7 @@ func minP(cs []cand, sorted bool, p float32, minKeep int) ([]cand, bool) {
 			kept++
 		}
 	}
-	if kept >= minKeep || kept == len(cs) {
+	if kept >= minKeep {
 		if sorted {
 			return cs[:kept], true // the kept ones are a prefix
 		}
@@ -278,7 +278,8 @@ func minP(cs []cand, sorted bool, p float32, minKeep int) ([]cand, bool) {
 		}
 		return cs[:n], false
 	}
-	// Too few pass: keep the minKeep most likely.
+	// Too few pass: keep the minKeep most likely, sorted as llama.cpp's
+	// fallback sorts them (even when that is every candidate).
 	keep := min(minKeep, len(cs))
 	if !sorted {
 		keyByLogit(cs)
