@@ -422,3 +422,39 @@ func TestTopKFromLogits(t *testing.T) {
 		})
 	}
 }
+
+func TestMinPOrder(t *testing.T) {
+	// llama.cpp keeps min_p survivors in their order when enough pass, and
+	// falls back to a sorted prefix of min_keep otherwise.
+	mk := func(ls ...float32) []cand {
+		cs := make([]cand, len(ls))
+		for i, l := range ls {
+			cs[i] = cand{id: int32(i), logit: l, key: -l}
+		}
+		return cs
+	}
+	tests := []struct {
+		name    string
+		logits  []float32
+		p       float32
+		minKeep int
+		want    []int32
+		sorted  bool
+	}{
+		{"enough pass, order kept", []float32{1, 3, 0, 2.9}, 0.5, 1, []int32{1, 3}, false},
+		{"too few pass, sorted fallback", []float32{1, 3, 0, 2.9}, 0.9, 3, []int32{1, 3, 0}, true},
+		{"min_keep above size sorts all", []float32{1, 3, 0}, 0.9, 5, []int32{1, 0, 2}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, sorted := minP(mk(tt.logits...), false, tt.p, tt.minKeep)
+			var ids []int32
+			for _, c := range got {
+				ids = append(ids, c.id)
+			}
+			if !slices.Equal(ids, tt.want) || sorted != tt.sorted {
+				t.Errorf("minP(%v, %v, %d) = %v sorted %v, want %v sorted %v", tt.logits, tt.p, tt.minKeep, ids, sorted, tt.want, tt.sorted)
+			}
+		})
+	}
+}
