@@ -98,7 +98,8 @@ type schemaConverter struct {
 	root     *jsonValue
 	rules    map[string]string
 	order    []string
-	refNames map[string]string // "$ref" pointer -> rule name
+	refNames map[string]string // scope + "$ref" pointer -> rule name
+	scope    string            // tells apart the documents of several tools
 }
 
 func newSchemaConverter(root *jsonValue) *schemaConverter {
@@ -455,7 +456,7 @@ func (c *schemaConverter) ref(ref *jsonValue, path string) (string, error) {
 	if ref.kind != jsonString {
 		return "", schemaErr(path, "$ref must be a string")
 	}
-	if name, ok := c.refNames[ref.str]; ok {
+	if name, ok := c.refNames[c.scope+ref.str]; ok {
 		return name, nil
 	}
 	target, err := c.resolve(ref.str, path)
@@ -470,7 +471,7 @@ func (c *schemaConverter) ref(ref *jsonValue, path string) (string, error) {
 	}
 	// Reserve the name before converting, so recursive references resolve.
 	name := c.addRule(stem, "\x00pending "+ref.str)
-	c.refNames[ref.str] = name
+	c.refNames[c.scope+ref.str] = name
 	body, err := c.expr(target, name, strings.TrimPrefix(ref.str, ""))
 	if err != nil {
 		return "", err

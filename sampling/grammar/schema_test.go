@@ -77,10 +77,16 @@ func distance(m *Matcher, ml []int, s int32) int {
 // random number of steps, then the tokens that bring the end closest.
 func generate(t *testing.T, g *Grammar, v *Vocab, rng *rand.Rand) string {
 	t.Helper()
+	return generateN(t, g, v, rng, 80)
+}
+
+// generateN is generate with up to maxRandom random steps.
+func generateN(t *testing.T, g *Grammar, v *Vocab, rng *rand.Rand, maxRandom int) string {
+	t.Helper()
 	ml := minLens(g)
 	m := NewMatcher(g, v)
 	var out []byte
-	budget := rng.IntN(80)
+	budget := rng.IntN(maxRandom)
 	var allowed []int32
 	for step := 0; step < 3000; step++ {
 		var err error

@@ -1,0 +1,167 @@
+package grammar
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ToolFormat selects how a model family writes tool (function) calls.
+type ToolFormat int
+
+// The wrapper formats ToolCallGrammar can produce. In each, a call object
+// is {"name": NAME, "arguments": ARGS} (Llama 3: "parameters") with ARGS
+// matching the function's parameters schema.
+const (
+	// ToolFormatHermes is Hermes 2 Pro / Qwen 2.5 / Qwen 3:
+	//   <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>
+	// Several calls are separated by "\n".
+	ToolFormatHermes ToolFormat = iota
+	// ToolFormatLlama3 is Llama 3.1-3.3 JSON tool calling:
+	//   {"name": ..., "parameters": {...}}
+	// Several calls are separated by ";" and optional space.
+	ToolFormatLlama3
+	// ToolFormatMistral is Mistral's [TOOL_CALLS] prefix followed by a JSON
+	// array of call objects. "[TOOL_CALLS]" is a control token in Mistral
+	// vocabularies: give it its text in the Vocab so the grammar can emit it.
+	ToolFormatMistral
+	// ToolFormatGeneric is the model-neutral JSON form (as llama.cpp's
+	// generic handler): {"tool_call": CALL} for one call, {"tool_calls":
+	// [CALL, ...]} when several are allowed.
+	ToolFormatGeneric
+)
+
+// String returns the format's name as ParseToolFormat accepts it.
+func (f ToolFormat) String() string {
+	switch f {
+	case ToolFormatHermes:
+		return "hermes"
+	case ToolFormatLlama3:
+		return "llama3"
+	case ToolFormatMistral:
+		return "mistral"
+	case ToolFormatGeneric:
+		return "generic"
+	}
+	return "ToolFormat(" + strconv.Itoa(int(f)) + ")"
+}
+
+// ParseToolFormat returns the format named s ("hermes", "qwen", "llama3",
+// "mistral", "generic").
+func ParseToolFormat(s string) (ToolFormat, error) {
+	switch strings.ToLower(s) {
+	case "hermes", "qwen":
+		return ToolFormatHermes, nil
+	case "llama3", "llama":
+		return ToolFormatLlama3, nil
+	case "mistral":
+		return ToolFormatMistral, nil
+	case "generic", "":
+		return ToolFormatGeneric, nil
+	}
+	return 0, fmt.Errorf("grammar: unknown tool-call format %q", s)
+}
+
+// ToolFunction is one callable function: its name and the JSON Schema of
+// its arguments (nil or empty: any JSON object).
+type ToolFunction struct {
+	Name       string
+	Parameters json.RawMessage
+}
+
+// ToolCallOptions says which calls the grammar allows. The zero value
+// allows exactly one call, to any of the functions, in the Hermes format.
+type ToolCallOptions struct {
+	Format ToolFormat
+	// Function forces calls to the function of this name; "" allows any.
+	Function string
+	// Parallel allows one or more calls; otherwise exactly one.
+	Parallel bool
+}
+
+// ToolCallGrammar returns GBNF (start rule "root") for the tool calls the
+// options allow over funcs. The output must be a call: for tool_choice
+// "auto", where the model may answer in prose instead, do not constrain
+// with this grammar. Errors name the function; a parameters schema the
+// converter cannot honour gives an error wrapping *SchemaError.
+func ToolCallGrammar(funcs []ToolFunction, opts ToolCallOptions) (string, error) {
+	if len(funcs) == 0 {
+		return "", fmt.Errorf("grammar: ToolCallGrammar: no functions")
+	}
+	argsKey := "arguments"
+	if opts.Format == ToolFormatLlama3 {
+		argsKey = "parameters"
+	}
+	c := newSchemaConverter(nil)
+	sp := c.prim("space")
+	seen := map[string]bool{}
+	var calls []string
+	for i, f := range funcs {
+		if f.Name == "" {
+			return "", fmt.Errorf("grammar: ToolCallGrammar: function %d has no name", i)
+		}
+		if seen[f.Name] {
+			return "", fmt.Errorf("grammar: ToolCallGrammar: function %q listed twice", f.Name)
+		}
+		seen[f.Name] = true
+		if opts.Function != "" && f.Name != opts.Function {
+			continue
+		}
+		params := f.Parameters
+		if len(strings.TrimSpace(string(params))) == 0 || string(params) == "null" {
+			params = json.RawMessage(`{"type":"object"}`)
+		}
+		root, err := parseJSONValue(params)
+		if err != nil {
+			return "", fmt.Errorf("grammar: function %q parameters: %w", f.Name, &SchemaError{Path: "#", Msg: "invalid JSON: " + err.Error()})
+		}
+		stem := "fn-" + f.Name
+		c.root = root
+		c.scope = strconv.Itoa(i) + ":"
+		args, err := c.expr(root, stem+"-args", "#")
+		if err != nil {
+			return "", fmt.Errorf("grammar: function %q parameters: %w", f.Name, err)
+		}
+		args = c.addRule(stem+"-args", args)
+		call := `"{" ` + sp + " " + gbnfLiteral(`"name"`) + " " + sp + ` ":" ` + sp + " " +
+			gbnfLiteral(jsonQuote(f.Name)) + " " + sp + ` "," ` + sp + " " +
+			gbnfLiteral(jsonQuote(argsKey)) + " " + sp + ` ":" ` + sp + " " + args + ` "}" ` + sp
+		calls = append(calls, c.addRule(stem+"-call", call))
+	}
+	if len(calls) == 0 {
+		return "", fmt.Errorf("grammar: ToolCallGrammar: forced function %q is not among the functions", opts.Function)
+	}
+	c.setRule("tool-call", strings.Join(calls, " | "))
+	var root string
+	switch opts.Format {
+	case ToolFormatHermes:
+		c.setRule("tool-call-block", `"<tool_call>\n" tool-call "\n</tool_call>"`)
+		root = "tool-call-block"
+		if opts.Parallel {
+			root += ` ("\n" tool-call-block)*`
+		}
+	case ToolFormatLlama3:
+		root = "tool-call"
+		if opts.Parallel {
+			root += ` (";" ` + sp + " tool-call)*"
+		}
+	case ToolFormatMistral:
+		root = `"[TOOL_CALLS]" "[" ` + sp + " tool-call"
+		if opts.Parallel {
+			root += ` ("," ` + sp + " tool-call)*"
+		}
+		root += ` "]"`
+	case ToolFormatGeneric:
+		if opts.Parallel {
+			root = `"{" ` + sp + ` "\"tool_calls\"" ` + sp + ` ":" ` + sp + ` "[" ` + sp +
+				` tool-call ("," ` + sp + ` tool-call)* "]" ` + sp + ` "}" ` + sp
+		} else {
+			root = `"{" ` + sp + ` "\"tool_call\"" ` + sp + ` ":" ` + sp + ` tool-call "}" ` + sp
+		}
+	default:
+		return "", fmt.Errorf("grammar: ToolCallGrammar: unknown format %v", opts.Format)
+	}
+	c.setRule("root", root)
+	return c.format(), nil
+}

@@ -1,0 +1,233 @@
+package grammar
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+var testTools = []ToolFunction{
+	{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{
+		"city":{"type":"string","minLength":1,"maxLength":20},"unit":{"enum":["celsius","fahrenheit"]},
+		"days":{"type":"integer","minimum":1,"maximum":14}},"required":["city"]}`)},
+	{Name: "search", Parameters: json.RawMessage(`{"type":"object","properties":{
+		"query":{"type":"string"},"filters":{"type":"array","items":{"$ref":"#/$defs/filter"},"maxItems":3}},
+		"required":["query"],"$defs":{"filter":{"type":"object","properties":{"field":{"type":"string"},
+		"value":{"type":["string","number"]}},"required":["field","value"]}}}`)},
+	{Name: "now"},
+}
+
+// splitCalls undoes a format's wrapper and returns the call objects.
+func splitCalls(t *testing.T, f ToolFormat, out string) []map[string]json.RawMessage {
+	t.Helper()
+	var raws []string
+	switch f {
+	case ToolFormatHermes:
+		for _, block := range strings.Split(out, "</tool_call>") {
+			block = strings.TrimPrefix(block, "\n")
+			if block == "" {
+				continue
+			}
+			if !strings.HasPrefix(block, "<tool_call>\n") {
+				t.Fatalf("hermes block %q lacks <tool_call>", block)
+			}
+			raws = append(raws, strings.TrimPrefix(block, "<tool_call>\n"))
+		}
+	case ToolFormatLlama3:
+		dec := json.NewDecoder(strings.NewReader(out))
+		for {
+			var m json.RawMessage
+			if err := dec.Decode(&m); err != nil {
+				break
+			}
+			raws = append(raws, string(m))
+			rest := strings.TrimLeft(out[dec.InputOffset():], " \t\n")
+			rest = strings.TrimPrefix(rest, ";")
+			out = rest
+			dec = json.NewDecoder(strings.NewReader(out))
+		}
+	case ToolFormatMistral:
+		if !strings.HasPrefix(out, "[TOOL_CALLS]") {
+			t.Fatalf("mistral output %q lacks [TOOL_CALLS]", out)
+		}
+		var arr []json.RawMessage
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(out, "[TOOL_CALLS]")), &arr); err != nil {
+			t.Fatalf("mistral output %q: %v", out, err)
+		}
+		for _, a := range arr {
+			raws = append(raws, string(a))
+		}
+	case ToolFormatGeneric:
+		var w struct {
+			One  json.RawMessage   `json:"tool_call"`
+			Many []json.RawMessage `json:"tool_calls"`
+		}
+		if err := json.Unmarshal([]byte(out), &w); err != nil {
+			t.Fatalf("generic output %q: %v", out, err)
+		}
+		if w.One != nil {
+			raws = append(raws, string(w.One))
+		}
+		for _, m := range w.Many {
+			raws = append(raws, string(m))
+		}
+	}
+	var calls []map[string]json.RawMessage
+	for _, r := range raws {
+		var call map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(r), &call); err != nil {
+			t.Fatalf("call %q in %q: %v", r, out, err)
+		}
+		calls = append(calls, call)
+	}
+	return calls
+}
+
+func TestToolCallGeneration(t *testing.T) {
+	v, err := genVocab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]string{}
+	for _, f := range testTools {
+		s := string(f.Parameters)
+		if s == "" {
+			s = `{"type":"object"}`
+		}
+		schemas[f.Name] = s
+	}
+	for _, format := range []ToolFormat{ToolFormatHermes, ToolFormatLlama3, ToolFormatMistral, ToolFormatGeneric} {
+		for _, opts := range []ToolCallOptions{
+			{Format: format},
+			{Format: format, Parallel: true},
+			{Format: format, Function: "search"},
+		} {
+			name := format.String()
+			if opts.Parallel {
+				name += "/parallel"
+			}
+			if opts.Function != "" {
+				name += "/forced"
+			}
+			t.Run(name, func(t *testing.T) {
+				src, err := ToolCallGrammar(testTools, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g, err := Parse(src, "")
+				if err != nil {
+					t.Fatalf("Parse(generated) = %v\n%s", err, src)
+				}
+				argsKey := "arguments"
+				if format == ToolFormatLlama3 {
+					argsKey = "parameters"
+				}
+				sawMany := false
+				for seed := uint64(0); seed < 12; seed++ {
+					out := generateN(t, g, v, rand.New(rand.NewPCG(seed, 3)), 600)
+					calls := splitCalls(t, format, out)
+					if len(calls) == 0 || (!opts.Parallel && len(calls) != 1) {
+						t.Fatalf("seed %d: %d calls in %q, want %s", seed, len(calls), out, map[bool]string{true: "at least 1", false: "1"}[opts.Parallel])
+					}
+					sawMany = sawMany || len(calls) > 1
+					for _, call := range calls {
+						var fn string
+						if err := json.Unmarshal(call["name"], &fn); err != nil {
+							t.Fatalf("seed %d: name in %q: %v", seed, out, err)
+						}
+						schema, ok := schemas[fn]
+						if !ok || opts.Function != "" && fn != opts.Function {
+							t.Fatalf("seed %d: call to %q in %q, want one of the allowed functions", seed, fn, out)
+						}
+						if err := validate(compileSchema(t, schema), string(call[argsKey])); err != nil {
+							t.Errorf("seed %d: %s arguments %s do not validate: %v", seed, fn, call[argsKey], err)
+						}
+					}
+				}
+				if opts.Parallel && !sawMany {
+					t.Errorf("no seed produced several calls with Parallel set")
+				}
+			})
+		}
+	}
+}
+
+func TestToolCallGrammarMatch(t *testing.T) {
+	tests := []struct {
+		name   string
+		opts   ToolCallOptions
+		accept []string
+		reject []string
+	}{
+		{"hermes", ToolCallOptions{Format: ToolFormatHermes},
+			[]string{"<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
+				"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 3}}\n</tool_call>"},
+			[]string{"<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>",
+				"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"days\": 3}}\n</tool_call>",
+				"<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"}},
+		{"hermes parallel", ToolCallOptions{Format: ToolFormatHermes, Parallel: true},
+			[]string{"<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"q\"}}\n</tool_call>"},
+			[]string{""}},
+		{"llama3 forced", ToolCallOptions{Format: ToolFormatLlama3, Function: "get_weather"},
+			[]string{`{"name": "get_weather", "parameters": {"city": "Rome", "unit": "celsius"}}`},
+			[]string{`{"name": "now", "parameters": {}}`, `{"name": "get_weather", "arguments": {"city": "Rome"}}`,
+				`{"name": "get_weather", "parameters": {"city": "Rome", "days": 15}}`}},
+		{"mistral parallel", ToolCallOptions{Format: ToolFormatMistral, Parallel: true},
+			[]string{`[TOOL_CALLS][{"name": "now", "arguments": {}}, {"name": "search", "arguments": {"query": "x", "filters": [{"field": "a", "value": 1}]}}]`},
+			[]string{`[TOOL_CALLS][]`, `[{"name": "now", "arguments": {}}]`}},
+		{"generic", ToolCallOptions{Format: ToolFormatGeneric},
+			[]string{`{"tool_call": {"name": "now", "arguments": {"x": 1}}}`},
+			[]string{`{"tool_calls": [{"name": "now", "arguments": {}}]}`}},
+		{"generic parallel", ToolCallOptions{Format: ToolFormatGeneric, Parallel: true},
+			[]string{`{"tool_calls": [{"name": "now", "arguments": {}}, {"name": "now", "arguments": {}}]}`},
+			[]string{`{"tool_calls": []}`, `{"tool_call": {"name": "now", "arguments": {}}}`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src, err := ToolCallGrammar(testTools, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := Parse(src, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range tt.accept {
+				if !g.Match(s) {
+					t.Errorf("Match(%q) = false, want true\n%s", s, src)
+				}
+			}
+			for _, s := range tt.reject {
+				if g.Match(s) {
+					t.Errorf("Match(%q) = true, want false", s)
+				}
+			}
+		})
+	}
+}
+
+func TestToolCallGrammarErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		funcs []ToolFunction
+		opts  ToolCallOptions
+		msg   string
+	}{
+		{"none", nil, ToolCallOptions{}, "no functions"},
+		{"unknown forced", testTools, ToolCallOptions{Function: "fly"}, `"fly" is not among`},
+		{"duplicate", []ToolFunction{{Name: "a"}, {Name: "a"}}, ToolCallOptions{}, "listed twice"},
+		{"unnamed", []ToolFunction{{}}, ToolCallOptions{}, "no name"},
+		{"bad schema", []ToolFunction{{Name: "f", Parameters: json.RawMessage(`{"type":"object","properties":{"x":{"not":{}}}}`)}},
+			ToolCallOptions{}, `function "f" parameters: json schema at #/properties/x/not`},
+		{"bad format", testTools, ToolCallOptions{Format: 9}, "unknown format"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ToolCallGrammar(tt.funcs, tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("ToolCallGrammar() = %v, want an error containing %q", err, tt.msg)
+			}
+		})
+	}
+}
