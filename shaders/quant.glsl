@@ -61,14 +61,19 @@ vec4 sbytes4(uint v) {
 }
 
 #if defined(DATA_A_IQ4_NL) || defined(DATA_A_IQ4_XS)
-// kvalues_iq4nl: the non-linear 4-bit code book of IQ4_NL and IQ4_XS.
-const float kvalues_iq4nl[16] = float[16](
-	-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0,
-	1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
+// kvalues_iq4nl, the non-linear 4-bit code book of IQ4_NL and IQ4_XS
+// (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113),
+// as signed bytes in four words: a lookup is a select among four registers
+// and a bit-field extract, not an indexed load from a local array.
+const uvec4 kvalues_iq4nl = uvec4(0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u);
+
+float iq4_value(uint i) {
+	return float(bitfieldExtract(int(kvalues_iq4nl[i >> 2]), int(8u * (i & 3u)), 8));
+}
 
 vec4 iq4_lookup(uint v) {
-	return vec4(kvalues_iq4nl[v & 0xFu], kvalues_iq4nl[(v >> 8) & 0xFu],
-		kvalues_iq4nl[(v >> 16) & 0xFu], kvalues_iq4nl[(v >> 24) & 0xFu]);
+	return vec4(iq4_value(v & 0xFu), iq4_value((v >> 8) & 0xFu),
+		iq4_value((v >> 16) & 0xFu), iq4_value((v >> 24) & 0xFu));
 }
 #endif
 
