@@ -207,6 +207,36 @@ func (m *Matcher) Accept(id int32) error {
 	return nil
 }
 
+// Allows reports whether token id may come next, without changing the
+// state: the cheap check a sampler can make on its first draw before
+// masking the whole vocabulary (llama.cpp's order).
+func (m *Matcher) Allows(id int32) (bool, error) {
+	if m.v == nil {
+		return false, errors.New("grammar: Allows on a matcher built without a vocabulary")
+	}
+	if id < 0 || int(id) >= m.v.Size() {
+		return false, fmt.Errorf("grammar: token id %d outside vocabulary of %d", id, m.v.Size())
+	}
+	if m.ended {
+		return false, nil
+	}
+	if m.v.IsEOG(id) {
+		return m.complete(m.cur), nil
+	}
+	tok := m.v.Token(id)
+	if len(tok) == 0 {
+		return false, nil
+	}
+	m.maybeCompact()
+	s := m.cur
+	for _, c := range tok {
+		if s = m.step(s, c); s < 0 {
+			return false, m.err
+		}
+	}
+	return true, nil
+}
+
 // Mask sets logits[id] to -Inf for every token that may not come next. len
 // (logits) must be at least the vocabulary size; entries past it (padding)
 // are always masked. It returns an error when no token at all is allowed.

@@ -74,6 +74,9 @@ func checkMask(t *testing.T, g *Grammar, v *Vocab, toks [][]byte, m *Matcher, pr
 		if got != want {
 			t.Fatalf("after %q: token %d %q allowed = %v, want %v", prefix, id, tok, got, want)
 		}
+		if a, err := m.Allows(int32(id)); a != want || err != nil {
+			t.Fatalf("after %q: Allows(%d %q) = %v, %v, want %v, nil", prefix, id, tok, a, err, want)
+		}
 		if got {
 			allowed = append(allowed, int32(id))
 		}
@@ -304,6 +307,9 @@ func TestMaskAllocs(t *testing.T) {
 		if err := m.Mask(logits); err != nil {
 			t.Fatal(err)
 		}
+		if ok, err := m.Allows('y'); !ok || err != nil {
+			t.Fatalf("Allows('y') = %v, %v, want true, nil", ok, err)
+		}
 		if err := m.Accept('y'); err != nil {
 			t.Fatal(err)
 		}
@@ -321,3 +327,11 @@ func TestNewVocabErrors(t *testing.T) {
 		t.Errorf("NewVocab(eog out of range) = nil error, want an error")
 	}
 }
+
+// The matcher satisfies the sampler's Constraint and ConstraintChecker
+// interfaces (declared here to keep this package free of imports of ours).
+var _ interface {
+	Mask(logits []float32) error
+	Accept(id int32) error
+	Allows(id int32) (bool, error)
+} = (*Matcher)(nil)
