@@ -458,3 +458,40 @@ func TestMinPOrder(t *testing.T) {
 		})
 	}
 }
+
+func TestSortCands(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	shapes := map[string]func(i, n int) float32{
+		"random":   func(i, n int) float32 { return float32(rng.NormFloat64()) },
+		"few keys": func(i, n int) float32 { return float32(rng.IntN(3)) },
+		"equal":    func(i, n int) float32 { return 1 },
+		"sorted":   func(i, n int) float32 { return float32(i) },
+		"reversed": func(i, n int) float32 { return float32(n - i) },
+		"organ":    func(i, n int) float32 { return float32(min(i, n-i)) },
+	}
+	for name, shape := range shapes {
+		for _, n := range []int{0, 1, 12, 13, 100, 5000} {
+			t.Run(fmt.Sprintf("%s/%d", name, n), func(t *testing.T) {
+				cs := make([]cand, n)
+				for i := range cs {
+					cs[i] = cand{id: int32(i), key: shape(i, n)}
+				}
+				rng.Shuffle(n, func(i, j int) { cs[i], cs[j] = cs[j], cs[i] })
+				want := slices.Clone(cs)
+				slices.SortFunc(want, func(a, b cand) int {
+					if a.key != b.key {
+						if a.key < b.key {
+							return -1
+						}
+						return 1
+					}
+					return int(a.id - b.id)
+				})
+				sortCands(cs)
+				if !slices.Equal(cs, want) {
+					t.Errorf("sortCands(%s, %d) differs from the reference order", name, n)
+				}
+			})
+		}
+	}
+}
