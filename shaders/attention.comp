@@ -2,22 +2,29 @@
 // flash_attn computes, for each row and query head h,
 //   out = sum_j softmax_j(scale * q . K[j]) V[j]
 // over the f16 cache [slot][position][kv_head][head_dim] of the row's slot,
-// kv_head = h / (heads / kv_heads) (GQA). Causal rows see positions
+// with kv_head = h / (heads / kv_heads) (GQA). Causal rows see positions
 // 0..pos[row]; non-causal rows see 0..n_kv-1; rows with an out-of-range
-// slot get zeros. One workgroup per (row, head)
-// walks the keys in tiles of WG: each invocation scores one key, the tile's
-// max and sum update a running (max, sum) pair and the output accumulator
-// is rescaled (online softmax), so no n_ctx-sized scratch exists. q, out:
-// [row][head][head_dim] f32. CPU reference: engine/ops RefAttention.
+// slot get zeros.
+//
+// One workgroup serves one row and GPW query heads that share a kv head,
+// so each K and V row is read once for all of them. It walks the keys in
+// tiles of WG: each invocation scores one key against the GPW queries, the
+// tile's max and sum update a running (max, sum) per head and the output
+// accumulators are rescaled (online softmax): no n_ctx-sized scratch. q,
+// out: [row][head][head_dim] f32. CPU reference: engine/ops RefAttention.
 // variant: flash_attn_f32_f16 -DUSE_F16=1
 // variant: flash_attn_f32_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1
 #include "common.glsl"
-#include "reduce.glsl"
 
-#define MAX_HEAD_DIM 256
+// GPW query heads per workgroup (divides heads / kv_heads, at most 8);
+// HEAD_DIM sizes the shared arrays (>= head_dim).
+layout(constant_id = 1) const uint GPW = 1;
+layout(constant_id = 2) const uint HEAD_DIM = 128;
+#define MAX_GPW 8
 
 layout(binding = 0) readonly buffer Q { float data_q[]; };
 layout(binding = 1) readonly buffer K { float16_t data_k[]; };
+layout(binding = 1) readonly buffer K4 { f16vec4 data_k4[]; }; // same cache, 4 at a time
 layout(binding = 2) readonly buffer V { float16_t data_v[]; };
 layout(binding = 3) readonly buffer S { int data_slot[]; };
 layout(binding = 4) readonly buffer P { int data_pos[]; };
@@ -35,62 +42,184 @@ layout(push_constant) uniform Params {
 	float scale;
 } p;
 
-shared float q_s[MAX_HEAD_DIM];
-shared float acc_s[MAX_HEAD_DIM];
-shared float p_s[WG];
+shared float q_s[GPW * HEAD_DIM];
+shared float acc_s[GPW * HEAD_DIM];
+shared float p_s[GPW * WG];
+shared float red_s[GPW * WG];
+
+// reduce_max / reduce_sum combine v[g] over the workgroup for every g < GPW;
+// all invocations get the results in v. Uniform control flow only.
+void reduce_max(inout float v[MAX_GPW]) {
+	const uint t = gl_LocalInvocationID.x;
+#ifdef USE_SUBGROUP
+	[[unroll]] for (uint g = 0; g < GPW; g++) {
+		v[g] = subgroupMax(v[g]);
+		if (subgroupElect()) {
+			red_s[g * WG + gl_SubgroupID] = v[g];
+		}
+	}
+	barrier();
+	[[unroll]] for (uint g = 0; g < GPW; g++) {
+		float m = NEG_INF;
+		for (uint i = 0; i < gl_NumSubgroups; i++) {
+			m = max(m, red_s[g * WG + i]);
+		}
+		v[g] = m;
+	}
+	barrier();
+#else
+	[[unroll]] for (uint g = 0; g < GPW; g++) {
+		red_s[g * WG + t] = v[g];
+	}
+	barrier();
+	for (uint s = WG / 2; s > 0; s >>= 1) {
+		if (t < s) {
+			[[unroll]] for (uint g = 0; g < GPW; g++) {
+				red_s[g * WG + t] = max(red_s[g * WG + t], red_s[g * WG + t + s]);
+			}
+		}
+		barrier();
+	}
+	[[unroll]] for (uint g = 0; g < GPW; g++) {
+		v[g] = red_s[g * WG];
+	}
+	barrier();
+#endif
+}
+
+void reduce_sum(inout float v[MAX_GPW]) {
+	const uint t = gl_LocalInvocationID.x;
+#ifdef USE_SUBGROUP
+	[[unroll]] for (uint g = 0; g < GPW; g++) {
+		v[g] = subgroupAdd(v[g]);
+		if (subgroupElect()) {
+			red_s[g * WG + gl_SubgroupID] = v[g];
+		}
+	}
+	barrier();
+	[[unroll]] for (uint g = 0; g < GPW; g++) {
+		float s = 0.0;
+		for (uint i = 0; i < gl_NumSubgroups; i++) {
+			s += red_s[g * WG + i];
+		}
+		v[g] = s;
+	}
+	barrier();
+#else
+	[[unroll]] for (uint g = 0; g < GPW; g++) {
+		red_s[g * WG + t] = v[g];
+	}
+	barrier();
+	for (uint s = WG / 2; s > 0; s >>= 1) {
+		if (t < s) {
+			[[unroll]] for (uint g = 0; g < GPW; g++) {
+				red_s[g * WG + t] += red_s[g * WG + t + s];
+			}
+		}
+		barrier();
+	}
+	[[unroll]] for (uint g = 0; g < GPW; g++) {
+		v[g] = red_s[g * WG];
+	}
+	barrier();
+#endif
+}
 
 void main() {
+	const uint groups_per_row = p.heads / GPW;
 	const uint gid = group_id();
-	if (gid >= p.rows * p.heads) {
+	if (gid >= p.rows * groups_per_row) {
 		return;
 	}
 	const uint t = gl_LocalInvocationID.x;
-	const uint row = gid / p.heads, h = gid % p.heads;
-	const uint kvh = h / (p.heads / p.kv_heads);
+	const uint row = gid / groups_per_row;
+	const uint h0 = (gid % groups_per_row) * GPW;
+	const uint kvh = h0 / (p.heads / p.kv_heads);
 	const uint D = p.head_dim;
 	const int islot = data_slot[row], ipos = data_pos[row];
 	const uint slot = uint(max(islot, 0));
 	uint nk = p.causal != 0 ? uint(max(ipos + 1, 0)) : p.n_kv;
 	nk = islot < 0 || uint(islot) >= p.n_slots ? 0 : min(nk, p.n_ctx); // bad rows read nothing
-	const uint qbase = gid * D;
-	for (uint d = t; d < D; d += WG) {
-		q_s[d] = data_q[qbase + d];
-		acc_s[d] = 0.0;
+
+	const uint qbase = (row * p.heads + h0) * D; // GPW consecutive heads
+	for (uint i = t; i < GPW * D; i += WG) {
+		q_s[i] = data_q[qbase + i] * p.scale;
+		acc_s[i] = 0.0;
 	}
 	barrier();
 	const uint stride = p.kv_heads * D; // elements per position
 	const uint kvbase = slot * p.n_ctx * stride + kvh * D;
-	float m = NEG_INF, l = 0.0;
+	float m[MAX_GPW], l[MAX_GPW], s[MAX_GPW], alpha[MAX_GPW];
+	[[unroll]] for (uint g = 0; g < GPW; g++) {
+		m[g] = NEG_INF;
+		l[g] = 0.0;
+	}
 	for (uint j0 = 0; j0 < nk; j0 += WG) {
 		const uint j = j0 + t;
-		float s = NEG_INF;
+		[[unroll]] for (uint g = 0; g < GPW; g++) {
+			s[g] = 0.0;
+		}
 		if (j < nk) {
 			const uint kb = kvbase + j * stride;
-			float dot = 0.0;
-			for (uint d = 0; d < D; d++) {
-				dot += q_s[d] * float(data_k[kb + d]);
+			if (HEAD_DIM % 4 == 0) { // kb is then a multiple of 4 too
+				for (uint d = 0; d < D; d += 4) {
+					const vec4 kd = vec4(data_k4[(kb + d) / 4]);
+					[[unroll]] for (uint g = 0; g < GPW; g++) {
+						const uint qi = g * D + d;
+						s[g] += dot(vec4(q_s[qi], q_s[qi + 1], q_s[qi + 2], q_s[qi + 3]), kd);
+					}
+				}
+			} else {
+				for (uint d = 0; d < D; d++) {
+					const float kd = float(data_k[kb + d]);
+					[[unroll]] for (uint g = 0; g < GPW; g++) {
+						s[g] += q_s[g * D + d] * kd;
+					}
+				}
 			}
-			s = dot * p.scale;
+		} else {
+			[[unroll]] for (uint g = 0; g < GPW; g++) {
+				s[g] = NEG_INF;
+			}
 		}
-		const float mn = max(m, wg_max(s));
-		const float pj = j < nk ? exp(s - mn) : 0.0;
-		p_s[t] = pj;
-		const float lt = wg_sum(pj); // its barriers also publish p_s
-		const float alpha = exp(m - mn);
-		l = l * alpha + lt;
-		m = mn;
+		float mt[MAX_GPW];
+		[[unroll]] for (uint g = 0; g < GPW; g++) {
+			mt[g] = s[g];
+		}
+		reduce_max(mt);
+		[[unroll]] for (uint g = 0; g < GPW; g++) {
+			const float mn = max(m[g], mt[g]);
+			const float pj = j < nk ? exp(s[g] - mn) : 0.0;
+			p_s[g * WG + t] = pj;
+			alpha[g] = exp(m[g] - mn);
+			m[g] = mn;
+			s[g] = pj;
+		}
+		reduce_sum(s); // its barriers also publish p_s
+		[[unroll]] for (uint g = 0; g < GPW; g++) {
+			l[g] = l[g] * alpha[g] + s[g];
+		}
 		const uint cnt = min(WG, nk - j0);
 		for (uint d = t; d < D; d += WG) {
-			float a = acc_s[d] * alpha;
-			for (uint k = 0; k < cnt; k++) {
-				a += p_s[k] * float(data_v[kvbase + (j0 + k) * stride + d]);
+			float a[MAX_GPW];
+			[[unroll]] for (uint g = 0; g < GPW; g++) {
+				a[g] = acc_s[g * D + d] * alpha[g];
 			}
-			acc_s[d] = a;
+			uint vb = kvbase + j0 * stride + d;
+			for (uint k = 0; k < cnt; k++, vb += stride) {
+				const float vd = float(data_v[vb]);
+				[[unroll]] for (uint g = 0; g < GPW; g++) {
+					a[g] += p_s[g * WG + k] * vd;
+				}
+			}
+			[[unroll]] for (uint g = 0; g < GPW; g++) {
+				acc_s[g * D + d] = a[g];
+			}
 		}
 		barrier(); // p_s is rewritten by the next tile
 	}
-	const float inv = l > 0.0 ? 1.0 / l : 0.0;
-	for (uint d = t; d < D; d += WG) {
-		data_o[qbase + d] = acc_s[d] * inv;
+	for (uint i = t; i < GPW * D; i += WG) {
+		const float li = l[i / D];
+		data_o[qbase + i] = li > 0.0 ? acc_s[i] / li : 0.0;
 	}
 }

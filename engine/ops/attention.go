@@ -292,8 +292,28 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 	if p.Causal {
 		push.Causal = 1
 	}
-	return Record(k, c, k.pick("flash_attn_f32_f16", "flash_attn_f32_f16_sg"), []uint32{k.wg}, k.Groups(uint32(p.Rows*p.Heads)), &push,
+	wg := min(k.wg, 128)
+	gpw := k.attnHeadsPerGroup(p.Heads/p.KVHeads, p.HeadDim, wg)
+	if gpw == 0 {
+		return fmt.Errorf("ops: Attention: head_dim %d needs more shared memory than the device's %d bytes", p.HeadDim, k.dev.Limits().MaxSharedMemory)
+	}
+	return Record(k, c, k.pick("flash_attn_f32_f16", "flash_attn_f32_f16_sg"), []uint32{wg, uint32(gpw), uint32(p.HeadDim)},
+		k.Groups(uint32(p.Rows*p.Heads/gpw)), &push,
 		q.Sub(0, qn), kc.Sub(0, cacheBytes), vc.Sub(0, cacheBytes), slot.Sub(0, 4*uint64(p.Rows)), pos.Sub(0, 4*uint64(p.Rows)), out.Sub(0, qn))
+}
+
+// attnHeadsPerGroup picks how many query heads of a GQA group one attention
+// workgroup serves (each K/V row is then read once for all of them): the
+// largest divisor of group, at most 8, whose shared arrays fit the device;
+// 0 if none fits.
+func (k *Kernels) attnHeadsPerGroup(group, headDim int, wg uint32) int {
+	for g := min(group, 8); g >= 1; g-- {
+		shared := 4 * (2*g*headDim + 2*g*int(wg))
+		if group%g == 0 && shared <= int(k.dev.Limits().MaxSharedMemory) {
+			return g
+		}
+	}
+	return 0
 }
 
 // RefAttention is the CPU reference of Attention over caches of f16 bits:

@@ -151,7 +151,9 @@ func TestAttention(t *testing.T) {
 		{"decode", AttnParams{Rows: 1, Heads: 4, KVHeads: 4, HeadDim: 64, Causal: true}, []int32{37}, []int32{0}},
 		{"gqa-mixed-slots", AttnParams{Rows: 5, Heads: 8, KVHeads: 2, HeadDim: 64, Causal: true}, []int32{0, 1, 2, 300, 129}, []int32{1, 1, 1, 0, 2}},
 		{"odd-dim", AttnParams{Rows: 3, Heads: 3, KVHeads: 1, HeadDim: 40, Causal: true}, []int32{4, 5, 250}, []int32{2, 2, 0}},
-		{"dim256", AttnParams{Rows: 2, Heads: 2, KVHeads: 1, HeadDim: 256, Causal: true}, []int32{70, 3}, []int32{0, 1}},
+		{"dim18", AttnParams{Rows: 2, Heads: 6, KVHeads: 2, HeadDim: 18, Causal: true}, []int32{9, 140}, []int32{1, 0}},
+		{"mha-dim256", AttnParams{Rows: 2, Heads: 2, KVHeads: 2, HeadDim: 256, Causal: true}, []int32{70, 3}, []int32{0, 1}},
+		{"gqa8-dim256", AttnParams{Rows: 1, Heads: 8, KVHeads: 1, HeadDim: 256, Causal: true}, []int32{200}, []int32{2}},
 		{"noncausal", AttnParams{Rows: 4, Heads: 4, KVHeads: 4, HeadDim: 32, NKV: 23}, []int32{0, 1, 2, 3}, []int32{1, 1, 1, 1}},
 		{"bad-slot", AttnParams{Rows: 2, Heads: 2, KVHeads: 2, HeadDim: 16, Causal: true}, []int32{5, 5}, []int32{9, 0}},
 	}
