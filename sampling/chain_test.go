@@ -241,7 +241,7 @@ func TestDrawFrequencies(t *testing.T) {
 		want := math.Pow(distA[id], 1/0.7) / sum
 		got := float64(counts[id]) / n
 		sigma := math.Sqrt(want * (1 - want) / n)
-		if math.Abs(got-want) > 5*sigma {
+		if !(math.Abs(got-want) <= 5*sigma) {
 			t.Errorf("frequency of %d = %.4f, want %.4f ± %.4f", id, got, want, 5*sigma)
 		}
 		total += counts[id]
@@ -296,7 +296,7 @@ func TestPenalties(t *testing.T) {
 					t.Fatal(err)
 				}
 				for i := range logits {
-					if math.Abs(float64(logits[i]-tt.want[i])) > 1e-6 {
+					if !(math.Abs(float64(logits[i]-tt.want[i])) <= 1e-6) {
 						t.Errorf("penalized logits = %v, want %v", logits, tt.want)
 						break
 					}
@@ -569,7 +569,7 @@ func TestMirostat1(t *testing.T) {
 				}
 				pid := math.Pow(float64(id+1), -s) / zk
 				mu -= tt.eta * (-math.Log2(pid) - tt.tau)
-				if math.Abs(float64(c.Mu())-mu) > 1e-4*max(1, math.Abs(mu)) {
+				if !(math.Abs(float64(c.Mu())-mu) <= 1e-4*max(1, math.Abs(mu))) {
 					t.Fatalf("step %d: Mu() = %v, want %v", step, c.Mu(), mu)
 				}
 			}
@@ -637,7 +637,7 @@ func TestMirostat2(t *testing.T) {
 					t.Fatalf("step %d (mu %.3f): Sample() = %d, want one of %v", step, mu, id, keep)
 				}
 				mu -= tt.eta * (-math.Log2(probs[id]/mass) - tt.tau)
-				if math.Abs(float64(c.Mu())-mu) > 1e-4 {
+				if !(math.Abs(float64(c.Mu())-mu) <= 1e-4) {
 					t.Fatalf("step %d: Mu() = %v, want %v", step, c.Mu(), mu)
 				}
 			}
@@ -659,6 +659,12 @@ func TestMirostatGreedy(t *testing.T) {
 			t.Errorf("mirostat %d greedy: Mu() = %v, want %v", mode, c.Mu(), want)
 		}
 	}
+}
+
+// near reports whether got is within 1e-5 of want; equal infinities are
+// near, NaN is near nothing.
+func near(got, want float64) bool {
+	return got == want || math.Abs(got-want) <= 1e-5
 }
 
 func TestLogprobs(t *testing.T) {
@@ -699,9 +705,36 @@ func TestLogprobs(t *testing.T) {
 	}
 	for _, tok := range []int32{id, 0, 1, order[0], order[vocab-1]} {
 		got, err := c.Logprob(tok)
-		if err != nil || math.Abs(float64(got)-ref(tok)) > 1e-5 {
+		if err != nil || !near(float64(got), ref(tok)) {
 			t.Errorf("Logprob(%d) = %v, %v, want %v", tok, got, err, ref(tok))
 		}
+	}
+	// A NaN logit does not spoil the others.
+	withNaN := slices.Clone(raw)
+	withNaN[20] = float32(math.NaN())
+	ref20 := raw[20]
+	raw[20] = float32(math.Inf(-1)) // the reference treats it as probability 0
+	maxL, sum = math.Inf(-1), 0
+	for _, l := range raw {
+		maxL = max(maxL, float64(l))
+	}
+	for _, l := range raw {
+		sum += math.Exp(float64(l) - maxL)
+	}
+	nanChain := newChain(t, p, Vocab{Size: vocab}, nil)
+	if _, err := nanChain.Sample(withNaN); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := nanChain.Logprob(order[0]); err != nil || !near(float64(got), ref(order[0])) {
+		t.Errorf("with a NaN logit: Logprob(%d) = %v, %v, want %v", order[0], got, err, ref(order[0]))
+	}
+	raw[20] = ref20
+	maxL, sum = math.Inf(-1), 0
+	for _, l := range raw {
+		maxL = max(maxL, float64(l))
+	}
+	for _, l := range raw {
+		sum += math.Exp(float64(l) - maxL)
 	}
 	if got, err := c.Logprob(13); err != nil || !math.IsInf(float64(got), -1) {
 		t.Errorf("Logprob(13) with raw logit -Inf = %v, %v, want -Inf", got, err)
@@ -720,7 +753,7 @@ func TestLogprobs(t *testing.T) {
 			t.Fatalf("TopLogprobs(prefix, %d) has %d entries (first %v), want prefix + %d", n, len(got), got[0], want)
 		}
 		for i, tl := range got[1:] {
-			if tl.ID != order[i] || math.Abs(float64(tl.Logprob)-ref(order[i])) > 1e-5 {
+			if tl.ID != order[i] || !near(float64(tl.Logprob), ref(order[i])) {
 				t.Errorf("TopLogprobs(%d)[%d] = %+v, want {%d %v}", n, i, tl, order[i], ref(order[i]))
 				break
 			}
@@ -942,7 +975,7 @@ func TestMirostatRejectionUpdatesMuTwice(t *testing.T) {
 			if err != nil || id != 3 {
 				t.Fatalf("Sample() = %d, %v, want 3", id, err)
 			}
-			if math.Abs(float64(c.Mu()-tt.want)) > 1e-6 {
+			if !(math.Abs(float64(c.Mu()-tt.want)) <= 1e-6) {
 				t.Errorf("Mu() = %v, want %v", c.Mu(), tt.want)
 			}
 		})

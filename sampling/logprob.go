@@ -31,7 +31,9 @@ func (c *Chain) lse() error {
 	sum := 0.0
 	if !math.IsInf(maxL, 0) {
 		for _, l := range c.raw {
-			sum += expNonPos(float64(l) - maxL)
+			if l == l { // a NaN logit has probability 0
+				sum += expNonPos(float64(l) - maxL)
+			}
 		}
 	}
 	c.rawMax, c.rawLSE = maxL, math.Log(sum)

@@ -150,7 +150,7 @@ func TestTruncationSamplers(t *testing.T) {
 			}
 			for _, id := range tt.want {
 				want := math.Pow(tt.dist[id], invT) / sum
-				if math.Abs(probs[id]-want) > 1e-5 {
+				if !(math.Abs(probs[id]-want) <= 1e-5) {
 					t.Errorf("p(%d) = %.6f, want %.6f", id, probs[id], want)
 				}
 			}
@@ -173,7 +173,7 @@ func TestTemperatureScalesSurvivors(t *testing.T) {
 			}
 			for _, id := range keep {
 				want := math.Pow(distA[id], 1/temp) / sum
-				if math.Abs(probs[id]-want) > 1e-5 {
+				if !(math.Abs(probs[id]-want) <= 1e-5) {
 					t.Errorf("temperature %v: p(%d) = %.6f, want %.6f", temp, id, probs[id], want)
 				}
 			}
