@@ -200,8 +200,8 @@ func (r Range) check(where string) error {
 }
 
 // Write copies data into the buffer at byte offset off: directly when
-// mapped, else through a temporary staging buffer and one submit (so not
-// while a Cmd is recording). For loading weights and test inputs, not the
+// mapped, else through a temporary staging buffer, one submit per
+// StagingChunk bytes (so not while a Cmd is recording). For loading weights and test inputs, not the
 // per-step hot path (record Cmd.Copy from a HostBuffer there).
 func (b *Buffer) Write(off uint64, data []byte) error {
 	r := b.Range(off, uint64(len(data)))
@@ -212,10 +212,10 @@ func (b *Buffer) Write(off uint64, data []byte) error {
 		copy(b.Mapped()[off:], data)
 		return nil
 	}
-	return b.d.staged(func(st *Buffer, c *Cmd) {
-		copy(st.Mapped(), data)
-		c.Copy(r, st.Range(0, r.Size))
-	}, r.Size, nil)
+	return b.d.staged(r, func(st *Buffer, c *Cmd, part Range, at uint64) {
+		copy(st.Mapped(), data[at:at+part.Size])
+		c.Copy(part, st.Range(0, part.Size))
+	}, nil)
 }
 
 // Read copies len(dst) bytes from the buffer at byte offset off into dst,
@@ -229,30 +229,37 @@ func (b *Buffer) Read(off uint64, dst []byte) error {
 		copy(dst, b.Mapped()[off:])
 		return nil
 	}
-	return b.d.staged(func(st *Buffer, c *Cmd) {
-		c.Copy(st.Range(0, r.Size), r)
-	}, r.Size, func(st *Buffer) { copy(dst, st.Mapped()) })
+	return b.d.staged(r, func(st *Buffer, c *Cmd, part Range, at uint64) {
+		c.Copy(st.Range(0, part.Size), part)
+	}, func(st *Buffer, part Range, at uint64) { copy(dst[at:at+part.Size], st.Mapped()) })
 }
 
-// staged runs rec on a fresh staging buffer of n bytes in its own submit,
-// then after (if any), then frees the staging buffer. Large transfers are
-// split so the staging buffer stays small.
-func (d *Device) staged(rec func(st *Buffer, c *Cmd), n uint64, after func(st *Buffer)) error {
-	st, err := d.NewBuffer(n, HostBuffer)
+// StagingChunk bounds the staging buffer of Buffer.Write and Buffer.Read:
+// larger transfers go through it a piece at a time.
+const StagingChunk = 64 << 20
+
+// staged moves r through one staging buffer of at most StagingChunk bytes,
+// a piece at a time: rec records the copy of part (at bytes into r), one
+// submit each, then after (if any) runs on the host.
+func (d *Device) staged(r Range, rec func(st *Buffer, c *Cmd, part Range, at uint64), after func(st *Buffer, part Range, at uint64)) error {
+	st, err := d.NewBuffer(min(r.Size, StagingChunk), HostBuffer)
 	if err != nil {
 		return fmt.Errorf("vk: staging buffer: %w", err)
 	}
 	defer st.Close()
-	c, err := d.Begin()
-	if err != nil {
-		return err
-	}
-	rec(st, c)
-	if err := c.Submit(); err != nil {
-		return err
-	}
-	if after != nil {
-		after(st)
+	for at := uint64(0); at < r.Size; at += StagingChunk {
+		part := r.Sub(at, min(StagingChunk, r.Size-at))
+		c, err := d.Begin()
+		if err != nil {
+			return err
+		}
+		rec(st, c, part, at)
+		if err := c.Submit(); err != nil {
+			return err
+		}
+		if after != nil {
+			after(st, part, at)
+		}
 	}
 	return nil
 }

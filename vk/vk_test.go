@@ -319,3 +319,33 @@ func TestErrorIs(t *testing.T) {
 		}
 	}
 }
+
+// TestStagedLarge moves more than StagingChunk bytes through the staging
+// path, which must split the transfer.
+func TestStagedLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves over 64 MiB")
+	}
+	d := vktest.Open(t, vk.Options{ForceStaging: true})
+	n := vk.StagingChunk + 4096 + 12
+	b, err := d.NewBuffer(uint64(n)+16, vk.DeviceBuffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(i*7 + i>>16)
+	}
+	if err := b.Write(16, data); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, n)
+	if err := b.Read(16, got); err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		if got[i] != data[i] {
+			t.Fatalf("Read after Write: byte %d = %d, want %d", i, got[i], data[i])
+		}
+	}
+}
