@@ -114,9 +114,10 @@ func (s *stepper) step() {
 type maskEvery struct{ k int }
 
 func (m *maskEvery) Mask(logits []float32) error {
-	for i := range logits {
-		if i%m.k != 0 {
-			logits[i] = float32(math.Inf(-1))
+	ninf := float32(math.Inf(-1))
+	for base := 0; base < len(logits); base += m.k {
+		for i := base + 1; i < min(base+m.k, len(logits)); i++ {
+			logits[i] = ninf
 		}
 	}
 	return nil
