@@ -34,8 +34,13 @@
 // top_p, tail-free and Mirostat; typicality order after typical_p;
 // vocabulary order when no sampler sorted them), with the same float32
 // probabilities and float64 sums. Given the same logits and seed, a chain
-// therefore picks the same tokens as llama.cpp's server. Exact logit ties
-// are broken by lower token id, where llama.cpp's order is unspecified.
+// therefore picks the same tokens as llama.cpp's server with the same
+// parameters (its extra samplers dry, xtc and top_n_sigma off, as by
+// default), up to: exact logit ties (broken here by lower token id, where
+// llama.cpp's order is unspecified); float32 rounding of its expf and of
+// its running sums over a whole vocabulary, which can move a top_p or
+// typical_p cut by one token in rare steps; and, with a grammar, only when
+// the Constraint implements ConstraintChecker.
 //
 // Tokens whose logit is -Inf or NaN after steps 1 to 4 never become
 // candidates. llama.cpp keeps -Inf ones with probability 0, which changes
