@@ -64,12 +64,12 @@ func (k *Kernels) RoPE(c *vk.Cmd, dst, src, pos, factors vk.Range, p RoPEParams)
 	}
 	push := RoPEPush{Rows: uint32(q.Rows), Heads: uint32(q.Heads), HeadDim: uint32(q.HeadDim), RotDims: uint32(q.RotDims),
 		FreqBase: q.FreqBase, FreqScale: q.FreqScale}
-	f := pos.Sub(0, 4*uint64(q.Rows))
+	f := k.window(pos, 0, 4*uint64(q.Rows))
 	if factors.Buf != nil {
 		if err := sized("RoPE", "factors", factors, 4*uint64(q.RotDims/2)); err != nil {
 			return err
 		}
-		f = factors.Sub(0, 4*uint64(q.RotDims/2))
+		f = k.window(factors, 0, 4*uint64(q.RotDims/2))
 		push.HasFactors = 1
 	}
 	if 4*n > k.dev.MaxBinding() {
@@ -81,7 +81,7 @@ func (k *Kernels) RoPE(c *vk.Cmd, dst, src, pos, factors vk.Range, p RoPEParams)
 	}
 	pairs := uint32(n / 2)
 	return Record(k, c, name, []uint32{k.wg}, k.Groups(ceilDiv(pairs, k.wg)), &push,
-		src.Sub(0, 4*n), pos.Sub(0, 4*uint64(q.Rows)), f, dst.Sub(0, 4*n))
+		k.window(src, 0, 4*n), k.window(pos, 0, 4*uint64(q.Rows)), f, k.window(dst, 0, 4*n))
 }
 
 // RefRoPE is the CPU reference of RoPE (factors may be nil). Angles are
@@ -134,7 +134,7 @@ func (k *Kernels) SoftMax(c *vk.Cmd, dst, src, mask vk.Range, rows, cols, maskRo
 	if err := sized("SoftMax", "dst", dst, n); err != nil {
 		return err
 	}
-	m := src.Sub(0, 4*uint64(cols))
+	m := k.window(src, 0, 4*uint64(cols))
 	if maskRows > 0 {
 		if err := sized("SoftMax", "mask", mask, 4*uint64(maskRows*cols)); err != nil {
 			return err
@@ -142,7 +142,7 @@ func (k *Kernels) SoftMax(c *vk.Cmd, dst, src, mask vk.Range, rows, cols, maskRo
 		if 4*uint64(maskRows*cols) > k.dev.MaxBinding() {
 			return fmt.Errorf("ops: SoftMax: mask exceeds one binding")
 		}
-		m = mask.Sub(0, 4*uint64(maskRows*cols))
+		m = k.window(mask, 0, 4*uint64(maskRows*cols))
 	}
 	rowBytes := 4 * uint64(cols)
 	name := k.pick("soft_max_f32", "soft_max_f32_sg")
@@ -152,7 +152,7 @@ func (k *Kernels) SoftMax(c *vk.Cmd, dst, src, mask vk.Range, rows, cols, maskRo
 	return k.rowChunks("SoftMax", rows, rowBytes, func(r0, nr int) error {
 		push := SoftMaxPush{Rows: uint32(nr), Cols: uint32(cols), MaskRows: uint32(maskRows), Scale: scale}
 		return Record(k, c, name, []uint32{k.wg}, k.Groups(uint32(nr)), &push,
-			src.Sub(uint64(r0)*rowBytes, uint64(nr)*rowBytes), m, dst.Sub(uint64(r0)*rowBytes, uint64(nr)*rowBytes))
+			k.window(src, uint64(r0)*rowBytes, uint64(nr)*rowBytes), m, k.window(dst, uint64(r0)*rowBytes, uint64(nr)*rowBytes))
 	})
 }
 
@@ -215,7 +215,7 @@ func (k *Kernels) KVWrite(c *vk.Cmd, cache, src, slot, pos vk.Range, rows int, k
 	}
 	push := KVWritePush{Rows: uint32(rows), KVDim: uint32(kv.KVDim), NCtx: uint32(kv.NCtx), NSlots: uint32(kv.Slots)}
 	return Record(k, c, "kv_write_f32_f16", []uint32{k.wg}, k.Groups(ceilDiv(uint32(rows*kv.KVDim), k.wg)), &push,
-		src.Sub(0, 4*uint64(rows*kv.KVDim)), slot.Sub(0, 4*uint64(rows)), pos.Sub(0, 4*uint64(rows)), cache.Sub(0, cacheBytes))
+		k.window(src, 0, 4*uint64(rows*kv.KVDim)), k.window(slot, 0, 4*uint64(rows)), k.window(pos, 0, 4*uint64(rows)), k.window(cache, 0, cacheBytes))
 }
 
 // RefKVWrite is the CPU reference of KVWrite over a cache of f16 bits.
@@ -299,7 +299,7 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 	}
 	return Record(k, c, k.pick("flash_attn_f32_f16", "flash_attn_f32_f16_sg"), []uint32{wg, uint32(gpw), uint32(p.HeadDim)},
 		k.Groups(uint32(p.Rows*p.Heads/gpw)), &push,
-		q.Sub(0, qn), kc.Sub(0, cacheBytes), vc.Sub(0, cacheBytes), slot.Sub(0, 4*uint64(p.Rows)), pos.Sub(0, 4*uint64(p.Rows)), out.Sub(0, qn))
+		k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes), k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn))
 }
 
 // attnHeadsPerGroup picks how many query heads of a GQA group one attention
@@ -390,7 +390,7 @@ func (k *Kernels) Argmax(c *vk.Cmd, dst, src vk.Range, rows, cols int) error {
 	return k.rowChunks("Argmax", rows, rowBytes, func(r0, nr int) error {
 		push := ArgmaxPush{Rows: uint32(nr), Cols: uint32(cols)}
 		return Record(k, c, "argmax_f32", []uint32{k.wg}, k.Groups(uint32(nr)), &push,
-			src.Sub(uint64(r0)*rowBytes, uint64(nr)*rowBytes), dst.Sub(4*uint64(r0), 4*uint64(nr)))
+			k.window(src, uint64(r0)*rowBytes, uint64(nr)*rowBytes), k.window(dst, 4*uint64(r0), 4*uint64(nr)))
 	})
 }
 

@@ -168,3 +168,22 @@ func (g *rig) mustUpI32(b *testing.B, x []int32) vk.Range {
 	}
 	return g.mustUp(b, f)
 }
+
+// TestSetsStableAcrossSizes checks that steps of different batch sizes over
+// the same buffers reuse one descriptor set per pipeline.
+func TestSetsStableAcrossSizes(t *testing.T) {
+	g := newRig(t)
+	g.k.SetSubgroups(false)
+	const maxRows, cols = 9, 100
+	x, w, y := g.upF32(g.randn(maxRows*cols, 1)), g.upF32(g.randn(cols, 1)), g.buf(4*maxRows*cols)
+	for rows := 1; rows <= maxRows; rows++ {
+		g.run(func(c *vk.Cmd) error { return g.k.RMSNorm(c, y, x, w, rows, cols, 1e-6) })
+	}
+	p, err := g.k.Pipeline("rms_norm_mul_f32", 3, 12, g.k.WG())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := p.CachedSets(); n != 1 {
+		t.Errorf("CachedSets() after RMSNorm over 1..%d rows = %d, want 1", maxRows, n)
+	}
+}

@@ -69,14 +69,14 @@ func (k *Kernels) binary(c *vk.Cmd, op, name string, dst, a, b vk.Range, n, nb i
 		return fmt.Errorf("ops: %s: broadcast operand of %d elements exceeds one binding", op, nb)
 	}
 	return k.chunks(op, uint64(n), 4, func(off, cnt uint64) error {
-		bb := b.Sub(0, 4*uint64(nb))
+		bb := k.window(b, 0, 4*uint64(nb))
 		push := BinaryPush{N: uint32(cnt), NB: uint32(nb), Off: uint32(off)}
 		if nb == n { // same shape: b is chunked with a
-			bb = b.Sub(4*off, 4*cnt)
+			bb = k.window(b, 4*off, 4*cnt)
 			push.NB, push.Off = uint32(cnt), 0
 		}
 		return Record(k, c, name, []uint32{k.wg}, k.Groups(ceilDiv(uint32(cnt), k.wg)), &push,
-			a.Sub(4*off, 4*cnt), bb, dst.Sub(4*off, 4*cnt))
+			k.window(a, 4*off, 4*cnt), bb, k.window(dst, 4*off, 4*cnt))
 	})
 }
 
@@ -118,7 +118,7 @@ func (k *Kernels) unary(c *vk.Cmd, op, name string, dst, src vk.Range, n int, s 
 	return k.chunks(op, uint64(n), 4, func(off, cnt uint64) error {
 		push := UnaryPush{N: uint32(cnt), S: s}
 		return Record(k, c, name, []uint32{k.wg}, k.Groups(ceilDiv(uint32(cnt), k.wg)), &push,
-			src.Sub(4*off, 4*cnt), dst.Sub(4*off, 4*cnt))
+			k.window(src, 4*off, 4*cnt), k.window(dst, 4*off, 4*cnt))
 	})
 }
 
@@ -176,7 +176,7 @@ func (k *Kernels) SwiGLU(c *vk.Cmd, dst, gate, up vk.Range, n int) error {
 	return k.chunks("SwiGLU", uint64(n), 4, func(off, cnt uint64) error {
 		push := CountPush{N: uint32(cnt)}
 		return Record(k, c, "swiglu_f32", []uint32{k.wg}, k.Groups(ceilDiv(uint32(cnt), k.wg)), &push,
-			gate.Sub(4*off, 4*cnt), up.Sub(4*off, 4*cnt), dst.Sub(4*off, 4*cnt))
+			k.window(gate, 4*off, 4*cnt), k.window(up, 4*off, 4*cnt), k.window(dst, 4*off, 4*cnt))
 	})
 }
 
@@ -229,7 +229,7 @@ func (k *Kernels) Copy(c *vk.Cmd, dst vk.Range, dt ElemType, src vk.Range, st El
 	return k.chunks("Copy", uint64(n), 4, func(off, cnt uint64) error {
 		push := CountPush{N: uint32(cnt)}
 		return Record(k, c, name, []uint32{k.wg}, k.Groups(ceilDiv(uint32(cnt), k.wg)), &push,
-			src.Sub(st.size()*off, st.size()*cnt), dst.Sub(dt.size()*off, dt.size()*cnt))
+			k.window(src, st.size()*off, st.size()*cnt), k.window(dst, dt.size()*off, dt.size()*cnt))
 	})
 }
 
@@ -243,7 +243,7 @@ func (k *Kernels) Fill(c *vk.Cmd, dst vk.Range, n int, v float32) error {
 	}
 	return k.chunks("Fill", uint64(n), 4, func(off, cnt uint64) error {
 		push := FillPush{N: uint32(cnt), Value: v}
-		return Record(k, c, "fill_f32", []uint32{k.wg}, k.Groups(ceilDiv(uint32(cnt), k.wg)), &push, dst.Sub(4*off, 4*cnt))
+		return Record(k, c, "fill_f32", []uint32{k.wg}, k.Groups(ceilDiv(uint32(cnt), k.wg)), &push, k.window(dst, 4*off, 4*cnt))
 	})
 }
 

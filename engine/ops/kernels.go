@@ -137,3 +137,15 @@ func sized(op, what string, r vk.Range, n uint64) error {
 	}
 	return nil
 }
+
+// window returns the binding for bytes [off, off+size) of r. A dispatch
+// that starts at the beginning of r binds all of r (up to one binding's
+// worth), so the cached descriptor set is the same whatever the sizes of
+// the step (batch rows, context length); kernels bound their work by the
+// counts in their push constants. Other chunks bind exactly their bytes.
+func (k *Kernels) window(r vk.Range, off, size uint64) vk.Range {
+	if off == 0 && r.Size <= k.dev.MaxBinding() {
+		return r
+	}
+	return r.Sub(off, size)
+}

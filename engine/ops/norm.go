@@ -87,16 +87,14 @@ func (k *Kernels) RMSNorm(c *vk.Cmd, dst, src, weight vk.Range, rows, cols int, 
 	}
 	rowBytes := uint64(cols) * 4
 	return k.rowChunks("RMSNorm", rows, rowBytes, func(r0, nr int) error {
-		s := src.Sub(uint64(r0)*rowBytes, uint64(nr)*rowBytes)
-		w := weight
-		if w.Buf == nil {
-			w = s
-		} else {
-			w.Size = rowBytes
+		s := k.window(src, uint64(r0)*rowBytes, uint64(nr)*rowBytes)
+		w := s
+		if weight.Buf != nil {
+			w = k.window(weight, 0, rowBytes)
 		}
 		push := RMSNormPush{Rows: uint32(nr), Cols: uint32(cols), Eps: eps}
 		return Record(k, c, name, []uint32{k.wg}, k.Groups(uint32(nr)), &push,
-			s, w, dst.Sub(uint64(r0)*rowBytes, uint64(nr)*rowBytes))
+			s, w, k.window(dst, uint64(r0)*rowBytes, uint64(nr)*rowBytes))
 	})
 }
 
@@ -143,8 +141,8 @@ func (k *Kernels) LayerNorm(c *vk.Cmd, dst, src, weight, bias vk.Range, rows, co
 	return k.rowChunks("LayerNorm", rows, rowBytes, func(r0, nr int) error {
 		push := LayerNormPush{Rows: uint32(nr), Cols: uint32(cols), Eps: eps}
 		return Record(k, c, name, []uint32{k.wg}, k.Groups(uint32(nr)), &push,
-			src.Sub(uint64(r0)*rowBytes, uint64(nr)*rowBytes), weight.Sub(0, rowBytes), bias.Sub(0, rowBytes),
-			dst.Sub(uint64(r0)*rowBytes, uint64(nr)*rowBytes))
+			k.window(src, uint64(r0)*rowBytes, uint64(nr)*rowBytes), k.window(weight, 0, rowBytes), k.window(bias, 0, rowBytes),
+			k.window(dst, uint64(r0)*rowBytes, uint64(nr)*rowBytes))
 	})
 }
 
