@@ -4,7 +4,8 @@
 // batches: y[c][r] = sum_k W[r][k] * x[c][k]. Each workgroup computes a
 // BM x BN output tile, walking K in steps of BK: it dequantizes a BM x BK
 // weight tile and loads a BN x BK activation tile into shared memory, and
-// every invocation accumulates TM x TN outputs in f32. CPU reference:
+// every invocation accumulates TM x TN outputs (TM consecutive rows by TN
+// consecutive columns, read from the tiles as vec4s) in f32. CPU reference:
 // engine/ops MatMulRef.
 // variant: matmul_f32_f32 -DDATA_A_F32
 // variant: matmul_f16_f32 -DDATA_A_F16
@@ -26,22 +27,24 @@
 #define BM 64u
 #define BN 64u
 #define BK 32u
-#define TM 4u
-#define TN 4u
+#define TM 8u
+#define TN 8u
 
-// WG must be (BM/TM) * (BN/TN) = 256; it is a specialization constant only
-// to follow the kernels' convention. FAST says that plain-type rows are
-// 16-byte aligned and K a multiple of 4 (quant.glsl's wide path).
-layout(constant_id = 0) const uint WG = 256;
+// WG must be (BM/TM) * (BN/TN) = 64; it is a specialization constant only
+// to follow the kernels' convention. FAST (a specialization constant, so
+// that lavapipe compiles one path) says that K is a multiple of 4, the
+// activations are vec4-aligned and plain-type rows 16-byte aligned.
+layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const bool FAST = false;
 layout(local_size_x_id = 0) in;
 
 layout(binding = 1) readonly buffer X { float data_x[]; };
+layout(binding = 1) readonly buffer X4 { vec4 data_x4[]; };
 layout(binding = 2) writeonly buffer Y { float data_y[]; };
 
 #include "quant.glsl"
 
-// Params is mirrored by engine/ops matmulParams (same layout as matvec's).
+// Params is mirrored by engine/ops MatVecPush (same layout as matvec's).
 layout(push_constant) uniform Params {
 	uint K;        // elements per row
 	uint M;        // rows
@@ -54,24 +57,29 @@ layout(push_constant) uniform Params {
 	uint y_stride; // elements from one output column to the next
 } p;
 
-// Tiles are k-major with one pad column against bank conflicts.
-shared float tile_w[BK * (BM + 1u)];
-shared float tile_x[BK * (BN + 1u)];
+// Tiles are k-major: tile_w[k][r/4] holds rows r..r+3 at depth k, tile_x
+// likewise for columns, so each invocation reads its rows and columns as
+// whole vec4s.
+shared vec4 tile_w[BK * BM / 4u];
+shared vec4 tile_x[BK * BN / 4u];
 
 void main() {
 	const uint tid = gl_LocalInvocationID.x;
 	const uint m0 = gl_WorkGroupID.x * BM;
 	const uint n0 = gl_WorkGroupID.y * BN;
-	const uint tr = tid % (BM / TM); // rows tr + (BM/TM)*i
-	const uint tc = tid / (BM / TM); // columns tc + (BN/TN)*j
+	const uint tr = tid % (BM / TM); // rows tr*TM .. tr*TM+TM-1
+	const uint tc = tid / (BM / TM); // columns tc*TN .. tc*TN+TN-1
 
-	float acc[TM * TN];
-	[[unroll]] for (uint i = 0u; i < TM * TN; i++) {
-		acc[i] = 0.0;
+	vec4 acc[TN][TM / 4u];
+	[[unroll]] for (uint j = 0u; j < TN; j++) {
+		[[unroll]] for (uint i = 0u; i < TM / 4u; i++) {
+			acc[j][i] = vec4(0.0);
+		}
 	}
 
 	for (uint k0 = 0u; k0 < p.K; k0 += BK) {
-		// Weights: BM rows x BK/4 groups of four.
+		// Weights: BM rows x BK/4 groups of four; consecutive invocations
+		// take consecutive groups of a row.
 		[[unroll]] for (uint t = 0u; t < (BM * BK / 4u) / WG; t++) {
 			const uint idx = tid + t * WG;
 			const uint r = idx / (BK / 4u);
@@ -81,34 +89,45 @@ void main() {
 				w = load_w4(p.w_off + (m0 + r) * p.w_stride, k0 / 4u + gg, p.K, FAST);
 			}
 			[[unroll]] for (uint i = 0u; i < 4u; i++) {
-				tile_w[(4u * gg + i) * (BM + 1u) + r] = w[i];
+				tile_w[(4u * gg + i) * (BM / 4u) + r / 4u][r % 4u] = w[i];
 			}
 		}
-		// Activations: BN columns x BK elements, consecutive invocations
-		// reading consecutive k.
-		[[unroll]] for (uint t = 0u; t < (BN * BK) / WG; t++) {
+		// Activations: BN columns x BK elements.
+		[[unroll]] for (uint t = 0u; t < (BN * BK / 4u) / WG; t++) {
 			const uint idx = tid + t * WG;
-			const uint c = idx / BK;
-			const uint kk = idx % BK;
-			float x = 0.0;
+			const uint c = idx / (BK / 4u);
+			const uint kk = 4u * (idx % (BK / 4u));
+			vec4 x = vec4(0.0);
 			if (n0 + c < p.N && k0 + kk < p.K) {
-				x = data_x[p.x_off + (n0 + c) * p.x_stride + k0 + kk];
+				const uint xb = p.x_off + (n0 + c) * p.x_stride + k0 + kk;
+				if (FAST) {
+					x = data_x4[xb >> 2];
+				} else {
+					[[unroll]] for (uint i = 0u; i < 4u; i++) {
+						if (k0 + kk + i < p.K) {
+							x[i] = data_x[xb + i];
+						}
+					}
+				}
 			}
-			tile_x[kk * (BN + 1u) + c] = x;
+			[[unroll]] for (uint i = 0u; i < 4u; i++) {
+				tile_x[(kk + i) * (BN / 4u) + c / 4u][c % 4u] = x[i];
+			}
 		}
 		barrier();
 		[[unroll]] for (uint k = 0u; k < BK; k++) {
-			float a[TM];
-			float b[TN];
-			[[unroll]] for (uint i = 0u; i < TM; i++) {
-				a[i] = tile_w[k * (BM + 1u) + tr + i * (BM / TM)];
+			vec4 a[TM / 4u];
+			vec4 b[TN / 4u];
+			[[unroll]] for (uint i = 0u; i < TM / 4u; i++) {
+				a[i] = tile_w[k * (BM / 4u) + tr * (TM / 4u) + i];
+			}
+			[[unroll]] for (uint j = 0u; j < TN / 4u; j++) {
+				b[j] = tile_x[k * (BN / 4u) + tc * (TN / 4u) + j];
 			}
 			[[unroll]] for (uint j = 0u; j < TN; j++) {
-				b[j] = tile_x[k * (BN + 1u) + tc + j * (BN / TN)];
-			}
-			[[unroll]] for (uint j = 0u; j < TN; j++) {
-				[[unroll]] for (uint i = 0u; i < TM; i++) {
-					acc[j * TM + i] += a[i] * b[j];
+				const float bj = b[j / 4u][j % 4u];
+				[[unroll]] for (uint i = 0u; i < TM / 4u; i++) {
+					acc[j][i] += a[i] * bj;
 				}
 			}
 		}
@@ -116,14 +135,11 @@ void main() {
 	}
 
 	[[unroll]] for (uint j = 0u; j < TN; j++) {
-		const uint c = n0 + tc + j * (BN / TN);
-		if (c >= p.N) {
-			continue;
-		}
+		const uint c = n0 + tc * TN + j;
 		[[unroll]] for (uint i = 0u; i < TM; i++) {
-			const uint r = m0 + tr + i * (BM / TM);
-			if (r < p.M) {
-				data_y[p.y_off + c * p.y_stride + r] = acc[j * TM + i];
+			const uint r = m0 + tr * TM + i;
+			if (c < p.N && r < p.M) {
+				data_y[p.y_off + c * p.y_stride + r] = acc[j][i / 4u][i % 4u];
 			}
 		}
 	}

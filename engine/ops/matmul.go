@@ -7,7 +7,7 @@ import "github.com/vkllm/vkllm/vk"
 const (
 	matmulBM = 64
 	matmulBN = 64
-	matmulWG = 256 // the tile code assumes exactly this workgroup size
+	matmulWG = 64 // the tile code assumes exactly this workgroup size
 )
 
 // MatMul records y = W x for any number n of activation columns with the
