@@ -140,16 +140,17 @@ func prefixByKey(cs []cand, sorted bool, stop func(i int, cum float32) bool) int
 		}
 		return len(cs)
 	}
-	if len(cs) >= bucketMin {
-		if n, ok := prefixByBuckets(cs, stop); ok {
-			// The prefix is taken; sort it so the draw sees the order
-			// llama.cpp's full sort gives.
-			sortCands(cs[:n])
-			return n
-		}
-	}
 	done := 0 // cs[:done] sorted, and ranks below everything in cs[done:]
 	next := min(256, len(cs))
+	if len(cs) >= bucketMin {
+		if n, ok := prefixByBuckets(cs, stop); ok {
+			// Buckets found the prefix with bucket-wise sums; sort it and
+			// walk it again below with the token-by-token running sum
+			// llama.cpp uses, which decides the exact cut.
+			sortCands(cs[:n])
+			done, next = n, min(2*n, len(cs))
+		}
+	}
 	var cum float32
 	for i := 0; i < len(cs); i++ {
 		if i == done {
