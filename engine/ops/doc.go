@@ -16,6 +16,20 @@
 // (128 MiB on lavapipe). Element-wise ops split larger tensors into chunks
 // of Device.MaxBinding() bytes and dispatch once per chunk (see Scale); row
 // kernels bind a window per group of rows (see engine/ops matvec_plan.go).
+// A dispatch that starts at the beginning of a caller's range binds the
+// whole range (Kernels.window), so descriptor sets are cached per buffer
+// range and reused whatever the step's batch size; kernels bound their
+// work by the counts in their push constants.
+//
+// # Barriers and submission
+//
+// vk.Cmd puts a compute/transfer memory barrier between consecutive
+// commands, so kernels may be recorded in program order without thinking
+// about hazards; tests run with synchronization validation, which reports a
+// missing barrier. A step records everything into one Cmd and calls Submit
+// once (one vkQueueSubmit, one fence wait). Recording and submitting a step
+// allocates nothing once pipelines and descriptor sets exist
+// (TestRecordAllocs).
 //
 // # Adding a kernel
 //
