@@ -52,9 +52,16 @@ type runeRange struct{ lo, hi rune }
 // charClass is a normalized character class: sorted, non-overlapping,
 // non-adjacent inclusive ranges (negation already applied).
 type charClass struct {
-	ranges []runeRange
-	ascii  [2]uint64 // membership bitmap for code points < 128
+	ranges   []runeRange
+	ascii    [2]uint64 // membership bitmap for code points < 128
+	nonASCII uint8     // which non-ASCII characters it holds: classNone, classAll or classSome
 }
+
+const (
+	classNone uint8 = iota
+	classAll
+	classSome
+)
 
 func newCharClass(ranges []runeRange, negated bool) charClass {
 	rs := append([]runeRange(nil), ranges...)
@@ -101,7 +108,13 @@ func newCharClass(ranges []runeRange, negated bool) charClass {
 			noSurr = append(noSurr, runeRange{0xE000, r.hi})
 		}
 	}
-	c := charClass{ranges: noSurr}
+	c := charClass{ranges: noSurr, nonASCII: classSome}
+	switch {
+	case !c.intersects(0x80, maxRune):
+		c.nonASCII = classNone
+	case c.covers(0x80, 0xD7FF) && c.covers(0xE000, maxRune):
+		c.nonASCII = classAll
+	}
 	for _, r := range merged {
 		for cp := r.lo; cp <= r.hi && cp < 128; cp++ {
 			c.ascii[cp>>6] |= 1 << (cp & 63)
@@ -120,6 +133,17 @@ func (c *charClass) match(cp rune) bool {
 			return false
 		}
 		if cp <= r.hi {
+			return true
+		}
+	}
+	return false
+}
+
+// covers reports whether the class holds every code point in [lo, hi],
+// an interval free of surrogates (ranges are maximal, so one must hold it).
+func (c *charClass) covers(lo, hi rune) bool {
+	for _, r := range c.ranges {
+		if r.lo <= lo && hi <= r.hi {
 			return true
 		}
 	}

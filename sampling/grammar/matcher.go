@@ -70,6 +70,8 @@ type Matcher struct {
 	stateOf map[stateKey]int32
 	trans   []int32 // trans[state<<8|byte]: next state, transDead or transUnknown
 
+	loopSet []stateLoops // per state, see loops
+
 	cur   int32
 	ended bool // an end-of-generation token was accepted
 	err   error
@@ -102,6 +104,7 @@ func (m *Matcher) reset() {
 	m.states = m.states[:0]
 	m.stateOf = make(map[stateKey]int32)
 	m.trans = m.trans[:0]
+	m.loopSet = m.loopSet[:0]
 	m.visited = make(map[node]struct{})
 	m.masks = make(map[int32][]uint64)
 	m.maskFIFO = m.maskFIFO[:0]
@@ -120,6 +123,7 @@ func (m *Matcher) Clone() *Matcher {
 		states:  slices.Clone(m.states),
 		stateOf: make(map[stateKey]int32, len(m.stateOf)),
 		trans:   slices.Clone(m.trans),
+		loopSet: slices.Clone(m.loopSet),
 		cur:     m.cur, ended: m.ended, err: m.err,
 		visited: make(map[node]struct{}),
 		masks:   make(map[int32][]uint64),
@@ -264,7 +268,15 @@ func (m *Matcher) Mask(logits []float32) error {
 		if bits != 0 {
 			any = true
 		}
-		// Visit only the masked ids: in most states nearly all are allowed.
+		base := w << 6
+		if bits == 0 && base+64 <= n {
+			row := logits[base : base+64]
+			for i := range row {
+				row[i] = ninf
+			}
+			continue
+		}
+		// Visit only the masked ids: in a string nearly all are allowed.
 		z := ^bits
 		if rem := n - w<<6; rem < 64 {
 			z &= 1<<rem - 1
@@ -272,7 +284,7 @@ func (m *Matcher) Mask(logits []float32) error {
 		for z != 0 {
 			i := mbits.TrailingZeros64(z)
 			z &= z - 1
-			logits[w<<6+i] = ninf
+			logits[base+i] = ninf
 		}
 	}
 	for i := n; i < len(logits); i++ {
@@ -357,10 +369,78 @@ func (m *Matcher) walk(t int32, s int32, bits []uint64) {
 		for _, id := range m.v.tokIDs[cn.tok : cn.tok+cn.ntok] {
 			bits[id>>6] |= 1 << (id & 63)
 		}
-		if cn.nchild > 0 {
-			m.walk(c, ns, bits)
+		if cn.nchild == 0 {
+			continue
 		}
+		if cn.bytes >= 0 && m.bulkAllowed(&m.v.subBytes[cn.bytes], ns) {
+			// Every byte below keeps the grammar in ns: all allowed.
+			for _, id := range m.v.tokIDs[cn.tok+cn.ntok : cn.subEnd] {
+				bits[id>>6] |= 1 << (id & 63)
+			}
+			continue
+		}
+		m.walk(c, ns, bits)
 	}
+}
+
+// stateLoops says which input keeps a state where it is: the ASCII bytes
+// that lead back to it, and whether every non-ASCII character does.
+type stateLoops struct {
+	done     bool
+	ascii    byteSet
+	nonASCII bool
+}
+
+// bulkAllowed reports whether every token suffix summarized by sub keeps
+// the grammar in state s (so all of them are allowed): the inside of a
+// string is the common case. A suffix cut inside a character is fine since
+// such a state allows every character.
+func (m *Matcher) bulkAllowed(sub *subtreeBytes, s int32) bool {
+	if m.states[s].need != 0 {
+		return false
+	}
+	l := m.loops(s)
+	if !sub.ascii.subsetOf(&l.ascii) {
+		return false
+	}
+	return !sub.nonASCII || sub.validUTF8 && l.nonASCII
+}
+
+// loops returns what leads from state s back to s, computing it on first
+// use.
+func (m *Matcher) loops(s int32) *stateLoops {
+	for int(s) >= len(m.loopSet) {
+		m.loopSet = append(m.loopSet, stateLoops{})
+	}
+	if !m.loopSet[s].done {
+		var l stateLoops
+		for b := 0; b < 0x80; b++ {
+			if m.step(s, byte(b)) == s {
+				l.ascii.add(byte(b))
+			}
+		}
+		// Every non-ASCII character leads back to s when each stack top
+		// holds all of them or none (so they all act alike) and one does.
+		uniform := true
+		sp := m.sets[m.states[s].set]
+		for _, sid := range m.setData[sp.start:sp.end] {
+			if sid != acceptStack && m.g.classes[m.g.elems[m.nodes[sid].pos].id].nonASCII == classSome {
+				uniform = false
+			}
+		}
+		if uniform {
+			if p := m.step(s, 0xC2); p >= 0 && m.step(p, 0x80) == s {
+				l.nonASCII = true
+			}
+		}
+		l.done = true
+		// step may have grown the slice; index afresh.
+		for int(s) >= len(m.loopSet) {
+			m.loopSet = append(m.loopSet, stateLoops{})
+		}
+		m.loopSet[s] = l
+	}
+	return &m.loopSet[s]
 }
 
 // step returns the state after byte b from state s, or transDead.

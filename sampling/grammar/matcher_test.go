@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -335,3 +336,71 @@ var _ interface {
 	Accept(id int32) error
 	Allows(id int32) (bool, error)
 } = (*Matcher)(nil)
+
+// TestMaskLargeVocab checks the trie walk, including whole subtrees allowed
+// at once, on a vocabulary large enough to have big subtrees: Mask must
+// agree with Allows (which feeds each token's bytes) on every token and
+// with the reference on a sample.
+func TestMaskLargeVocab(t *testing.T) {
+	toks := synthVocab(20000)
+	v, err := NewVocab(toks, []int32{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := mustParseFile(t, "json.gbnf")
+	for _, prefix := range []string{``, `{"`, `{"na`, `{"name": "ab`, `{"a": "\u00`, "{\"a\": \"x\xc3", `{"a": [1, 2.`, `{"a": {"b": "日`, `{"a": tr`} {
+		t.Run(prefix, func(t *testing.T) {
+			m := NewMatcher(g, v)
+			if err := m.AcceptBytes([]byte(prefix)); err != nil {
+				t.Fatal(err)
+			}
+			logits := make([]float32, len(toks))
+			if err := m.Mask(logits); err != nil {
+				t.Fatal(err)
+			}
+			cut := len(prefix)
+			for cut > 0 && !utf8.FullRune([]byte(prefix)[lastStart([]byte(prefix[:cut])):cut]) {
+				cut = lastStart([]byte(prefix[:cut]))
+			}
+			base, _, ok := refFeed(g, []byte(prefix[:cut]))
+			if !ok {
+				t.Fatalf("reference rejects prefix %q", prefix)
+			}
+			allowed := 0
+			for id := range toks {
+				got := !math.IsInf(float64(logits[id]), -1)
+				want, err := m.Allows(int32(id))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Fatalf("token %d %q: Mask allows %v, Allows = %v", id, toks[id], got, want)
+				}
+				if id%7 == 0 && len(toks[id]) > 0 && !v.IsEOG(int32(id)) {
+					ref := refViableFrom(g, base, append([]byte(prefix[cut:]), toks[id]...))
+					if got != ref {
+						t.Fatalf("token %d %q: Mask allows %v, reference %v", id, toks[id], got, ref)
+					}
+				}
+				if got {
+					allowed++
+				}
+			}
+			if allowed == 0 {
+				t.Errorf("no token allowed after %q", prefix)
+			}
+			if strings.HasSuffix(prefix, `"ab`) {
+				// Make sure the whole-subtree path was taken here.
+				bulk := 0
+				for i := range v.trie {
+					if b := v.trie[i].bytes; b >= 0 && m.bulkAllowed(&v.subBytes[b], m.cur) {
+						bulk++
+					}
+				}
+				if bulk == 0 {
+					t.Errorf("inside a string no subtree is allowed whole, want some")
+				}
+			}
+		})
+	}
+}

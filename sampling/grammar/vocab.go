@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"sort"
+	"unicode/utf8"
 )
 
 // trieNode is one node of the vocabulary's byte trie. Children of a node are
@@ -12,8 +13,58 @@ import (
 type trieNode struct {
 	child, nchild int32 // children: trie[child : child+nchild]
 	tok, ntok     int32 // tokens whose bytes end here: tokIDs[tok : tok+ntok]
+	subEnd        int32 // tokens in the whole subtree: tokIDs[tok : subEnd]
+	bytes         int32 // index in Vocab.subBytes of the subtree's byte set, or -1
 	b             byte  // the byte on the edge into this node
 }
+
+// byteSet is a set of byte values.
+type byteSet [4]uint64
+
+func (s *byteSet) add(b byte)      { s[b>>6] |= 1 << (b & 63) }
+func (s *byteSet) has(b byte) bool { return s[b>>6]&(1<<(b&63)) != 0 }
+func (s *byteSet) subsetOf(t *byteSet) bool {
+	return s[0]&^t[0] == 0 && s[1]&^t[1] == 0 && s[2]&^t[2] == 0 && s[3]&^t[3] == 0
+}
+
+// subtreeBytes summarizes the token suffixes below a trie node.
+type subtreeBytes struct {
+	ascii     byteSet // the ASCII bytes that occur
+	nonASCII  bool    // some byte >= 0x80 occurs
+	validUTF8 bool    // every suffix is valid UTF-8, its last character possibly cut short
+}
+
+// validTruncatedUTF8 reports whether b is valid UTF-8 except that its last
+// character may be incomplete.
+func validTruncatedUTF8(b []byte) bool {
+	for len(b) > 0 {
+		if !utf8.FullRune(b) {
+			// An incomplete tail: valid if padding it could complete it.
+			var buf [utf8.UTFMax]byte
+			n := copy(buf[:], b)
+			for _, fill := range []byte{0x80, 0xBF} {
+				for i := n; i < utf8.UTFMax; i++ {
+					buf[i] = fill
+				}
+				if r, size := utf8.DecodeRune(buf[:]); r != utf8.RuneError && size > n {
+					return true
+				}
+			}
+			return false
+		}
+		r, size := utf8.DecodeRune(b)
+		if r == utf8.RuneError && size <= 1 {
+			return false
+		}
+		b = b[size:]
+	}
+	return true
+}
+
+// minBulkTokens is the subtree size from which a trie node records the set
+// of bytes below it, letting the matcher allow the whole subtree at once
+// when the grammar state loops on all those bytes (the inside of a string).
+const minBulkTokens = 8
 
 // Vocab is a tokenizer vocabulary prepared for grammar masking: the token
 // byte strings and a byte trie over them. Build it once per model with
@@ -25,6 +76,8 @@ type Vocab struct {
 	eog    []uint64
 	trie   []trieNode
 	tokIDs []int32
+	// subBytes describes, for large subtrees, the bytes on edges below a node.
+	subBytes []subtreeBytes
 }
 
 // NewVocab builds a Vocab from the byte string of every token (index = token
@@ -94,6 +147,27 @@ func (v *Vocab) buildTrie() {
 			i++
 		}
 		v.trie[p.node].tok, v.trie[p.node].ntok = int32(p.lo), int32(i-p.lo)
+		v.trie[p.node].subEnd = int32(p.hi)
+		v.trie[p.node].bytes = -1
+		if p.hi-p.lo >= minBulkTokens {
+			v.trie[p.node].bytes = int32(len(v.subBytes))
+			var set subtreeBytes
+			set.validUTF8 = true
+			for _, id := range v.tokIDs[p.lo:p.hi] {
+				suffix := v.Token(id)[p.depth:]
+				for _, c := range suffix {
+					if c < 0x80 {
+						set.ascii.add(c)
+					} else {
+						set.nonASCII = true
+					}
+				}
+				if set.validUTF8 && !validTruncatedUTF8(suffix) {
+					set.validUTF8 = false
+				}
+			}
+			v.subBytes = append(v.subBytes, set)
+		}
 		v.trie[p.node].child = int32(len(v.trie))
 		for i < p.hi {
 			b := v.Token(v.tokIDs[i])[p.depth]
