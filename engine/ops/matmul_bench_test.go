@@ -65,20 +65,23 @@ func benchMul(b *testing.B, typ gguf.GGMLType, rows, cols, n int, tiled bool) {
 	b.ReportMetric(2*float64(rows)*float64(cols)*float64(n)*float64(b.N)/s/1e9, "GFLOP/s")
 }
 
-// BenchmarkMatVec is the decode step: a 2048 x 2048 weight times 1 and 8
-// activation columns, per weight format.
+// BenchmarkMatVec is the decode step: a 1024 x 1024 weight times 1, 3 and
+// 8 activation columns, per weight format.
 func BenchmarkMatVec(b *testing.B) {
 	for _, typ := range weightTypes {
-		for _, n := range []int{1, 8} {
-			b.Run(fmt.Sprintf("%v/n=%d", typ, n), func(b *testing.B) { benchMul(b, typ, 2048, 2048, n, false) })
+		for _, n := range []int{1, 3, 8} {
+			b.Run(fmt.Sprintf("%v/n=%d", typ, n), func(b *testing.B) { benchMul(b, typ, 1024, 1024, n, false) })
 		}
 	}
 }
 
 // BenchmarkMatMul is prompt processing: a 1024 x 1024 weight times 64
-// activation columns, per weight format.
+// activation columns, per weight format; n=8 compares with BenchmarkMatVec
+// (MulMat's crossover).
 func BenchmarkMatMul(b *testing.B) {
 	for _, typ := range weightTypes {
-		b.Run(fmt.Sprintf("%v/n=64", typ), func(b *testing.B) { benchMul(b, typ, 1024, 1024, 64, true) })
+		for _, n := range []int{8, 64} {
+			b.Run(fmt.Sprintf("%v/n=%d", typ, n), func(b *testing.B) { benchMul(b, typ, 1024, 1024, n, true) })
+		}
 	}
 }
