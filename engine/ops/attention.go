@@ -406,3 +406,73 @@ func RefArgmax(dst []uint32, src []float32, rows, cols int) {
 		dst[r] = uint32(max(bi, 0))
 	}
 }
+
+// MaxTopK is the largest k TopK supports.
+const MaxTopK = 64
+
+// TopKPush mirrors the push-constant block of topk.comp.
+type TopKPush struct {
+	Rows, Cols, K uint32
+}
+
+// TopK records, for each of rows rows of cols f32, the k largest elements
+// sorted by value descending (ties by index ascending; NaNs last) into idx
+// (uint32) and vals (f32), both [rows][k]. 1 <= k <= min(cols, MaxTopK).
+func (k *Kernels) TopK(c *vk.Cmd, idx, vals, src vk.Range, rows, cols, topK int) error {
+	if rows <= 0 || cols <= 0 || topK <= 0 || topK > MaxTopK || topK > cols {
+		return fmt.Errorf("ops: TopK: %d rows of %d, k %d (want 1 <= k <= min(cols, %d))", rows, cols, topK, MaxTopK)
+	}
+	if err := sized("TopK", "src", src, 4*uint64(rows*cols)); err != nil {
+		return err
+	}
+	for _, o := range []struct {
+		what string
+		r    vk.Range
+	}{{"idx", idx}, {"vals", vals}} {
+		if err := sized("TopK", o.what, o.r, 4*uint64(rows*topK)); err != nil {
+			return err
+		}
+	}
+	rowBytes := 4 * uint64(cols)
+	outBytes := 4 * uint64(topK)
+	return k.rowChunks("TopK", rows, rowBytes, func(r0, nr int) error {
+		push := TopKPush{Rows: uint32(nr), Cols: uint32(cols), K: uint32(topK)}
+		return Record(k, c, "top_k_f32", []uint32{k.wg}, k.Groups(uint32(nr)), &push,
+			k.window(src, uint64(r0)*rowBytes, uint64(nr)*rowBytes),
+			k.window(idx, uint64(r0)*outBytes, uint64(nr)*outBytes), k.window(vals, uint64(r0)*outBytes, uint64(nr)*outBytes))
+	})
+}
+
+// RefTopK is the CPU reference of TopK.
+func RefTopK(idx []uint32, vals []float32, src []float32, rows, cols, topK int) {
+	order := make([]int, cols)
+	for r := 0; r < rows; r++ {
+		x := src[r*cols : (r+1)*cols]
+		for i := range order {
+			order[i] = i
+		}
+		less := func(a, b int) bool { // a ranks before b
+			xa, xb := x[a], x[b]
+			na, nb := xa != xa, xb != xb
+			switch {
+			case na != nb:
+				return nb
+			case na || xa == xb:
+				return a < b
+			}
+			return xa > xb
+		}
+		// Partial selection sort is enough for k <= MaxTopK.
+		for j := 0; j < topK; j++ {
+			best := j
+			for i := j + 1; i < cols; i++ {
+				if less(order[i], order[best]) {
+					best = i
+				}
+			}
+			order[j], order[best] = order[best], order[j]
+			idx[r*topK+j] = uint32(order[j])
+			vals[r*topK+j] = x[order[j]]
+		}
+	}
+}

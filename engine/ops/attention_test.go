@@ -182,3 +182,44 @@ func TestAttention(t *testing.T) {
 		})
 	}
 }
+
+func TestTopK(t *testing.T) {
+	g := newRig(t)
+	for _, tc := range []struct{ rows, cols, k int }{{1, 1, 1}, {3, 10, 10}, {4, 1000, 40}, {2, 32003, 64}, {2, 151937, 5}} {
+		t.Run(fmt.Sprintf("%dx%d/k=%d", tc.rows, tc.cols, tc.k), func(t *testing.T) {
+			x := g.randn(tc.rows*tc.cols, 1)
+			if tc.cols > 100 {
+				// Ties across the k-th place, negative zero, -inf and NaN.
+				for _, i := range []int{5, 17, 60, 99} {
+					x[i] = 2.5
+				}
+				x[1], x[2], x[3], x[4] = float32(math.Copysign(0, -1)), float32(math.Inf(-1)), float32(math.NaN()), 7
+			}
+			src, ir, vr := g.upF32(x), g.buf(4*tc.rows*tc.k), g.buf(4*tc.rows*tc.k)
+			g.run(func(c *vk.Cmd) error { return g.k.TopK(c, ir, vr, src, tc.rows, tc.cols, tc.k) })
+			wi, wv := make([]uint32, tc.rows*tc.k), make([]float32, tc.rows*tc.k)
+			RefTopK(wi, wv, x, tc.rows, tc.cols, tc.k)
+			gi, gv := g.downU32(ir, len(wi)), g.downF32(vr, len(wv))
+			for j := range wi {
+				if gi[j] != wi[j] || math.Float32bits(gv[j]) != math.Float32bits(wv[j]) {
+					t.Fatalf("TopK [row %d, %d] = (%d, %g), want (%d, %g)", j/tc.k, j%tc.k, gi[j], gv[j], wi[j], wv[j])
+				}
+			}
+		})
+	}
+	t.Run("ties-at-kth", func(t *testing.T) {
+		// Many equal values straddle the k-th place: the first by index win.
+		x := make([]float32, 5000)
+		for i := range x {
+			x[i] = float32(i % 3)
+		}
+		src, ir, vr := g.upF32(x), g.buf(4*10), g.buf(4*10)
+		g.run(func(c *vk.Cmd) error { return g.k.TopK(c, ir, vr, src, 1, len(x), 10) })
+		gi := g.downU32(ir, 10)
+		for j, i := range gi {
+			if want := uint32(2 + 3*j); i != want {
+				t.Errorf("TopK ties: [%d] = %d, want %d", j, i, want)
+			}
+		}
+	})
+}

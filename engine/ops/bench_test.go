@@ -8,10 +8,10 @@ import (
 	"github.com/vkllm/vkllm/vk/vktest"
 )
 
-// TestRecordAllocs holds recording and submitting a decode step's
+// TestStepRecordAllocs holds recording and submitting a decode step's
 // non-matmul kernels to zero allocations once pipelines and descriptor sets
 // are cached.
-func TestRecordAllocs(t *testing.T) {
+func TestStepRecordAllocs(t *testing.T) {
 	g := newRig(t)
 	const rows, heads, dim = 2, 4, 64
 	x, w, y := g.upF32(g.randn(rows*heads*dim, 1)), g.upF32(g.randn(heads*dim, 1)), g.buf(4*rows*heads*dim)

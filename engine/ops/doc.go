@@ -29,7 +29,7 @@
 // missing barrier. A step records everything into one Cmd and calls Submit
 // once (one vkQueueSubmit, one fence wait). Recording and submitting a step
 // allocates nothing once pipelines and descriptor sets exist
-// (TestRecordAllocs).
+// (TestStepRecordAllocs).
 //
 // # Adding a kernel
 //
