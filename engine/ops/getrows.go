@@ -30,10 +30,7 @@ func (k *Kernels) GetRows(c *vk.Cmd, w Weight, ids vk.Range, n int, dst vk.Range
 // dispatch per window of weight rows and group of ids.
 func (k *Kernels) getRows(c *vk.Cmd, w Weight, ids vk.Range, n int, dst vk.Range, maxRange uint64) error {
 	const op = "GetRows"
-	tname, ok := kernelTypeName(w.Type)
-	if !ok {
-		return fmt.Errorf("ops: %s: no kernel for weight type %v", op, w.Type)
-	}
+	names, _ := kernelsFor(w.Type)
 	rowBytes, err := weightRowBytes(w.Type, w.Cols)
 	if err != nil {
 		return fmt.Errorf("ops: %s: %w", op, err)
@@ -61,10 +58,6 @@ func (k *Kernels) getRows(c *vk.Cmd, w Weight, ids vk.Range, n int, dst vk.Range
 	if maxRange <= 2*align {
 		return fmt.Errorf("ops: %s: binding limit %d bytes is too small", op, maxRange)
 	}
-	chunks, err := planRowChunks(w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), maxRange, align)
-	if err != nil {
-		return fmt.Errorf("ops: %s: weight: %w", op, err)
-	}
 	budget := maxRange - align
 	if 4*uint64(w.Cols) > budget {
 		return fmt.Errorf("ops: %s: a row of %d f32 exceeds the %d-byte binding limit", op, w.Cols, maxRange)
@@ -72,10 +65,15 @@ func (k *Kernels) getRows(c *vk.Cmd, w Weight, ids vk.Range, n int, dst vk.Range
 	maxY := max(k.dev.Limits().MaxWorkgroupCount[1], 1)
 	maxZ := max(k.dev.Limits().MaxWorkgroupCount[2], 1)
 	idStep := int(min(budget/(4*uint64(w.Cols)), uint64(maxY)*uint64(maxZ), uint64(n)))
-	name := "get_rows_" + tname + "_f32"
+	name := names.getRows
 	groupsX := ceilDiv(ceilDiv(uint32(w.Cols), 4), getRowsWG)
 	first := true
-	for _, ch := range chunks {
+	for r := 0; r < w.Rows; {
+		ch, err := rowChunkAt(r, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), maxRange, align)
+		if err != nil {
+			return fmt.Errorf("ops: %s: weight: %w", op, err)
+		}
+		r = ch.rowEnd
 		wr := vk.Range{Buf: w.Data.Buf, Offset: ch.bindOffset, Size: ch.bindRange}
 		for i0 := 0; i0 < n; i0 += idStep {
 			ni := min(idStep, n-i0)
@@ -97,7 +95,8 @@ func (k *Kernels) getRows(c *vk.Cmd, w Weight, ids vk.Range, n int, dst vk.Range
 			if w.Cols%4 == 0 && (ch.wOff|uint32(rowBytes))%16 == 0 {
 				fast = 1
 			}
-			if err := Record(k, c, name, []uint32{getRowsWG, fast}, groups, &push, wr, ir, yr); err != nil {
+			spec := [2]uint32{getRowsWG, fast}
+			if err := Record(k, c, name, spec[:], groups, &push, wr, ir, yr); err != nil {
 				return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
 			}
 		}

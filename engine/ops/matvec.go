@@ -70,10 +70,7 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 	if tiled {
 		op = "MatMul"
 	}
-	tname, ok := kernelTypeName(w.Type)
-	if !ok {
-		return fmt.Errorf("ops: %s: no kernel for weight type %v", op, w.Type)
-	}
+	names, _ := kernelsFor(w.Type)
 	rowBytes, err := weightRowBytes(w.Type, w.Cols)
 	if err != nil {
 		return fmt.Errorf("ops: %s: %w", op, err)
@@ -98,10 +95,6 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 	if maxRange <= 2*align {
 		return fmt.Errorf("ops: %s: binding limit %d bytes is too small", op, maxRange)
 	}
-	chunks, err := planRowChunks(w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), maxRange, align)
-	if err != nil {
-		return fmt.Errorf("ops: %s: weight: %w", op, err)
-	}
 	// Columns per dispatch: the x and y windows (plus alignment slack) must
 	// each fit one binding.
 	budget := maxRange - align
@@ -113,16 +106,21 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 	if !tiled {
 		colStep = min(colStep, MatVecMaxCols)
 	}
-	name := "matmul_" + tname + "_f32"
+	name := names.matmul
 	if !tiled {
-		name = "matvec_" + tname + "_f32"
+		name = names.matvec
 		if k.sg {
-			name += "_sg"
+			name = names.matvecSG
 		}
 	}
 	plain := !w.Type.IsQuantized()
 	first := true
-	for _, ch := range chunks {
+	for r := 0; r < w.Rows; {
+		ch, err := rowChunkAt(r, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), maxRange, align)
+		if err != nil {
+			return fmt.Errorf("ops: %s: weight: %w", op, err)
+		}
+		r = ch.rowEnd
 		wr := vk.Range{Buf: w.Data.Buf, Offset: ch.bindOffset, Size: ch.bindRange}
 		rows := ch.rowEnd - ch.rowBegin
 		for c0 := 0; c0 < n; c0 += colStep {
@@ -143,16 +141,17 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 				fast = 1
 			}
 			groups := k.Groups(uint32(rows))
-			spec := []uint32{matvecWG, uint32(nc), fast}
+			spec := [3]uint32{matvecWG, uint32(nc), fast}
+			nspec := 3
 			if tiled {
 				groups = [3]uint32{ceilDiv(uint32(rows), matmulBM), ceilDiv(uint32(nc), matmulBN), 1}
-				spec = []uint32{matmulWG, fast}
+				spec, nspec = [3]uint32{matmulWG, fast}, 2
 			}
 			if !first {
 				c.NoBarrier()
 			}
 			first = false
-			if err := Record(k, c, name, spec, groups, &push, wr, xr, yr); err != nil {
+			if err := Record(k, c, name, spec[:nspec], groups, &push, wr, xr, yr); err != nil {
 				return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
 			}
 		}

@@ -22,35 +22,45 @@ type rowChunk struct {
 // covers whole 32-bit words, since the kernels read weights as words: the
 // buffer must extend to the word boundary after the matrix.
 func planRowChunks(offset, rowBytes uint64, rows int, bufSize, maxRange, align uint64) ([]rowChunk, error) {
+	var chunks []rowChunk
+	for r := 0; r < rows; {
+		ch, err := rowChunkAt(r, offset, rowBytes, rows, bufSize, maxRange, align)
+		if err != nil {
+			return nil, err
+		}
+		chunks = append(chunks, ch)
+		r = ch.rowEnd
+	}
+	return chunks, nil
+}
+
+// rowChunkAt returns the binding that starts at row r of the matrix that
+// planRowChunks splits; the next one starts at its rowEnd. Recording walks
+// the chunks this way without allocating.
+func rowChunkAt(r int, offset, rowBytes uint64, rows int, bufSize, maxRange, align uint64) (rowChunk, error) {
 	if rows <= 0 || rowBytes == 0 {
-		return nil, fmt.Errorf("ops: weight of %d rows of %d bytes is empty", rows, rowBytes)
+		return rowChunk{}, fmt.Errorf("weight of %d rows of %d bytes is empty", rows, rowBytes)
 	}
 	if align == 0 || align%4 != 0 && 4%align != 0 {
-		return nil, fmt.Errorf("ops: storage buffer offset alignment %d is unusable", align)
+		return rowChunk{}, fmt.Errorf("storage buffer offset alignment %d is unusable", align)
 	}
 	end := offset + uint64(rows)*rowBytes
 	if end < offset || roundUp4(end) > bufSize {
-		return nil, fmt.Errorf("ops: weight bytes [%d, %d) (padded to a word) exceed the %d-byte buffer", offset, end, bufSize)
+		return rowChunk{}, fmt.Errorf("weight bytes [%d, %d) (padded to a word) exceed the %d-byte buffer", offset, end, bufSize)
 	}
-	var chunks []rowChunk
-	for r := 0; r < rows; {
-		start := offset + uint64(r)*rowBytes
-		bind := start - start%align
-		bind -= bind % 4
-		lead := start - bind
-		if maxRange < lead+rowBytes+4 {
-			return nil, fmt.Errorf("ops: a %d-byte weight row does not fit a %d-byte storage binding", rowBytes, maxRange)
-		}
-		n := int((maxRange - lead - 3) / rowBytes)
-		n = min(n, rows-r)
-		rng := roundUp4(lead + uint64(n)*rowBytes)
-		if lead > 1<<32-1 || rng > 1<<32-1 {
-			return nil, fmt.Errorf("BUG: ops: binding of %d bytes exceeds 32-bit addressing", rng)
-		}
-		chunks = append(chunks, rowChunk{rowBegin: r, rowEnd: r + n, bindOffset: bind, bindRange: rng, wOff: uint32(lead)})
-		r += n
+	start := offset + uint64(r)*rowBytes
+	bind := start - start%align
+	bind -= bind % 4
+	lead := start - bind
+	if maxRange < lead+rowBytes+4 {
+		return rowChunk{}, fmt.Errorf("a %d-byte weight row does not fit a %d-byte storage binding", rowBytes, maxRange)
 	}
-	return chunks, nil
+	n := min(int((maxRange-lead-3)/rowBytes), rows-r)
+	rng := roundUp4(lead + uint64(n)*rowBytes)
+	if lead > 1<<32-1 || rng > 1<<32-1 {
+		return rowChunk{}, fmt.Errorf("binding of %d bytes exceeds 32-bit addressing", rng)
+	}
+	return rowChunk{rowBegin: r, rowEnd: r + n, bindOffset: bind, bindRange: rng, wOff: uint32(lead)}, nil
 }
 
 func roundUp4(n uint64) uint64 { return (n + 3) &^ 3 }
@@ -58,49 +68,54 @@ func roundUp4(n uint64) uint64 { return (n + 3) &^ 3 }
 // weightRowBytes returns the bytes of one row of cols elements of t, and
 // fails for types the kernels do not support.
 func weightRowBytes(t gguf.GGMLType, cols int) (uint64, error) {
-	if _, ok := kernelTypeName(t); !ok {
-		return 0, fmt.Errorf("ops: no get_rows/matvec/matmul kernels for weight type %v", t)
+	if _, ok := kernelsFor(t); !ok {
+		return 0, fmt.Errorf("no get_rows/matvec/matmul kernels for weight type %v", t)
 	}
 	if cols <= 0 {
-		return 0, fmt.Errorf("ops: %v weight rows of %d elements", t, cols)
+		return 0, fmt.Errorf("%v weight rows of %d elements", t, cols)
 	}
 	return t.RowSize(uint64(cols))
 }
 
-// kernelTypeName returns the name used for t in pipeline variant names
-// (matvec_<name>_f32).
-func kernelTypeName(t gguf.GGMLType) (string, bool) {
+// weightKernels names the pipeline variants for one weight type.
+type weightKernels struct {
+	getRows, matvec, matvecSG, matmul string
+}
+
+// kernelsFor returns the kernel names for weight type t (constant strings,
+// so recording allocates nothing).
+func kernelsFor(t gguf.GGMLType) (weightKernels, bool) {
 	switch t {
 	case gguf.TypeF32:
-		return "f32", true
+		return weightKernels{"get_rows_f32_f32", "matvec_f32_f32", "matvec_f32_f32_sg", "matmul_f32_f32"}, true
 	case gguf.TypeF16:
-		return "f16", true
+		return weightKernels{"get_rows_f16_f32", "matvec_f16_f32", "matvec_f16_f32_sg", "matmul_f16_f32"}, true
 	case gguf.TypeBF16:
-		return "bf16", true
+		return weightKernels{"get_rows_bf16_f32", "matvec_bf16_f32", "matvec_bf16_f32_sg", "matmul_bf16_f32"}, true
 	case gguf.TypeQ4_0:
-		return "q4_0", true
+		return weightKernels{"get_rows_q4_0_f32", "matvec_q4_0_f32", "matvec_q4_0_f32_sg", "matmul_q4_0_f32"}, true
 	case gguf.TypeQ4_1:
-		return "q4_1", true
+		return weightKernels{"get_rows_q4_1_f32", "matvec_q4_1_f32", "matvec_q4_1_f32_sg", "matmul_q4_1_f32"}, true
 	case gguf.TypeQ5_0:
-		return "q5_0", true
+		return weightKernels{"get_rows_q5_0_f32", "matvec_q5_0_f32", "matvec_q5_0_f32_sg", "matmul_q5_0_f32"}, true
 	case gguf.TypeQ5_1:
-		return "q5_1", true
+		return weightKernels{"get_rows_q5_1_f32", "matvec_q5_1_f32", "matvec_q5_1_f32_sg", "matmul_q5_1_f32"}, true
 	case gguf.TypeQ8_0:
-		return "q8_0", true
+		return weightKernels{"get_rows_q8_0_f32", "matvec_q8_0_f32", "matvec_q8_0_f32_sg", "matmul_q8_0_f32"}, true
 	case gguf.TypeQ2_K:
-		return "q2_k", true
+		return weightKernels{"get_rows_q2_k_f32", "matvec_q2_k_f32", "matvec_q2_k_f32_sg", "matmul_q2_k_f32"}, true
 	case gguf.TypeQ3_K:
-		return "q3_k", true
+		return weightKernels{"get_rows_q3_k_f32", "matvec_q3_k_f32", "matvec_q3_k_f32_sg", "matmul_q3_k_f32"}, true
 	case gguf.TypeQ4_K:
-		return "q4_k", true
+		return weightKernels{"get_rows_q4_k_f32", "matvec_q4_k_f32", "matvec_q4_k_f32_sg", "matmul_q4_k_f32"}, true
 	case gguf.TypeQ5_K:
-		return "q5_k", true
+		return weightKernels{"get_rows_q5_k_f32", "matvec_q5_k_f32", "matvec_q5_k_f32_sg", "matmul_q5_k_f32"}, true
 	case gguf.TypeQ6_K:
-		return "q6_k", true
+		return weightKernels{"get_rows_q6_k_f32", "matvec_q6_k_f32", "matvec_q6_k_f32_sg", "matmul_q6_k_f32"}, true
 	case gguf.TypeIQ4_NL:
-		return "iq4_nl", true
+		return weightKernels{"get_rows_iq4_nl_f32", "matvec_iq4_nl_f32", "matvec_iq4_nl_f32_sg", "matmul_iq4_nl_f32"}, true
 	case gguf.TypeIQ4_XS:
-		return "iq4_xs", true
+		return weightKernels{"get_rows_iq4_xs_f32", "matvec_iq4_xs_f32", "matvec_iq4_xs_f32_sg", "matmul_iq4_xs_f32"}, true
 	}
-	return "", false
+	return weightKernels{}, false
 }

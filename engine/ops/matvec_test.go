@@ -172,3 +172,35 @@ func TestLargeWeight(t *testing.T) {
 		checkProduct(t, fmt.Sprintf("MatVec(F16 %dx%d, n=%d)", rows, cols, n), g.downF32(y, n*rows), want, mag, rows)
 	})
 }
+
+// TestWeightKernelAllocs holds the decode-step recording of GetRows, MatVec and
+// MatMul to zero allocations once the pipelines and descriptor sets exist.
+func TestWeightKernelAllocs(t *testing.T) {
+	g := newRig(t)
+	const rows, cols = 40, 256
+	typ := gguf.TypeQ4_K
+	wt := g.upWeight(typ, randomWeights(g.r, typ, rows, cols), rows, cols, 0)
+	x := g.upF32(randomVector(g.r, 16*cols))
+	y := g.buf(4 * 16 * rows)
+	ids := g.upI32([]int32{1, 2, 3})
+	c, err := g.k.dev.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Abort()
+	for _, tt := range []struct {
+		name string
+		f    func() error
+	}{
+		{"GetRows", func() error { return g.k.GetRows(c, wt, ids, 3, x) }},
+		{"MatVec", func() error { return g.k.MatVec(c, wt, x, 3, y) }},
+		{"MatMul", func() error { return g.k.MatMul(c, wt, x, 16, y) }},
+	} {
+		if err := tt.f(); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if n := testing.AllocsPerRun(10, func() { _ = tt.f() }); n != 0 {
+			t.Errorf("%s records with %v allocations, want 0", tt.name, n)
+		}
+	}
+}
