@@ -23,8 +23,8 @@ import (
 // and rebuilt from the current state, so memory stays bounded whatever the
 // grammar or the output.
 const (
-	maxNodes      = 1 << 20
-	maxStates     = 1 << 14
+	maxNodes      = 1 << 18
+	maxStates     = 1 << 12
 	maxStackSet   = 1 << 12 // stacks in one state: more means a wildly ambiguous grammar
 	maskCacheSize = 8       // per-state allowed-token bitsets kept per matcher
 )
