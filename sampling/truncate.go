@@ -85,12 +85,16 @@ func tailFree(cs []cand, sorted bool, z float32, minKeep int) ([]cand, bool) {
 // how close their surprise -ln p is to the entropy of the distribution and
 // keep the closest ones until their mass exceeds typ (and at least minKeep
 // are kept). typ >= 1: no-op. The result is in typicality order, not sorted
-// by logit.
+// by logit. Like llama.cpp, it sorts all candidates by logit first, so
+// without top_k it sorts the whole vocabulary.
 func typical(cs []cand, sorted bool, typ float32, minKeep int) ([]cand, bool) {
 	if typ >= 1 {
 		return cs, sorted
 	}
-	softmax(cs, sorted)
+	// llama.cpp sorts before its softmax here, and the float32 sums (and so
+	// the cut) depend on that order.
+	sortByLogit(cs, sorted)
+	softmax(cs, true)
 	var entropy float32
 	for i := range cs {
 		if p := cs[i].p; p > 0 { // 0·ln 0 = 0, not NaN
