@@ -39,7 +39,10 @@
 // default), up to: exact logit ties (broken here by lower token id, where
 // llama.cpp's order is unspecified); float32 rounding of its expf and of
 // its running sums over a whole vocabulary, which can move a top_p or
-// typical_p cut by one token in rare steps; and, with a grammar, only when
+// typical_p cut by one token in rare steps; Mirostat's first softmax, which
+// sums in vocabulary order where llama.cpp sums after a full sort (saving
+// that sort; in our reference tests one draw in about 10^4 differed before
+// the reference adopted the same order); and, with a grammar, only when
 // the Constraint implements ConstraintChecker.
 //
 // Tokens whose logit is -Inf or NaN after steps 1 to 4 never become

@@ -228,24 +228,31 @@ func TestChainMatchesReference(t *testing.T) {
 
 // refMirostat is a plain transcription of llama.cpp's temperature +
 // Mirostat 1 (m = 100) or 2 samplers with full sorts and
-// std::discrete_distribution's draw; it updates *mu.
+// std::discrete_distribution's draw; it updates *mu. One documented
+// difference: the first softmax sums in vocabulary order where llama.cpp
+// sums after sorting, which saves the chain a full sort per token and can
+// change a float32 rounding at the truncation boundary in rare steps.
 func refMirostat(logits []float32, p Params, mu *float32, mt *mt19937) int32 {
 	cur := make([]refCand, len(logits))
 	for i, l := range logits {
 		cur[i] = refCand{id: int32(i), l: l / float32(p.Temperature)}
 	}
-	sort.SliceStable(cur, func(a, b int) bool { return cur[a].l > cur[b].l })
 	softmax := func() {
+		maxL := cur[0].l
+		for _, c := range cur {
+			maxL = max(maxL, c.l)
+		}
 		var sum float32
 		for i := range cur {
-			cur[i].p = float32(math.Exp(float64(cur[i].l - cur[0].l)))
+			cur[i].p = float32(math.Exp(float64(cur[i].l - maxL)))
 			sum += cur[i].p
 		}
 		for i := range cur {
 			cur[i].p /= sum
 		}
 	}
-	softmax()
+	softmax() // vocabulary order
+	sort.SliceStable(cur, func(a, b int) bool { return cur[a].l > cur[b].l })
 	tau, eta := float32(p.MirostatTau), float32(p.MirostatEta)
 	if p.MirostatMode == 1 {
 		const m = 100
