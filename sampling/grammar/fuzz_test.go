@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,5 +40,30 @@ func FuzzParse(f *testing.F) {
 		_ = m.AcceptBytes([]byte(input))
 		_ = m.IsComplete()
 		_ = g.String()
+	})
+}
+
+// FuzzSchemaToGrammar feeds arbitrary documents to SchemaToGrammar: it must
+// return GBNF that parses or a *SchemaError, never panic.
+func FuzzSchemaToGrammar(f *testing.F) {
+	for _, tt := range generationSchemas {
+		f.Add(tt.schema)
+	}
+	for _, s := range []string{`{"$ref":"#"}`, `{"anyOf":[{"$ref":"#"},{"type":"null"}]}`, `{"$defs":{"value":{"type":"integer"}},"properties":{"v":{"$ref":"#/$defs/value"},"w":{}}}`,
+		`{"type":"string","pattern":"^(a|b)*c{2,3}[^x-z]$"}`, `{"type":"integer","minimum":-5e14}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, schema string) {
+		src, err := SchemaToGrammar([]byte(schema))
+		if err != nil {
+			var se *SchemaError
+			if !errors.As(err, &se) {
+				t.Fatalf("SchemaToGrammar(%q) error %T %v, want *SchemaError", schema, err, err)
+			}
+			return
+		}
+		if _, err := Parse(src, ""); err != nil {
+			t.Fatalf("SchemaToGrammar(%q) gave GBNF that does not parse: %v\n%s", schema, err, src)
+		}
 	})
 }

@@ -153,7 +153,8 @@ func TestPartialUTF8(t *testing.T) {
 		tokens []string
 		ok     bool
 	}{
-		{"split across tokens", []string{"a\xc3", "\xa9b", "\xe6\x97", "\xa5\xe6", "\x9c\xac", "\xf0\x9f", "\x98\x80!"}, false},
+		{"split across tokens", []string{"a\xc3", "\xa9b", "\xe6\x97", "\xa5\xe6", "\x9c\xac", "\xf0\x9f", "\x98", "\x80"}, true},
+		{"split then too much", []string{"a\xc3", "\xa9b", "日本", "\xf0\x9f", "\x98\x80!"}, false},
 		{"split then whole", []string{"a\xc3", "\xa9b", "日本", "\xf0\x9f\x98", "\x80"}, true},
 		{"wrong continuation", []string{"a\xc3", "\x80"}, false},
 		{"lead without continuation", []string{"a", "\xc3", "b"}, false},

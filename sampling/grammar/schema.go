@@ -83,7 +83,11 @@ func SchemaToGrammar(schema []byte) (string, error) {
 		return "", err
 	}
 	c.setRule("root", body)
-	return c.format(), nil
+	src := c.format()
+	if err := check(src, "#"); err != nil {
+		return "", err
+	}
+	return src, nil
 }
 
 // JSONObjectGrammar returns GBNF for any JSON object (response_format
@@ -156,6 +160,10 @@ func (c *schemaConverter) addRule(want, body string) string {
 	name := base
 	for i := 1; ; i++ {
 		old, ok := c.rules[name]
+		if !ok && isPrimitive(name) {
+			name = base + strconv.Itoa(i)
+			continue
+		}
 		if !ok {
 			c.setRule(name, body)
 			return name
@@ -165,6 +173,26 @@ func (c *schemaConverter) addRule(want, body string) string {
 		}
 		name = base + strconv.Itoa(i)
 	}
+}
+
+// isPrimitive reports whether name is reserved for a primitive rule.
+func isPrimitive(name string) bool {
+	for _, p := range primitiveRules {
+		if p.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// check parses the generated grammar: a schema whose references loop
+// without consuming input (for example {"$ref": "#"}) gives a left-recursive
+// grammar, reported here as a schema error.
+func check(src, path string) error {
+	if _, err := Parse(src, ""); err != nil {
+		return schemaErr(path, "schema gives an unusable grammar (a $ref cycle that consumes nothing?): %v", err)
+	}
+	return nil
 }
 
 func schemaErr(path, format string, args ...any) error {

@@ -334,6 +334,7 @@ func TestSchemaErrors(t *testing.T) {
 		{"ref sibling", `{"$ref":"#","type":"string"}`, "#/type", "beside $ref"},
 		{"inner anchor", `{"type":"string","pattern":"a^b"}`, "#/pattern", "anchors"},
 		{"allOf non-object", `{"allOf":[{"type":"string"}]}`, "#/allOf/0/type", "only over object"},
+		{"ref cycle", `{"$ref":"#"}`, "#", "unusable grammar"},
 		{"pattern property", `{"type":"object","patternProperties":{"^x":{}}}`, "#/patternProperties", "not supported"},
 	}
 	for _, tt := range tests {

@@ -163,5 +163,9 @@ func ToolCallGrammar(funcs []ToolFunction, opts ToolCallOptions) (string, error)
 		return "", fmt.Errorf("grammar: ToolCallGrammar: unknown format %v", opts.Format)
 	}
 	c.setRule("root", root)
-	return c.format(), nil
+	src := c.format()
+	if err := check(src, "#"); err != nil {
+		return "", fmt.Errorf("grammar: ToolCallGrammar: %w", err)
+	}
+	return src, nil
 }
