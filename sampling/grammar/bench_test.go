@@ -222,3 +222,35 @@ func tokenizeGreedy(b *testing.B, toks [][]byte, s string) []int32 {
 	}
 	return ids
 }
+
+// BenchmarkAllowsAccept measures the check-first path a sampler takes when
+// its first draw is allowed: Allows then Accept of one token inside a
+// string.
+func BenchmarkAllowsAccept(b *testing.B) {
+	src := mustRead(b, "json.gbnf")
+	m, _ := benchMatcher(b, 150000, src, `{"name": "`)
+	toks := synthVocab(150000)
+	id := tokenizeGreedy(b, toks, " world")[0]
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ok, err := m.Allows(id)
+		if !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+		if err := m.Accept(id); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNewVocab measures building the trie for a 150k vocabulary (once
+// per model).
+func BenchmarkNewVocab(b *testing.B) {
+	toks := synthVocab(150000)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := NewVocab(toks, []int32{2}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
