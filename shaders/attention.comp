@@ -12,8 +12,16 @@
 // tile's max and sum update a running (max, sum) per head and the output
 // accumulators are rescaled (online softmax): no n_ctx-sized scratch. q,
 // out: [row][head][head_dim] f32. CPU reference: engine/ops RefAttention.
+//
+// The _split variants (flash decoding) give each workgroup only the keys
+// [split * split_len, (split + 1) * split_len) and write the unnormalised
+// partial result (max, sum, accumulator[head_dim]) to a scratch buffer
+// [row][head][split][head_dim + 2]; attn_combine.comp merges the splits.
+// They keep a GPU busy when rows * heads is small (decoding).
 // variant: flash_attn_f32_f16 -DUSE_F16=1
 // variant: flash_attn_f32_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1
+// variant: flash_attn_split_f32_f16 -DUSE_F16=1 -DSPLIT=1
+// variant: flash_attn_split_f32_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1
 #include "common.glsl"
 
 // GPW query heads per workgroup (divides heads / kv_heads, at most 8);
@@ -40,6 +48,8 @@ layout(push_constant) uniform Params {
 	uint n_kv; // keys seen by non-causal rows
 	uint causal;
 	float scale;
+	uint split_len; // keys per split (_split variants)
+	uint n_split;
 } p;
 
 shared float q_s[GPW * HEAD_DIM];
@@ -127,7 +137,12 @@ void reduce_sum(inout float v[MAX_GPW]) {
 
 void main() {
 	const uint groups_per_row = p.heads / GPW;
+#ifdef SPLIT
+	const uint split = group_id() % p.n_split;
+	const uint gid = group_id() / p.n_split;
+#else
 	const uint gid = group_id();
+#endif
 	if (gid >= p.rows * groups_per_row) {
 		return;
 	}
@@ -140,6 +155,12 @@ void main() {
 	const uint slot = uint(max(islot, 0));
 	uint nk = p.causal != 0 ? uint(max(ipos + 1, 0)) : p.n_kv;
 	nk = islot < 0 || uint(islot) >= p.n_slots ? 0 : min(nk, p.n_ctx); // bad rows read nothing
+#ifdef SPLIT
+	const uint kbeg = split * p.split_len;
+	const uint kend = min(nk, kbeg + p.split_len);
+#else
+	const uint kbeg = 0, kend = nk;
+#endif
 
 	const uint qbase = (row * p.heads + h0) * D; // GPW consecutive heads
 	for (uint i = t; i < GPW * D; i += WG) {
@@ -154,12 +175,12 @@ void main() {
 		m[g] = NEG_INF;
 		l[g] = 0.0;
 	}
-	for (uint j0 = 0; j0 < nk; j0 += WG) {
+	for (uint j0 = kbeg; j0 < kend; j0 += WG) {
 		const uint j = j0 + t;
 		[[unroll]] for (uint g = 0; g < GPW; g++) {
 			s[g] = 0.0;
 		}
-		if (j < nk) {
+		if (j < kend) {
 			const uint kb = kvbase + j * stride;
 			if (HEAD_DIM % 4 == 0) { // kb is then a multiple of 4 too
 				for (uint d = 0; d < D; d += 4) {
@@ -189,7 +210,7 @@ void main() {
 		reduce_max(mt);
 		[[unroll]] for (uint g = 0; g < GPW; g++) {
 			const float mn = max(m[g], mt[g]);
-			const float pj = j < nk ? exp(s[g] - mn) : 0.0;
+			const float pj = j < kend ? exp(s[g] - mn) : 0.0;
 			p_s[g * WG + t] = pj;
 			alpha[g] = exp(m[g] - mn);
 			m[g] = mn;
@@ -199,7 +220,7 @@ void main() {
 		[[unroll]] for (uint g = 0; g < GPW; g++) {
 			l[g] = l[g] * alpha[g] + s[g];
 		}
-		const uint cnt = min(WG, nk - j0);
+		const uint cnt = min(WG, kend - j0);
 		for (uint d = t; d < D; d += WG) {
 			float a[MAX_GPW];
 			[[unroll]] for (uint g = 0; g < GPW; g++) {
@@ -218,8 +239,24 @@ void main() {
 		}
 		barrier(); // p_s is rewritten by the next tile
 	}
+#ifdef SPLIT
+	// Partial result of head h0+g: [max, sum, acc[D]] at its split's slot.
+	const uint pstride = D + 2;
+	for (uint i = t; i < GPW * D; i += WG) {
+		const uint g = i / D;
+		data_o[((row * p.heads + h0 + g) * p.n_split + split) * pstride + 2 + i % D] = acc_s[i];
+	}
+	if (t == 0) {
+		[[unroll]] for (uint g = 0; g < GPW; g++) {
+			const uint b = ((row * p.heads + h0 + g) * p.n_split + split) * pstride;
+			data_o[b] = m[g];
+			data_o[b + 1] = l[g];
+		}
+	}
+#else
 	for (uint i = t; i < GPW * D; i += WG) {
 		const float li = l[i / D];
 		data_o[qbase + i] = li > 0.0 ? acc_s[i] / li : 0.0;
 	}
+#endif
 }

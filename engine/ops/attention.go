@@ -242,12 +242,57 @@ type AttnParams struct {
 	NKV    int
 	// Scale multiplies q.k (usually 1/sqrt(HeadDim)).
 	Scale float32
+	// Splits > 1 divides every row's keys into that many ranges of
+	// ceil(max keys / Splits) handled by separate workgroups (flash
+	// decoding), merged by a second kernel; it needs Scratch of
+	// AttentionScratchBytes(p) bytes. See Kernels.AttentionSplits.
+	Splits  int
+	Scratch vk.Range
+}
+
+// AttentionScratchBytes is the scratch Attention needs with p.Splits > 1.
+func AttentionScratchBytes(p AttnParams) uint64 {
+	if p.Splits <= 1 {
+		return 0
+	}
+	return 4 * uint64(p.Rows) * uint64(p.Heads) * uint64(p.Splits) * uint64(p.HeadDim+2)
+}
+
+// maxKeys is the most keys any row can see.
+func (p *AttnParams) maxKeys() int {
+	if p.Causal {
+		return p.Cache.NCtx
+	}
+	return p.NKV
+}
+
+// AttentionSplits suggests AttnParams.Splits for a dispatch whose rows see
+// at most maxKeys keys: enough splits of at least 256 keys to give a GPU
+// about 256 workgroups, and 1 (no split) on CPU devices, which have few
+// cores to fill.
+func (k *Kernels) AttentionSplits(p AttnParams, maxKeys int) int {
+	if k.dev.Info().Type == vk.TypeCPU || p.Heads <= 0 || p.KVHeads <= 0 {
+		return 1
+	}
+	gpw := k.attnHeadsPerGroup(p.Heads/p.KVHeads, p.HeadDim, min(k.wg, 128))
+	if gpw == 0 {
+		return 1
+	}
+	groups := max(p.Rows*p.Heads/gpw, 1)
+	s := min((256+groups-1)/groups, (maxKeys+255)/256)
+	return max(s, 1)
 }
 
 // AttnPush mirrors the push-constant block of attention.comp.
 type AttnPush struct {
 	Rows, Heads, KVHeads, HeadDim, NCtx, NSlots, NKV, Causal uint32
 	Scale                                                    float32
+	SplitLen, NSplit                                         uint32
+}
+
+// AttnCombinePush mirrors the push-constant block of attn_combine.comp.
+type AttnCombinePush struct {
+	RowsHeads, HeadDim, NSplit uint32
 }
 
 // MaxHeadDim is the largest head dimension Attention supports.
@@ -255,7 +300,8 @@ const MaxHeadDim = 256
 
 func (p *AttnParams) check() error {
 	if p.Rows <= 0 || p.Heads <= 0 || p.KVHeads <= 0 || p.Heads%p.KVHeads != 0 || p.HeadDim <= 0 || p.HeadDim > MaxHeadDim ||
-		p.Cache.KVDim != p.KVHeads*p.HeadDim || p.Cache.Slots <= 0 || p.Cache.NCtx <= 0 || (!p.Causal && (p.NKV <= 0 || p.NKV > p.Cache.NCtx)) {
+		p.Cache.KVDim != p.KVHeads*p.HeadDim || p.Cache.Slots <= 0 || p.Cache.NCtx <= 0 || (!p.Causal && (p.NKV <= 0 || p.NKV > p.Cache.NCtx)) ||
+		p.Splits < 0 || p.Splits > p.maxKeys() {
 		return fmt.Errorf("ops: Attention: bad parameters %+v", *p)
 	}
 	return nil
@@ -297,9 +343,31 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 	if gpw == 0 {
 		return fmt.Errorf("ops: Attention: head_dim %d needs more shared memory than the device's %d bytes", p.HeadDim, k.dev.Limits().MaxSharedMemory)
 	}
-	return Record(k, c, k.pick("flash_attn_f32_f16", "flash_attn_f32_f16_sg"), []uint32{wg, uint32(gpw), uint32(p.HeadDim)},
-		k.Groups(uint32(p.Rows*p.Heads/gpw)), &push,
-		k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes), k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn))
+	spec := []uint32{wg, uint32(gpw), uint32(p.HeadDim)}
+	if p.Splits <= 1 {
+		return Record(k, c, k.pick("flash_attn_f32_f16", "flash_attn_f32_f16_sg"), spec,
+			k.Groups(uint32(p.Rows*p.Heads/gpw)), &push,
+			k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes),
+			k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn))
+	}
+	sb := AttentionScratchBytes(p)
+	if err := sized("Attention", "scratch", p.Scratch, sb); err != nil {
+		return err
+	}
+	if sb > k.dev.MaxBinding() {
+		return fmt.Errorf("ops: Attention: scratch of %d bytes exceeds one binding; use fewer splits", sb)
+	}
+	push.NSplit = uint32(p.Splits)
+	push.SplitLen = uint32((p.maxKeys() + p.Splits - 1) / p.Splits)
+	scratch := k.window(p.Scratch, 0, sb)
+	if err := Record(k, c, k.pick("flash_attn_split_f32_f16", "flash_attn_split_f32_f16_sg"), spec,
+		k.Groups(uint32(p.Rows*p.Heads/gpw*p.Splits)), &push,
+		k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes),
+		k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), scratch); err != nil {
+		return err
+	}
+	comb := AttnCombinePush{RowsHeads: uint32(p.Rows * p.Heads), HeadDim: uint32(p.HeadDim), NSplit: uint32(p.Splits)}
+	return Record(k, c, "attn_combine_f32", []uint32{min(k.wg, 64)}, k.Groups(comb.RowsHeads), &comb, scratch, k.window(out, 0, qn))
 }
 
 // attnHeadsPerGroup picks how many query heads of a GQA group one attention

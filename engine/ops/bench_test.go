@@ -106,15 +106,21 @@ func BenchmarkAttention(b *testing.B) {
 		name                string
 		rows, ctx           int
 		heads, kvHeads, dim int
+		splits              int
 	}{
-		{"decode-ctx512-32h-8kv", 1, 512, 32, 8, 128},
-		{"decode-ctx2048-32h-8kv", 1, 2048, 32, 8, 128},
-		{"batch4-ctx1024-32h-8kv", 4, 1024, 32, 8, 128},
+		{"decode-ctx512-32h-8kv", 1, 512, 32, 8, 128, 0},
+		{"decode-ctx2048-32h-8kv", 1, 2048, 32, 8, 128, 0},
+		{"decode-ctx2048-32h-8kv-split8", 1, 2048, 32, 8, 128, 8},
+		{"batch4-ctx1024-32h-8kv", 4, 1024, 32, 8, 128, 0},
 	} {
 		b.Run(sh.name, func(b *testing.B) {
 			g := benchRig(b)
 			p := AttnParams{Rows: sh.rows, Heads: sh.heads, KVHeads: sh.kvHeads, HeadDim: sh.dim, Causal: true,
-				Scale: float32(1 / math.Sqrt(float64(sh.dim))), Cache: KVParams{Slots: sh.rows, NCtx: sh.ctx, KVDim: sh.kvHeads * sh.dim}}
+				Scale: float32(1 / math.Sqrt(float64(sh.dim))), Cache: KVParams{Slots: sh.rows, NCtx: sh.ctx, KVDim: sh.kvHeads * sh.dim},
+				Splits: sh.splits}
+			if sh.splits > 1 {
+				p.Scratch = g.mustUp(b, make([]float32, AttentionScratchBytes(p)/4))
+			}
 			nc := p.Cache.Slots * p.Cache.NCtx * p.Cache.KVDim
 			half := make([]uint16, nc)
 			for i := range half {
