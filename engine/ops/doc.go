@@ -70,5 +70,7 @@
 // optional frequency factors), SoftMax (scale, optional mask), SwiGLU, GELU,
 // Add/Mul (with row broadcast, so Add is also bias add), Scale, Copy between
 // f32 and f16, KVWrite, Attention (flash-style: online softmax over tiles
-// of keys held in shared memory, causal or not, GQA), Argmax and Fill.
+// of keys held in shared memory, causal or not, GQA with up to 8 query
+// heads per workgroup sharing each K/V read, optional key splits merged by
+// a second kernel for decoding on large GPUs), Argmax, TopK and Fill.
 package ops
