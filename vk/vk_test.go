@@ -323,9 +323,6 @@ func TestErrorIs(t *testing.T) {
 // TestStagedLarge moves more than StagingChunk bytes through the staging
 // path, which must split the transfer.
 func TestStagedLarge(t *testing.T) {
-	if testing.Short() {
-		t.Skip("moves over 64 MiB")
-	}
 	d := vktest.Open(t, vk.Options{ForceStaging: true})
 	n := vk.StagingChunk + 4096 + 12
 	b, err := d.NewBuffer(uint64(n)+16, vk.DeviceBuffer)
