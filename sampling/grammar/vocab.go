@@ -64,7 +64,7 @@ func validTruncatedUTF8(b []byte) bool {
 // minBulkTokens is the subtree size from which a trie node records the set
 // of bytes below it, letting the matcher allow the whole subtree at once
 // when the grammar state loops on all those bytes (the inside of a string).
-const minBulkTokens = 8
+const minBulkTokens = 2
 
 // Vocab is a tokenizer vocabulary prepared for grammar masking: the token
 // byte strings and a byte trie over them. Build it once per model with
