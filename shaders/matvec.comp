@@ -91,6 +91,27 @@ void main() {
 	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
 		acc[c] = 0.0;
 	}
+#if !defined(DATA_A_PLAIN)
+	// Quantized rows are whole blocks, so whole 32-element sub-blocks: one
+	// per invocation and step, decoded with dequant32.
+	const uint nsub = p.K / 32u;
+	for (uint u = tid; u < nsub; u += WG) {
+		vec4 w[8];
+		dequant32(wrow + (u / QSUB) * QS, u % QSUB, w);
+		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+			const uint xb = p.x_off + c * p.x_stride + 32u * u;
+			[[unroll]] for (uint i = 0u; i < 8u; i++) {
+				vec4 x;
+				if (FAST) {
+					x = data_x4[(xb >> 2) + i];
+				} else {
+					x = vec4(data_x[xb + 4u * i], data_x[xb + 4u * i + 1u], data_x[xb + 4u * i + 2u], data_x[xb + 4u * i + 3u]);
+				}
+				acc[c] += dot(w[i], x);
+			}
+		}
+	}
+#else
 	for (uint g = tid; g < ngroups; g += WG) {
 		const vec4 w = load_w4(wrow, g, p.K, FAST);
 		const uint k = 4u * g;
@@ -110,6 +131,7 @@ void main() {
 			acc[c] += dot(w, x);
 		}
 	}
+#endif
 
 #if defined(USE_SUBGROUP)
 	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {

@@ -319,3 +319,138 @@ vec4 load_w4(uint row, uint g, uint K, bool wide) {
 	return dequant4(row + (g / (QK / 4u)) * QS, g % (QK / 4u));
 #endif
 }
+
+// dequant32 decodes the 32-element sub-block sub of the quantized block at
+// byte blk into v (v[i] holds elements 4i..4i+3 of the sub-block). It reads
+// each byte of the sub-block once, where dequant4 re-reads scales and words
+// per group, so the matvec kernel uses it for quantized types. Sub-block s
+// of a 256-element block is elements 32s..32s+31.
+#if !defined(DATA_A_PLAIN)
+#define QSUB (QK / 32u)
+void dequant32(uint blk, uint sub, out vec4 v[8]) {
+#if defined(DATA_A_Q4_0) || defined(DATA_A_Q4_1) || defined(DATA_A_IQ4_NL)
+#if defined(DATA_A_Q4_1)
+	const uint qs = blk + 4u;
+	const float m = ldh(blk + 2u);
+#else
+	const uint qs = blk + 2u;
+#endif
+	const float d = ldh(blk);
+	[[unroll]] for (uint i = 0u; i < 4u; i++) {
+		const uint q = ld32(qs + 4u * i);
+#if defined(DATA_A_IQ4_NL)
+		v[i] = d * iq4_lookup(q & 0x0F0F0F0Fu);
+		v[4u + i] = d * iq4_lookup((q >> 4) & 0x0F0F0F0Fu);
+#elif defined(DATA_A_Q4_1)
+		v[i] = d * bytes4(q & 0x0F0F0F0Fu) + m;
+		v[4u + i] = d * bytes4((q >> 4) & 0x0F0F0F0Fu) + m;
+#else
+		v[i] = d * (bytes4(q & 0x0F0F0F0Fu) - 8.0);
+		v[4u + i] = d * (bytes4((q >> 4) & 0x0F0F0F0Fu) - 8.0);
+#endif
+	}
+
+#elif defined(DATA_A_Q5_0) || defined(DATA_A_Q5_1)
+	const float d = ldh(blk);
+	const uint qh = ld32(blk + Q5_QH);
+	[[unroll]] for (uint i = 0u; i < 8u; i++) {
+		// Group i: elements 4i..4i+3, nibbles of qs[4(i%4)..] (high nibbles
+		// for i >= 4) and bits 4i..4i+3 of qh.
+		const uint h = qh >> (4u * i);
+		const uint hi = (h & 1u) | ((h & 2u) << 7) | ((h & 4u) << 14) | ((h & 8u) << 21);
+		const uint q = ((ld32(blk + Q5_QH + 4u + 4u * (i & 3u)) >> (i >= 4u ? 4u : 0u)) & 0x0F0F0F0Fu) | (hi << 4);
+#if defined(DATA_A_Q5_0)
+		v[i] = d * (bytes4(q) - 16.0);
+#else
+		v[i] = d * bytes4(q) + ldh(blk + 2u);
+#endif
+	}
+
+#elif defined(DATA_A_Q8_0)
+	const float d = ldh(blk);
+	[[unroll]] for (uint i = 0u; i < 8u; i++) {
+		v[i] = d * sbytes4(ld32(blk + 2u + 4u * i));
+	}
+
+#elif defined(DATA_A_Q2_K)
+	// Sub-block s: 2-bit values at shift 2(s%4) of qs[32(s/4) + l]; scale
+	// bytes 2s (l < 16) and 2s+1.
+	const uint qs = blk + 16u + 32u * (sub >> 2);
+	const uint sh = 2u * (sub & 3u);
+	const float d = ldh(blk + 80u);
+	const float dmin = ldh(blk + 82u);
+	const uint sc = ld16(blk + 2u * sub);
+	const float d0 = d * float(sc & 0xFu), m0 = dmin * float((sc >> 4) & 0xFu);
+	const float d1 = d * float((sc >> 8) & 0xFu), m1 = dmin * float(sc >> 12);
+	[[unroll]] for (uint i = 0u; i < 8u; i++) {
+		const vec4 q = bytes4((ld32(qs + 4u * i) >> sh) & 0x03030303u);
+		v[i] = i < 4u ? d0 * q - m0 : d1 * q - m1;
+	}
+
+#elif defined(DATA_A_Q3_K)
+	const uint qs = blk + 32u + 32u * (sub >> 2);
+	const uint sh = 2u * (sub & 3u);
+	const uint hb = 4u * (sub >> 2) + (sub & 3u);
+	const float d = ldh(blk + 108u);
+	float dl[2];
+	[[unroll]] for (uint k = 0u; k < 2u; k++) {
+		const uint s = 2u * sub + k;
+		const uint lo = s < 8u ? (ld8(blk + 96u + s) & 0xFu) : (ld8(blk + 88u + s) >> 4);
+		const uint hi = (ld8(blk + 104u + (s & 3u)) >> (2u * (s >> 2))) & 3u;
+		dl[k] = d * float(int(lo | (hi << 4)) - 32);
+	}
+	[[unroll]] for (uint i = 0u; i < 8u; i++) {
+		const uint q = (ld32(qs + 4u * i) >> sh) & 0x03030303u;
+		const uint h = (ld32(blk + 4u * i) >> hb) & 0x01010101u;
+		v[i] = dl[i >> 2] * (bytes4(q) + 4.0 * bytes4(h) - 4.0);
+	}
+
+#elif defined(DATA_A_Q4_K) || defined(DATA_A_Q5_K)
+	uint sc, mn;
+	if (sub < 4u) {
+		sc = ld8(blk + 4u + sub) & 63u;
+		mn = ld8(blk + 8u + sub) & 63u;
+	} else {
+		const uint b = ld8(blk + 8u + sub);
+		sc = (b & 0xFu) | ((ld8(blk + sub) >> 6) << 4);
+		mn = (b >> 4) | ((ld8(blk + 4u + sub) >> 6) << 4);
+	}
+	const float d = ldh(blk) * float(sc);
+	const float m = ldh(blk + 2u) * float(mn);
+	const uint qs = blk + QK_QS + 32u * (sub >> 1);
+	const uint sh = 4u * (sub & 1u);
+	[[unroll]] for (uint i = 0u; i < 8u; i++) {
+		uint q = (ld32(qs + 4u * i) >> sh) & 0x0F0F0F0Fu;
+#if defined(DATA_A_Q5_K)
+		q |= ((ld32(blk + 16u + 4u * i) >> sub) & 0x01010101u) << 4;
+#endif
+		v[i] = d * bytes4(q) - m;
+	}
+
+#elif defined(DATA_A_Q6_K)
+	const uint n = sub >> 2;
+	const uint t = sub & 3u;
+	const uint ql = blk + 64u * n + 32u * (t & 1u);
+	const uint qh = blk + 128u + 32u * n;
+	const float d = ldh(blk + 208u);
+	const uint sc = ld16(blk + 192u + 2u * sub);
+	const float d0 = d * float(bitfieldExtract(int(sc), 0, 8));
+	const float d1 = d * float(bitfieldExtract(int(sc), 8, 8));
+	[[unroll]] for (uint i = 0u; i < 8u; i++) {
+		const uint lo = (ld32(ql + 4u * i) >> (4u * (t >> 1))) & 0x0F0F0F0Fu;
+		const uint hi = (ld32(qh + 4u * i) >> (2u * t)) & 0x03030303u;
+		v[i] = (i < 4u ? d0 : d1) * (bytes4(lo | (hi << 4)) - 32.0);
+	}
+
+#elif defined(DATA_A_IQ4_XS)
+	const uint ls = ((ld8(blk + 4u + (sub >> 1)) >> (4u * (sub & 1u))) & 0xFu) | (((ld16(blk + 2u) >> (2u * sub)) & 3u) << 4);
+	const float d = ldh(blk) * float(int(ls) - 32);
+	const uint qs = blk + 8u + 16u * sub;
+	[[unroll]] for (uint i = 0u; i < 4u; i++) {
+		const uint q = ld32(qs + 4u * i);
+		v[i] = d * iq4_lookup(q & 0x0F0F0F0Fu);
+		v[4u + i] = d * iq4_lookup((q >> 4) & 0x0F0F0F0Fu);
+	}
+#endif
+}
+#endif
