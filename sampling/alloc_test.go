@@ -134,7 +134,7 @@ func TestSampleAllocatesNothing(t *testing.T) {
 	for _, cfg := range allConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
 			s := newStepper(t, cfg.name, cfg.edit)
-			if got := testing.AllocsPerRun(20, s.step); got != 0 {
+			if got := testing.AllocsPerRun(8, s.step); got != 0 {
 				t.Errorf("allocations per Sample+Accept at vocabulary %d = %v, want 0", vocab150k, got)
 			}
 			if s.err != nil {

@@ -460,7 +460,7 @@ func (c *Chain) draw(cs []cand) int {
 	}
 	sum := 0.0
 	for i := range cs {
-		p := exp32(cs[i].logit - maxL)
+		p := expDiff(cs[i].logit, maxL)
 		cs[i].p = p
 		sum += float64(p)
 	}

@@ -820,7 +820,7 @@ func TestDrawFollowsLlamaCpp(t *testing.T) {
 			c := newChain(t, p, Vocab{Size: tt.vocab}, nil)
 			var mt mt19937
 			mt.seed(1234)
-			for step := 0; step < 100; step++ {
+			for step := 0; step < 40; step++ {
 				logits := randomLogits(uint64(step), tt.vocab, 1.5)
 				order := tt.order(logits)
 				want := order[0]
@@ -977,6 +977,54 @@ func TestMirostatRejectionUpdatesMuTwice(t *testing.T) {
 			}
 			if !(math.Abs(float64(c.Mu()-tt.want)) <= 1e-6) {
 				t.Errorf("Mu() = %v, want %v", c.Mu(), tt.want)
+			}
+		})
+	}
+}
+
+// TestPositiveInfinity: a broken model's +Inf logits take all the mass,
+// shared evenly, in every mode; nothing turns into NaN.
+func TestPositiveInfinity(t *testing.T) {
+	inf := float32(math.Inf(1))
+	base := make([]float32, 5000) // long enough for the bucketed top_p path
+	for i := range base {
+		base[i] = float32(i%7) - 3
+	}
+	base[10], base[4000] = inf, inf
+	configs := map[string]func(p *Params){
+		"greedy":    func(p *Params) { p.Temperature = 0 },
+		"default":   func(p *Params) {},
+		"top_p":     func(p *Params) { p.TopK, p.TopP, p.MinP = 0, 0.9, 0 },
+		"typical":   func(p *Params) { p.TopK, p.TypicalP = 0, 0.5 },
+		"tfs":       func(p *Params) { p.TFSZ = 0.9 },
+		"mirostat1": func(p *Params) { p.MirostatMode = 1 },
+		"mirostat2": func(p *Params) { p.MirostatMode = 2 },
+	}
+	for name, edit := range configs {
+		t.Run(name, func(t *testing.T) {
+			p := DefaultParams()
+			edit(&p)
+			p.Seed, p.Logprobs = 3, true
+			c := newChain(t, p, Vocab{Size: len(base)}, nil)
+			seen := map[int32]bool{}
+			for i := 0; i < 40; i++ {
+				id, err := c.Sample(slices.Clone(base))
+				if err != nil || (id != 10 && id != 4000) {
+					t.Fatalf("Sample() = %d, %v, want 10 or 4000", id, err)
+				}
+				seen[id] = true
+				if lp, err := c.Logprob(id); err != nil || !near(float64(lp), -math.Ln2) {
+					t.Fatalf("Logprob(%d) = %v, %v, want -ln 2", id, lp, err)
+				}
+				if lp, err := c.Logprob(0); err != nil || !math.IsInf(float64(lp), -1) {
+					t.Fatalf("Logprob(0) = %v, %v, want -Inf", lp, err)
+				}
+			}
+			// Greedy takes the lower id; Mirostat 1 (k = 1 from the NaN
+			// estimate) and tail-free (the curve bends after the first)
+			// keep one token.
+			if (name == "default" || name == "top_p" || name == "typical" || name == "mirostat2") && len(seen) != 2 {
+				t.Errorf("40 draws gave %v, want both +Inf tokens", seen)
 			}
 		})
 	}

@@ -36,9 +36,28 @@ func (c *Chain) lse() error {
 			}
 		}
 	}
+	if math.IsInf(maxL, 1) {
+		// A broken model's +Inf logits share all the mass.
+		for _, l := range c.raw {
+			if math.IsInf(float64(l), 1) {
+				sum++
+			}
+		}
+	}
 	c.rawMax, c.rawLSE = maxL, math.Log(sum)
 	c.lseValid = true
 	return nil
+}
+
+// rawLogprob is the log-probability of a raw logit l.
+func (c *Chain) rawLogprob(l float32) float32 {
+	if math.IsInf(c.rawMax, 1) {
+		if math.IsInf(float64(l), 1) {
+			return float32(-c.rawLSE)
+		}
+		return float32(math.Inf(-1))
+	}
+	return float32(float64(l) - c.rawMax - c.rawLSE)
 }
 
 // Logprob returns the natural-log probability of token id under the raw
@@ -53,7 +72,7 @@ func (c *Chain) Logprob(id int32) (float32, error) {
 	if id < 0 || int(id) >= len(c.raw) {
 		return 0, fmt.Errorf("sampling: logprob: token %d is outside the vocabulary of %d", id, len(c.raw))
 	}
-	return float32(float64(c.raw[id]) - c.rawMax - c.rawLSE), nil
+	return c.rawLogprob(c.raw[id]), nil
 }
 
 // TopLogprobs appends to dst the n most likely tokens of the raw model
@@ -92,9 +111,8 @@ func (c *Chain) TopLogprobs(dst []TokenLogprob, n int) ([]TokenLogprob, error) {
 		heap[0], heap[end] = heap[end], heap[0]
 		lpDown(heap[:end], 0)
 	}
-	off := c.rawMax + c.rawLSE
 	for i := range heap {
-		heap[i].Logprob = float32(float64(heap[i].Logprob) - off)
+		heap[i].Logprob = c.rawLogprob(heap[i].Logprob)
 	}
 	return h, nil
 }

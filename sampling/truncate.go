@@ -11,7 +11,19 @@ import "math"
 // have probability 0 and can never be drawn), and no sampler returns an
 // empty list.
 
-func exp32(x float32) float32    { return float32(expNonPos(float64(x))) }
+func exp32(x float32) float32 { return float32(expNonPos(float64(x))) }
+
+// expDiff returns e^(l-maxL), the unnormalized probability of a candidate
+// with logit l. Candidates are never NaN, so l-maxL is NaN only for
+// +Inf - +Inf: a broken model's +Inf logits then share all the mass
+// instead of turning every probability into NaN.
+func expDiff(l, maxL float32) float32 {
+	d := l - maxL
+	if d != d {
+		return 1
+	}
+	return exp32(d)
+}
 func log32(x float32) float32    { return float32(math.Log(float64(x))) }
 func log2f(x float32) float32    { return float32(math.Log2(float64(x))) }
 func pow32(x, y float32) float32 { return float32(math.Pow(float64(x), float64(y))) }
@@ -27,7 +39,7 @@ func softmax(cs []cand, sorted bool) {
 	}
 	var sum float32
 	for i := range cs {
-		p := exp32(cs[i].logit - maxL)
+		p := expDiff(cs[i].logit, maxL)
 		cs[i].p = p
 		sum += p
 	}
@@ -182,20 +194,21 @@ const (
 func prefixByBuckets(cs []cand, stop func(i int, cum float32) bool) (n int, ok bool) {
 	lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
 	for i := range cs {
-		if k := cs[i].key; k <= math.MaxFloat32 { // finite (keys are never NaN)
+		if k := cs[i].key; k >= -math.MaxFloat32 && k <= math.MaxFloat32 { // finite
 			lo, hi = min(lo, k), max(hi, k)
 		}
 	}
-	if !(hi > lo) {
-		return 0, false
-	}
-	scale := float32(nBuckets) / (hi - lo)
-	if scale > math.MaxFloat32 {
-		return 0, false
+	span := hi - lo
+	scale := float32(nBuckets) / span
+	if !(span > 0) || span > math.MaxFloat32 || scale > math.MaxFloat32 {
+		return 0, false // nothing to bucket, or a range float32 cannot scale
 	}
 	bucket := func(k float32) int {
-		if k >= hi {
-			return nBuckets - 1 // also +Inf
+		switch {
+		case k <= lo: // also -Inf
+			return 0
+		case !(k < hi): // also +Inf and NaN
+			return nBuckets - 1
 		}
 		return min(int((k-lo)*scale), nBuckets-1)
 	}
