@@ -113,11 +113,11 @@ func TestMaskMatchesReference(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for seed := uint64(1); seed <= 6; seed++ {
+			for seed := uint64(1); seed <= 16; seed++ {
 				rng := rand.New(rand.NewPCG(seed, 7))
 				m := NewMatcher(g, v)
 				var prefix []byte
-				for step := 0; step < 40 && !m.Ended(); step++ {
+				for step := 0; step < 60 && !m.Ended(); step++ {
 					allowed := checkMask(t, g, v, toks, m, prefix)
 					if len(allowed) == 0 {
 						break

@@ -143,33 +143,28 @@ func refViableFrom(g *Grammar, stacks []refStack, b []byte) bool {
 		return false
 	}
 	// Valid UTF-8 sorts like its code points, so the characters that start
-	// with tail form one interval [lo, hi]: find its ends by trying
-	// completions from the bottom and from the top.
-	n := 1
-	for i := len(tail); i < size; i++ {
-		n *= 64
-	}
-	complete := func(k int) (rune, bool) {
+	// with tail form one interval [lo, hi]. Only the byte after the lead
+	// has a restricted range; later ones are free, so try each value of the
+	// first missing byte with the rest at their lowest (for lo) or highest
+	// (for hi).
+	decode := func(first, fill byte) (rune, bool) {
 		buf := append([]byte(nil), tail...)
-		for i := size - 1; i >= len(tail); i-- {
-			buf = append(buf, 0)
-		}
-		for i := size - 1; i >= len(tail); i-- {
-			buf[i] = byte(0x80 + k%64)
-			k /= 64
+		buf = append(buf, first)
+		for len(buf) < size {
+			buf = append(buf, fill)
 		}
 		r, m := utf8.DecodeRune(buf)
 		return r, r != utf8.RuneError && m == size
 	}
 	lo, hi := rune(-1), rune(-1)
-	for k := 0; k < n; k++ {
-		if r, ok := complete(k); ok {
+	for c := 0x80; c <= 0xBF; c++ {
+		if r, ok := decode(byte(c), 0x80); ok {
 			lo = r
 			break
 		}
 	}
-	for k := n - 1; k >= 0; k-- {
-		if r, ok := complete(k); ok {
+	for c := 0xBF; c >= 0x80; c-- {
+		if r, ok := decode(byte(c), 0xBF); ok {
 			hi = r
 			break
 		}
