@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -240,7 +241,7 @@ func writeClassRune(b *strings.Builder, r rune) {
 		fmt.Fprintf(b, `\x%02X`, r)
 	case r > 0xFFFF:
 		fmt.Fprintf(b, `\U%08X`, r)
-	case r >= 0xD800 && r <= 0xDFFF || !utf8.ValidRune(r):
+	case r >= 0xD800 && r <= 0xDFFF || !utf8.ValidRune(r) || !unicode.IsPrint(r):
 		fmt.Fprintf(b, `\u%04X`, r)
 	default:
 		b.WriteRune(r)

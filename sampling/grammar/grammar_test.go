@@ -205,3 +205,20 @@ func readTestdata(name string) (string, error) {
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	return string(b), err
 }
+
+func TestGrammarString(t *testing.T) {
+	g, err := Parse("root ::= item \"-\" item\nitem ::= [^\"\\\\a-c] | \"é\" [\\U0001F600]\n", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := g.String()
+	g2, err := Parse(src, "")
+	if err != nil {
+		t.Fatalf("Parse(String()) = %v for\n%s", err, src)
+	}
+	for _, s := range []string{"x-y", "é😀-z", "a-x", "x-\"", "\\-x", "x-", "é-x"} {
+		if got, want := g2.Match(s), g.Match(s); got != want {
+			t.Errorf("Parse(String()).Match(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -608,7 +608,16 @@ func (c *schemaConverter) object(s *jsonValue, name, path string) (string, error
 				return "", schemaErr(pathJoin(path, "required", strconv.Itoa(i)), "required entries must be strings")
 			}
 			if props.get(e.str) == nil {
-				return "", schemaErr(pathJoin(path, "required", strconv.Itoa(i)), "required property %q has no schema in properties", e.str)
+				// A required name without a schema may hold any value,
+				// unless additional properties are explicitly banned.
+				if a := s.get("additionalProperties"); a != nil && a.kind == jsonBool && !a.b {
+					return "", schemaErr(pathJoin(path, "required", strconv.Itoa(i)),
+						"required property %q has no schema in properties and additionalProperties is false", e.str)
+				}
+				if props == nil {
+					props = &jsonValue{kind: jsonObject}
+				}
+				props = withKey(props, e.str, &jsonValue{kind: jsonBool, b: true})
 			}
 			required[e.str] = true
 		}
