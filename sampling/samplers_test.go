@@ -465,12 +465,13 @@ func TestSortCands(t *testing.T) {
 		"random":   func(i, n int) float32 { return float32(rng.NormFloat64()) },
 		"few keys": func(i, n int) float32 { return float32(rng.IntN(3)) },
 		"equal":    func(i, n int) float32 { return 1 },
+		"zeros":    func(i, n int) float32 { return float32(math.Copysign(0, float64(i%2)-0.5)) },
 		"sorted":   func(i, n int) float32 { return float32(i) },
 		"reversed": func(i, n int) float32 { return float32(n - i) },
 		"organ":    func(i, n int) float32 { return float32(min(i, n-i)) },
 	}
 	for name, shape := range shapes {
-		for _, n := range []int{0, 1, 12, 13, 100, 5000} {
+		for _, n := range []int{0, 1, 12, 13, 100, 1024, 1025, 5000, 40000} {
 			t.Run(fmt.Sprintf("%s/%d", name, n), func(t *testing.T) {
 				cs := make([]cand, n)
 				for i := range cs {
