@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -403,5 +404,70 @@ func TestMaskLargeVocab(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConcurrentMatchers runs matchers that share one Grammar and Vocab on
+// several goroutines (run with -race): each must produce the same masks as
+// a matcher run alone.
+func TestConcurrentMatchers(t *testing.T) {
+	v, toks := testVocab(t)
+	g := mustParseFile(t, "json.gbnf")
+	doc := []string{`{"`, "name", `": `, `"`, "ab", `"`, `, `, `"`, "age", `": `, "12", "}"}
+	ids := make([]int32, len(doc))
+	for i, s := range doc {
+		ids[i] = -1
+		for id, tok := range toks {
+			if string(tok) == s {
+				ids[i] = int32(id)
+				break
+			}
+		}
+		if ids[i] < 0 {
+			t.Fatalf("no token %q", s)
+		}
+	}
+	run := func() ([]int, error) {
+		m := NewMatcher(g, v)
+		var counts []int
+		logits := make([]float32, v.Size())
+		for _, id := range ids {
+			if err := m.Mask(logits); err != nil {
+				return nil, err
+			}
+			n := 0
+			for _, l := range logits {
+				if !math.IsInf(float64(l), -1) {
+					n++
+				}
+			}
+			counts = append(counts, n)
+			if err := m.Accept(id); err != nil {
+				return nil, err
+			}
+		}
+		return counts, nil
+	}
+	want, err := run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers = 4
+	results := make(chan []int, workers)
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func() {
+			got, err := run()
+			errs <- err
+			results <- got
+		}()
+	}
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		if got := <-results; !slices.Equal(got, want) {
+			t.Errorf("concurrent allowed counts = %v, want %v", got, want)
+		}
 	}
 }
