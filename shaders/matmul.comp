@@ -78,6 +78,25 @@ void main() {
 	}
 
 	for (uint k0 = 0u; k0 < p.K; k0 += BK) {
+#if !defined(DATA_A_PLAIN)
+		// Weights: BK is one 32-element sub-block of every row, and each
+		// invocation decodes the one of row tid (WG == BM) with dequant32.
+		{
+			vec4 w[8];
+			if (m0 + tid < p.M) {
+				dequant32(p.w_off + (m0 + tid) * p.w_stride + (k0 / QK) * QS, (k0 / 32u) % QSUB, w);
+			} else {
+				[[unroll]] for (uint i = 0u; i < 8u; i++) {
+					w[i] = vec4(0.0);
+				}
+			}
+			[[unroll]] for (uint i = 0u; i < 8u; i++) {
+				[[unroll]] for (uint j = 0u; j < 4u; j++) {
+					tile_w[(4u * i + j) * (BM / 4u) + tid / 4u][tid % 4u] = w[i][j];
+				}
+			}
+		}
+#else
 		// Weights: BM rows x BK/4 groups of four; consecutive invocations
 		// take consecutive groups of a row.
 		[[unroll]] for (uint t = 0u; t < (BM * BK / 4u) / WG; t++) {
@@ -92,6 +111,7 @@ void main() {
 				tile_w[(4u * gg + i) * (BM / 4u) + r / 4u][r % 4u] = w[i];
 			}
 		}
+#endif
 		// Activations: BN columns x BK elements.
 		[[unroll]] for (uint t = 0u; t < (BN * BK / 4u) / WG; t++) {
 			const uint idx = tid + t * WG;
