@@ -34,6 +34,7 @@ layout(binding = 0) readonly buffer Q { float data_q[]; };
 layout(binding = 1) readonly buffer K { float16_t data_k[]; };
 layout(binding = 1) readonly buffer K4 { f16vec4 data_k4[]; }; // same cache, 4 at a time
 layout(binding = 2) readonly buffer V { float16_t data_v[]; };
+layout(binding = 2) readonly buffer V4 { f16vec4 data_v4[]; };
 layout(binding = 3) readonly buffer S { int data_slot[]; };
 layout(binding = 4) readonly buffer P { int data_pos[]; };
 layout(binding = 5) writeonly buffer O { float data_o[]; };
@@ -52,9 +53,19 @@ layout(push_constant) uniform Params {
 	uint n_split;
 } p;
 
-shared float q_s[GPW * HEAD_DIM];
+// q and the tile's probabilities are read by every invocation in the inner
+// loops, so they are stored as vec4s: one shared load serves four lanes of
+// work (shared loads dominate on CPU drivers such as lavapipe).
+#define QV ((HEAD_DIM + 3) / 4)
+#define PG ((GPW + 3) / 4)
+// VEC_V: the vector path for V (see main); DV vec4s per head row, KG key
+// groups per tile.
+const uint VEC_V = (HEAD_DIM % 4 == 0 ? 1u : 0u) * (WG >= HEAD_DIM / 4 ? 1u : 0u);
+const uint DV = HEAD_DIM >= 4 ? HEAD_DIM / 4 : 1;
+const uint KG = WG / DV;
+shared vec4 q_s[GPW * QV];    // head g, dims 4i..4i+3 at g * QV + i
 shared float acc_s[GPW * HEAD_DIM];
-shared float p_s[GPW * WG];
+shared vec4 p_s[PG * WG];     // head g, key k at (g / 4) * WG + k, component g % 4
 shared float red_s[GPW * WG];
 
 // reduce_max / reduce_sum combine v[g] over the workgroup for every g < GPW;
@@ -163,17 +174,32 @@ void main() {
 #endif
 
 	const uint qbase = (row * p.heads + h0) * D; // GPW consecutive heads
+	for (uint i = t; i < GPW * QV; i += WG) {
+		const uint g = i / QV, d = (i % QV) * 4;
+		vec4 qv = vec4(0.0);
+		[[unroll]] for (uint c = 0; c < 4; c++) {
+			if (d + c < D) {
+				qv[c] = data_q[qbase + g * D + d + c] * p.scale;
+			}
+		}
+		q_s[i] = qv;
+	}
 	for (uint i = t; i < GPW * D; i += WG) {
-		q_s[i] = data_q[qbase + i] * p.scale;
 		acc_s[i] = 0.0;
 	}
 	barrier();
 	const uint stride = p.kv_heads * D; // elements per position
 	const uint kvbase = slot * p.n_ctx * stride + kvh * D;
 	float m[MAX_GPW], l[MAX_GPW], s[MAX_GPW], alpha[MAX_GPW];
+	// Vector path for V (head_dim % 4 == 0): invocation t owns dims
+	// 4*d4..4*d4+3 of keys k = kq, kq + KG, ... of each tile, accumulating in
+	// registers across tiles; the KG partial sums meet in acc_s at the end.
+	const uint d4 = t % DV, kq = t / DV;
+	vec4 acc4[MAX_GPW];
 	[[unroll]] for (uint g = 0; g < GPW; g++) {
 		m[g] = NEG_INF;
 		l[g] = 0.0;
+		acc4[g] = vec4(0.0);
 	}
 	for (uint j0 = kbeg; j0 < kend; j0 += WG) {
 		const uint j = j0 + t;
@@ -183,18 +209,17 @@ void main() {
 		if (j < kend) {
 			const uint kb = kvbase + j * stride;
 			if (HEAD_DIM % 4 == 0) { // kb is then a multiple of 4 too
-				for (uint d = 0; d < D; d += 4) {
-					const vec4 kd = vec4(data_k4[(kb + d) / 4]);
+				for (uint d4 = 0; d4 < D / 4; d4++) {
+					const vec4 kd = vec4(data_k4[kb / 4 + d4]);
 					[[unroll]] for (uint g = 0; g < GPW; g++) {
-						const uint qi = g * D + d;
-						s[g] += dot(vec4(q_s[qi], q_s[qi + 1], q_s[qi + 2], q_s[qi + 3]), kd);
+						s[g] += dot(q_s[g * QV + d4], kd);
 					}
 				}
 			} else {
 				for (uint d = 0; d < D; d++) {
 					const float kd = float(data_k[kb + d]);
 					[[unroll]] for (uint g = 0; g < GPW; g++) {
-						s[g] += q_s[g * D + d] * kd;
+						s[g] += q_s[g * QV + d / 4][d % 4] * kd;
 					}
 				}
 			}
@@ -211,7 +236,7 @@ void main() {
 		[[unroll]] for (uint g = 0; g < GPW; g++) {
 			const float mn = max(m[g], mt[g]);
 			const float pj = j < kend ? exp(s[g] - mn) : 0.0;
-			p_s[g * WG + t] = pj;
+			p_s[(g / 4) * WG + t][g % 4] = pj;
 			alpha[g] = exp(m[g] - mn);
 			m[g] = mn;
 			s[g] = pj;
@@ -221,23 +246,60 @@ void main() {
 			l[g] = l[g] * alpha[g] + s[g];
 		}
 		const uint cnt = min(WG, kend - j0);
-		for (uint d = t; d < D; d += WG) {
-			float a[MAX_GPW];
+		if (VEC_V != 0u) {
 			[[unroll]] for (uint g = 0; g < GPW; g++) {
-				a[g] = acc_s[g * D + d] * alpha[g];
+				acc4[g] *= alpha[g];
 			}
-			uint vb = kvbase + j0 * stride + d;
-			for (uint k = 0; k < cnt; k++, vb += stride) {
-				const float vd = float(data_v[vb]);
-				[[unroll]] for (uint g = 0; g < GPW; g++) {
-					a[g] += p_s[g * WG + k] * vd;
+			if (kq < KG) {
+				uint vb = (kvbase + (j0 + kq) * stride) / 4 + d4;
+				for (uint k = kq; k < cnt; k += KG, vb += KG * stride / 4) {
+					const vec4 vd = vec4(data_v4[vb]);
+					[[unroll]] for (uint gq = 0; gq < PG; gq++) {
+						const vec4 pk = p_s[gq * WG + k];
+						[[unroll]] for (uint c = 0; c < 4; c++) {
+							if (gq * 4 + c < GPW) {
+								acc4[gq * 4 + c] += pk[c] * vd;
+							}
+						}
+					}
 				}
 			}
-			[[unroll]] for (uint g = 0; g < GPW; g++) {
-				acc_s[g * D + d] = a[g];
+		} else {
+			for (uint d = t; d < D; d += WG) {
+				float a[MAX_GPW];
+				[[unroll]] for (uint g = 0; g < GPW; g++) {
+					a[g] = acc_s[g * D + d] * alpha[g];
+				}
+				uint vb = kvbase + j0 * stride + d;
+				for (uint k = 0; k < cnt; k++, vb += stride) {
+					const float vd = float(data_v[vb]);
+					[[unroll]] for (uint gq = 0; gq < PG; gq++) {
+						const vec4 pk = p_s[gq * WG + k];
+						[[unroll]] for (uint c = 0; c < 4; c++) {
+							if (gq * 4 + c < GPW) {
+								a[gq * 4 + c] += pk[c] * vd;
+							}
+						}
+					}
+				}
+				[[unroll]] for (uint g = 0; g < GPW; g++) {
+					acc_s[g * D + d] = a[g];
+				}
 			}
 		}
 		barrier(); // p_s is rewritten by the next tile
+	}
+	if (VEC_V != 0u) {
+		for (uint r = 0; r < KG; r++) {
+			if (kq == r) {
+				[[unroll]] for (uint g = 0; g < GPW; g++) {
+					[[unroll]] for (uint c = 0; c < 4; c++) {
+						acc_s[g * D + 4 * d4 + c] += acc4[g][c];
+					}
+				}
+			}
+			barrier();
+		}
 	}
 #ifdef SPLIT
 	// Partial result of head h0+g: [max, sum, acc[D]] at its split's slot.

@@ -376,7 +376,8 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 // 0 if none fits.
 func (k *Kernels) attnHeadsPerGroup(group, headDim int, wg uint32) int {
 	for g := min(group, 8); g >= 1; g-- {
-		shared := 4 * (2*g*headDim + 2*g*int(wg))
+		// q_s, acc_s, p_s and red_s of attention.comp.
+		shared := 16*g*((headDim+3)/4) + 4*g*headDim + 16*((g+3)/4)*int(wg) + 4*g*int(wg)
 		if group%g == 0 && shared <= int(k.dev.Limits().MaxSharedMemory) {
 			return g
 		}
