@@ -102,7 +102,14 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 	if perCol > budget {
 		return fmt.Errorf("ops: %s: one column of %d or %d f32 exceeds the %d-byte binding limit", op, w.Cols, w.Rows, maxRange)
 	}
+	lim := k.dev.Limits().MaxWorkgroupCount
+	if tiled && (uint64(ceilDiv(uint32(min(w.Rows, 1<<31)), matmulBM)) > uint64(lim[0]) || lim[1] == 0) {
+		return fmt.Errorf("ops: %s: %d rows exceed the device's %d workgroups", op, w.Rows, lim[0])
+	}
 	colStep := int(min(budget/perCol, uint64(n)))
+	if tiled {
+		colStep = min(colStep, int(lim[1])*matmulBN)
+	}
 	if !tiled {
 		colStep = min(colStep, MatVecMaxCols)
 	}
