@@ -75,6 +75,7 @@ type Chain struct {
 	p          Params
 	vocabSize  int
 	eog        []int32
+	eogSaved   []float32 // EOG logits before the min_tokens mask
 	constraint Constraint
 	bias       []tokenBias
 	pen        *penalties
@@ -123,6 +124,7 @@ func NewChain(p Params, v Vocab, constraint Constraint) (*Chain, error) {
 		p:          p,
 		vocabSize:  v.Size,
 		eog:        append([]int32(nil), v.EOG...),
+		eogSaved:   make([]float32, len(v.EOG)),
 		constraint: constraint,
 		bias:       bias,
 		pen:        newPenalties(&p, v.Size),
@@ -205,6 +207,7 @@ func (c *Chain) Clone(seed int64, constraint Constraint) *Chain {
 	d := *c
 	d.constraint = constraint
 	d.eog = append([]int32(nil), c.eog...)
+	d.eogSaved = make([]float32, len(c.eog))
 	d.bias = append([]tokenBias(nil), c.bias...)
 	if c.pen != nil {
 		d.pen = c.pen.clone()
@@ -295,11 +298,34 @@ func (c *Chain) Sample(logits []float32) (int32, error) {
 	if c.pen != nil {
 		c.pen.apply(logits)
 	}
-	if c.nAccepted < c.p.MinTokens {
-		for _, id := range c.eog {
+	eogMasked := c.nAccepted < c.p.MinTokens && len(c.eog) > 0
+	if eogMasked {
+		for i, id := range c.eog {
+			c.eogSaved[i] = logits[id]
 			logits[id] = float32(math.Inf(-1))
 		}
 	}
+	id, err := c.constrainedPick(logits)
+	if eogMasked && errors.Is(err, ErrNoCandidates) {
+		// min_tokens yields when nothing but end-of-generation may come
+		// next (a finished grammar, or a bias that bans everything else):
+		// unmask the end tokens and draw among what the grammar allows.
+		for i, id := range c.eog {
+			logits[id] = c.eogSaved[i]
+		}
+		if c.constraint != nil {
+			if err := c.constraint.Mask(logits); err != nil {
+				return -1, fmt.Errorf("sampling: grammar: %w", err)
+			}
+		}
+		return c.pick(logits)
+	}
+	return id, err
+}
+
+// constrainedPick picks from logits under the grammar constraint, in
+// llama.cpp's order when the constraint is a ConstraintChecker.
+func (c *Chain) constrainedPick(logits []float32) (int32, error) {
 	if c.constraint == nil {
 		return c.pick(logits)
 	}

@@ -1029,3 +1029,55 @@ func TestPositiveInfinity(t *testing.T) {
 		})
 	}
 }
+
+// onlyEOG allows only token 4, as a finished grammar does.
+type onlyEOG struct{}
+
+func (onlyEOG) Mask(logits []float32) error {
+	for i := range logits {
+		if i != 4 {
+			logits[i] = float32(math.Inf(-1))
+		}
+	}
+	return nil
+}
+func (onlyEOG) Accept(int32) error { return nil }
+
+type onlyEOGChecked struct{ onlyEOG }
+
+func (onlyEOGChecked) Allows(id int32) (bool, error) { return id == 4, nil }
+
+func TestMinTokensYields(t *testing.T) {
+	// When nothing but end-of-generation may come next, min_tokens gives
+	// way instead of failing.
+	ninf := math.Inf(-1)
+	tests := []struct {
+		name string
+		con  Constraint
+		bias map[string]float64
+	}{
+		{"finished grammar", onlyEOG{}, nil},
+		{"finished grammar, checker", onlyEOGChecked{}, nil},
+		{"bias bans the rest", nil, map[string]float64{"0": ninf, "1": ninf, "2": ninf, "3": ninf}},
+	}
+	for _, tt := range tests {
+		for _, temp := range []float64{0, 1} {
+			t.Run(fmt.Sprintf("%s/temp%v", tt.name, temp), func(t *testing.T) {
+				p := DefaultParams()
+				p.MinTokens, p.Temperature, p.Seed, p.LogitBias = 5, temp, 1, tt.bias
+				c := newChain(t, p, Vocab{Size: 5, EOG: []int32{4}}, tt.con)
+				id, err := c.Sample([]float32{3, 2, 1, 0, -1})
+				if err != nil || id != 4 {
+					t.Errorf("Sample() = %d, %v, want the end token 4", id, err)
+				}
+			})
+		}
+	}
+	// Otherwise the end token stays masked.
+	p := greedyParams()
+	p.MinTokens = 5
+	c := newChain(t, p, Vocab{Size: 5, EOG: []int32{4}}, &evenOnly{})
+	if id, err := c.Sample([]float32{0, 0, 1, 0, 9}); err != nil || id != 2 {
+		t.Errorf("Sample() = %d, %v, want 2 (end token masked)", id, err)
+	}
+}

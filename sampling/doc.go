@@ -8,7 +8,9 @@
 //  1. logit bias (logit_bias, logit_bias_type)
 //  2. penalties over the last penalty_last_n tokens (repeat_penalty,
 //     frequency_penalty, presence_penalty)
-//  3. min_tokens: end-of-generation tokens masked until reached
+//  3. min_tokens: end-of-generation tokens masked until reached (unless
+//     nothing else may come next, say a finished grammar: then they are
+//     unmasked rather than failing)
 //  4. grammar: the optional Constraint masks tokens that may not come next
 //     (if it also implements ConstraintChecker, llama.cpp's order instead:
 //     steps 5 to 7 run unmasked first, and only a token the grammar
