@@ -16,10 +16,11 @@
 // (128 MiB on lavapipe). Element-wise ops split larger tensors into chunks
 // of Device.MaxBinding() bytes and dispatch once per chunk (see Scale); row
 // kernels bind a window per group of rows (see engine/ops matvec_plan.go).
-// A dispatch that starts at the beginning of a caller's range binds the
-// whole range (Kernels.window), so descriptor sets are cached per buffer
-// range and reused whatever the step's batch size; kernels bound their
-// work by the counts in their push constants.
+// A dispatch that starts at the beginning of a caller's range binds from
+// that offset to the end of the buffer, up to one binding (Kernels.window),
+// so descriptor sets are cached per buffer and offset and reused whatever
+// the step's batch size; kernels bound their work by the counts in their
+// push constants and touch nothing past the caller's range.
 //
 // # Barriers and submission
 //

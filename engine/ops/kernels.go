@@ -139,13 +139,18 @@ func sized(op, what string, r vk.Range, n uint64) error {
 }
 
 // window returns the binding for bytes [off, off+size) of r. A dispatch
-// that starts at the beginning of r binds all of r (up to one binding's
-// worth), so the cached descriptor set is the same whatever the sizes of
-// the step (batch rows, context length); kernels bound their work by the
-// counts in their push constants. Other chunks bind exactly their bytes.
+// that starts at the beginning of r binds from r's offset to the end of its
+// buffer (up to one binding's worth), so the cached descriptor set depends
+// only on the buffer and the offset, not on the sizes of the step (batch
+// rows, context length); kernels bound their work by the counts in their
+// push constants and touch nothing past the caller's range. Other chunks of
+// a tensor larger than one binding bind exactly their bytes.
 func (k *Kernels) window(r vk.Range, off, size uint64) vk.Range {
-	if off == 0 && r.Size <= k.dev.MaxBinding() {
-		return r
+	if off == 0 && r.Buf != nil {
+		end := min(r.Buf.Size(), r.Offset+k.dev.MaxBinding())
+		if end >= r.Offset+size {
+			return vk.Range{Buf: r.Buf, Offset: r.Offset, Size: end - r.Offset}
+		}
 	}
 	return r.Sub(off, size)
 }
