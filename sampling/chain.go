@@ -282,8 +282,12 @@ func (c *Chain) Accept(id int32) error {
 
 // Sample chooses the next token from logits, a row of Vocab.Size model
 // logits, which it modifies in place (bias, penalties, min_tokens and the
-// grammar mask are written into it). It does not Accept the token. Mirostat
-// updates mu here, as llama.cpp does. Sample allocates nothing.
+// grammar mask are written into it; with a ConstraintChecker the mask only
+// when the first draw was rejected), so the caller must not read the row
+// as model output afterwards. It does not Accept the token. Mirostat
+// updates mu here, as llama.cpp does. It returns ErrNoCandidates when no
+// token is left, and the constraint's errors wrapped. Sample allocates
+// nothing.
 func (c *Chain) Sample(logits []float32) (int32, error) {
 	if len(logits) != c.vocabSize {
 		return -1, fmt.Errorf("sampling: logits row has %d entries, want vocabulary size %d", len(logits), c.vocabSize)
