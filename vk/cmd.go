@@ -55,6 +55,9 @@ func (d *Device) Begin() (*Cmd, error) {
 	if c.recording {
 		return nil, fmt.Errorf("vk: Begin: a graph is already being recorded")
 	}
+	for p := range d.pipelines {
+		p.recycle()
+	}
 	if err := check("vkResetCommandBuffer", gv.ResetCommandBuffer(c.cb, 0)); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,10 @@ const MaxBindings = 12
 // setsPerPool is how many descriptor sets each descriptor pool holds.
 const setsPerPool = 128
 
+// maxCachedSets bounds a pipeline's descriptor-set cache: past it, Begin
+// recycles all of the pipeline's sets (nothing is in flight then).
+const maxCachedSets = 1024
+
 // PipelineDesc describes a compute pipeline.
 type PipelineDesc struct {
 	// Name names the pipeline in errors (the shader variant's name).
@@ -237,6 +241,18 @@ func (p *Pipeline) forget(id uint64) {
 				break
 			}
 		}
+	}
+}
+
+// recycle moves every cached set to the free list when the cache has grown
+// past maxCachedSets. Only call it when no recorded work uses the sets.
+func (p *Pipeline) recycle() {
+	if len(p.cache) <= maxCachedSets {
+		return
+	}
+	for k, s := range p.cache {
+		p.free = append(p.free, s)
+		delete(p.cache, k)
 	}
 }
 

@@ -346,3 +346,39 @@ func TestStagedLarge(t *testing.T) {
 		}
 	}
 }
+
+// TestDescriptorCacheBounded dispatches over more distinct ranges than the
+// cache keeps, then over as many new ones: the sets are recycled at Begin
+// (not grown to twice as many) and results stay right.
+func TestDescriptorCacheBounded(t *testing.T) {
+	d := vktest.Open(t, vk.Options{})
+	p := fillPipeline(t, d)
+	const n = 1100 // distinct ranges, over maxCachedSets (1024)
+	buf, err := d.NewBuffer(2*16*n, vk.HostBuffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 2; round++ {
+		c, err := d.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			push := fillPush{N: 4, Value: float32(i + round)}
+			c.NoBarrier() // disjoint ranges
+			c.Dispatch(p, [3]uint32{1, 1, 1}, vk.Bytes(&push), buf.Range(16*uint64(i+round*n), 16))
+		}
+		if err := c.Submit(); err != nil {
+			t.Fatal(err)
+		}
+		m := buf.Mapped()
+		for i := 0; i < n; i++ {
+			if v := math.Float32frombits(binary.LittleEndian.Uint32(m[16*(i+round*n):])); v != float32(i+round) {
+				t.Fatalf("round %d: range %d = %g, want %d", round, i, v, i+round)
+			}
+		}
+	}
+	if got := p.CachedSets(); got != n {
+		t.Errorf("CachedSets() = %d, want %d (recycled, not grown)", got, n)
+	}
+}
