@@ -77,8 +77,8 @@ func (k *Kernels) getRows(c *vk.Cmd, w Weight, ids vk.Range, n int, dst vk.Range
 		wr := vk.Range{Buf: w.Data.Buf, Offset: ch.bindOffset, Size: ch.bindRange}
 		for i0 := 0; i0 < n; i0 += idStep {
 			ni := min(idStep, n-i0)
-			ir, iOff := bindWindow(ids, 4*uint64(i0), 4*uint64(ni), align)
-			yr, yOff := bindWindow(dst, 4*uint64(i0)*uint64(w.Cols), 4*uint64(ni)*uint64(w.Cols), align)
+			ir, iOff := bindWindow(ids, 4*uint64(i0), 4*uint64(ni), align, maxRange)
+			yr, yOff := bindWindow(dst, 4*uint64(i0)*uint64(w.Cols), 4*uint64(ni)*uint64(w.Cols), align, maxRange)
 			push := GetRowsPush{
 				K: uint32(w.Cols), NIds: uint32(ni),
 				WOff: ch.wOff, WStride: uint32(rowBytes),

@@ -132,9 +132,9 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 		rows := ch.rowEnd - ch.rowBegin
 		for c0 := 0; c0 < n; c0 += colStep {
 			nc := min(colStep, n-c0)
-			xr, xOff := bindWindow(x, 4*uint64(c0)*uint64(w.Cols), 4*uint64(nc)*uint64(w.Cols), align)
+			xr, xOff := bindWindow(x, 4*uint64(c0)*uint64(w.Cols), 4*uint64(nc)*uint64(w.Cols), align, maxRange)
 			yr, yOff := bindWindow(y, 4*(uint64(c0)*uint64(w.Rows)+uint64(ch.rowBegin)),
-				4*(uint64(nc-1)*uint64(w.Rows)+uint64(rows)), align)
+				4*(uint64(nc-1)*uint64(w.Rows)+uint64(rows)), align, maxRange)
 			push := MatVecPush{
 				K: uint32(w.Cols), M: uint32(rows), N: uint32(nc),
 				WOff: ch.wOff, WStride: uint32(rowBytes),
@@ -168,9 +168,17 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 
 // bindWindow returns a binding of r's buffer that covers the bytes
 // [off, off+size) of r, starting at the aligned offset at or below them,
-// and the f32 element index of byte off inside that binding.
-func bindWindow(r vk.Range, off, size, align uint64) (vk.Range, uint32) {
+// and the f32 element index of byte off inside that binding. The binding
+// extends to the end of the buffer (up to maxRange bytes), so the cached
+// descriptor set depends only on the buffer and the offset, not on the
+// batch size; the kernels touch only the elements their push constants
+// name.
+func bindWindow(r vk.Range, off, size, align, maxRange uint64) (vk.Range, uint32) {
 	start := r.Offset + off
 	b := start - start%align
-	return vk.Range{Buf: r.Buf, Offset: b, Size: roundUp4(start+size) - b}, uint32((start - b) / 4)
+	need := roundUp4(start+size) - b
+	if ext := min(r.Buf.Size()-b, maxRange) &^ 3; ext > need {
+		need = ext
+	}
+	return vk.Range{Buf: r.Buf, Offset: b, Size: need}, uint32((start - b) / 4)
 }

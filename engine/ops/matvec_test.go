@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"unsafe"
 
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/vk"
@@ -202,5 +203,20 @@ func TestWeightKernelAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(10, func() { _ = tt.f() }); n != 0 {
 			t.Errorf("%s records with %v allocations, want 0", tt.name, n)
 		}
+	}
+	// Batch sizes vary every step: the bindings, hence the cached
+	// descriptor sets, must not.
+	for n := 9; n <= 16; n++ {
+		if err := g.k.MatMul(c, wt, x, n, y); err != nil {
+			t.Fatalf("MatMul(n=%d): %v", n, err)
+		}
+	}
+	names, _ := kernelsFor(typ)
+	p, err := g.k.Pipeline(names.matmul, 3, uint32(unsafe.Sizeof(MatVecPush{})), matmulWG, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.CachedSets(); got != 1 {
+		t.Errorf("MatMul over batch sizes 9..16 cached %d descriptor sets, want 1", got)
 	}
 }
