@@ -252,3 +252,10 @@ void* vkllm_validation_features(vkllm_ctx* c) {
 	c->vf.pEnabledValidationFeatures = c->vf_enable;
 	return &c->vf;
 }
+
+void* vkllm_loader_gipa(void) {
+	void* lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!lib) lib = dlopen("libvulkan.so", RTLD_NOW | RTLD_LOCAL);
+	if (!lib) return NULL;
+	return dlsym(lib, "vkGetInstanceProcAddr");
+}

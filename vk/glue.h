@@ -51,4 +51,8 @@ VkResult vkllm_reset(vkllm_ctx* c, VkDevice dev, VkFence fence);
 // vkllm_validation_features returns a VkValidationFeaturesEXT (owned by c)
 // that turns on synchronization validation, for VkInstanceCreateInfo.pNext.
 void* vkllm_validation_features(vkllm_ctx* c);
+// vkllm_loader_gipa dlopens libvulkan.so.1 (not the -dev symlink
+// libvulkan.so that goki/vulkan's default loader wants) for the life of the
+// process and returns its vkGetInstanceProcAddr, or NULL.
+void* vkllm_loader_gipa(void);
 #endif

@@ -47,10 +47,12 @@ var loader struct {
 
 func load() error {
 	loader.once.Do(func() {
-		if err := gv.SetDefaultGetInstanceProcAddr(); err != nil {
-			loader.err = fmt.Errorf("vk: loading libvulkan: %v (install libvulkan1 and a driver, e.g. mesa-vulkan-drivers)", err)
+		gipa := C.vkllm_loader_gipa()
+		if gipa == nil {
+			loader.err = fmt.Errorf("vk: cannot load libvulkan.so.1 (install libvulkan1 and a driver, e.g. mesa-vulkan-drivers)")
 			return
 		}
+		gv.SetGetInstanceProcAddr(gipa)
 		if err := gv.Init(); err != nil {
 			loader.err = fmt.Errorf("vk: vulkan init: %v", err)
 		}
