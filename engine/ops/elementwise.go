@@ -203,6 +203,7 @@ func (e ElemType) size() uint64 {
 	return 4
 }
 
+// String returns the type's name in pipeline names ("f32", "f16").
 func (e ElemType) String() string {
 	if e == F16 {
 		return "f16"
