@@ -70,8 +70,10 @@ var unsupportedKeywords = []string{
 // allOf over objects, $ref to "#", "#/$defs/..." and "#/definitions/..."
 // (recursion allowed), minLength/maxLength, pattern, format date, time,
 // date-time and uuid, minimum/maximum/exclusiveMinimum/exclusiveMaximum on
-// integers, and nullable (OpenAPI). Annotations are ignored. Anything else
-// it cannot honour is a *SchemaError naming the schema path.
+// integers (exact) and numbers (bounded numbers are written without an
+// exponent; bounds that are not integers are rounded inward), and nullable
+// (OpenAPI). Annotations are ignored. Anything else it cannot honour is a
+// *SchemaError naming the schema path.
 func SchemaToGrammar(schema []byte) (string, error) {
 	root, err := parseJSONValue(schema)
 	if err != nil {
@@ -904,25 +906,129 @@ func (c *schemaConverter) stringExpr(s *jsonValue, name, path string) (string, e
 	return `"\"" ` + c.prim("char") + repeatSuffix(lo, hi) + ` "\"" ` + sp, nil
 }
 
-func (c *schemaConverter) number(s *jsonValue, path string) (string, error) {
-	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+// bound is one end of a numeric range, at an integer, possibly exclusive.
+type bound struct {
+	set  bool
+	v    int64
+	excl bool
+}
+
+// numberBounds reads minimum/exclusiveMinimum/maximum/exclusiveMaximum.
+// Bounds that are not integers are rounded inward (minimum 0.5 becomes 1),
+// so every number the grammar allows is in range while a few in-range
+// numbers (0.7) cannot be produced.
+func numberBounds(s *jsonValue, path string) (lo, hi bound, err error) {
+	for _, k := range []string{"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"} {
 		v := s.get(k)
 		if v == nil {
 			continue
 		}
-		if k == "minimum" && v.kind == jsonNumber {
-			if f, err := v.num.Float64(); err == nil && f == 0 && s.get("maximum") == nil &&
-				s.get("exclusiveMaximum") == nil && s.get("exclusiveMinimum") == nil {
-				sp := c.prim("space")
-				c.prim("integral-part")
-				c.prim("decimal-part")
-				return c.addRule("nonnegative-number",
-					`integral-part ("." decimal-part)? ([eE] [-+]? [0-9]{1,2})? `+sp), nil
+		if v.kind != jsonNumber {
+			return lo, hi, schemaErr(pathJoin(path, k), "%s must be a number", k)
+		}
+		f, ferr := v.num.Float64()
+		if ferr != nil || math.Abs(f) > 1e15 {
+			return lo, hi, schemaErr(pathJoin(path, k), "%s %s out of the supported range ±1e15", k, v.num)
+		}
+		excl := strings.HasPrefix(k, "exclusive")
+		if strings.HasSuffix(k, "inimum") {
+			b := bound{true, int64(math.Ceil(f)), excl && f == math.Trunc(f)}
+			if !lo.set || b.v > lo.v || b.v == lo.v && b.excl {
+				lo = b
+			}
+		} else {
+			b := bound{true, int64(math.Floor(f)), excl && f == math.Trunc(f)}
+			if !hi.set || b.v < hi.v || b.v == hi.v && b.excl {
+				hi = b
 			}
 		}
-		return "", schemaErr(pathJoin(path, k), "%s on type number is supported only as minimum 0; use type integer for ranges", k)
 	}
-	return c.prim("number"), nil
+	return lo, hi, nil
+}
+
+func (c *schemaConverter) number(s *jsonValue, path string) (string, error) {
+	lo, hi, err := numberBounds(s, path)
+	if err != nil {
+		return "", err
+	}
+	if !lo.set && !hi.set {
+		return c.prim("number"), nil
+	}
+	alts := decimalRange(lo, hi)
+	if len(alts) == 0 {
+		return "", schemaErr(path, "number range is empty (after rounding non-integer bounds inward)")
+	}
+	c.prim("decimal-part")
+	return "(" + strings.Join(alts, " | ") + ") " + c.prim("space"), nil
+}
+
+// decimalRange returns alternatives for the decimals without exponent in
+// the range; the integer part decides, the fraction matters only at an
+// integer bound.
+func decimalRange(lo, hi bound) []string {
+	var alts []string
+	// x >= 0, x = I.f: I from max(lo, 0).
+	if !hi.set || hi.v >= 0 {
+		plo := bound{true, 0, false}
+		if lo.set && lo.v >= 0 {
+			plo = lo
+		}
+		for _, a := range magnitudeRange(plo, hi) {
+			alts = append(alts, a)
+		}
+	}
+	// x < 0, x = -m with m > 0: m <= -lo and m >= -hi.
+	if !lo.set || lo.v < 0 {
+		mlo := bound{true, 0, true}
+		if hi.set && hi.v < 0 {
+			mlo = bound{true, -hi.v, hi.excl}
+		}
+		var mhi bound
+		if lo.set {
+			mhi = bound{true, -lo.v, lo.excl}
+		}
+		for _, a := range magnitudeRange(mlo, mhi) {
+			alts = append(alts, `"-" `+a)
+		}
+	}
+	return alts
+}
+
+// magnitudeRange returns alternatives for non-negative decimals m = I.f with
+// lo <= m <= hi (bounds at integers, lo set, hi unset meaning unbounded).
+func magnitudeRange(lo, hi bound) []string {
+	const (
+		anyFrac     = `("." decimal-part)?`
+		zeroFrac    = `("." "0"{1,16})?`
+		nonzeroFrac = `"." [0-9]{0,15} [1-9] [0-9]{0,15}`
+	)
+	lit := func(v int64) string { return gbnfLiteral(strconv.FormatInt(v, 10)) }
+	if hi.set && hi.v < lo.v {
+		return nil
+	}
+	if hi.set && hi.v == lo.v {
+		if lo.excl || hi.excl {
+			return nil
+		}
+		return []string{lit(lo.v) + " " + zeroFrac}
+	}
+	var alts []string
+	if lo.excl {
+		alts = append(alts, lit(lo.v)+" "+nonzeroFrac)
+	} else {
+		alts = append(alts, lit(lo.v)+" "+anyFrac)
+	}
+	switch {
+	case !hi.set:
+		alts = append(alts, "("+natRange(lo.v+1, nil)+") "+anyFrac)
+	case lo.v+1 <= hi.v-1:
+		h := hi.v - 1
+		alts = append(alts, "("+natRange(lo.v+1, &h)+") "+anyFrac)
+	}
+	if hi.set && !hi.excl {
+		alts = append(alts, lit(hi.v)+" "+zeroFrac)
+	}
+	return alts
 }
 
 func (c *schemaConverter) integer(s *jsonValue, name, path string) (string, error) {

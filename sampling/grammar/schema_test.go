@@ -206,7 +206,7 @@ var generationSchemas = []struct {
 		{"type":"integer","exclusiveMinimum":5},{"type":"integer","maximum":-3},{"type":"integer","minimum":100},
 		{"type":"integer","minimum":-100,"exclusiveMaximum":0},{"type":"integer","minimum":7,"maximum":7},
 		{"type":"number","minimum":0}],"items":false}`,
-		[]string{`[-15, 6, -3, 100, -100, 7, 0.5]`, `[1234, 99999, -1000, 12345, -1, 7, 3e2]`, `[0, 10, -99, 999, -50, 7, 0]`},
+		[]string{`[-15, 6, -3, 100, -100, 7, 0.5]`, `[1234, 99999, -1000, 12345, -1, 7, 300.25]`, `[0, 10, -99, 999, -50, 7, 0]`},
 		[]string{`[-16, 6, -3, 100, -1, 7, 1]`, `[1235, 6, -3, 100, -1, 7, 1]`, `[0, 5, -3, 100, -1, 7, 1]`, `[0, 6, -2, 100, -1, 7, 1]`,
 			`[0, 6, -3, 99, -1, 7, 1]`, `[0, 6, -3, 100, 0, 7, 1]`, `[0, 6, -3, 100, -1, 8, 1]`, `[0, 6, -3, 100, -1, 7, -1]`, `[0, 6, -3, 100, -0, 7, 1]`}},
 	{"strings and arrays", `{"type":"object","properties":{"s":{"type":"string","minLength":2,"maxLength":4},
@@ -325,7 +325,8 @@ func TestSchemaErrors(t *testing.T) {
 		{"remote ref", `{"$ref":"https://example.com/s.json"}`, "#/$ref", "only local references"},
 		{"word boundary", `{"type":"string","pattern":"\\bfoo"}`, "#/pattern", "word boundaries"},
 		{"bad regex", `{"type":"string","pattern":"(a"}`, "#/pattern", "invalid pattern"},
-		{"number range", `{"type":"number","minimum":1}`, "#/minimum", "type number"},
+		{"empty number range", `{"type":"number","minimum":0.2,"maximum":0.8}`, "#", "number range is empty"},
+		{"number bound type", `{"type":"number","maximum":"1"}`, "#/maximum", "must be a number"},
 		{"empty anyOf", `{"anyOf":[]}`, "#/anyOf", "non-empty"},
 		{"unique items", `{"type":"array","uniqueItems":true}`, "#/uniqueItems", "not supported"},
 		{"huge maxItems", `{"type":"array","maxItems":5000}`, "#/maxItems", "over 1000"},
@@ -349,6 +350,69 @@ func TestSchemaErrors(t *testing.T) {
 			}
 			if se.Path != tt.path || !strings.Contains(se.Msg, tt.msg) {
 				t.Errorf("SchemaToGrammar(%s) = %v, want path %s and %q", tt.schema, err, tt.path, tt.msg)
+			}
+		})
+	}
+}
+
+func TestNumberRange(t *testing.T) {
+	tests := []struct {
+		schema string
+		accept []string
+		reject []string
+	}{
+		{`{"type":"number","minimum":0,"maximum":2}`,
+			[]string{"0", "0.5", "1", "1.999", "2", "2.0", "2.000"},
+			[]string{"-0.1", "2.01", "3", "-0", "10", "1e0"}},
+		{`{"type":"number","exclusiveMinimum":0}`,
+			[]string{"0.001", "1", "12345.5", "0.10"},
+			[]string{"0", "0.0", "-1", "-0.5"}},
+		{`{"type":"number","minimum":-1.5,"exclusiveMaximum":3}`,
+			[]string{"-1", "-0.5", "0", "2.999", "-1.0"},
+			[]string{"-1.5", "-1.2", "3", "3.0", "-2"}},
+		{`{"type":"number","maximum":-2}`,
+			[]string{"-2", "-2.0", "-2.5", "-100"},
+			[]string{"-1.99", "0", "2", "-1"}},
+		{`{"type":"number","minimum":-3,"maximum":-3}`,
+			[]string{"-3", "-3.00"},
+			[]string{"-3.1", "-2.9", "3"}},
+		{`{"type":"number","minimum":10}`,
+			[]string{"10", "10.5", "11", "99999"},
+			[]string{"9.99", "9", "-10", "1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.schema, func(t *testing.T) {
+			src, err := SchemaToGrammar([]byte(tt.schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := Parse(src, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sch := compileSchema(t, tt.schema)
+			for _, s := range tt.accept {
+				if err := validate(sch, s); err != nil {
+					t.Fatalf("test data %s is not valid: %v", s, err)
+				}
+				if !g.Match(s) {
+					t.Errorf("Match(%s) = false, want true\n%s", s, src)
+				}
+			}
+			for _, s := range tt.reject {
+				if g.Match(s) {
+					t.Errorf("Match(%s) = true, want false\n%s", s, src)
+				}
+			}
+			v, err := genVocab()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for seed := uint64(0); seed < 30; seed++ {
+				doc := generate(t, g, v, rand.New(rand.NewPCG(seed, 17)))
+				if err := validate(sch, doc); err != nil {
+					t.Errorf("seed %d: generated %s does not validate: %v", seed, doc, err)
+				}
 			}
 		})
 	}
