@@ -3,6 +3,7 @@
 package vktest
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -13,9 +14,13 @@ import (
 // when the machine has no Vulkan device at all. At cleanup it fails the test
 // on any validation message not yet checked and on Close errors (leaks are
 // reported by the layer at destruction). o.Validation is forced on; o.Device
-// defaults to $VKLLM_DEVICE.
+// defaults to $VKLLM_DEVICE. VKLLM_FORCE_STAGING=1 sets o.ForceStaging, to
+// run a whole suite through the discrete-GPU (staging) path on a UMA device.
 func Open(t testing.TB, o vk.Options) *vk.Device {
 	t.Helper()
+	if os.Getenv("VKLLM_FORCE_STAGING") == "1" {
+		o.ForceStaging = true
+	}
 	devs, err := vk.Devices(vk.Options{})
 	if err != nil || len(devs) == 0 {
 		t.Skipf("no Vulkan device: %v", err)
