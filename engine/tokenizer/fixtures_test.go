@@ -1,0 +1,113 @@
+package tokenizer
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/vkllm/vkllm/gguf"
+)
+
+// fixturesDir returns the shared fixtures folder ($VKLLM_FIXTURES, else
+// ../shared/fixtures from the repository root) or skips the test.
+func fixturesDir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("VKLLM_FIXTURES")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "shared", "fixtures")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "vocab")); err != nil {
+		t.Skipf("fixtures not found at %s (set VKLLM_FIXTURES): %v", dir, err)
+	}
+	return dir
+}
+
+func loadVocab(t testing.TB, name string) *Tokenizer {
+	t.Helper()
+	path := filepath.Join(fixturesDir(t), "vocab", "ggml-vocab-"+name+".gguf")
+	return loadFile(t, path)
+}
+
+func loadFile(t testing.TB, path string) *Tokenizer {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatalf("gguf.Open(%s): %v", path, err)
+	}
+	defer f.Close()
+	tok, err := New(f)
+	if err != nil {
+		t.Fatalf("New(%s): %v", path, err)
+	}
+	return tok
+}
+
+// readPairs reads a .inp/.out pair: inputs separated by
+// "\n__ggml_vocab_test__\n", one line of ids per input.
+func readPairs(t *testing.T, gg string) ([]string, [][]int32) {
+	t.Helper()
+	inp, err := os.ReadFile(gg + ".inp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outb, err := os.ReadFile(gg + ".out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := strings.Split(string(inp), "\n__ggml_vocab_test__\n")
+	lines := strings.Split(string(outb), "\n")
+	if len(lines) > len(inputs) && strings.TrimSpace(strings.Join(lines[len(inputs):], "")) == "" {
+		lines = lines[:len(inputs)]
+	}
+	if len(lines) != len(inputs) {
+		t.Fatalf("%s: %d inputs but %d output lines", gg, len(inputs), len(lines))
+	}
+	want := make([][]int32, len(lines))
+	for i, l := range lines {
+		for _, f := range strings.Fields(l) {
+			v, err := strconv.ParseInt(f, 10, 32)
+			if err != nil {
+				t.Fatalf("%s.out line %d: %v", gg, i+1, err)
+			}
+			want[i] = append(want[i], int32(v))
+		}
+	}
+	return inputs, want
+}
+
+// TestVocabFixtures checks every input of every reference vocabulary file:
+// no BOS/EOS, special text not parsed, ids identical.
+func TestVocabFixtures(t *testing.T) {
+	dir := fixturesDir(t)
+	files, _ := filepath.Glob(filepath.Join(dir, "vocab", "ggml-vocab-*.gguf"))
+	if len(files) == 0 {
+		t.Skipf("no ggml-vocab-*.gguf in %s/vocab", dir)
+	}
+	for _, gg := range files {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(gg), "ggml-vocab-"), ".gguf")
+		t.Run(name, func(t *testing.T) {
+			if _, err := os.Stat(gg + ".inp"); err != nil {
+				t.Skipf("no %s.inp", gg)
+			}
+			tok := loadFile(t, gg)
+			inputs, want := readPairs(t, gg)
+			pass := 0
+			for i, in := range inputs {
+				got, err := tok.Encode(in, false, false)
+				if err != nil {
+					t.Errorf("Encode(%q) error %v", in, err)
+					continue
+				}
+				if !slices.Equal(got, want[i]) {
+					t.Errorf("input %d: Encode(%q) = %v, want %v", i, in, got, want[i])
+					continue
+				}
+				pass++
+			}
+			t.Logf("%s: %d/%d inputs match", name, pass, len(inputs))
+		})
+	}
+}

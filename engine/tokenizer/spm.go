@@ -1,0 +1,203 @@
+package tokenizer
+
+import "strings"
+
+// symbol is a run of bytes [start, start+n) of the text being merged, linked
+// to its live neighbours. n == 0 marks a symbol merged into its left
+// neighbour.
+type symbol struct {
+	start, n   int32
+	prev, next int32
+	id         int32 // BPE: the token the symbol spells, or null
+}
+
+// candidate is a possible merge of two adjacent symbols. Higher priority
+// first: SPM uses the merged token's score, BPE the merge rank (negated);
+// ties go to the leftmost pair, as in the reference.
+type candidate struct {
+	left, right int32
+	size        int32
+	prio        float32
+	id          int32
+}
+
+// mergeQueue is a binary max-heap of candidates; merging stays
+// O(n log n) however long the word.
+type mergeQueue []candidate
+
+func (q mergeQueue) less(i, j int) bool { // i before j
+	if q[i].prio != q[j].prio {
+		return q[i].prio > q[j].prio
+	}
+	return q[i].left < q[j].left
+}
+
+func (q *mergeQueue) push(c candidate) {
+	*q = append(*q, c)
+	h := *q
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (q *mergeQueue) pop() candidate {
+	h := *q
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(h) && h.less(r, l) {
+			m = r
+		}
+		if !h.less(m, i) {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
+	return top
+}
+
+// spmScratch holds the buffers of one SPM encoding.
+type spmScratch struct {
+	text []byte
+	syms []symbol
+	q    mergeQueue
+}
+
+func (t *Tokenizer) encodeSPM(out []int32, text string, frags []fragment, addSpecial bool) ([]int32, error) {
+	if addSpecial && t.addBOS {
+		if err := t.need(t.bos, "BOS"); err != nil {
+			return nil, err
+		}
+		out = append(out, t.bos)
+	}
+	var sc spmScratch
+	prevSpecial := true
+	for _, fr := range frags {
+		if fr.tok != null {
+			out = append(out, fr.tok)
+			prevSpecial = true
+			continue
+		}
+		sc.text = sc.text[:0]
+		if t.addSpacePrefix && prevSpecial {
+			sc.text = append(sc.text, "\u2581"...)
+		}
+		s := text[fr.s:fr.e]
+		for {
+			k := strings.IndexByte(s, ' ')
+			if k < 0 {
+				sc.text = append(sc.text, s...)
+				break
+			}
+			sc.text = append(sc.text, s[:k]...)
+			sc.text = append(sc.text, "\u2581"...)
+			s = s[k+1:]
+		}
+		out = t.spm(out, &sc)
+		prevSpecial = false
+	}
+	if addSpecial && t.addEOS {
+		if err := t.need(t.eos, "EOS"); err != nil {
+			return nil, err
+		}
+		out = append(out, t.eos)
+	}
+	return out, nil
+}
+
+// spm merges the highest-scoring adjacent pair that is a token until none
+// is left, then emits each symbol's token or its bytes.
+func (t *Tokenizer) spm(out []int32, sc *spmScratch) []int32 {
+	text := sc.text
+	syms := sc.syms[:0]
+	for off := 0; off < len(text); {
+		n := min(utf8Len(text[off]), len(text)-off)
+		i := int32(len(syms))
+		next := i + 1
+		if off+n == len(text) {
+			next = -1
+		}
+		syms = append(syms, symbol{start: int32(off), n: int32(n), prev: i - 1, next: next})
+		off += n
+	}
+	sc.syms = syms
+	q := sc.q[:0]
+	try := func(l, r int32) {
+		if l < 0 || r < 0 {
+			return
+		}
+		a := syms[l]
+		b := syms[r]
+		s := text[a.start : b.start+b.n]
+		id, ok := t.ids[string(s)]
+		if !ok {
+			return
+		}
+		q.push(candidate{left: l, right: r, size: int32(len(s)), prio: t.scores[id], id: id})
+	}
+	for i := 1; i < len(syms); i++ {
+		try(int32(i-1), int32(i))
+	}
+	for len(q) > 0 {
+		c := q.pop()
+		l, r := &syms[c.left], &syms[c.right]
+		if l.n == 0 || r.n == 0 || l.n+r.n != c.size {
+			continue
+		}
+		l.n += r.n
+		r.n = 0
+		l.next = r.next
+		if r.next >= 0 {
+			syms[r.next].prev = c.left
+		}
+		try(l.prev, c.left)
+		try(c.left, l.next)
+	}
+	sc.q = q
+	if len(syms) == 0 {
+		return out
+	}
+	for i := int32(0); i != -1; i = syms[i].next {
+		s := text[syms[i].start : syms[i].start+syms[i].n]
+		if id, ok := t.ids[string(s)]; ok {
+			out = append(out, id)
+			continue
+		}
+		for _, b := range s {
+			if id := t.byteToken(b); id != null {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+// byteToken is the SPM byte-fallback token of b: "<0xXX>", else the byte as
+// a one-byte token, else UNK.
+func (t *Tokenizer) byteToken(b byte) int32 {
+	const hex = "0123456789ABCDEF"
+	buf := [6]byte{'<', '0', 'x', hex[b>>4], hex[b&15], '>'}
+	if id, ok := t.ids[string(buf[:])]; ok {
+		return id
+	}
+	if id, ok := t.ids[string([]byte{b})]; ok {
+		return id
+	}
+	return t.unk
+}
