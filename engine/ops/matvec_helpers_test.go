@@ -91,14 +91,14 @@ func randomVector(rng *rand.Rand, n int) []float32 {
 	return x
 }
 
-// dequantizeAll returns the whole matrix as f32 through the test dequantizer.
+// dequantizeAll returns the whole matrix as f32 through dequantizeRow.
 func dequantizeAll(t testing.TB, typ gguf.GGMLType, w []byte, rows, cols int) []float32 {
 	t.Helper()
 	out := make([]float32, rows*cols)
 	rb := len(w) / rows
 	for r := 0; r < rows; r++ {
-		if err := testDequantize(typ, w[r*rb:(r+1)*rb], out[r*cols:(r+1)*cols]); err != nil {
-			t.Fatalf("testDequantize(%v, row %d): %v", typ, r, err)
+		if err := dequantizeRow(typ, w[r*rb:(r+1)*rb], out[r*cols:(r+1)*cols]); err != nil {
+			t.Fatalf("dequantizeRow(%v, row %d): %v", typ, r, err)
 		}
 	}
 	return out

@@ -102,7 +102,7 @@ func TestLargeWeight(t *testing.T) {
 	}
 	var table [1 << 16]float32
 	for i := range table {
-		table[i] = halfToFloat(uint16(i))
+		table[i] = dqHalfToFloat(uint16(i))
 	}
 	row := func(r int) []float32 {
 		out := make([]float32, cols)

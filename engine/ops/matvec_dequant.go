@@ -8,13 +8,17 @@ import (
 	"github.com/vkllm/vkllm/gguf"
 )
 
-// This file is a test-only dequantizer written in the loop form of ggml's
-// dequantize_row_* (ggml-quants.c), independent of the per-element index
-// arithmetic in shaders/quant.glsl, so the two check each other.
+// This file is the CPU dequantizer behind MatMulRef and GetRowsRef, written
+// in the loop form of ggml's dequantize_row_* (ggml-quants.c), independent
+// of the per-element index arithmetic in shaders/quant.glsl, so the two
+// check each other. gguf/quant.Dequantize is the project's dequantizer; the
+// tests hold this one equal to it where it exists.
 
-func half(b []byte) float32 { return halfToFloat(binary.LittleEndian.Uint16(b)) }
+// dqHalf reads a little-endian f16.
+func dqHalf(b []byte) float32 { return dqHalfToFloat(binary.LittleEndian.Uint16(b)) }
 
-func halfToFloat(h uint16) float32 {
+// dqHalfToFloat converts f16 bits to float32 exactly.
+func dqHalfToFloat(h uint16) float32 {
 	sign := uint32(h>>15) << 31
 	exp := int(h>>10) & 31
 	man := uint32(h & 1023)
@@ -31,20 +35,24 @@ func halfToFloat(h uint16) float32 {
 	return math.Float32frombits(sign | uint32(exp-15+127)<<23 | man<<13)
 }
 
-var iq4nl = [16]float32{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+// dqIQ4NL is ggml's kvalues_iq4nl code book.
+var dqIQ4NL = [16]float32{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
 
-func scaleMinK4(j int, q []byte) (float32, float32) {
+// dqScaleMinK4 unpacks the 6-bit scale and min j of a Q4_K/Q5_K block
+// (ggml's get_scale_min_k4).
+func dqScaleMinK4(j int, q []byte) (float32, float32) {
 	if j < 4 {
 		return float32(q[j] & 63), float32(q[j+4] & 63)
 	}
 	return float32(q[j+4]&0xF | (q[j-4]>>6)<<4), float32(q[j+4]>>4 | (q[j]>>6)<<4)
 }
 
-// testDequantize expands one row of type t into y (len(y) elements).
-func testDequantize(t gguf.GGMLType, x []byte, y []float32) error {
+// dequantizeRow expands the blocks in x of type t into y (len(y) elements,
+// a whole number of blocks).
+func dequantizeRow(t gguf.GGMLType, x []byte, y []float32) error {
 	bs, ts := t.BlockSize(), t.TypeSize()
 	if bs == 0 || len(y)%bs != 0 || len(x) < len(y)/bs*ts {
-		return fmt.Errorf("testDequantize(%v): %d bytes for %d elements", t, len(x), len(y))
+		return fmt.Errorf("ops: dequantize %v: %d bytes for %d elements", t, len(x), len(y))
 	}
 	for b := 0; b < len(y)/bs; b++ {
 		blk := x[b*ts : (b+1)*ts]
@@ -53,30 +61,30 @@ func testDequantize(t gguf.GGMLType, x []byte, y []float32) error {
 		case gguf.TypeF32:
 			out[0] = math.Float32frombits(binary.LittleEndian.Uint32(blk))
 		case gguf.TypeF16:
-			out[0] = half(blk)
+			out[0] = dqHalf(blk)
 		case gguf.TypeBF16:
 			out[0] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(blk)) << 16)
 		case gguf.TypeQ4_0, gguf.TypeIQ4_NL:
-			d, qs := half(blk), blk[2:]
+			d, qs := dqHalf(blk), blk[2:]
 			for j := 0; j < 16; j++ {
 				if t == gguf.TypeQ4_0 {
 					out[j] = d * float32(int(qs[j]&0xF)-8)
 					out[j+16] = d * float32(int(qs[j]>>4)-8)
 				} else {
-					out[j] = d * iq4nl[qs[j]&0xF]
-					out[j+16] = d * iq4nl[qs[j]>>4]
+					out[j] = d * dqIQ4NL[qs[j]&0xF]
+					out[j+16] = d * dqIQ4NL[qs[j]>>4]
 				}
 			}
 		case gguf.TypeQ4_1:
-			d, m, qs := half(blk), half(blk[2:]), blk[4:]
+			d, m, qs := dqHalf(blk), dqHalf(blk[2:]), blk[4:]
 			for j := 0; j < 16; j++ {
 				out[j] = float32(qs[j]&0xF)*d + m
 				out[j+16] = float32(qs[j]>>4)*d + m
 			}
 		case gguf.TypeQ5_0, gguf.TypeQ5_1:
-			d, m, rest := half(blk), float32(0), blk[2:]
+			d, m, rest := dqHalf(blk), float32(0), blk[2:]
 			if t == gguf.TypeQ5_1 {
-				m, rest = half(blk[2:]), blk[4:]
+				m, rest = dqHalf(blk[2:]), blk[4:]
 			}
 			qh := binary.LittleEndian.Uint32(rest)
 			qs := rest[4:]
@@ -92,13 +100,13 @@ func testDequantize(t gguf.GGMLType, x []byte, y []float32) error {
 				}
 			}
 		case gguf.TypeQ8_0:
-			d := half(blk)
+			d := dqHalf(blk)
 			for j := 0; j < 32; j++ {
 				out[j] = d * float32(int8(blk[2+j]))
 			}
 		case gguf.TypeQ2_K:
 			sc, q := blk[:16], blk[16:80]
-			d, dmin := half(blk[80:]), half(blk[82:])
+			d, dmin := dqHalf(blk[80:]), dqHalf(blk[82:])
 			i, is := 0, 0
 			for n := 0; n < 256; n += 128 {
 				for shift := 0; shift < 8; shift += 2 {
@@ -116,7 +124,7 @@ func testDequantize(t gguf.GGMLType, x []byte, y []float32) error {
 			}
 		case gguf.TypeQ3_K:
 			hm, q, sb := blk[:32], blk[32:96], blk[96:108]
-			d := half(blk[108:])
+			d := dqHalf(blk[108:])
 			var aux [4]uint32
 			for i := 0; i < 3; i++ {
 				aux[i] = binary.LittleEndian.Uint32(sb[4*i:])
@@ -151,7 +159,7 @@ func testDequantize(t gguf.GGMLType, x []byte, y []float32) error {
 				q = q[32:]
 			}
 		case gguf.TypeQ4_K, gguf.TypeQ5_K:
-			d, dmin, sc := half(blk), half(blk[2:]), blk[4:16]
+			d, dmin, sc := dqHalf(blk), dqHalf(blk[2:]), blk[4:16]
 			var qh, ql []byte
 			if t == gguf.TypeQ4_K {
 				ql = blk[16:]
@@ -161,8 +169,8 @@ func testDequantize(t gguf.GGMLType, x []byte, y []float32) error {
 			i, is := 0, 0
 			u1, u2 := byte(1), byte(2)
 			for j := 0; j < 256; j += 64 {
-				s1, m1 := scaleMinK4(is, sc)
-				s2, m2 := scaleMinK4(is+1, sc)
+				s1, m1 := dqScaleMinK4(is, sc)
+				s2, m2 := dqScaleMinK4(is+1, sc)
 				for l := 0; l < 32; l++ {
 					v := float32(ql[l] & 0xF)
 					if qh != nil && qh[l]&u1 != 0 {
@@ -183,7 +191,7 @@ func testDequantize(t gguf.GGMLType, x []byte, y []float32) error {
 			}
 		case gguf.TypeQ6_K:
 			ql, qh, sc := blk[:128], blk[128:192], blk[192:208]
-			d := half(blk[208:])
+			d := dqHalf(blk[208:])
 			for n := 0; n < 256; n += 128 {
 				for l := 0; l < 32; l++ {
 					is := l / 16
@@ -199,20 +207,20 @@ func testDequantize(t gguf.GGMLType, x []byte, y []float32) error {
 				ql, qh, sc = ql[64:], qh[32:], sc[8:]
 			}
 		case gguf.TypeIQ4_XS:
-			d := half(blk)
+			d := dqHalf(blk)
 			sh := binary.LittleEndian.Uint16(blk[2:])
 			sl, qs := blk[4:8], blk[8:]
 			for ib := 0; ib < 8; ib++ {
 				ls := int((sl[ib/2]>>(4*(ib%2)))&0xF) | int((sh>>(2*ib))&3)<<4
 				dl := d * float32(ls-32)
 				for j := 0; j < 16; j++ {
-					out[32*ib+j] = dl * iq4nl[qs[j]&0xF]
-					out[32*ib+j+16] = dl * iq4nl[qs[j]>>4]
+					out[32*ib+j] = dl * dqIQ4NL[qs[j]&0xF]
+					out[32*ib+j+16] = dl * dqIQ4NL[qs[j]>>4]
 				}
 				qs = qs[16:]
 			}
 		default:
-			return fmt.Errorf("testDequantize: type %v not supported", t)
+			return fmt.Errorf("ops: dequantize: type %v not supported", t)
 		}
 	}
 	return nil
