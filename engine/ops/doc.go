@@ -57,12 +57,17 @@
 //     submit and one fence wait.
 //  4. Write the CPU reference (RefOp) over []float32, exported, mirroring
 //     the shader's math.
-//  5. Test it (see ops_test.go): open the device with vktest.Open(t, ...),
-//     which enables VK_LAYER_KHRONOS_validation and fails the test on any
-//     message; fill inputs from a printed random seed over odd shapes;
-//     poison outputs with NaN (c.Fill(r, NaNBits)); dispatch; compare with
-//     the reference within a tolerance fitted to the arithmetic (f32 ~1e-5,
-//     f16 ~1e-3) using the helpers there.
+//  5. Test it (helpers in helpers_test.go; norm_test.go is a small
+//     example): newRig opens the device with vktest.Open, which enables
+//     VK_LAYER_KHRONOS_validation with synchronization validation and fails
+//     the test on any message, and seeds an RNG from the time or
+//     $VKLLM_SEED (logged); fill inputs over odd shapes (not multiples of the
+//     workgroup); allocate outputs with rig.buf, which poisons them with NaN;
+//     dispatch with rig.run; compare with the reference by closeTo within a
+//     tolerance fitted to the arithmetic (f32 ~1e-5, f16 ~1e-3). both() runs
+//     a test over the shared-memory and subgroup variants.
+//     VKLLM_FORCE_STAGING=1 runs a suite through the discrete-GPU (staging)
+//     buffer path on a UMA device.
 //
 // # Kernels
 //
