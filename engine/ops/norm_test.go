@@ -52,3 +52,42 @@ func TestLayerNorm(t *testing.T) {
 		})
 	}
 }
+
+// TestRowKernelsOverMaxBinding runs RMSNorm and Argmax over a tensor larger
+// than one storage binding, which they must split into groups of rows.
+func TestRowKernelsOverMaxBinding(t *testing.T) {
+	g := newRig(t)
+	const cols = 1 << 16
+	rows := int(g.k.dev.Limits().MaxStorageBufferRange/(4*cols)) + 3
+	x := make([]float32, rows*cols)
+	for i := range x {
+		x[i] = float32(i%1013)/64 - 7
+	}
+	for r := 0; r < rows; r++ { // a distinct maximum per row
+		x[r*cols+(r*7919)%cols] = 100 + float32(r)
+	}
+	src, dst, am := g.upF32(x), g.buf(4*len(x)), g.buf(4*rows)
+	var dispatches int
+	g.run(func(c *vk.Cmd) error {
+		if err := g.k.RMSNorm(c, dst, src, vk.Range{}, rows, cols, 1e-5); err != nil {
+			return err
+		}
+		if err := g.k.Argmax(c, am, src, rows, cols); err != nil {
+			return err
+		}
+		dispatches = c.Dispatches()
+		return nil
+	})
+	if dispatches < 4 {
+		t.Errorf("RMSNorm+Argmax over %d bytes recorded %d dispatches, want >= 4 (split per binding)", 4*len(x), dispatches)
+	}
+	want := make([]float32, len(x))
+	RefRMSNorm(want, x, nil, rows, cols, 1e-5)
+	closeTo(t, "RMSNorm over one binding", g.downF32(dst, len(x)), want, 1e-5)
+	got := g.downU32(am, rows)
+	for r, i := range got {
+		if want := uint32((r * 7919) % cols); i != want {
+			t.Errorf("Argmax row %d = %d, want %d", r, i, want)
+		}
+	}
+}
