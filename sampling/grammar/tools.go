@@ -169,3 +169,20 @@ func ToolCallGrammar(funcs []ToolFunction, opts ToolCallOptions) (string, error)
 	}
 	return src, nil
 }
+
+// ToolCallTrigger returns the text that starts a tool call in format f: a
+// prefix of the calls ToolCallGrammar accepts. For tool_choice "auto",
+// generate unconstrained until the output contains the trigger, then
+// create the matcher, feed it the output from the trigger on with
+// AcceptBytes, and constrain the rest (llama.cpp's lazy grammar).
+func ToolCallTrigger(f ToolFormat) string {
+	switch f {
+	case ToolFormatHermes:
+		return "<tool_call>"
+	case ToolFormatLlama3:
+		return `{"name":`
+	case ToolFormatMistral:
+		return "[TOOL_CALLS]"
+	}
+	return `{"tool_call`
+}

@@ -231,3 +231,26 @@ func TestToolCallGrammarErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestToolCallTrigger(t *testing.T) {
+	for _, f := range []ToolFormat{ToolFormatHermes, ToolFormatLlama3, ToolFormatMistral, ToolFormatGeneric} {
+		for _, parallel := range []bool{false, true} {
+			src, err := ToolCallGrammar(testTools, ToolCallOptions{Format: f, Parallel: parallel})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := Parse(src, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := NewMatcher(g, nil)
+			trigger := ToolCallTrigger(f)
+			if err := m.AcceptBytes([]byte(trigger)); err != nil {
+				t.Errorf("%v parallel %v: AcceptBytes(ToolCallTrigger() = %q) = %v, want nil", f, parallel, trigger, err)
+			}
+			if m.IsComplete() {
+				t.Errorf("%v: IsComplete() after the trigger = true, want false", f)
+			}
+		}
+	}
+}
