@@ -81,10 +81,11 @@ type ToolCallOptions struct {
 }
 
 // ToolCallGrammar returns GBNF (start rule "root") for the tool calls the
-// options allow over funcs. The output must be a call: for tool_choice
-// "auto", where the model may answer in prose instead, do not constrain
-// with this grammar. Errors name the function; a parameters schema the
-// converter cannot honour gives an error wrapping *SchemaError.
+// options allow over funcs. The output must be a call (tool_choice
+// "required" or a named function); for "auto", where the model may answer
+// in prose instead, apply the grammar lazily from ToolCallTrigger on.
+// Errors name the function; a parameters schema the converter cannot honour
+// gives an error wrapping *SchemaError.
 func ToolCallGrammar(funcs []ToolFunction, opts ToolCallOptions) (string, error) {
 	if len(funcs) == 0 {
 		return "", fmt.Errorf("grammar: ToolCallGrammar: no functions")
