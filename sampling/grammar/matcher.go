@@ -72,6 +72,8 @@ type Matcher struct {
 
 	loopSet []stateLoops // per state, see loops
 
+	limitNodes, limitStates int // maxNodes and maxStates; tests lower them
+
 	cur   int32
 	ended bool // an end-of-generation token was accepted
 	err   error
@@ -85,7 +87,7 @@ type Matcher struct {
 // NewMatcher returns a matcher at the start of g. v may be nil for a matcher
 // that is only fed bytes (AcceptBytes, IsComplete); Mask and Accept need it.
 func NewMatcher(g *Grammar, v *Vocab) *Matcher {
-	m := &Matcher{g: g, v: v, seed: maphash.MakeSeed()}
+	m := &Matcher{g: g, v: v, seed: maphash.MakeSeed(), limitNodes: maxNodes, limitStates: maxStates}
 	m.reset()
 	m.scratch = m.scratch[:0]
 	for _, a := range g.rules[g.root].alts {
@@ -114,7 +116,7 @@ func (m *Matcher) reset() {
 // copy shares only the immutable Grammar and Vocab.
 func (m *Matcher) Clone() *Matcher {
 	c := &Matcher{
-		g: m.g, v: m.v, seed: m.seed,
+		g: m.g, v: m.v, seed: m.seed, limitNodes: m.limitNodes, limitStates: m.limitStates,
 		nodes:   slices.Clone(m.nodes),
 		nodeIDs: make(map[node]int32, len(m.nodeIDs)),
 		setData: slices.Clone(m.setData),
@@ -629,7 +631,7 @@ func (m *Matcher) state(k stateKey) int32 {
 // maybeCompact drops the automaton when it has grown past its limits and
 // rebuilds the current state alone. It reports whether it did.
 func (m *Matcher) maybeCompact() bool {
-	if len(m.nodes) < maxNodes && len(m.states) < maxStates {
+	if len(m.nodes) < m.limitNodes && len(m.states) < m.limitStates {
 		return false
 	}
 	m.compact()

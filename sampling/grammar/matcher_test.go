@@ -134,6 +134,42 @@ func TestMaskMatchesReference(t *testing.T) {
 	}
 }
 
+// TestMaskWithCompaction repeats the reference comparison with automaton
+// limits so low that the matcher rebuilds itself at almost every step.
+func TestMaskWithCompaction(t *testing.T) {
+	v, toks := testVocab(t)
+	for _, name := range []string{"json", "clike", "chess"} {
+		t.Run(name, func(t *testing.T) {
+			g := mustParseFile(t, name+".gbnf")
+			for seed := uint64(1); seed <= 4; seed++ {
+				rng := rand.New(rand.NewPCG(seed, 11))
+				m := NewMatcher(g, v)
+				m.limitNodes, m.limitStates = 8, 4
+				compacted := false
+				var prefix []byte
+				for step := 0; step < 40 && !m.Ended(); step++ {
+					allowed := checkMask(t, g, v, toks, m, prefix)
+					if len(allowed) == 0 {
+						break
+					}
+					id := allowed[rng.IntN(len(allowed))]
+					if err := m.Accept(id); err != nil {
+						t.Fatalf("Accept(%d %q) after %q = %v, want nil", id, toks[id], prefix, err)
+					}
+					prefix = append(prefix, toks[id]...)
+					if c := m.Clone(); c.IsComplete() != m.IsComplete() {
+						t.Fatalf("Clone().IsComplete() = %v, want %v", c.IsComplete(), m.IsComplete())
+					}
+					compacted = m.maybeCompact() || compacted
+				}
+				if !compacted {
+					t.Errorf("seed %d: the automaton was never rebuilt, want rebuilds", seed)
+				}
+			}
+		})
+	}
+}
+
 func TestPartialUTF8(t *testing.T) {
 	v, toks := testVocab(t)
 	id := func(s string) int32 {
