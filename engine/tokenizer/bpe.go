@@ -9,6 +9,7 @@ type bpeScratch struct {
 	syms      []symbol
 	q         mergeQueue
 	charBytes []byte
+	cache     wordCache
 }
 
 func (t *Tokenizer) encodeBPE(out []int32, text string, frags []fragment, addSpecial bool) ([]int32, error) {
@@ -19,6 +20,7 @@ func (t *Tokenizer) encodeBPE(out []int32, text string, frags []fragment, addSpe
 		out = append(out, t.bos)
 	}
 	var sc bpeScratch
+	sc.cache.enable(len(text))
 	for _, fr := range frags {
 		if fr.tok != null {
 			out = append(out, fr.tok)
@@ -57,7 +59,13 @@ func (t *Tokenizer) bpeText(out []int32, s string, sc *bpeScratch) []int32 {
 			word = t.bu.appendByte(word, b)
 		}
 		sc.word, sc.charBytes = word, raw
+		if o, ok := sc.cache.get(out, word); ok {
+			out = o
+			continue
+		}
+		mark := len(out)
 		out = t.bpeWord(out, word, sc)
+		sc.cache.put(word, out[mark:])
 	}
 	return out
 }

@@ -74,9 +74,46 @@ func (q *mergeQueue) pop() candidate {
 
 // spmScratch holds the buffers of one SPM encoding.
 type spmScratch struct {
-	text []byte
-	syms []symbol
-	q    mergeQueue
+	text  []byte
+	syms  []symbol
+	q     mergeQueue
+	cache wordCache
+}
+
+// wordCache remembers the ids of words already merged during one Encode
+// call: natural text repeats its words, and merging dominates the cost.
+type wordCache struct {
+	m     map[string]span // word -> ids[s:e]
+	ids   []int32
+	limit int // words longer than this are not cached
+}
+
+// enable turns the cache on for inputs long enough to pay for it.
+func (c *wordCache) enable(textLen int) {
+	if textLen >= 4096 && c.m == nil {
+		c.m = make(map[string]span, 1024)
+		c.limit = 64
+	}
+}
+
+func (c *wordCache) get(out []int32, w []byte) ([]int32, bool) {
+	if c.m == nil || len(w) > c.limit {
+		return out, false
+	}
+	sp, ok := c.m[string(w)]
+	if !ok {
+		return out, false
+	}
+	return append(out, c.ids[sp.s:sp.e]...), true
+}
+
+func (c *wordCache) put(w []byte, ids []int32) {
+	if c.m == nil || len(w) > c.limit || len(c.m) >= 1<<16 {
+		return
+	}
+	s := int32(len(c.ids))
+	c.ids = append(c.ids, ids...)
+	c.m[string(w)] = span{s, int32(len(c.ids))}
 }
 
 func (t *Tokenizer) encodeSPM(out []int32, text string, frags []fragment, addSpecial bool) ([]int32, error) {
@@ -87,6 +124,7 @@ func (t *Tokenizer) encodeSPM(out []int32, text string, frags []fragment, addSpe
 		out = append(out, t.bos)
 	}
 	var sc spmScratch
+	sc.cache.enable(len(text))
 	prevSpecial := true
 	for _, fr := range frags {
 		if fr.tok != null {
@@ -121,16 +159,44 @@ func (t *Tokenizer) encodeSPM(out []int32, text string, frags []fragment, addSpe
 	return out, nil
 }
 
-// spm merges the highest-scoring adjacent pair that is a token until none
-// is left, then emits each symbol's token or its bytes.
+// spm tokenizes the escaped text in sc.text. The reference merges over the
+// whole text at once; when the vocabulary allows (spmSplit: no token has a
+// "▁" preceded by anything but "▁"), no merge can cross the start of a word
+// ("▁" after a non-"▁" symbol), so each word is merged on its own with the
+// same result and a small, cache-resident queue.
 func (t *Tokenizer) spm(out []int32, sc *spmScratch) []int32 {
 	text := sc.text
-	syms := sc.syms[:0]
+	const space = "\u2581"
+	seg := 0
+	prevSpace := false
 	for off := 0; off < len(text); {
 		n := min(utf8Len(text[off]), len(text)-off)
+		isSpace := n == 3 && string(text[off:off+3]) == space
+		if t.spmSplit && isSpace && !prevSpace && off > seg {
+			out = t.spmSegment(out, sc, seg, off)
+			seg = off
+		}
+		prevSpace = isSpace
+		off += n
+	}
+	return t.spmSegment(out, sc, seg, len(text))
+}
+
+// spmSegment merges the highest-scoring adjacent pair that is a token until
+// none is left, then emits each symbol's token or its bytes.
+func (t *Tokenizer) spmSegment(out []int32, sc *spmScratch, from, to int) []int32 {
+	text := sc.text[:to]
+	if o, ok := sc.cache.get(out, text[from:to]); ok {
+		return o
+	}
+	mark := len(out)
+	defer func() { sc.cache.put(text[from:to], out[mark:]) }()
+	syms := sc.syms[:0]
+	for off := from; off < to; {
+		n := min(utf8Len(text[off]), to-off)
 		i := int32(len(syms))
 		next := i + 1
-		if off+n == len(text) {
+		if off+n == to {
 			next = -1
 		}
 		syms = append(syms, symbol{start: int32(off), n: int32(n), prev: i - 1, next: next})
@@ -186,6 +252,25 @@ func (t *Tokenizer) spm(out []int32, sc *spmScratch) []int32 {
 		}
 	}
 	return out
+}
+
+// spmSplittable reports whether every "▁" inside a token (not at its
+// start) follows only "▁"s, so that merges never cross a word start.
+func spmSplittable(tokens []string) bool {
+	const space = "\u2581"
+	for _, w := range tokens {
+		for k := strings.Index(w, space); k >= 0; {
+			if strings.Trim(w[:k], space) != "" {
+				return false
+			}
+			next := strings.Index(w[k+len(space):], space)
+			if next < 0 {
+				break
+			}
+			k += len(space) + next
+		}
+	}
+	return true
 }
 
 // byteToken is the SPM byte-fallback token of b: "<0xXX>", else the byte as

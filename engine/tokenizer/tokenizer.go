@@ -70,12 +70,13 @@ type Tokenizer struct {
 	model string
 	kind  kind
 
-	text   []string // token id -> vocabulary string
-	scores []float32
-	attr   []uint16
-	ids    map[string]int32
-	pieces [][]byte // token_to_piece with special text rendered
-	maxLen int      // longest token in bytes
+	text     []string // token id -> vocabulary string
+	scores   []float32
+	attr     []uint16
+	ids      map[string]int32
+	pieces   [][]byte // token_to_piece with special text rendered
+	spmSplit bool     // SPM merges can run word by word (see spm)
+	maxLen   int      // longest token in bytes
 
 	merges map[uint64]int32 // (left id, right id) -> rank
 	pre    *preTokenizer
@@ -154,6 +155,9 @@ func New(f *gguf.File) (*Tokenizer, error) {
 		if t.chatTemplate, err = f.String(keyChatTemplate); err != nil {
 			return nil, fmt.Errorf("tokenizer: %w", err)
 		}
+	}
+	if t.kind == kindSPM {
+		t.spmSplit = spmSplittable(t.text)
 	}
 	t.pieces = make([][]byte, len(t.text))
 	for id := range t.text {
