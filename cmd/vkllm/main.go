@@ -16,6 +16,9 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"run", "generate a continuation of a prompt", cmdRun},
+		{"perplexity", "measure perplexity over a text file", cmdPerplexity},
+		{"bench", "measure prompt processing and generation speed", cmdBench},
 		{"devices", "list the Vulkan devices and the features vkllm uses", cmdDevices},
 		{"version", "print the version", func([]string) error { fmt.Println("vkllm", version); return nil }},
 	}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/vkllm/vkllm/engine"
+)
+
+// modelFlags are the flags every command that loads a model shares.
+type modelFlags struct {
+	model      string
+	device     string
+	ctxSize    int
+	batchSize  int
+	validation bool
+	verify     bool
+}
+
+func (m *modelFlags) register(fs *flag.FlagSet, defaultCtx int) {
+	fs.StringVar(&m.model, "m", envOr("VKLLM_MODEL", ""), "GGUF model `file` ($VKLLM_MODEL)")
+	fs.StringVar(&m.model, "model", envOr("VKLLM_MODEL", ""), "GGUF model `file` (same as -m)")
+	fs.StringVar(&m.device, "device", os.Getenv("VKLLM_DEVICE"), "Vulkan device: `index or name substring` ($VKLLM_DEVICE; default discrete > integrated > virtual > CPU)")
+	fs.IntVar(&m.ctxSize, "ctx-size", defaultCtx, "KV-cache positions per sequence (0 = the model's training context, at most 4096)")
+	fs.IntVar(&m.batchSize, "batch-size", 512, "most tokens per forward pass (prompts are processed in chunks of this)")
+	fs.BoolVar(&m.validation, "validation", os.Getenv("VKLLM_VALIDATION") == "1", "enable the Vulkan validation layer ($VKLLM_VALIDATION=1)")
+	fs.BoolVar(&m.verify, "verify", false, "also run the CPU reference forward pass and fail when the GPU disagrees (slow; for debugging)")
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// load loads the model with a progress display on stderr.
+func (m *modelFlags) load(parallel int) (*engine.Model, error) {
+	if m.model == "" {
+		return nil, fmt.Errorf("no model: pass -m file.gguf")
+	}
+	start := time.Now()
+	bar := newProgress(os.Stderr, "loading "+m.model)
+	model, err := engine.Load(m.model, engine.Config{
+		Device: m.device, CtxSize: m.ctxSize, Parallel: parallel, BatchSize: m.batchSize,
+		Validation: m.validation, Verify: m.verify, Progress: bar.update,
+	})
+	bar.done()
+	if err != nil {
+		return nil, err
+	}
+	info := model.Device().Info()
+	fmt.Fprintf(os.Stderr, "loaded %s (%s, %d layers, %d embd, vocab %d) on %s in %.2fs\n",
+		m.model, model.Opts.Arch, model.Opts.Layers, model.Opts.Embd, model.Opts.Vocab, info.Name, time.Since(start).Seconds())
+	return model, nil
+}
+
+// progress draws a bar on a terminal and logs quarter steps otherwise.
+type progress struct {
+	f       *os.File
+	label   string
+	tty     bool
+	lastPct int
+	drawn   bool
+}
+
+func newProgress(f *os.File, label string) *progress {
+	st, err := f.Stat()
+	return &progress{f: f, label: label, tty: err == nil && st.Mode()&os.ModeCharDevice != 0, lastPct: -1}
+}
+
+func (p *progress) update(done, total int64) {
+	if total <= 0 {
+		return
+	}
+	pct := int(done * 100 / total)
+	if p.tty {
+		if pct == p.lastPct {
+			return
+		}
+		const width = 30
+		filled := pct * width / 100
+		fmt.Fprintf(p.f, "\r%s [%s%s] %3d%% %.1f/%.1f MiB", p.label, strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
+			pct, float64(done)/(1<<20), float64(total)/(1<<20))
+		p.drawn = true
+	} else if pct/25 != p.lastPct/25 || p.lastPct < 0 {
+		fmt.Fprintf(p.f, "%s: %d%% of %.1f MiB uploaded\n", p.label, pct, float64(total)/(1<<20))
+	}
+	p.lastPct = pct
+}
+
+func (p *progress) done() {
+	if p.tty && p.drawn {
+		fmt.Fprintln(p.f)
+	}
+}

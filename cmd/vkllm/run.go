@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/vkllm/vkllm/sampling"
+)
+
+// cmdRun generates a continuation of a prompt and prints it as it comes,
+// then the prompt and generation speeds.
+func cmdRun(args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var mf modelFlags
+	mf.register(fs, 0)
+	prompt := fs.String("p", "", "prompt `text` (read from stdin when empty)")
+	n := fs.Int("n", 64, "tokens to generate at most")
+	sp := sampling.DefaultParams()
+	fs.Float64Var(&sp.Temperature, "temp", sp.Temperature, "temperature (0 = greedy)")
+	fs.IntVar(&sp.TopK, "top-k", sp.TopK, "top-k (0 = off)")
+	fs.Float64Var(&sp.TopP, "top-p", sp.TopP, "top-p (1 = off)")
+	fs.Float64Var(&sp.MinP, "min-p", sp.MinP, "min-p (0 = off)")
+	fs.Float64Var(&sp.RepeatPenalty, "repeat-penalty", sp.RepeatPenalty, "repeat penalty (1 = off)")
+	fs.Int64Var(&sp.Seed, "seed", sampling.RandomSeed, "random seed (-1 = random)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	text := *prompt
+	if text == "" {
+		raw, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return err
+		}
+		text = string(raw)
+	}
+	model, err := mf.load(1)
+	if err != nil {
+		return err
+	}
+	defer model.Close()
+	tok := model.Tok
+	ids, err := tok.Encode(text, true, false)
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("the prompt has no tokens")
+	}
+	if len(ids) >= model.CtxSize() {
+		return fmt.Errorf("the prompt has %d tokens; the context holds %d", len(ids), model.CtxSize())
+	}
+	chain, err := sampling.NewChain(sp, sampling.Vocab{Size: model.Opts.Vocab, EOG: tok.EOGIDs()}, nil)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	t0 := time.Now()
+	logits, err := model.Prefill(ctx, 0, 0, ids)
+	if err != nil {
+		return err
+	}
+	promptTime := time.Since(t0)
+	fmt.Print(text)
+	dec := tok.NewDecoder()
+	t1 := time.Now()
+	generated := 0
+	pos := len(ids)
+	for generated < *n && pos < model.CtxSize() {
+		next, err := chain.Sample(logits)
+		if err != nil {
+			return err
+		}
+		if err := chain.Accept(next); err != nil {
+			return err
+		}
+		generated++
+		if tok.IsEOG(next) {
+			break
+		}
+		os.Stdout.Write(dec.Add(next))
+		if generated == *n || pos+1 >= model.CtxSize() {
+			break
+		}
+		if logits, err = model.Step(0, pos, next); err != nil {
+			return err
+		}
+		pos++
+	}
+	os.Stdout.Write(dec.Flush())
+	genTime := time.Since(t1)
+	fmt.Println()
+	fmt.Fprintf(os.Stderr, "prompt: %d tokens in %.3fs (%.2f tokens/s)\n", len(ids), promptTime.Seconds(), float64(len(ids))/promptTime.Seconds())
+	fmt.Fprintf(os.Stderr, "generation: %d tokens in %.3fs (%.2f tokens/s)\n", generated, genTime.Seconds(), float64(generated)/genTime.Seconds())
+	return nil
+}

@@ -1,0 +1,232 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/vkllm/vkllm/engine/tokenizer"
+	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/vk"
+)
+
+// Config says how to load a model.
+type Config struct {
+	Device    string // vk device selector ("" = $VKLLM_DEVICE, then the default order)
+	CtxSize   int    // KV-cache positions per slot (0 = min(training context, 4096))
+	Parallel  int    // sequence slots (0 = 1)
+	BatchSize int    // most rows per forward pass (0 = 512)
+	// Validation turns on the Khronos validation layer.
+	Validation bool
+	// Verify also builds the CPU reference; Model.Verify compares them.
+	Verify bool
+	// Progress is called while the weights are uploaded.
+	Progress func(done, total int64)
+}
+
+// Model is a loaded model: its file, hyper-parameters, tokenizer and the
+// GPU forward pass. Its methods are used from one goroutine at a time.
+type Model struct {
+	File *gguf.File
+	Opts Options
+	Tok  *tokenizer.Tokenizer
+	GPU  *GPUModel
+	CPU  *CPUModel // only with Config.Verify
+	dev  *vk.Device
+}
+
+// Load opens the GGUF file, builds its tokenizer, and puts the weights on
+// the device.
+func Load(path string, cfg Config) (*Model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{File: f}
+	if err := m.load(cfg); err != nil {
+		m.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+func (m *Model) load(cfg Config) error {
+	var err error
+	if m.Opts, err = ReadOptions(m.File); err != nil {
+		return err
+	}
+	if m.Tok, err = tokenizer.New(m.File); err != nil {
+		return err
+	}
+	if m.Tok.VocabSize() != m.Opts.Vocab {
+		return fmt.Errorf("engine: the tokenizer has %d tokens but token_embd.weight has %d rows", m.Tok.VocabSize(), m.Opts.Vocab)
+	}
+	w, err := LoadWeights(m.File, m.Opts)
+	if err != nil {
+		return err
+	}
+	if m.dev, err = vk.Open(vk.Options{Device: cfg.Device, Validation: cfg.Validation}); err != nil {
+		return err
+	}
+	gc := GPUConfig{CtxSize: cfg.CtxSize, Slots: cfg.Parallel, BatchSize: cfg.BatchSize, Progress: cfg.Progress}
+	if m.GPU, err = NewGPUModel(m.dev, m.Opts, w, gc); err != nil {
+		return err
+	}
+	if cfg.Verify {
+		c := m.GPU.Config()
+		if m.CPU, err = NewCPUModel(m.Opts, w, c.CtxSize, c.Slots); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close releases the device and the file mapping. The Model must not be
+// used afterwards.
+func (m *Model) Close() error {
+	if m.GPU != nil {
+		m.GPU.Close()
+	}
+	var err error
+	if m.dev != nil {
+		err = m.dev.Close()
+	}
+	if m.File != nil {
+		err = errors.Join(err, m.File.Close())
+	}
+	return err
+}
+
+// Device returns the Vulkan device the model runs on.
+func (m *Model) Device() *vk.Device { return m.dev }
+
+// CtxSize returns the KV-cache positions of one slot.
+func (m *Model) CtxSize() int { return m.GPU.Config().CtxSize }
+
+// Forward runs one batch on the GPU; with Config.Verify it also runs the
+// CPU reference and fails when the logits differ by more than 1e-2
+// relative.
+func (m *Model) Forward(b Batch) ([]float32, error) {
+	got, err := m.GPU.Forward(b)
+	if err != nil || m.CPU == nil {
+		return got, err
+	}
+	want, err := m.CPU.Forward(b)
+	if err != nil {
+		return nil, err
+	}
+	if e := maxRelError(got, want); e > 1e-2 || math.IsNaN(e) {
+		return nil, fmt.Errorf("engine: --verify: GPU logits differ from the CPU reference by %.3g (relative)", e)
+	}
+	return got, nil
+}
+
+func maxRelError(a, b []float32) float64 {
+	scale, worst := 1e-6, 0.0
+	for _, v := range b {
+		scale = math.Max(scale, math.Abs(float64(v)))
+	}
+	for i := range a {
+		worst = math.Max(worst, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return worst / scale
+}
+
+// Prefill feeds tokens to slot at positions start, start+1, ... in chunks of
+// the batch size and returns the logits after the last one. ctx is checked
+// between chunks.
+func (m *Model) Prefill(ctx context.Context, slot, start int, tokens []int32) ([]float32, error) {
+	if len(tokens) == 0 {
+		return nil, errors.New("engine: empty prompt")
+	}
+	if start+len(tokens) > m.CtxSize() {
+		return nil, fmt.Errorf("engine: %d tokens from position %d exceed the context of %d", len(tokens), start, m.CtxSize())
+	}
+	chunk := m.GPU.Config().BatchSize
+	var logits []float32
+	for off := 0; off < len(tokens); off += chunk {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		part := tokens[off:min(off+chunk, len(tokens))]
+		b := Batch{Tokens: part, Slots: make([]int32, len(part)), Pos: make([]int32, len(part)), Logits: make([]bool, len(part))}
+		for i := range part {
+			b.Slots[i] = int32(slot)
+			b.Pos[i] = int32(start + off + i)
+		}
+		b.Logits[len(part)-1] = off+len(part) == len(tokens)
+		var err error
+		if logits, err = m.Forward(b); err != nil {
+			return nil, err
+		}
+	}
+	return logits, nil
+}
+
+// Step feeds one token to slot at pos and returns its logits.
+func (m *Model) Step(slot, pos int, token int32) ([]float32, error) {
+	return m.Forward(Batch{Tokens: []int32{token}, Slots: []int32{int32(slot)}, Pos: []int32{int32(pos)}, Logits: []bool{true}})
+}
+
+// Pooling says how Embed reduces a sequence's hidden states to one vector.
+type Pooling int
+
+// Pooling kinds, numbered as GGUF's {arch}.pooling_type.
+const (
+	PoolNone Pooling = 0
+	PoolMean Pooling = 1
+	PoolCLS  Pooling = 2
+	PoolLast Pooling = 3
+)
+
+// Embed runs tokens through slot (from position 0) and pools the final
+// hidden states (after the output norm) into one vector of Embd values.
+func (m *Model) Embed(ctx context.Context, slot int, tokens []int32, pool Pooling) ([]float32, error) {
+	if len(tokens) == 0 {
+		return nil, errors.New("engine: nothing to embed")
+	}
+	if len(tokens) > m.CtxSize() {
+		return nil, fmt.Errorf("engine: %d tokens exceed the context of %d", len(tokens), m.CtxSize())
+	}
+	E := m.Opts.Embd
+	out := make([]float32, E)
+	sum := make([]float64, E)
+	chunk := m.GPU.Config().BatchSize
+	for off := 0; off < len(tokens); off += chunk {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		part := tokens[off:min(off+chunk, len(tokens))]
+		b := Batch{Tokens: part, Slots: make([]int32, len(part)), Pos: make([]int32, len(part)), Logits: make([]bool, len(part))}
+		for i := range part {
+			b.Slots[i] = int32(slot)
+			b.Pos[i] = int32(off + i)
+			switch pool {
+			case PoolCLS:
+				b.Logits[i] = off+i == 0
+			case PoolLast:
+				b.Logits[i] = off+i == len(tokens)-1
+			default:
+				b.Logits[i] = true
+			}
+		}
+		h, err := m.GPU.Hidden(b)
+		if err != nil {
+			return nil, err
+		}
+		for r := 0; r < len(h)/E; r++ {
+			for j := range E {
+				sum[j] += float64(h[r*E+j])
+			}
+		}
+	}
+	div := 1.0
+	if pool == PoolMean || pool == PoolNone {
+		div = float64(len(tokens))
+	}
+	for j := range E {
+		out[j] = float32(sum[j] / div)
+	}
+	return out, nil
+}

@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vkllm/vkllm/gguf"
+)
+
+// refFile is a *.ref.json written by the reference implementation.
+type refFile struct {
+	Model  string `json:"model"`
+	Greedy []struct {
+		Prompt       string  `json:"prompt"`
+		PromptTokens []int32 `json:"prompt_tokens"`
+		Steps        []struct {
+			Token   int32        `json:"token"`
+			Logprob float64      `json:"logprob"`
+			Top     [][2]float64 `json:"top"`
+		} `json:"steps"`
+		Content string `json:"content"`
+	} `json:"greedy"`
+	Perplexity struct {
+		Text   string  `json:"text"`
+		Ctx    int     `json:"ctx"`
+		Chunks int     `json:"chunks"`
+		PPL    float64 `json:"ppl"`
+		Err    float64 `json:"err"`
+	} `json:"perplexity"`
+}
+
+// fixturesDir returns the shared fixtures folder or skips the test.
+func fixturesDir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("VKLLM_FIXTURES")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "fixtures")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("fixtures folder %s absent (set VKLLM_FIXTURES): %v", dir, err)
+	}
+	return dir
+}
+
+type parityModel struct {
+	name string
+	ref  refFile
+	file *gguf.File
+	opts Options
+	w    *Weights
+	tol  float64 // log-probability tolerance
+	pplTol float64
+}
+
+func loadParityModels(t *testing.T) []parityModel {
+	dir := filepath.Join(fixturesDir(t), "models")
+	paths, _ := filepath.Glob(filepath.Join(dir, "*.ref.json"))
+	if len(paths) == 0 {
+		t.Fatalf("no *.ref.json in %s", dir)
+	}
+	var out []parityModel
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ref refFile
+		if err := json.Unmarshal(raw, &ref); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		f, err := gguf.Open(filepath.Join(dir, ref.Model))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		o, err := ReadOptions(f)
+		if err != nil {
+			t.Fatalf("%s: %v", ref.Model, err)
+		}
+		w, err := LoadWeights(f, o)
+		if err != nil {
+			t.Fatalf("%s: %v", ref.Model, err)
+		}
+		m := parityModel{name: strings.TrimSuffix(ref.Model, ".gguf"), ref: ref, file: f, opts: o, w: w, tol: 5e-3, pplTol: 0.005}
+		if !highPrecision(w) {
+			m.tol, m.pplTol = 5e-2, 0.02
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// highPrecision reports whether every matrix is F32, F16, BF16 or Q8_0.
+func highPrecision(w *Weights) bool {
+	ok := func(t *Tensor) bool {
+		return t == nil || t.Type == gguf.TypeF32 || t.Type == gguf.TypeF16 || t.Type == gguf.TypeBF16 || t.Type == gguf.TypeQ8_0
+	}
+	all := ok(w.TokenEmbd) && ok(w.Output)
+	for _, b := range w.Blocks {
+		for _, t := range []*Tensor{b.Q, b.K, b.V, b.Out, b.Gate, b.Up, b.Down} {
+			all = all && ok(t)
+		}
+	}
+	return all
+}
+
+// logSoftmax returns log-probabilities of logits in f64.
+func logSoftmax(logits []float32) []float64 {
+	maxL := math.Inf(-1)
+	for _, l := range logits {
+		maxL = math.Max(maxL, float64(l))
+	}
+	sum := 0.0
+	for _, l := range logits {
+		sum += math.Exp(float64(l) - maxL)
+	}
+	lse := maxL + math.Log(sum)
+	out := make([]float64, len(logits))
+	for i, l := range logits {
+		out[i] = float64(l) - lse
+	}
+	return out
+}
+
+func argmax(x []float64) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// forwarder is what the parity check drives: the CPU reference or the GPU
+// model.
+type forwarder interface {
+	Forward(b Batch) ([]float32, error)
+}
+
+// checkTeacherForced feeds the reference's prompt and greedy tokens and
+// compares our log-probabilities of the reference's top-10 at every step.
+func checkTeacherForced(t *testing.T, m parityModel, fw forwarder, slot int32) {
+	for gi, g := range m.ref.Greedy {
+		prompt := g.PromptTokens
+		b := Batch{}
+		for i, tok := range prompt {
+			b.Tokens = append(b.Tokens, tok)
+			b.Slots = append(b.Slots, slot)
+			b.Pos = append(b.Pos, int32(i))
+			b.Logits = append(b.Logits, i == len(prompt)-1)
+		}
+		logits, err := fw.Forward(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos := int32(len(prompt))
+		worst := 0.0
+		for si, step := range g.Steps {
+			lp := logSoftmax(logits)
+			for _, top := range step.Top {
+				id := int(top[0])
+				if d := math.Abs(lp[id] - top[1]); d > worst {
+					worst = d
+				}
+				if d := math.Abs(lp[id] - top[1]); d > m.tol {
+					t.Errorf("prompt %d step %d: logprob(token %d) = %.5f, want %.5f (tolerance %g)", gi, si, id, lp[id], top[1], m.tol)
+				}
+			}
+			if len(step.Top) > 1 && step.Top[0][1]-step.Top[1][1] > 2*m.tol {
+				if got := argmax(lp); got != int(step.Top[0][0]) {
+					t.Errorf("prompt %d step %d: top-1 = %d, want %d (margin %.4f)", gi, si, got, int(step.Top[0][0]), step.Top[0][1]-step.Top[1][1])
+				}
+			}
+			logits, err = fw.Forward(Batch{Tokens: []int32{step.Token}, Slots: []int32{slot}, Pos: []int32{pos}, Logits: []bool{true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pos++
+		}
+		t.Logf("prompt %d (%q): %d steps, worst logprob difference %.2g", gi, g.Prompt, len(g.Steps), worst)
+	}
+}
+
+func TestParityCPU(t *testing.T) {
+	for _, m := range loadParityModels(t) {
+		t.Run(m.name, func(t *testing.T) {
+			cpu, err := NewCPUModel(m.opts, m.w, 64, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkTeacherForced(t, m, cpu, 0)
+		})
+	}
+}

@@ -1,0 +1,313 @@
+// Package modelgen writes small deterministic random-weight GGUF models for
+// the architectures vkllm supports, in any weight format the CPU quantizers
+// produce, with a built-in vocabulary. Tests use it to make the model they
+// need in t.TempDir(); tools/mkmodel is its command-line front end.
+package modelgen
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+
+	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/gguf/quant"
+)
+
+// Options describes the model to generate. Zero fields take the defaults
+// listed beside them.
+type Options struct {
+	Arch      string        // llama (default), qwen2, qwen3 or bert
+	Vocab     string        // bpe (default), spm; bert always uses its WordPiece vocabulary
+	VocabSize int           // about this many tokens (default 512)
+	Type      gguf.GGMLType // format of the 2-D weights (default F32)
+	Embd      int           // embedding width (default 64)
+	Layers    int           // blocks (default 2)
+	Heads     int           // attention heads (default 4)
+	KVHeads   int           // key/value heads (default Heads/2, at least 1)
+	HeadDim   int           // per-head width (default Embd/Heads)
+	FFN       int           // feed-forward width (default 3*Embd, rounded to the format's block)
+	Context   int           // training context length (default 2048)
+	RopeBase  float32       // rope frequency base (default 10000; qwen2 1e6)
+	Tied      bool          // no output.weight: the output reuses token_embd.weight
+	Seed      uint64        // weights' random seed
+	Name      string        // general.name (default "tiny-<arch>")
+}
+
+func (o *Options) fill() error {
+	if o.Arch == "" {
+		o.Arch = "llama"
+	}
+	switch o.Arch {
+	case "llama", "qwen2", "qwen3", "bert":
+	default:
+		return fmt.Errorf("modelgen: unsupported architecture %q (want llama, qwen2, qwen3 or bert)", o.Arch)
+	}
+	if o.Vocab == "" {
+		o.Vocab = "bpe"
+	}
+	if o.VocabSize == 0 {
+		o.VocabSize = 512
+	}
+	if o.Embd == 0 {
+		o.Embd = 64
+	}
+	if o.Layers == 0 {
+		o.Layers = 2
+	}
+	if o.Heads == 0 {
+		o.Heads = 4
+	}
+	if o.KVHeads == 0 {
+		o.KVHeads = max(o.Heads/2, 1)
+	}
+	if o.HeadDim == 0 {
+		o.HeadDim = o.Embd / o.Heads
+	}
+	bs := max(o.Type.BlockSize(), 1)
+	if o.FFN == 0 {
+		o.FFN = (3*o.Embd + bs - 1) / bs * bs
+	}
+	if o.Context == 0 {
+		o.Context = 2048
+	}
+	if o.RopeBase == 0 {
+		o.RopeBase = 10000
+		if o.Arch == "qwen2" {
+			o.RopeBase = 1e6
+		}
+	}
+	if o.Name == "" {
+		o.Name = "tiny-" + o.Arch
+	}
+	if o.Heads%o.KVHeads != 0 {
+		return fmt.Errorf("modelgen: %d heads is not a multiple of %d KV heads", o.Heads, o.KVHeads)
+	}
+	if o.HeadDim%2 != 0 {
+		return fmt.Errorf("modelgen: head width %d must be even for RoPE", o.HeadDim)
+	}
+	if o.Type != gguf.TypeF32 && !quant.CanQuantize(o.Type) {
+		return fmt.Errorf("modelgen: no quantizer for %v", o.Type)
+	}
+	for _, in := range []int{o.Embd, o.FFN, o.Heads * o.HeadDim} {
+		if in%bs != 0 {
+			return fmt.Errorf("modelgen: width %d is not a multiple of the %v block size %d", in, o.Type, bs)
+		}
+	}
+	return nil
+}
+
+type generator struct {
+	w   *gguf.Writer
+	rng *rand.Rand
+	typ gguf.GGMLType
+}
+
+// tensor adds a tensor of normally distributed values with the given mean
+// and standard deviation. dims are fastest-varying first; 2-D tensors take
+// the model's weight format, others stay F32.
+func (g *generator) tensor(name string, mean, std float64, dims ...int) error {
+	n := 1
+	udims := make([]uint64, len(dims))
+	for i, d := range dims {
+		n *= d
+		udims[i] = uint64(d)
+	}
+	vals := make([]float32, n)
+	for i := range vals {
+		vals[i] = float32(mean + std*g.rng.NormFloat64())
+	}
+	typ := gguf.TypeF32
+	if len(dims) == 2 {
+		typ = g.typ
+	}
+	data, err := encode(typ, vals)
+	if err != nil {
+		return fmt.Errorf("modelgen: tensor %s: %w", name, err)
+	}
+	return g.w.AddTensor(name, typ, udims, data)
+}
+
+func encode(t gguf.GGMLType, vals []float32) ([]byte, error) {
+	if t == gguf.TypeF32 {
+		out := make([]byte, 4*len(vals))
+		for i, v := range vals {
+			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
+		}
+		return out, nil
+	}
+	return quant.Quantize(t, vals)
+}
+
+// Generate builds the model described by opts.
+func Generate(opts Options) (*gguf.Writer, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	var vocab *Vocab
+	var err error
+	switch {
+	case opts.Arch == "bert":
+		vocab, err = WPMVocab(opts.VocabSize)
+	case opts.Vocab == "bpe":
+		vocab, err = BPEVocab(opts.VocabSize)
+	case opts.Vocab == "spm":
+		vocab, err = SPMVocab(opts.VocabSize)
+	default:
+		err = fmt.Errorf("modelgen: unknown vocabulary %q (want bpe or spm)", opts.Vocab)
+	}
+	if err != nil {
+		return nil, err
+	}
+	nVocab := len(vocab.Tokens)
+	w := gguf.NewWriter()
+	g := &generator{w: w, rng: rand.New(rand.NewPCG(opts.Seed, 0x766b6c6c6d)), typ: opts.Type}
+	a := opts.Arch
+	w.MustSet("general.architecture", a)
+	w.MustSet("general.name", opts.Name)
+	w.MustSet("general.quantization_version", uint32(2))
+	w.MustSet(a+".context_length", uint32(opts.Context))
+	w.MustSet(a+".embedding_length", uint32(opts.Embd))
+	w.MustSet(a+".block_count", uint32(opts.Layers))
+	w.MustSet(a+".feed_forward_length", uint32(opts.FFN))
+	w.MustSet(a+".attention.head_count", uint32(opts.Heads))
+	if a == "bert" {
+		w.MustSet(a+".attention.layer_norm_epsilon", float32(1e-12))
+		w.MustSet(a+".attention.causal", false)
+		w.MustSet(a+".pooling_type", uint32(1)) // mean
+		w.MustSet("tokenizer.ggml.token_type_count", uint32(2))
+	} else {
+		w.MustSet(a+".attention.head_count_kv", uint32(opts.KVHeads))
+		w.MustSet(a+".attention.layer_norm_rms_epsilon", float32(1e-5))
+		w.MustSet(a+".rope.freq_base", opts.RopeBase)
+		w.MustSet(a+".rope.dimension_count", uint32(opts.HeadDim))
+		w.MustSet(a+".attention.key_length", uint32(opts.HeadDim))
+		w.MustSet(a+".attention.value_length", uint32(opts.HeadDim))
+	}
+	w.MustSet(a+".vocab_size", uint32(nVocab))
+	vocab.set(w)
+
+	E, F, D := opts.Embd, opts.FFN, opts.HeadDim
+	q, kv := opts.Heads*D, opts.KVHeads*D
+	if a == "bert" {
+		q, kv = E, E
+	}
+	inv := func(n int) float64 { return 1 / math.Sqrt(float64(n)) }
+	type step struct {
+		name      string
+		mean, std float64
+		dims      []int
+	}
+	var steps []step
+	add := func(name string, mean, std float64, dims ...int) {
+		steps = append(steps, step{name, mean, std, dims})
+	}
+	add("token_embd.weight", 0, 1, E, nVocab)
+	if a == "bert" {
+		add("token_types.weight", 0, 0.1, E, 2)
+	}
+	if a == "bert" {
+		add("position_embd.weight", 0, 0.1, E, opts.Context)
+		add("token_embd_norm.weight", 1, 0.1, E)
+		add("token_embd_norm.bias", 0, 0.1, E)
+	}
+	for i := range opts.Layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		if a != "bert" {
+			add(p+"attn_norm.weight", 1, 0.1, E)
+		}
+		add(p+"attn_q.weight", 0, inv(E), E, q)
+		add(p+"attn_k.weight", 0, inv(E), E, kv)
+		add(p+"attn_v.weight", 0, inv(E), E, kv)
+		if a == "qwen2" || a == "bert" {
+			add(p+"attn_q.bias", 0, 0.1, q)
+			add(p+"attn_k.bias", 0, 0.1, kv)
+			add(p+"attn_v.bias", 0, 0.1, kv)
+		}
+		if a == "qwen3" {
+			add(p+"attn_q_norm.weight", 1, 0.1, D)
+			add(p+"attn_k_norm.weight", 1, 0.1, D)
+		}
+		add(p+"attn_output.weight", 0, inv(q), q, E)
+		if a == "bert" {
+			add(p+"attn_output.bias", 0, 0.1, E)
+			add(p+"attn_output_norm.weight", 1, 0.1, E)
+			add(p+"attn_output_norm.bias", 0, 0.1, E)
+			add(p+"ffn_up.weight", 0, inv(E), E, F)
+			add(p+"ffn_up.bias", 0, 0.1, F)
+			add(p+"ffn_down.weight", 0, inv(F), F, E)
+			add(p+"ffn_down.bias", 0, 0.1, E)
+			add(p+"layer_output_norm.weight", 1, 0.1, E)
+			add(p+"layer_output_norm.bias", 0, 0.1, E)
+			continue
+		}
+		add(p+"ffn_norm.weight", 1, 0.1, E)
+		add(p+"ffn_gate.weight", 0, inv(E), E, F)
+		add(p+"ffn_up.weight", 0, inv(E), E, F)
+		add(p+"ffn_down.weight", 0, inv(F), F, E)
+	}
+	if a != "bert" {
+		add("output_norm.weight", 1, 0.1, E)
+		if !opts.Tied {
+			add("output.weight", 0, inv(E), E, nVocab)
+		}
+	}
+	for _, s := range steps {
+		if err := g.tensor(s.name, s.mean, s.std, s.dims...); err != nil {
+			return nil, err
+		}
+	}
+	w.MustSet("general.file_type", fileType(opts.Type))
+	return w, nil
+}
+
+// fileType maps a weight format to llama.cpp's general.file_type value.
+func fileType(t gguf.GGMLType) uint32 {
+	switch t {
+	case gguf.TypeF32:
+		return 0
+	case gguf.TypeF16:
+		return 1
+	case gguf.TypeQ4_0:
+		return 2
+	case gguf.TypeQ4_1:
+		return 3
+	case gguf.TypeQ8_0:
+		return 7
+	case gguf.TypeQ5_0:
+		return 8
+	case gguf.TypeQ5_1:
+		return 9
+	case gguf.TypeQ2_K:
+		return 10
+	case gguf.TypeQ3_K:
+		return 12
+	case gguf.TypeQ4_K:
+		return 15
+	case gguf.TypeQ5_K:
+		return 17
+	case gguf.TypeQ6_K:
+		return 18
+	case gguf.TypeIQ4_NL:
+		return 25
+	case gguf.TypeIQ4_XS:
+		return 30
+	case gguf.TypeBF16:
+		return 32
+	}
+	return 0
+}
+
+// WriteFile generates the model described by opts into the named file.
+func WriteFile(path string, opts Options) error {
+	w, err := Generate(opts)
+	if err != nil {
+		return err
+	}
+	if err := w.WriteFile(path); err != nil {
+		os.Remove(path)
+		return err
+	}
+	return nil
+}
