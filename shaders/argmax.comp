@@ -3,6 +3,7 @@
 // smallest such index on ties; NaNs are never chosen) as uint32. One
 // workgroup per row. CPU reference: engine/ops RefArgmax.
 // variant: argmax_f32
+// variant: argmax_f32_sg -DUSE_SUBGROUP=1
 #include "common.glsl"
 
 layout(binding = 0) readonly buffer X { float data_x[]; };
@@ -32,6 +33,27 @@ void main() {
 			bi = i;
 		}
 	}
+#ifdef USE_SUBGROUP
+	// Within each subgroup: the max value, then the smallest index holding it.
+	const float sv = subgroupMax(bv);
+	const uint si = subgroupMin(bv == sv ? bi : 0xFFFFFFFFu);
+	if (subgroupElect()) {
+		best_v[gl_SubgroupID] = sv;
+		best_i[gl_SubgroupID] = si;
+	}
+	barrier();
+	if (t == 0) {
+		float v = best_v[0];
+		uint idx = best_i[0];
+		for (uint s = 1; s < gl_NumSubgroups; s++) {
+			if (best_v[s] > v || (best_v[s] == v && best_i[s] < idx)) {
+				v = best_v[s];
+				idx = best_i[s];
+			}
+		}
+		data_y[row] = idx == 0xFFFFFFFFu ? 0u : idx;
+	}
+#else
 	best_v[t] = bv;
 	best_i[t] = bi;
 	barrier();
@@ -49,4 +71,5 @@ void main() {
 	if (t == 0) {
 		data_y[row] = best_i[0] == 0xFFFFFFFFu ? 0u : best_i[0];
 	}
+#endif
 }

@@ -458,7 +458,7 @@ func (k *Kernels) Argmax(c *vk.Cmd, dst, src vk.Range, rows, cols int) error {
 	rowBytes := 4 * uint64(cols)
 	return k.rowChunks("Argmax", rows, rowBytes, func(r0, nr int) error {
 		push := ArgmaxPush{Rows: uint32(nr), Cols: uint32(cols)}
-		return Record(k, c, "argmax_f32", []uint32{k.wg}, k.Groups(uint32(nr)), &push,
+		return Record(k, c, k.pick("argmax_f32", "argmax_f32_sg"), []uint32{k.wg}, k.Groups(uint32(nr)), &push,
 			k.window(src, uint64(r0)*rowBytes, uint64(nr)*rowBytes), k.window(dst, 4*uint64(r0), 4*uint64(nr)))
 	})
 }

@@ -101,20 +101,27 @@ func TestArgmax(t *testing.T) {
 	g := newRig(t)
 	for _, tc := range []struct{ rows, cols int }{{1, 1}, {3, 7}, {5, 32000}, {2, 151937}} {
 		t.Run(fmt.Sprintf("%dx%d", tc.rows, tc.cols), func(t *testing.T) {
-			x := g.randn(tc.rows*tc.cols, 1)
-			if tc.cols > 10 { // a tie: the first index must win
-				x[3], x[9] = 50, 50
-			}
-			src, dst := g.upF32(x), g.buf(4*tc.rows)
-			g.run(func(c *vk.Cmd) error { return g.k.Argmax(c, dst, src, tc.rows, tc.cols) })
-			want := make([]uint32, tc.rows)
-			RefArgmax(want, x, tc.rows, tc.cols)
-			got := g.downU32(dst, tc.rows)
-			for r := range got {
-				if got[r] != want[r] {
-					t.Errorf("Argmax row %d = %d, want %d", r, got[r], want[r])
+			both(t, g, func(t *testing.T) {
+				x := g.randn(tc.rows*tc.cols, 1)
+				if tc.cols > 10 { // a tie: the first index must win
+					x[3], x[9] = 50, 50
 				}
-			}
+				if tc.rows > 2 { // a row of -inf only: index 0
+					for i := 0; i < tc.cols; i++ {
+						x[2*tc.cols+i] = float32(math.Inf(-1))
+					}
+				}
+				src, dst := g.upF32(x), g.buf(4*tc.rows)
+				g.run(func(c *vk.Cmd) error { return g.k.Argmax(c, dst, src, tc.rows, tc.cols) })
+				want := make([]uint32, tc.rows)
+				RefArgmax(want, x, tc.rows, tc.cols)
+				got := g.downU32(dst, tc.rows)
+				for r := range got {
+					if got[r] != want[r] {
+						t.Errorf("Argmax row %d = %d, want %d", r, got[r], want[r])
+					}
+				}
+			})
 		})
 	}
 }
