@@ -71,6 +71,11 @@ layout(push_constant) uniform Params {
 // branch under a mask (lavapipe) compile only the path in use.
 layout(constant_id = 1) const uint NCOLS = 1;
 layout(constant_id = 2) const bool FAST = false;
+// TPR is the number of invocations per row (a power of two dividing WG):
+// short rows share a workgroup, WG/TPR rows each, instead of leaving most
+// invocations idle.
+layout(constant_id = 3) const uint TPR = 32;
+#define RPW (WG / TPR)
 
 #define MAX_COLS 8u
 
@@ -79,13 +84,16 @@ layout(constant_id = 2) const bool FAST = false;
 shared float red[WG * MAX_COLS];
 
 void main() {
-	const uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-	if (row >= p.M) {
-		return;
-	}
 	const uint tid = gl_LocalInvocationID.x;
-	const uint wrow = p.w_off + row * p.w_stride;
-	const uint ngroups = (p.K + 3u) / 4u;
+	const uint lane = tid % TPR;
+	const uint row = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RPW + tid / TPR;
+	if (RPW == 1u && row >= p.M) {
+		return; // uniform: the whole workgroup is one row
+	}
+	// Invocations of rows past M still take part in the barriers below.
+	const bool live = row < p.M;
+	const uint wrow = p.w_off + min(row, p.M - 1u) * p.w_stride;
+	const uint ngroups = live ? (p.K + 3u) / 4u : 0u;
 
 	float acc[MAX_COLS];
 	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
@@ -94,8 +102,8 @@ void main() {
 #if !defined(DATA_A_PLAIN)
 	// Quantized rows are whole blocks, so whole 32-element sub-blocks: one
 	// per invocation and step, decoded with dequant32.
-	const uint nsub = p.K / 32u;
-	for (uint u = tid; u < nsub; u += WG) {
+	const uint nsub = live ? p.K / 32u : 0u;
+	for (uint u = lane; u < nsub; u += TPR) {
 		vec4 w[8];
 		dequant32(wrow + (u / QSUB) * QS, u % QSUB, w);
 		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
@@ -112,7 +120,7 @@ void main() {
 		}
 	}
 #else
-	for (uint g = tid; g < ngroups; g += WG) {
+	for (uint g = lane; g < ngroups; g += TPR) {
 		const vec4 w = load_w4(wrow, g, p.K, FAST);
 		const uint k = 4u * g;
 		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
@@ -133,6 +141,28 @@ void main() {
 	}
 #endif
 
+	if (RPW > 1u) {
+		// Several rows per workgroup: a tree over each row's TPR
+		// invocations in shared memory.
+		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+			red[c * WG + tid] = acc[c];
+		}
+		barrier();
+		[[unroll]] for (uint s = TPR / 2u; s > 0u; s >>= 1) {
+			if (lane < s) {
+				[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+					red[c * WG + tid] += red[c * WG + tid + s];
+				}
+			}
+			barrier();
+		}
+		if (live) {
+			for (uint c = lane; c < NCOLS; c += TPR) {
+				data_y[p.y_off + c * p.y_stride + row] = red[c * WG + tid - lane];
+			}
+		}
+		return;
+	}
 #if defined(USE_SUBGROUP)
 	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
 		const float s = subgroupAdd(acc[c]);

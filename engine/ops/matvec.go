@@ -121,6 +121,17 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 		}
 	}
 	plain := !w.Type.IsQuantized()
+	// tpr is the matvec invocations per row: enough for the row's units of
+	// work (32-element sub-blocks, or groups of four for plain types), so
+	// short rows share a workgroup.
+	units := uint32(w.Cols+3) / 4
+	if !plain {
+		units = uint32(w.Cols) / 32
+	}
+	tpr := uint32(matvecWG)
+	for tpr > 1 && tpr/2 >= units {
+		tpr /= 2
+	}
 	first := true
 	for r := 0; r < w.Rows; {
 		ch, err := rowChunkAt(r, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), maxRange, align)
@@ -147,12 +158,12 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 			if !o.slow && (w.Cols|int(xOff))%4 == 0 && (!plain || (ch.wOff|uint32(rowBytes))%16 == 0) {
 				fast = 1
 			}
-			groups := k.Groups(uint32(rows))
-			spec := [3]uint32{matvecWG, uint32(nc), fast}
-			nspec := 3
+			groups := k.Groups(ceilDiv(uint32(rows), matvecWG/tpr))
+			spec := [4]uint32{matvecWG, uint32(nc), fast, tpr}
+			nspec := 4
 			if tiled {
 				groups = [3]uint32{ceilDiv(uint32(rows), matmulBM), ceilDiv(uint32(nc), matmulBN), 1}
-				spec, nspec = [3]uint32{matmulWG, fast}, 2
+				spec, nspec = [4]uint32{matmulWG, fast}, 2
 			}
 			if !first {
 				c.NoBarrier()

@@ -68,6 +68,7 @@ func TestMatVec(t *testing.T) {
 				{rows: 37, cols: cols, n: 8},
 				{rows: 9, cols: 3 * cols, n: 5},
 				{rows: 19, cols: vecCols(typ), n: 4},
+				{rows: 6, cols: 1024, n: 2}, // 32 units of work: one row per workgroup
 				{rows: 19, cols: vecCols(typ), n: 7, slow: true},
 				// Bindings of a few rows: the weight is split in windows
 				// whose first row is not at an aligned offset.
