@@ -12,7 +12,9 @@ func TestRMSNorm(t *testing.T) {
 	cases := []struct {
 		rows, cols int
 		weight     bool
-	}{{1, 1, false}, {3, 7, true}, {5, 257, false}, {2, 4096, true}, {37, 1000, true}}
+	}{{1, 1, false}, {3, 7, true}, {5, 257, false}, {2, 4096, true}, {37, 1000, true},
+		{70001, 3, true}, // more rows than maxComputeWorkGroupCount[0] (65535 on lavapipe): a 2-D grid
+	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%dx%d/w=%v", tc.rows, tc.cols, tc.weight), func(t *testing.T) {
 			both(t, g, func(t *testing.T) {
