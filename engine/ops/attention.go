@@ -278,7 +278,12 @@ func (k *Kernels) AttentionSplits(p AttnParams, maxKeys int) int {
 	if gpw == 0 {
 		return 1
 	}
-	groups := max(p.Rows*p.Heads/gpw, 1)
+	return splitsFor(max(p.Rows*p.Heads/gpw, 1), maxKeys)
+}
+
+// splitsFor returns the key splits that bring groups workgroups to about
+// 256 with at least 256 keys per split (never below 1).
+func splitsFor(groups, maxKeys int) int {
 	s := min((256+groups-1)/groups, (maxKeys+255)/256)
 	return max(s, 1)
 }

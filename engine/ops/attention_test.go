@@ -302,3 +302,28 @@ func TestDecodeStep(t *testing.T) {
 	// rotated k differs from the reference's in the last bit: f16 tolerance.
 	closeTo(t, "decode step", g.downF32(out, len(q)), want, 1e-3)
 }
+
+func TestSplitsFor(t *testing.T) {
+	cases := []struct{ groups, maxKeys, want int }{
+		{8, 4096, 16},  // decode, one row, 8 kv groups: 16 splits of 256 keys
+		{8, 100, 1},    // short context: one split
+		{8, 600, 3},    // capped by keys: ceil(600/256)
+		{256, 4096, 1}, // enough workgroups already
+		{1000, 4096, 1},
+		{1, 1 << 20, 256},
+	}
+	for _, tc := range cases {
+		if got := splitsFor(tc.groups, tc.maxKeys); got != tc.want {
+			t.Errorf("splitsFor(%d, %d) = %d, want %d", tc.groups, tc.maxKeys, got, tc.want)
+		}
+	}
+	g := newRig(t)
+	p := AttnParams{Rows: 1, Heads: 32, KVHeads: 8, HeadDim: 128}
+	want := 1
+	if g.k.dev.Info().Type != vk.TypeCPU {
+		want = splitsFor(8, 4096)
+	}
+	if got := g.k.AttentionSplits(p, 4096); got != want {
+		t.Errorf("AttentionSplits(%+v, 4096) on a %v device = %d, want %d", p, g.k.dev.Info().Type, got, want)
+	}
+}
