@@ -264,7 +264,9 @@ func (d *Device) staged(r Range, rec func(st *Buffer, c *Cmd, part Range, at uin
 	return nil
 }
 
-// Close frees the buffer and forgets descriptor sets that referenced it.
+// Close frees the buffer and recycles the descriptor sets that referenced
+// it. Call it between graphs (not while a Cmd is recording); the Buffer must
+// not be used afterwards.
 func (b *Buffer) Close() {
 	if b.buf == nil {
 		return
