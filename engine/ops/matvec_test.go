@@ -221,3 +221,46 @@ func TestWeightKernelAllocs(t *testing.T) {
 		t.Errorf("MatMul over batch sizes 9..16 cached %d descriptor sets, want 1", got)
 	}
 }
+
+// TestWeightKernelErrors checks that bad shapes and ranges are reported,
+// not dispatched.
+func TestWeightKernelErrors(t *testing.T) {
+	g := newRig(t)
+	w := g.upWeight(gguf.TypeQ4_0, randomWeights(g.r, gguf.TypeQ4_0, 4, 64), 4, 64, 0)
+	x := g.buf(4 * 64 * 2)
+	y := g.buf(4 * 4 * 2)
+	ids := g.upI32([]int32{0, 1})
+	short := w
+	short.Data.Size--
+	wrongCols := w
+	wrongCols.Cols = 48
+	unsupported := w
+	unsupported.Type = gguf.TypeIQ2_XXS
+	c, err := g.k.dev.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Abort()
+	for _, tt := range []struct {
+		name string
+		err  error
+	}{
+		{"MatVec short weight", g.k.MatVec(c, short, x, 2, y)},
+		{"MatVec cols not whole blocks", g.k.MatVec(c, wrongCols, x, 2, y)},
+		{"MatVec unsupported type", g.k.MatVec(c, unsupported, x, 2, y)},
+		{"MatVec short x", g.k.MatVec(c, w, x.Sub(0, 4*64*2-4), 2, y)},
+		{"MatVec short y", g.k.MatVec(c, w, x, 2, y.Sub(0, 4*4*2-4))},
+		{"MatVec no columns", g.k.MatVec(c, w, x, 0, y)},
+		{"MatMul no buffer", g.k.MatMul(c, Weight{Type: gguf.TypeQ4_0, Rows: 4, Cols: 64}, x, 2, y)},
+		{"GetRows short dst", g.k.GetRows(c, w, ids, 2, x.Sub(0, 4*64*2-4))},
+		{"GetRows short ids", g.k.GetRows(c, w, ids.Sub(0, 4), 2, x)},
+		{"GetRows unsupported type", g.k.GetRows(c, unsupported, ids, 2, x)},
+	} {
+		if tt.err == nil {
+			t.Errorf("%s: succeeded, want an error", tt.name)
+		}
+	}
+	if n := c.Dispatches(); n != 0 {
+		t.Errorf("failed calls recorded %d dispatches, want 0", n)
+	}
+}
