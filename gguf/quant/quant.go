@@ -1,0 +1,118 @@
+// Package quant converts tensor data between ggml's weight formats and
+// float32 on the CPU.
+//
+// Dequantize reproduces llama.cpp's dequantize_row_* bit for bit: every
+// block is decoded with the same float32 operations in the same order, with
+// explicit float32 conversions wherever the reference rounds, so that no
+// multiply-add is fused on architectures where Go would fuse one. Quantize
+// implements round-to-nearest quantizers modelled on llama.cpp's
+// quantize_row_*_ref.
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/vkllm/vkllm/gguf"
+)
+
+// codec holds the block decoder and encoder of one type. dequant decodes
+// whole blocks: len(src) == nblocks*TypeSize, len(dst) == nblocks*BlockSize.
+// quant encodes whole blocks into dst of the matching size.
+type codec struct {
+	dequant func(src []byte, dst []float32)
+	quant   func(src []float32, dst []byte)
+}
+
+// codecFor returns the codec of t; either function may be nil.
+func codecFor(t gguf.GGMLType) codec {
+	switch t {
+	case gguf.TypeF32:
+		return codec{dequantF32, quantF32}
+	case gguf.TypeF16:
+		return codec{dequantF16, quantF16}
+	case gguf.TypeBF16:
+		return codec{dequantBF16, quantBF16}
+	}
+	return codecForQuant(t)
+}
+
+// CanDequantize reports whether Dequantize supports t.
+func CanDequantize(t gguf.GGMLType) bool { return codecFor(t).dequant != nil }
+
+// CanQuantize reports whether Quantize supports t.
+func CanQuantize(t gguf.GGMLType) bool { return codecFor(t).quant != nil }
+
+// Dequantize decodes len(dst) elements of type t from src. len(dst) must be
+// a multiple of t's block size and len(src) exactly the size of len(dst)
+// elements of type t. Non-finite values in src (NaN or infinite scales)
+// decode to whatever the reference arithmetic gives; Dequantize never fails
+// on the contents of src, only on its size.
+func Dequantize(t gguf.GGMLType, src []byte, dst []float32) error {
+	c := codecFor(t)
+	if c.dequant == nil {
+		return fmt.Errorf("quant: dequantize %v: unsupported type", t)
+	}
+	bs, ts := t.BlockSize(), t.TypeSize()
+	if len(dst)%bs != 0 {
+		return fmt.Errorf("quant: dequantize %v: %d elements is not a multiple of the block size %d", t, len(dst), bs)
+	}
+	if want := len(dst) / bs * ts; len(src) != want {
+		return fmt.Errorf("quant: dequantize %v: %d bytes of input for %d elements, want %d", t, len(src), len(dst), want)
+	}
+	c.dequant(src, dst)
+	return nil
+}
+
+// Quantize encodes src as type t and returns the new encoded bytes. len(src)
+// must be a multiple of t's block size.
+func Quantize(t gguf.GGMLType, src []float32) ([]byte, error) {
+	c := codecFor(t)
+	if c.quant == nil {
+		return nil, fmt.Errorf("quant: quantize %v: unsupported type", t)
+	}
+	bs, ts := t.BlockSize(), t.TypeSize()
+	if len(src)%bs != 0 {
+		return nil, fmt.Errorf("quant: quantize %v: %d elements is not a multiple of the block size %d", t, len(src), bs)
+	}
+	dst := make([]byte, len(src)/bs*ts)
+	c.quant(src, dst)
+	return dst, nil
+}
+
+func dequantF32(src []byte, dst []float32) {
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+	}
+}
+
+func quantF32(src []float32, dst []byte) {
+	for i, v := range src {
+		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
+	}
+}
+
+func dequantF16(src []byte, dst []float32) {
+	for i := range dst {
+		dst[i] = FP16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
+	}
+}
+
+func quantF16(src []float32, dst []byte) {
+	for i, v := range src {
+		binary.LittleEndian.PutUint16(dst[2*i:], FP32ToFP16(v))
+	}
+}
+
+func dequantBF16(src []byte, dst []float32) {
+	for i := range dst {
+		dst[i] = BF16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
+	}
+}
+
+func quantBF16(src []float32, dst []byte) {
+	for i, v := range src {
+		binary.LittleEndian.PutUint16(dst[2*i:], FP32ToBF16(v))
+	}
+}
