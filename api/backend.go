@@ -1,0 +1,139 @@
+// Package api serves the HTTP API of API.md over fasthttp: strict request
+// decoding, chat templates, tool calls, stop sequences, logprobs shaping,
+// SSE streaming, authentication, the loading state and a FIFO queue in front
+// of the model. Everything model-specific sits behind the narrow Backend
+// interface, so the engine adapter stays thin and tests use a fake.
+package api
+
+import (
+	"context"
+	"errors"
+
+	"github.com/vkllm/vkllm/sampling"
+)
+
+// Pooling says how Embed reduces the last hidden states of a sequence to one
+// vector.
+type Pooling int
+
+// The pooling kinds of GGUF's {arch}.pooling_type.
+const (
+	PoolingMean Pooling = iota // mean over all positions (the default)
+	PoolingCLS                 // the first position
+	PoolingLast                // the last position
+)
+
+// ModelInfo describes the loaded model. It is read once after the load
+// finished and must not change afterwards.
+type ModelInfo struct {
+	// Name is the model id of /v1/models (the --model-alias or the file name).
+	Name string
+	// ContextSize is the number of positions one sequence may use (prompt
+	// plus generated tokens).
+	ContextSize int
+	// VocabSize is the number of token ids.
+	VocabSize int
+	// ChatTemplate is the GGUF tokenizer.chat_template, "" when absent.
+	ChatTemplate string
+	// BOSText and EOSText are the texts of the BOS and EOS tokens, given to
+	// Jinja templates as bos_token and eos_token ("" when the model has none).
+	BOSText, EOSText string
+	// AddBOS reports whether tokenizing with addSpecial prepends BOS.
+	AddBOS bool
+}
+
+// Backend is what the API needs from the model side. The API owns request
+// validation, templates, stop sequences, n/best_of, logprobs shaping and
+// queueing; the backend only tokenizes and runs sequences.
+//
+// Concurrency: Info, Tokenize, Detokenize, Piece and IsEOG are called from
+// any number of goroutines at once and must be safe for that. Generate and
+// Embed are called from request goroutines too, but the API never has more
+// than Server.Parallel of them in flight at once (a FIFO queue in front);
+// a backend with a batching scheduler may run those concurrently, a simple
+// one may serialize them with a mutex.
+type Backend interface {
+	// Info returns the model description.
+	Info() ModelInfo
+	// Tokenize turns text into token ids. addSpecial adds BOS (and EOS)
+	// as the model's metadata asks; parseSpecial turns the text of special
+	// tokens (for example "<|im_start|>") into their ids instead of
+	// tokenizing it as plain text.
+	Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error)
+	// Detokenize returns the text of tokens (special tokens rendered as
+	// their text); an id outside the vocabulary is an error naming it.
+	Detokenize(tokens []int32) (string, error)
+	// Piece returns the raw bytes token id produces in generated text: may
+	// be part of a UTF-8 character, empty for control tokens. The returned
+	// slice must not be modified.
+	Piece(id int32) []byte
+	// IsEOG reports whether id ends generation (EOS, EOT, ...).
+	IsEOG(id int32) bool
+	// EOG returns every end-of-generation token id.
+	EOG() []int32
+
+	// Generate runs one sequence: it processes req.Prompt, then repeatedly
+	// samples a token with a sampling chain built from req.Params and
+	// req.Constraint (sampling.NewChain; Constraint may be nil) and calls
+	// emit with it, in order, from the calling goroutine. An EOG token is
+	// emitted too (Event.EOG true) and ends the sequence. Generate returns:
+	//   - nil after an EOG token, after req.MaxTokens tokens, or when emit
+	//     returned ErrStop (the API's stop sequences, a tool call finished);
+	//   - ErrContextFull when the sequence ran out of positions (the API
+	//     reports finish_reason "length");
+	//   - ctx.Err() when ctx was cancelled (a disconnected client): the
+	//     backend checks ctx at least once per decode step and frees the
+	//     sequence's slot before returning;
+	//   - any other error when the model failed, or emit's error as is.
+	// Generate must not keep emit or req after it returns. A *sampling
+	// ParamError from NewChain must be returned unwrapped or wrapped with
+	// %w so the API can answer 400 naming the field.
+	Generate(ctx context.Context, req *GenerateRequest, emit func(*Event) error) error
+
+	// Embed returns the pooled embedding (not normalized) of tokens over
+	// the model's last hidden states, pooled as the model says (GGUF
+	// {arch}.pooling_type, mean when absent, or the server's override). It
+	// returns ctx.Err() when cancelled.
+	Embed(ctx context.Context, tokens []int32) ([]float32, error)
+}
+
+// GenerateRequest is one sequence to run. The API fills it; the backend
+// reads it and must not modify it.
+type GenerateRequest struct {
+	// Prompt is the tokenized prompt (BOS included when wanted), at least
+	// one token, shorter than the context size.
+	Prompt []int32
+	// Params are the validated sampling parameters; Params.Seed is the
+	// sequence's own seed (best_of candidates get distinct ones).
+	Params sampling.Params
+	// Constraint restricts the tokens (a grammar matcher), nil for none.
+	// It is fresh for this sequence and belongs to it.
+	Constraint sampling.Constraint
+	// MaxTokens is the most tokens to generate (>= 1).
+	MaxTokens int
+	// TopLogprobs is the number of alternatives to report per token in
+	// Event.Top (0 none). Logprobs asks for Event.Logprob.
+	Logprobs    bool
+	TopLogprobs int
+}
+
+// Event is one generated token. The backend may reuse the Event and its
+// slices for the next call of emit; the API copies what it keeps.
+type Event struct {
+	// Token is the sampled token id.
+	Token int32
+	// EOG is true when Token ends generation; its text is not output.
+	EOG bool
+	// Logprob is the log-probability of Token under the model distribution
+	// (set when GenerateRequest.Logprobs or TopLogprobs > 0).
+	Logprob float32
+	// Top holds the TopLogprobs most likely tokens, most likely first.
+	Top []sampling.TokenLogprob
+}
+
+// ErrStop is returned by emit to end a sequence normally.
+var ErrStop = errors.New("api: stop generation")
+
+// ErrContextFull is returned by Generate when the sequence has used every
+// position of the context.
+var ErrContextFull = errors.New("api: context full")

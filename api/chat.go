@@ -1,0 +1,355 @@
+package api
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/vkllm/vkllm/sampling/grammar"
+)
+
+// message is one decoded chat message (API.md 2.2).
+type message struct {
+	role       string
+	content    string
+	null       bool // content was null or absent
+	toolCalls  []toolCall
+	toolCallID string
+	name       string
+	images     int // image_url parts
+}
+
+// toolCall is a function call, in messages and in output.
+type toolCall struct {
+	id        string
+	name      string
+	arguments string // JSON text
+}
+
+// tool is a callable function of the request.
+type tool struct {
+	name        string
+	description string
+	parameters  any // decoded JSON Schema, nil for none
+}
+
+// Tool choice modes.
+const (
+	toolChoiceAuto = iota
+	toolChoiceNone
+	toolChoiceRequired
+	toolChoiceNamed
+)
+
+// chatRequest is a decoded POST /v1/chat/completions body.
+type chatRequest struct {
+	*genRequest
+	messages     []message
+	template     string // "" = the server default
+	tools        []tool
+	toolChoice   int
+	toolName     string // for toolChoiceNamed
+	parallelCall bool
+}
+
+var chatFields = append([]string{"messages", "template", "chat_template", "tools", "tool_choice",
+	"function_call", "functions", "parallel_tool_calls"}, genFields...)
+
+func decodeChat(body []byte) (*chatRequest, *Error) {
+	v, e := parseJSON(body)
+	if e != nil {
+		return nil, e
+	}
+	r := &reader{}
+	m := r.object(v, "", chatFields...)
+	if r.err != nil {
+		return nil, r.err
+	}
+	req := &chatRequest{parallelCall: true}
+	msgs, ok := r.array(m, "", "messages")
+	if r.err == nil && !ok {
+		r.fail(badRequest("messages", "messages: missing, want an array of messages"))
+	}
+	if r.err == nil && len(msgs) == 0 {
+		r.fail(badRequest("messages", "messages: empty array"))
+	}
+	for i, mv := range msgs {
+		if r.err != nil {
+			break
+		}
+		req.messages = append(req.messages, r.readMessage(mv, indexPath("messages", i)))
+	}
+	req.template = r.str(m, "", "template", "")
+	if t, ok := r.optStr(m, "", "chat_template"); ok && req.template == "" {
+		req.template = t
+	}
+	if a, ok := r.array(m, "", "tools"); ok {
+		for i, tv := range a {
+			req.tools = append(req.tools, r.readTool(tv, indexPath("tools", i), true))
+		}
+	}
+	if a, ok := r.array(m, "", "functions"); ok {
+		if len(req.tools) > 0 {
+			r.fail(badRequest("functions", "functions: give either tools or the legacy functions, not both"))
+		}
+		for i, fv := range a {
+			req.tools = append(req.tools, r.readTool(fv, indexPath("functions", i), false))
+		}
+	}
+	req.parallelCall = r.boolean(m, "", "parallel_tool_calls", true)
+	if tc, ok := m["tool_choice"]; ok && tc != nil {
+		r.readToolChoice(req, tc, "tool_choice")
+	} else if fc, ok := m["function_call"]; ok && fc != nil {
+		r.readToolChoice(req, fc, "function_call")
+	}
+	req.genRequest = r.readGen(m, false)
+	if r.err != nil {
+		return nil, r.err
+	}
+	if len(req.tools) == 0 && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed) {
+		if req.toolChoice == toolChoiceNamed {
+			return nil, errorf(422, "tool_choice", "tool_choice: function %q is not among the request's tools (none given)", req.toolName)
+		}
+		return nil, badRequest("tool_choice", "tool_choice: \"required\" needs tools")
+	}
+	if req.toolChoice == toolChoiceNamed {
+		found := false
+		for _, t := range req.tools {
+			found = found || t.name == req.toolName
+		}
+		if !found {
+			return nil, errorf(422, "tool_choice", "tool_choice: function %q is not among the request's tools", req.toolName)
+		}
+	}
+	if req.grammar != "" && len(req.tools) > 0 && req.toolChoice != toolChoiceNone {
+		return nil, badRequest("tools", "tools cannot be combined with grammar, json_schema or response_format")
+	}
+	return req, nil
+}
+
+func (r *reader) readToolChoice(req *chatRequest, v any, path string) {
+	switch x := v.(type) {
+	case string:
+		switch x {
+		case "auto":
+			req.toolChoice = toolChoiceAuto
+		case "none":
+			req.toolChoice = toolChoiceNone
+		case "required", "any":
+			req.toolChoice = toolChoiceRequired
+		default:
+			r.fail(badRequest(path, "%s: %q is not one of \"none\", \"auto\", \"required\", or an object naming a function", path, x))
+		}
+	case map[string]any:
+		if path == "function_call" { // legacy {"name": ...}
+			m := r.object(x, path, "name")
+			if m != nil {
+				req.toolName = r.str(m, path, "name", "")
+				req.toolChoice = toolChoiceNamed
+			}
+			return
+		}
+		m := r.object(x, path, "type", "function")
+		if m == nil {
+			return
+		}
+		if t := r.str(m, path, "type", "function"); t != "function" && r.err == nil {
+			r.fail(badRequest(path+".type", "%s.type: %q, want \"function\"", path, t))
+		}
+		f, ok := m["function"]
+		if !ok {
+			r.fail(badRequest(path+".function", "%s.function: missing", path))
+			return
+		}
+		fm := r.object(f, path+".function", "name")
+		if fm != nil {
+			req.toolName = r.str(fm, path+".function", "name", "")
+			req.toolChoice = toolChoiceNamed
+		}
+	default:
+		r.typeErr(path, "string or object", v)
+	}
+}
+
+func (r *reader) readTool(v any, path string, wrapped bool) tool {
+	var t tool
+	fm := map[string]any(nil)
+	fpath := path
+	if wrapped {
+		m := r.object(v, path, "type", "function")
+		if m == nil {
+			return t
+		}
+		if typ := r.str(m, path, "type", "function"); typ != "function" && r.err == nil {
+			r.fail(badRequest(path+".type", "%s.type: %q, want \"function\"", path, typ))
+		}
+		fv, ok := m["function"]
+		if !ok {
+			r.fail(badRequest(path+".function", "%s.function: missing", path))
+			return t
+		}
+		fpath = path + ".function"
+		fm = r.object(fv, fpath, "name", "description", "parameters", "strict")
+	} else {
+		fm = r.object(v, path, "name", "description", "parameters")
+	}
+	if fm == nil {
+		return t
+	}
+	t.name = r.str(fm, fpath, "name", "")
+	if t.name == "" && r.err == nil {
+		r.fail(badRequest(fpath+".name", "%s.name: missing or empty", fpath))
+	}
+	t.description = r.str(fm, fpath, "description", "")
+	r.boolean(fm, fpath, "strict", false)
+	if p, ok := fm["parameters"]; ok && p != nil {
+		if _, ok := p.(map[string]any); !ok {
+			r.typeErr(fpath+".parameters", "object (a JSON Schema)", p)
+		}
+		t.parameters = p
+	}
+	return t
+}
+
+func (r *reader) readMessage(v any, path string) message {
+	var msg message
+	m := r.object(v, path, "role", "content", "tool_calls", "tool_call_id", "name", "function_call", "reasoning_content")
+	if m == nil {
+		return msg
+	}
+	msg.role = r.str(m, path, "role", "")
+	switch msg.role {
+	case "system", "user", "assistant", "tool", "developer", "function":
+	case "":
+		r.fail(badRequest(path+".role", "%s.role: missing", path))
+	default:
+		r.fail(badRequest(path+".role", "%s.role: %q is not one of \"system\", \"user\", \"assistant\", \"tool\"", path, msg.role))
+	}
+	if msg.role == "developer" {
+		msg.role = "system"
+	}
+	msg.name = r.str(m, path, "name", "")
+	msg.toolCallID = r.str(m, path, "tool_call_id", "")
+	r.str(m, path, "reasoning_content", "")
+	cpath := path + ".content"
+	switch c := m["content"].(type) {
+	case nil:
+		msg.null = true
+	case string:
+		msg.content = c
+	case []any:
+		var sb strings.Builder
+		for i, pv := range c {
+			ppath := indexPath(cpath, i)
+			pm := r.object(pv, ppath, "type", "text", "image_url", "audio_url", "video_url", "input_audio")
+			if pm == nil {
+				break
+			}
+			switch typ := r.str(pm, ppath, "type", ""); typ {
+			case "text":
+				t, ok := r.optStr(pm, ppath, "text")
+				if !ok && r.err == nil {
+					r.fail(badRequest(ppath+".text", "%s.text: missing", ppath))
+				}
+				sb.WriteString(t)
+			case "image_url":
+				msg.images++
+				r.urlPart(pm, ppath, "image_url")
+			case "audio_url", "video_url", "input_audio":
+				// Parsed for compatibility and not evaluated (API.md 2.2).
+			case "":
+				r.fail(badRequest(ppath+".type", "%s.type: missing", ppath))
+			default:
+				r.fail(badRequest(ppath+".type", "%s.type: %q is not one of \"text\", \"image_url\", \"audio_url\", \"video_url\"", ppath, typ))
+			}
+		}
+		msg.content = sb.String()
+	default:
+		r.typeErr(cpath, "string, null or array of content parts", c)
+	}
+	if a, ok := r.array(m, path, "tool_calls"); ok {
+		for i, tv := range a {
+			msg.toolCalls = append(msg.toolCalls, r.readToolCall(tv, indexPath(path+".tool_calls", i)))
+		}
+	}
+	if fc, ok := m["function_call"]; ok && fc != nil {
+		fm := r.object(fc, path+".function_call", "name", "arguments")
+		if fm != nil {
+			msg.toolCalls = append(msg.toolCalls, toolCall{
+				name:      r.str(fm, path+".function_call", "name", ""),
+				arguments: r.str(fm, path+".function_call", "arguments", "{}"),
+			})
+		}
+	}
+	if msg.role == "function" {
+		msg.role = "tool"
+	}
+	if msg.null && msg.role != "assistant" && r.err == nil {
+		r.fail(badRequest(cpath, "%s: null content is only allowed on assistant messages", cpath))
+	}
+	return msg
+}
+
+func (r *reader) urlPart(pm map[string]any, ppath, key string) {
+	u, ok := pm[key]
+	if !ok {
+		r.fail(badRequest(ppath+"."+key, "%s.%s: missing", ppath, key))
+		return
+	}
+	switch x := u.(type) {
+	case string:
+	case map[string]any:
+		um := r.object(x, ppath+"."+key, "url", "detail")
+		if um != nil {
+			r.str(um, ppath+"."+key, "url", "")
+			r.str(um, ppath+"."+key, "detail", "")
+		}
+	default:
+		r.typeErr(ppath+"."+key, "object {url}", u)
+	}
+}
+
+func (r *reader) readToolCall(v any, path string) toolCall {
+	var tc toolCall
+	m := r.object(v, path, "id", "type", "function", "index")
+	if m == nil {
+		return tc
+	}
+	tc.id = r.str(m, path, "id", "")
+	if t := r.str(m, path, "type", "function"); t != "function" && r.err == nil {
+		r.fail(badRequest(path+".type", "%s.type: %q, want \"function\"", path, t))
+	}
+	r.integer(m, path, "index", 0)
+	fv, ok := m["function"]
+	if !ok {
+		r.fail(badRequest(path+".function", "%s.function: missing", path))
+		return tc
+	}
+	fm := r.object(fv, path+".function", "name", "arguments")
+	if fm == nil {
+		return tc
+	}
+	tc.name = r.str(fm, path+".function", "name", "")
+	switch a := fm["arguments"].(type) {
+	case nil:
+		tc.arguments = "{}"
+	case string:
+		tc.arguments = a
+	case map[string]any:
+		tc.arguments = string(rawJSON(a))
+	default:
+		r.typeErr(path+".function.arguments", "string (JSON-encoded arguments)", a)
+	}
+	return tc
+}
+
+// toolFunctions converts the request tools for the grammar builder.
+func toolFunctions(tools []tool) []grammar.ToolFunction {
+	out := make([]grammar.ToolFunction, len(tools))
+	for i, t := range tools {
+		out[i].Name = t.name
+		if t.parameters != nil {
+			out[i].Parameters = json.RawMessage(rawJSON(t.parameters))
+		}
+	}
+	return out
+}

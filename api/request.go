@@ -1,0 +1,420 @@
+package api
+
+import (
+	"errors"
+	"math"
+
+	"github.com/vkllm/vkllm/sampling"
+)
+
+// Limits of API-NOTES.md.
+const (
+	maxChoices      = 16
+	maxArrayStrings = 2048
+)
+
+// genFields are the generation fields of API.md 4.1 shared by completions
+// and chat.
+var genFields = []string{
+	"max_tokens", "min_tokens", "temperature", "top_k", "top_p", "tfs_z", "min_p", "typical_p",
+	"min_keep", "repeat_penalty", "frequency_penalty", "presence_penalty", "penalty_last_n",
+	"mirostat_mode", "mirostat_tau", "mirostat_eta", "seed", "logit_bias", "logit_bias_type",
+	"grammar", "json_schema", "response_format", "grammar_root", "stop", "stream", "echo",
+	"suffix", "best_of", "logprobs", "top_logprobs", "n", "model", "user", "stream_options",
+}
+
+// genRequest holds the decoded generation fields.
+type genRequest struct {
+	params       sampling.Params
+	maxTokens    int // -1: not given (up to the context)
+	stop         []string
+	stream       bool
+	includeUsage bool
+	echo         bool
+	suffix       string
+	n, bestOf    int
+	logprobs     bool
+	topLogprobs  int
+	seedSet      bool
+	grammar      string // GBNF source, "" for none
+	grammarRoot  string
+}
+
+// readGen decodes the generation fields of m. completion says the request
+// is /v1/completions, where logprobs may be an integer (OpenAI's legacy
+// form: the number of alternatives).
+func (r *reader) readGen(m map[string]any, completion bool) *genRequest {
+	g := &genRequest{params: sampling.DefaultParams()}
+	p := &g.params
+	g.maxTokens = int(r.intRange(m, "", "max_tokens", 16, 0, math.MaxInt32))
+	if v, ok := m["max_tokens"]; ok && v == nil {
+		g.maxTokens = -1
+	}
+	p.MinTokens = int(r.intRange(m, "", "min_tokens", 0, 0, math.MaxInt32))
+	p.Temperature = r.number(m, "", "temperature", p.Temperature)
+	p.TopK = int(r.intRange(m, "", "top_k", int64(p.TopK), math.MinInt32, math.MaxInt32))
+	p.TopP = r.number(m, "", "top_p", p.TopP)
+	p.TFSZ = r.number(m, "", "tfs_z", p.TFSZ)
+	p.MinP = r.number(m, "", "min_p", p.MinP)
+	p.TypicalP = r.number(m, "", "typical_p", p.TypicalP)
+	p.MinKeep = int(r.intRange(m, "", "min_keep", int64(p.MinKeep), math.MinInt32, math.MaxInt32))
+	p.RepeatPenalty = r.number(m, "", "repeat_penalty", p.RepeatPenalty)
+	p.FrequencyPenalty = r.number(m, "", "frequency_penalty", p.FrequencyPenalty)
+	p.PresencePenalty = r.number(m, "", "presence_penalty", p.PresencePenalty)
+	p.PenaltyLastN = int(r.intRange(m, "", "penalty_last_n", int64(p.PenaltyLastN), math.MinInt32, math.MaxInt32))
+	p.MirostatMode = int(r.intRange(m, "", "mirostat_mode", 0, math.MinInt32, math.MaxInt32))
+	p.MirostatTau = r.number(m, "", "mirostat_tau", p.MirostatTau)
+	p.MirostatEta = r.number(m, "", "mirostat_eta", p.MirostatEta)
+	if v, ok := m["seed"]; ok && v != nil {
+		p.Seed = r.integerValue(v, "seed")
+		g.seedSet = true
+	}
+	if lb, ok := m["logit_bias"]; ok && lb != nil {
+		obj, ok := lb.(map[string]any)
+		if !ok {
+			r.typeErr("logit_bias", "object mapping token ids to numbers", lb)
+		} else {
+			p.LogitBias = make(map[string]float64, len(obj))
+			for k, v := range obj {
+				path := "logit_bias." + k
+				switch x := v.(type) {
+				case bool:
+					if x {
+						r.fail(badRequest(path, "%s: true is not a bias; use a number, or false to ban the token", path))
+					} else {
+						p.LogitBias[k] = math.Inf(-1)
+					}
+				default:
+					p.LogitBias[k] = r.numberValue(v, path)
+				}
+			}
+		}
+	}
+	p.LogitBiasType = r.str(m, "", "logit_bias_type", p.LogitBiasType)
+	g.stop, _, _ = r.strOrStrings(m, "", "stop", 16)
+	for i, s := range g.stop {
+		if s == "" {
+			r.fail(badRequest(indexPath("stop", i), "stop[%d]: empty stop sequence", i))
+		}
+	}
+	g.stream = r.boolean(m, "", "stream", false)
+	if so, ok := m["stream_options"]; ok && so != nil {
+		sm := r.object(so, "stream_options", "include_usage")
+		if sm != nil {
+			g.includeUsage = r.boolean(sm, "stream_options", "include_usage", false)
+		}
+	}
+	g.echo = r.boolean(m, "", "echo", false)
+	g.suffix, _ = r.optStr(m, "", "suffix")
+	g.n = int(r.intRange(m, "", "n", 1, 1, maxChoices))
+	g.bestOf = int(r.intRange(m, "", "best_of", int64(g.n), 1, maxChoices))
+	if r.err == nil && g.bestOf < g.n {
+		r.fail(badRequest("best_of", "best_of: %d is less than n (%d)", g.bestOf, g.n))
+	}
+	if v, ok := m["logprobs"]; ok && v != nil {
+		switch x := v.(type) {
+		case bool:
+			g.logprobs = x
+		default:
+			if !completion {
+				r.typeErr("logprobs", "boolean", v)
+				break
+			}
+			k := r.integerValue(v, "logprobs")
+			if r.err == nil && (k < 0 || k > sampling.MaxTopLogprobs) {
+				r.fail(badRequest("logprobs", "logprobs: %d is out of range [0, %d]", k, sampling.MaxTopLogprobs))
+			}
+			g.logprobs = k > 0
+			g.topLogprobs = int(k)
+		}
+	}
+	if _, ok := m["top_logprobs"]; ok {
+		g.topLogprobs = int(r.intRange(m, "", "top_logprobs", 0, 0, sampling.MaxTopLogprobs))
+	}
+	if g.topLogprobs > 0 && !completion && !g.logprobs {
+		// OpenAI requires logprobs with top_logprobs; accept it and turn it on.
+		g.logprobs = true
+	}
+	p.Logprobs = g.logprobs
+	p.TopLogprobs = g.topLogprobs
+	if !g.logprobs {
+		p.TopLogprobs = 0
+		g.topLogprobs = 0
+	}
+	if g.bestOf > 1 {
+		// Ranking candidates needs their log-probabilities.
+		p.Logprobs = true
+	}
+
+	// Grammar sources: at most one of grammar, json_schema, response_format.
+	g.grammarRoot = r.str(m, "", "grammar_root", "root")
+	nsrc := 0
+	if gs, ok := r.optStr(m, "", "grammar"); ok {
+		g.grammar = gs
+		nsrc++
+	}
+	if js, ok := m["json_schema"]; ok && js != nil {
+		if _, isObj := js.(map[string]any); !isObj {
+			if _, isBool := js.(bool); !isBool {
+				r.typeErr("json_schema", "object (a JSON Schema)", js)
+			}
+		}
+		if r.err == nil {
+			g.grammar = schemaGrammar(r, "json_schema", js)
+			g.grammarRoot = "root"
+			nsrc++
+		}
+	}
+	if rf, ok := m["response_format"]; ok && rf != nil {
+		gs := r.responseFormat(rf)
+		if gs != "" {
+			g.grammar = gs
+			g.grammarRoot = "root"
+			nsrc++
+		}
+	}
+	if r.err == nil && nsrc > 1 {
+		r.fail(badRequest("grammar", "grammar, json_schema and response_format are exclusive: give at most one"))
+	}
+	if r.err == nil {
+		if err := p.Validate(); err != nil {
+			r.fail(paramError(err))
+		}
+	}
+	return g
+}
+
+// paramError maps a *sampling.ParamError to a 400 naming its field.
+func paramError(err error) *Error {
+	var pe *sampling.ParamError
+	if errors.As(err, &pe) {
+		return badRequest(pe.Field, "%s: %s", pe.Field, pe.Msg)
+	}
+	return badRequest("", "%v", err)
+}
+
+func (r *reader) responseFormat(rf any) string {
+	switch x := rf.(type) {
+	case string:
+		switch x {
+		case "text":
+			return ""
+		case "json_object":
+			return jsonObjectGrammar()
+		}
+		r.fail(badRequest("response_format", "response_format: %q is not one of \"text\", \"json_object\", or an object", x))
+		return ""
+	case map[string]any:
+		m := r.object(x, "response_format", "type", "json_schema", "schema")
+		if m == nil {
+			return ""
+		}
+		typ := r.str(m, "response_format", "type", "")
+		switch typ {
+		case "text":
+			return ""
+		case "json_object":
+			if s, ok := m["schema"]; ok && s != nil {
+				return schemaGrammar(r, "response_format.schema", s)
+			}
+			return jsonObjectGrammar()
+		case "json_schema":
+			js, ok := m["json_schema"]
+			if !ok || js == nil {
+				if s, ok := m["schema"]; ok && s != nil {
+					return schemaGrammar(r, "response_format.schema", s)
+				}
+				r.fail(badRequest("response_format.json_schema", "response_format.json_schema: missing, want {\"name\", \"schema\", \"strict\"}"))
+				return ""
+			}
+			jm := r.object(js, "response_format.json_schema", "name", "schema", "strict", "description")
+			if jm == nil {
+				return ""
+			}
+			r.str(jm, "response_format.json_schema", "name", "")
+			r.str(jm, "response_format.json_schema", "description", "")
+			r.boolean(jm, "response_format.json_schema", "strict", false)
+			s, ok := jm["schema"]
+			if !ok || s == nil {
+				return jsonObjectGrammar()
+			}
+			return schemaGrammar(r, "response_format.json_schema.schema", s)
+		case "":
+			r.fail(badRequest("response_format.type", "response_format.type: missing"))
+		default:
+			r.fail(badRequest("response_format.type", "response_format.type: %q is not one of \"text\", \"json_object\", \"json_schema\"", typ))
+		}
+		return ""
+	}
+	r.typeErr("response_format", "string or object", rf)
+	return ""
+}
+
+// completionRequest is a decoded POST /v1/completions body.
+type completionRequest struct {
+	*genRequest
+	prompts []string
+}
+
+func decodeCompletion(body []byte) (*completionRequest, *Error) {
+	v, e := parseJSON(body)
+	if e != nil {
+		return nil, e
+	}
+	r := &reader{}
+	m := r.object(v, "", append([]string{"prompt"}, genFields...)...)
+	if r.err != nil {
+		return nil, r.err
+	}
+	req := &completionRequest{}
+	prompts, _, present := r.strOrStrings(m, "", "prompt", maxArrayStrings)
+	if r.err == nil && !present {
+		r.fail(badRequest("prompt", "prompt: missing, want a string or an array of strings"))
+	}
+	if r.err == nil && len(prompts) == 0 {
+		r.fail(badRequest("prompt", "prompt: empty array"))
+	}
+	req.prompts = prompts
+	req.genRequest = r.readGen(m, true)
+	if r.err != nil {
+		return nil, r.err
+	}
+	return req, nil
+}
+
+// embeddingRequest is a decoded POST /v1/embeddings body.
+type embeddingRequest struct {
+	input     []string
+	normalize bool
+	base64    bool
+}
+
+func decodeEmbedding(body []byte) (*embeddingRequest, *Error) {
+	v, e := parseJSON(body)
+	if e != nil {
+		return nil, e
+	}
+	r := &reader{}
+	m := r.object(v, "", "input", "normalize", "encoding_format", "model", "user", "dimensions")
+	if r.err != nil {
+		return nil, r.err
+	}
+	req := &embeddingRequest{}
+	in, _, present := r.strOrStrings(m, "", "input", maxArrayStrings)
+	if r.err == nil && !present {
+		r.fail(badRequest("input", "input: missing, want a string or an array of strings"))
+	}
+	if r.err == nil && len(in) == 0 {
+		r.fail(badRequest("input", "input: empty array"))
+	}
+	for i, s := range in {
+		if s == "" && r.err == nil {
+			r.fail(badRequest(indexPath("input", i), "%s: empty string", indexPath("input", i)))
+		}
+	}
+	req.input = in
+	req.normalize = r.boolean(m, "", "normalize", true)
+	switch f := r.str(m, "", "encoding_format", "float"); f {
+	case "float":
+	case "base64":
+		req.base64 = true
+	default:
+		r.fail(badRequest("encoding_format", "encoding_format: %q is not one of \"float\", \"base64\"", f))
+	}
+	if _, ok := m["dimensions"]; ok {
+		r.fail(badRequest("dimensions", "dimensions: not supported; the model's embedding size is fixed"))
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return req, nil
+}
+
+// rerankRequest is a decoded rerank body.
+type rerankRequest struct {
+	query     string
+	documents []string
+	topN      int
+}
+
+func decodeRerank(body []byte) (*rerankRequest, *Error) {
+	v, e := parseJSON(body)
+	if e != nil {
+		return nil, e
+	}
+	r := &reader{}
+	m := r.object(v, "", "query", "documents", "top_n", "model", "user", "return_documents")
+	if r.err != nil {
+		return nil, r.err
+	}
+	req := &rerankRequest{}
+	q, ok := r.optStr(m, "", "query")
+	if r.err == nil && !ok {
+		r.fail(badRequest("query", "query: missing, want a string"))
+	}
+	req.query = q
+	docs, isArray, present := r.strOrStrings(m, "", "documents", maxArrayStrings)
+	if r.err == nil && (!present || !isArray) {
+		r.fail(badRequest("documents", "documents: missing, want an array of strings"))
+	}
+	if r.err == nil && len(docs) == 0 {
+		r.fail(badRequest("documents", "documents: empty array"))
+	}
+	req.documents = docs
+	req.topN = int(r.intRange(m, "", "top_n", int64(len(docs)), 0, math.MaxInt32))
+	r.boolean(m, "", "return_documents", true)
+	if r.err != nil {
+		return nil, r.err
+	}
+	if req.topN > len(docs) {
+		req.topN = len(docs)
+	}
+	return req, nil
+}
+
+func decodeTokenize(body []byte) (string, *Error) {
+	v, e := parseJSON(body)
+	if e != nil {
+		return "", e
+	}
+	r := &reader{}
+	m := r.object(v, "", "input", "model")
+	s, ok := r.optStr(m, "", "input")
+	if r.err == nil && !ok {
+		r.fail(badRequest("input", "input: missing, want a string"))
+	}
+	if r.err != nil {
+		return "", r.err
+	}
+	return s, nil
+}
+
+func decodeDetokenize(body []byte, vocab int) ([]int32, *Error) {
+	v, e := parseJSON(body)
+	if e != nil {
+		return nil, e
+	}
+	r := &reader{}
+	m := r.object(v, "", "tokens", "model")
+	a, ok := r.array(m, "", "tokens")
+	if r.err == nil && !ok {
+		r.fail(badRequest("tokens", "tokens: missing, want an array of integer token ids"))
+	}
+	out := make([]int32, 0, len(a))
+	for i, x := range a {
+		id := r.integerValue(x, indexPath("tokens", i))
+		if r.err != nil {
+			break
+		}
+		if id < 0 || id >= int64(vocab) {
+			r.fail(badRequest(indexPath("tokens", i), "tokens[%d]: token id %d is outside the vocabulary [0, %d)", i, id, vocab))
+			break
+		}
+		out = append(out, int32(id))
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return out, nil
+}
+
