@@ -180,14 +180,22 @@ func optWSRun(c class) matcher {
 	}
 }
 
-// trailingWS matches \s+$.
-func trailingWS(cps []rune, p, end int) int {
-	for q := p; q < end; q++ {
-		if !isWhitespace(cps[q]) {
-			return -1
+// trailingWS splits off the trailing whitespace run of each piece: the
+// leftmost match of \s+$ (found directly, not by trying every start, which
+// would be quadratic in the run's length).
+func trailingWS(cps []rune, in, out []span) []span {
+	for _, sp := range in {
+		q := sp.e
+		for q > sp.s && isWhitespace(cps[q-1]) {
+			q--
 		}
+		if q > sp.s && q < sp.e {
+			out = append(out, span{sp.s, q}, span{q, sp.e})
+			continue
+		}
+		out = append(out, sp)
 	}
-	return end
+	return out
 }
 
 // finnish matches " ?[^(\s|.,!?…。，、।۔،)]+" on the wide text.
@@ -480,7 +488,7 @@ func newPreTokenizer(pre string) (*preTokenizer, error) {
 			search(one(isCR)),
 			search(optWSRun(wide(ranges(deepseekLetters)))),
 			search(optWSRun(wide(ranges(deepseekPunct)))),
-			search(trailingWS),
+			trailingWS,
 			search(run(wide(ranges(cjk)))),
 			search(run(isN)),
 		}

@@ -346,3 +346,25 @@ func TestDecodeRules(t *testing.T) {
 		t.Errorf("Piece(15043) = %q, want %q", p, " Hello")
 	}
 }
+
+// TestDecoderAllocs checks that streaming allocates nothing once the
+// decoder's buffers have grown.
+func TestDecoderAllocs(t *testing.T) {
+	tok := loadVocab(t, "llama-spm")
+	hello, _ := tok.TokenID("▁Hello")
+	ids := []int32{hello, 3 + 0xe2, 3 + 0x82, 3 + 0xac, hello}
+	d := tok.NewDecoder()
+	for _, id := range ids {
+		d.Add(id)
+	}
+	d.Flush()
+	allocs := testing.AllocsPerRun(100, func() {
+		for _, id := range ids {
+			d.Add(id)
+		}
+		d.Flush()
+	})
+	if allocs != 0 {
+		t.Errorf("Decoder.Add/Flush allocs = %v, want 0", allocs)
+	}
+}
