@@ -475,12 +475,12 @@ func newPreTokenizer(pre string) (*preTokenizer, error) {
 			search(run(isN)),
 			search(exactly(asciiDigit, 3)),
 		}
-	case "llama3", "llama-v3", "llama-bpe", "falcon3":
+	case "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2":
 		pt.stages = []stage{search(llama3(3))}
 		pt.ignoreMerges, pt.addBOS = true, true
 	case "dbrx", "smaug-bpe":
 		pt.stages = []stage{search(llama3(3))}
-	case "chatglm-bpe":
+	case "chatglm-bpe", "glm4":
 		pt.stages = []stage{search(llama3(3))}
 		pt.noBOS = true
 	case "deepseek-llm":
@@ -512,11 +512,13 @@ func newPreTokenizer(pre string) (*preTokenizer, error) {
 		pt.stages = []stage{search(one(isN)), gpt2Stage}
 		pt.cleanSpaces = pre != "command-r" && pre != "smollm"
 	case "gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v1-en", "jina-v2-es", "jina-v2-de",
-		"jina-v2-code", "roberta-bpe", "mpt", "olmo", "jais", "gpt-neox":
+		"jina-v2-code", "roberta-bpe", "mpt", "olmo", "jais", "gpt-neox", "a.x-4.0", "mellum", "exaone4":
 		pt.stages = []stage{gpt2Stage}
-	case "qwen2", "stablelm2", "megrez":
+	case "qwen2", "deepseek-r1-qwen", "kormo":
 		pt.stages = []stage{search(llama3(1))}
-		pt.cleanSpaces = pre != "qwen2"
+		pt.cleanSpaces = false
+	case "stablelm2", "megrez":
+		pt.stages = []stage{search(llama3(1))}
 	case "poro-chat", "bloom", "gpt3-finnish":
 		pt.stages = []stage{search(finnish())}
 		pt.cleanSpaces = pre != "poro-chat"

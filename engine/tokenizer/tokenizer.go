@@ -296,11 +296,11 @@ type fimKey struct {
 
 func fimKeys() []fimKey {
 	return []fimKey{
-		{"tokenizer.ggml.fim_pre_token_id", []string{"<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>"}, false},
-		{"tokenizer.ggml.fim_suf_token_id", []string{"<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>"}, false},
-		{"tokenizer.ggml.fim_mid_token_id", []string{"<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<MID>"}, false},
-		{"tokenizer.ggml.fim_pad_token_id", []string{"<|fim_pad|>", "<fim-pad>", "<PAD>"}, true},
-		{"tokenizer.ggml.fim_rep_token_id", []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"}, true},
+		{"tokenizer.ggml.fim_pre_token_id", []string{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>"}, false},
+		{"tokenizer.ggml.fim_suf_token_id", []string{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>"}, false},
+		{"tokenizer.ggml.fim_mid_token_id", []string{"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>"}, false},
+		{"tokenizer.ggml.fim_pad_token_id", []string{"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"}, true},
+		{"tokenizer.ggml.fim_rep_token_id", []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}, true},
 		{"tokenizer.ggml.fim_sep_token_id", []string{"<|file_sep|>"}, true},
 	}
 }
@@ -334,7 +334,8 @@ func (t *Tokenizer) loadSpecial(f *gguf.File) error {
 
 	// Auto-detect EOT and EOM by text, lowest id first, and mark them
 	// control as the reference does.
-	eotTexts := []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "<｜end▁of▁sentence｜>"}
+	eotTexts := []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+		"<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>", "<end_of_utterance>"}
 	if t.eot == null {
 		if t.eot = t.firstOf(eotTexts); t.eot != null {
 			t.attr[t.eot] = attrControl
@@ -373,16 +374,32 @@ func (t *Tokenizer) loadSpecial(f *gguf.File) error {
 	for _, id := range fimEOG {
 		eog[id] = true
 	}
-	for _, s := range []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>"} {
+	for _, s := range []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
+		"<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"} {
 		if id, ok := t.ids[s]; ok {
 			eog[id] = true
 			t.attr[id] = attrControl
+		}
+	}
+	// gpt-oss (o200k_harmony) structure tokens are always rendered.
+	for _, s := range []string{"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"} {
+		if id, ok := t.ids[s]; ok {
+			t.attr[id] = attrUserDefined
 		}
 	}
 	for _, id := range []int32{t.eos, t.eot, t.eom} {
 		if id != null {
 			eog[id] = true
 		}
+	}
+	// Harmony: with <|return|> and <|call|> ending generation, <|end|> only
+	// ends a message.
+	ret, okR := t.ids["<|return|>"]
+	call, okC := t.ids["<|call|>"]
+	end, okE := t.ids["<|end|>"]
+	if okR && okC && okE && eog[ret] && eog[call] && eog[end] {
+		delete(eog, end)
+		t.attr[end] = attrUserDefined
 	}
 	for id := range eog {
 		t.eog = append(t.eog, id)
