@@ -369,78 +369,121 @@ func llama3(maxDigits int) matcher {
 	}
 }
 
-// tekken matches Mistral's Tekken expression on the collapsed text:
-// [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|
-// [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|
-// \p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
-func tekken(cps []rune, p, end int) int {
-	upper := func(q int) bool { // letter, not a-z
-		return q < end && isL(cps[q]) && !(cps[q] >= 'a' && cps[q] <= 'z')
-	}
-	lower := func(q int) bool { // letter, not A-Z
-		return q < end && isL(cps[q]) && !(cps[q] >= 'A' && cps[q] <= 'Z')
-	}
-	alt1 := func(q int) int {
-		r := q
-		for upper(r) {
-			r++
+// caseSplit matches the Tekken and o200k (GPT-4o) expressions on the
+// collapsed text, where "upper" is a letter other than a-z and "lower" a
+// letter other than A-Z (so non-ASCII letters are both):
+//
+//	[^\r\n\p{L}\p{N}]?upper*lower+C?|[^\r\n\p{L}\p{N}]?upper+lower*C?|\p{N}{1,maxDigits}|
+//	 ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// where C, present with contractions, is '[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD].
+func caseSplit(contractions bool, maxDigits int) matcher {
+	return func(cps []rune, p, end int) int {
+		upper := func(q int) bool {
+			return q < end && isL(cps[q]) && !(cps[q] >= 'a' && cps[q] <= 'z')
 		}
-		if lower(r) {
+		lower := func(q int) bool {
+			return q < end && isL(cps[q]) && !(cps[q] >= 'A' && cps[q] <= 'Z')
+		}
+		// alt1: upper* lower+ (upper* gives back non-ASCII letters when no
+		// lower follows the run).
+		alt1 := func(q int) int {
+			r := q
+			for upper(r) {
+				r++
+			}
+			if lower(r) {
+				for lower(r) {
+					r++
+				}
+				return r
+			}
+			for j := r - 1; j >= q; j-- {
+				if lower(j) {
+					return j + 1
+				}
+			}
+			return -1
+		}
+		alt2 := func(q int) int {
+			r := q
+			for upper(r) {
+				r++
+			}
+			if r == q {
+				return -1
+			}
 			for lower(r) {
 				r++
 			}
 			return r
 		}
-		for j := r - 1; j >= q; j-- {
-			if lower(j) {
-				return j + 1
+		c := cps[p]
+		prefix := !isCR(c) && !isL(c) && !isN(c)
+		for _, alt := range []func(int) int{alt1, alt2} {
+			e := -1
+			if prefix {
+				e = alt(p + 1)
 			}
-		}
-		return -1
-	}
-	alt2 := func(q int) int {
-		r := q
-		for upper(r) {
-			r++
-		}
-		if r == q {
-			return -1
-		}
-		for lower(r) {
-			r++
-		}
-		return r
-	}
-	c := cps[p]
-	prefix := !isCR(c) && !isL(c) && !isN(c)
-	for _, alt := range []func(int) int{alt1, alt2} {
-		if prefix {
-			if e := alt(p + 1); e > 0 {
+			if e < 0 {
+				e = alt(p)
+			}
+			if e > 0 {
+				if contractions {
+					e = contraction(cps, e, end)
+				}
 				return e
 			}
 		}
-		if e := alt(p); e > 0 {
-			return e
+		if isN(c) {
+			q := p
+			for q < end && q-p < maxDigits && isN(cps[q]) {
+				q++
+			}
+			return q
 		}
-	}
-	if isN(c) {
-		return p + 1
-	}
-	other := func(r rune) bool { return !isWhitespace(r) && !isL(r) && !isN(r) }
-	q := p
-	if c == ' ' && p+1 < end && other(cps[p+1]) {
-		q++
-	}
-	if other(cps[q]) {
-		for q < end && other(cps[q]) {
+		other := func(r rune) bool { return !isWhitespace(r) && !isL(r) && !isN(r) }
+		q := p
+		if c == ' ' && p+1 < end && other(cps[p+1]) {
 			q++
 		}
-		for q < end && (isCR(cps[q]) || cps[q] == '/') {
-			q++
+		if other(cps[q]) {
+			for q < end && other(cps[q]) {
+				q++
+			}
+			for q < end && (isCR(cps[q]) || cps[q] == '/') {
+				q++
+			}
+			return q
 		}
-		return q
+		return wsTail(cps, p, end, true)
 	}
-	return wsTail(cps, p, end, true)
+}
+
+// contraction extends a match ending at e over an optional English
+// contraction ('s, 't, 're, 've, 'm, 'll, 'd in either case).
+func contraction(cps []rune, e, end int) int {
+	if e+1 >= end || cps[e] != '\'' {
+		return e
+	}
+	low := func(r rune) rune {
+		if r >= 'A' && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}
+	a := low(cps[e+1])
+	switch a {
+	case 's', 't', 'm', 'd':
+		return e + 2
+	}
+	if e+2 < end {
+		b := low(cps[e+2])
+		if a == 'r' && b == 'e' || a == 'v' && b == 'e' || a == 'l' && b == 'l' {
+			return e + 3
+		}
+	}
+	return e
 }
 
 // preTokenizer is the pipeline for one tokenizer.ggml.pre value.
@@ -526,8 +569,11 @@ func newPreTokenizer(pre string) (*preTokenizer, error) {
 		pt.stages = []stage{search(finnish()), search(one(isN))}
 		pt.cleanSpaces = false
 	case "tekken":
-		pt.stages = []stage{search(tekken)}
+		pt.stages = []stage{search(caseSplit(false, 1))}
 		pt.cleanSpaces, pt.ignoreMerges, pt.addBOS = false, true, true
+	case "gpt-4o", "llama4", "minimax-m2":
+		pt.stages = []stage{search(caseSplit(true, 3))}
+		pt.cleanSpaces = false
 	default:
 		return nil, fmt.Errorf("tokenizer: key %q: unknown pre-tokenizer %q", keyPre, pre)
 	}

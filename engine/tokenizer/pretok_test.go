@@ -21,6 +21,7 @@ const ws = `\t\n\v\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{2
 func goPipelines() map[string][]string {
 	S := "[" + ws + "]"
 	notSLN := `[^` + ws + `\p{L}\p{N}]`
+	contr := `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])`
 	gpt2 := `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?` + notSLN + `+|` + S + `+`
 	llama3 := func(digits string) string {
 		return `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}` + digits +
@@ -38,6 +39,8 @@ func goPipelines() map[string][]string {
 			S + `+$`, widePrefix + `[一-龥ࠀ-一가-퟿]+`, `\p{N}+`},
 		"tekken": {`[^\r\n\p{L}\p{N}]?[^\P{L}a-z]*[^\P{L}A-Z]+|[^\r\n\p{L}\p{N}]?[^\P{L}a-z]+[^\P{L}A-Z]*|\p{N}| ?` +
 			notSLN + `+[\r\n/]*|` + S + `*[\r\n]+|` + S + `+`},
+		"gpt-4o": {`[^\r\n\p{L}\p{N}]?[^\P{L}a-z]*[^\P{L}A-Z]+` + contr + `?|[^\r\n\p{L}\p{N}]?[^\P{L}a-z]+[^\P{L}A-Z]*` + contr +
+			`?|\p{N}{1,3}| ?` + notSLN + `+[\r\n/]*|` + S + `*[\r\n]+|` + S + `+`},
 		"bloom": {widePrefix + ` ?[^(` + ws + `|.,!?…。，、।۔،)]+`},
 	}
 }
@@ -159,6 +162,7 @@ func TestPreTokenizerWhitespaceRuns(t *testing.T) {
 		{"qwen2", "12 ab", []string{"1", "2", " ab"}},
 		{"tekken", "HTTPServer  /x", []string{"HTTPServer", " ", " /", "x"}},
 		{"tekken", "helloWorld", []string{"hello", "World"}},
+		{"gpt-4o", "I'LL don't  HTTPServer's 12345", []string{"I'LL", " don't", " ", " HTTPServer's", " ", "123", "45"}},
 		{"deepseek-llm", "ab  ", []string{"ab", "  "}},
 	}
 	for _, c := range cases {
