@@ -4,13 +4,15 @@ import (
 	"fmt"
 
 	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/gguf/quant"
 )
 
 // MatMulRef is the CPU reference of the matvec and matmul kernels: for a
 // weight matrix w of type t in GGUF layout (rows rows of cols elements,
 // block-packed along a row) and n activation columns x (column c is
 // x[c*cols : (c+1)*cols]), it writes y[c*rows+r] = sum_k W[r][k]*x[c][k],
-// dequantizing w as ggml does and accumulating in float64.
+// dequantizing w as llama.cpp does (see dequantize) and accumulating in
+// float64.
 func MatMulRef(t gguf.GGMLType, w []byte, rows, cols int, x []float32, n int, y []float32) error {
 	rowBytes, err := checkWeight(t, w, rows, cols)
 	if err != nil {
@@ -24,7 +26,7 @@ func MatMulRef(t gguf.GGMLType, w []byte, rows, cols int, x []float32, n int, y 
 	}
 	row := make([]float32, cols)
 	for r := 0; r < rows; r++ {
-		if err := dequantizeRow(t, w[r*rowBytes:(r+1)*rowBytes], row); err != nil {
+		if err := dequantize(t, w[r*rowBytes:(r+1)*rowBytes], row); err != nil {
 			return fmt.Errorf("ops: MatMulRef: row %d: %w", r, err)
 		}
 		for c := 0; c < n; c++ {
@@ -57,7 +59,7 @@ func GetRowsRef(t gguf.GGMLType, w []byte, rows, cols int, ids []int32, dst []fl
 			clear(out)
 			continue
 		}
-		if err := dequantizeRow(t, w[int(id)*rowBytes:(int(id)+1)*rowBytes], out); err != nil {
+		if err := dequantize(t, w[int(id)*rowBytes:(int(id)+1)*rowBytes], out); err != nil {
 			return fmt.Errorf("ops: GetRowsRef: row %d: %w", id, err)
 		}
 	}
@@ -77,4 +79,14 @@ func checkWeight(t gguf.GGMLType, w []byte, rows, cols int) (int, error) {
 		return 0, fmt.Errorf("ops: %v weight has %d bytes, want %d rows of %d", t, len(w), rows, rb)
 	}
 	return int(rb), nil
+}
+
+// dequantize decodes src of type t into dst with gguf/quant.Dequantize
+// where it supports t, else with dequantizeRow (ggml's loops, this
+// package); the tests hold the two equal.
+func dequantize(t gguf.GGMLType, src []byte, dst []float32) error {
+	if quant.CanDequantize(t) {
+		return quant.Dequantize(t, src, dst)
+	}
+	return dequantizeRow(t, src, dst)
 }
