@@ -287,4 +287,3 @@ func toPlain(v any) any {
 	}
 	return v
 }
-

@@ -417,4 +417,3 @@ func decodeDetokenize(body []byte, vocab int) ([]int32, *Error) {
 	}
 	return out, nil
 }
-

@@ -1,0 +1,371 @@
+package api
+
+import (
+	"bufio"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"github.com/vkllm/vkllm/sampling/grammar"
+)
+
+type chatLogprobEntry struct {
+	Token       string             `json:"token"`
+	Logprob     float32            `json:"logprob"`
+	Bytes       []int              `json:"bytes"`
+	TopLogprobs []chatLogprobEntry `json:"top_logprobs,omitempty"`
+}
+
+type chatLogprobs struct {
+	Content []chatLogprobEntry `json:"content"`
+}
+
+func bytesOf(s string) []int {
+	out := make([]int, len(s))
+	for i := 0; i < len(s); i++ {
+		out[i] = int(s[i])
+	}
+	return out
+}
+
+func toChatLogprobs(lps []tokenLogprob) *chatLogprobs {
+	out := &chatLogprobs{Content: []chatLogprobEntry{}}
+	for _, lp := range lps {
+		e := chatLogprobEntry{Token: lp.text, Logprob: lp.logprob, Bytes: bytesOf(lp.text), TopLogprobs: []chatLogprobEntry{}}
+		for _, t := range lp.top {
+			e.TopLogprobs = append(e.TopLogprobs, chatLogprobEntry{Token: t.text, Logprob: t.logprob, Bytes: bytesOf(t.text)})
+		}
+		out.Content = append(out.Content, e)
+	}
+	return out
+}
+
+type chatFunction struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+type chatToolCall struct {
+	Index    *int         `json:"index,omitempty"`
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"`
+	Function chatFunction `json:"function"`
+}
+
+type chatMessage struct {
+	Role      string         `json:"role"`
+	Content   *string        `json:"content"`
+	ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
+}
+
+type chatChoice struct {
+	Index        int           `json:"index"`
+	Message      chatMessage   `json:"message"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason string        `json:"finish_reason"`
+}
+
+type chatBody struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   usage        `json:"usage"`
+}
+
+type chatDelta struct {
+	Role      string         `json:"role,omitempty"`
+	Content   *string        `json:"content,omitempty"`
+	ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
+}
+
+type chatChunkChoice struct {
+	Index        int           `json:"index"`
+	Delta        chatDelta     `json:"delta"`
+	Logprobs     *chatLogprobs `json:"logprobs,omitempty"`
+	FinishReason *string       `json:"finish_reason"`
+}
+
+type chatChunk struct {
+	ID      string            `json:"id"`
+	Object  string            `json:"object"`
+	Created int64             `json:"created"`
+	Model   string            `json:"model"`
+	Choices []chatChunkChoice `json:"choices"`
+	Usage   *usage            `json:"usage,omitempty"`
+}
+
+// preparedChat is a validated chat request ready to generate.
+type preparedChat struct {
+	prompt      []int32
+	tmpl        *chatTemplate
+	toolsActive bool
+	factory     constraintFactory
+}
+
+func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
+	for i, m := range req.messages {
+		if m.images > 0 && !s.cfg.HasProjector {
+			p := indexPath("messages", i) + ".content"
+			return nil, badRequest(p, "%s: image input needs a server started with --mmproj (multimodal support); this server has no projector", p)
+		}
+	}
+	t := s.defTmpl
+	if req.template != "" && req.template != t.name {
+		var err error
+		t, err = newChatTemplate(req.template, s.info.ChatTemplate)
+		if err != nil {
+			return nil, badRequest("template", "template: %v", err)
+		}
+	}
+	pc := &preparedChat{tmpl: t, toolsActive: len(req.tools) > 0 && req.toolChoice != toolChoiceNone}
+	in := renderInput{messages: req.messages, bos: s.info.BOSText, eos: s.info.EOSText, now: s.cfg.Now()}
+	if pc.toolsActive {
+		in.tools = req.tools
+	}
+	text, err := t.render(in)
+	if err != nil {
+		return nil, badRequest("messages", "messages: %v", err)
+	}
+	addSpecial := !(s.info.BOSText != "" && strings.HasPrefix(text, s.info.BOSText))
+	toks, err := s.backend.Tokenize(text, addSpecial, true)
+	if err != nil {
+		return nil, badRequest("messages", "messages: %v", err)
+	}
+	if e := s.checkPrompt("messages", len(toks)); e != nil {
+		return nil, e
+	}
+	pc.prompt = toks
+	src, root, param := req.grammar, req.grammarRoot, "grammar"
+	if pc.toolsActive && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed) {
+		opts := grammar.ToolCallOptions{Format: t.format, Parallel: req.parallelCall}
+		if req.toolChoice == toolChoiceNamed {
+			opts.Function = req.toolName
+			opts.Parallel = false
+		}
+		g, err := grammar.ToolCallGrammar(toolFunctions(req.tools), opts)
+		if err != nil {
+			return nil, badRequest("tools", "tools: %v", err)
+		}
+		src, root, param = g, "root", "tools"
+	}
+	f, e := s.grammarConstraint(src, root, param)
+	if e != nil {
+		return nil, e
+	}
+	pc.factory = f
+	return pc, nil
+}
+
+func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
+	body := ctx.PostBody()
+	req, e := decodeChat(body)
+	if e == nil && req.stream && req.bestOf > req.n {
+		e = badRequest("best_of", "best_of: %d > n (%d) cannot be streamed", req.bestOf, req.n)
+	}
+	var pc *preparedChat
+	if e == nil {
+		pc, e = s.prepareChat(req)
+	}
+	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
+	if e != nil {
+		if stream {
+			s.streamError(ctx, "chat", e)
+		} else {
+			s.writeError(ctx, e)
+		}
+		return handlerResult{}
+	}
+	if !s.reserve() {
+		s.writeError(ctx, errQueueFull)
+		return handlerResult{}
+	}
+	id := newID("chatcmpl-")
+	created := s.cfg.Now().Unix()
+	if req.stream {
+		start := time.Now()
+		method, path := string(ctx.Method()), string(ctx.Path())
+		ctx.SetContentType("text/event-stream")
+		ctx.Response.Header.Set("Cache-Control", "no-cache")
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+			defer s.unreserve()
+			gctx, cancel := contextWithCancel(s)
+			defer cancel()
+			tokens, status := s.streamChat(gctx, cancel, newSSEWriter(w), req, pc, id, created)
+			s.cfg.Logger.Info("request", "route", "chat", "method", method, "path", path,
+				"status", status, "stream", true, "tokens", tokens, "duration", time.Since(start))
+		})
+		return handlerResult{}
+	}
+	defer s.unreserve()
+	gctx, cancel := contextWithCancel(s)
+	defer cancel()
+	resp := chatBody{ID: id, Object: "chat.completion", Created: created, Model: s.info.Name}
+	resp.Usage.PromptTokens = len(pc.prompt)
+	var cands []*candidate
+	for j := 0; j < req.bestOf; j++ {
+		c, err := s.generate(gctx, &genSpec{prompt: pc.prompt, g: req.genRequest, seed: seedFor(req.genRequest, j),
+			maxTokens: s.maxTokensFor(req.genRequest, len(pc.prompt)), constraint: pc.factory, wantLogprob: req.logprobs}, nil)
+		if err != nil {
+			s.writeError(ctx, modelError(err))
+			return handlerResult{}
+		}
+		resp.Usage.CompletionTokens += c.tokens
+		cands = append(cands, c)
+	}
+	if req.bestOf > req.n {
+		slices.SortStableFunc(cands, func(a, b *candidate) int {
+			if a.meanLogprob() > b.meanLogprob() {
+				return -1
+			} else if a.meanLogprob() < b.meanLogprob() {
+				return 1
+			}
+			return 0
+		})
+		cands = cands[:req.n]
+	}
+	for j, c := range cands {
+		ch := chatChoice{Index: j, FinishReason: c.finish, Message: chatMessage{Role: "assistant"}}
+		content := c.text
+		if pc.toolsActive {
+			prefix, calls := parseToolCalls(c.text, req.tools)
+			if len(calls) > 0 {
+				content = prefix
+				ch.FinishReason = "tool_calls"
+				for _, tc := range calls {
+					ch.Message.ToolCalls = append(ch.Message.ToolCalls, chatToolCall{ID: tc.id, Type: "function",
+						Function: chatFunction{Name: tc.name, Arguments: tc.arguments}})
+				}
+			}
+		}
+		if content != "" || len(ch.Message.ToolCalls) == 0 {
+			ch.Message.Content = &content
+		}
+		if req.logprobs {
+			ch.Logprobs = toChatLogprobs(c.logprobs)
+		}
+		resp.Choices = append(resp.Choices, ch)
+	}
+	resp.Usage.TotalTokens = resp.Usage.PromptTokens + resp.Usage.CompletionTokens
+	writeJSON(ctx, resp)
+	return handlerResult{tokens: resp.Usage.TotalTokens}
+}
+
+func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *chatRequest, pc *preparedChat, id string, created int64) (int, int) {
+	chunk := chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.info.Name, Choices: make([]chatChunkChoice, 1)}
+	send := func(ch chatChunkChoice) error {
+		chunk.Choices[0] = ch
+		b, _ := json.Marshal(&chunk)
+		err := sse.data(b)
+		if err != nil {
+			cancel()
+		}
+		return err
+	}
+	u := usage{PromptTokens: len(pc.prompt) * req.n}
+	for j := 0; j < req.n; j++ {
+		if send(chatChunkChoice{Index: j, Delta: chatDelta{Role: "assistant"}}) != nil {
+			return u.CompletionTokens, 499
+		}
+		var held strings.Builder // text that may be a tool call
+		holding := pc.toolsActive
+		onText := func(text []byte, lps []tokenLogprob) error {
+			if holding {
+				held.Write(text)
+				if mayStartToolCall(held.String()) {
+					return nil
+				}
+				holding = false
+				t := held.String()
+				held.Reset()
+				return send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &t}, Logprobs: chatLP(req.logprobs, lps)})
+			}
+			if len(text) == 0 && len(lps) == 0 {
+				return nil
+			}
+			t := string(text)
+			return send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &t}, Logprobs: chatLP(req.logprobs, lps)})
+		}
+		c, err := s.generate(gctx, &genSpec{prompt: pc.prompt, g: req.genRequest, seed: seedFor(req.genRequest, j),
+			maxTokens: s.maxTokensFor(req.genRequest, len(pc.prompt)), constraint: pc.factory, wantLogprob: req.logprobs}, onText)
+		if err != nil {
+			if sse.err != nil {
+				return u.CompletionTokens, 499
+			}
+			e := modelError(err)
+			sse.error(e)
+			return u.CompletionTokens, e.Status
+		}
+		u.CompletionTokens += c.tokens
+		finish := c.finish
+		if holding && held.Len() > 0 {
+			prefix, calls := parseToolCalls(held.String(), req.tools)
+			if len(calls) > 0 {
+				finish = "tool_calls"
+				if prefix != "" && send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &prefix}}) != nil {
+					return u.CompletionTokens, 499
+				}
+				for k, tc := range calls {
+					idx := k
+					first := chatToolCall{Index: &idx, ID: tc.id, Type: "function", Function: chatFunction{Name: tc.name, Arguments: ""}}
+					if send(chatChunkChoice{Index: j, Delta: chatDelta{ToolCalls: []chatToolCall{first}}}) != nil {
+						return u.CompletionTokens, 499
+					}
+					// Arguments follow in fragments, as a model streams them.
+					for _, frag := range fragments(tc.arguments, 16) {
+						d := chatToolCall{Index: &idx, Function: chatFunction{Arguments: frag}}
+						if send(chatChunkChoice{Index: j, Delta: chatDelta{ToolCalls: []chatToolCall{d}}}) != nil {
+							return u.CompletionTokens, 499
+						}
+					}
+				}
+			} else {
+				t := held.String()
+				if send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &t}}) != nil {
+					return u.CompletionTokens, 499
+				}
+			}
+		}
+		if send(chatChunkChoice{Index: j, Delta: chatDelta{}, FinishReason: &finish}) != nil {
+			return u.CompletionTokens, 499
+		}
+	}
+	if req.includeUsage {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		b, _ := json.Marshal(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.info.Name,
+			Choices: []chatChunkChoice{}, Usage: &u})
+		sse.data(b)
+	}
+	sse.done()
+	return u.CompletionTokens, 200
+}
+
+func chatLP(want bool, lps []tokenLogprob) *chatLogprobs {
+	if !want {
+		return nil
+	}
+	return toChatLogprobs(lps)
+}
+
+// fragments splits s into pieces of at most n bytes on UTF-8 boundaries.
+func fragments(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		k := n
+		for k > 0 && k < len(s) && s[k]&0xC0 == 0x80 {
+			k--
+		}
+		if k == 0 {
+			k = n
+		}
+		out = append(out, s[:k])
+		s = s[k:]
+	}
+	if s != "" || len(out) == 0 {
+		out = append(out, s)
+	}
+	return out
+}

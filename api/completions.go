@@ -1,0 +1,265 @@
+package api
+
+import (
+	"bufio"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+type completionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TextOffset    []int                `json:"text_offset"`
+	TokenLogprobs []float32            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
+}
+
+func toCompletionLogprobs(lps []tokenLogprob) *completionLogprobs {
+	out := &completionLogprobs{Tokens: []string{}, TextOffset: []int{}, TokenLogprobs: []float32{}, TopLogprobs: []map[string]float32{}}
+	for _, lp := range lps {
+		out.Tokens = append(out.Tokens, lp.text)
+		out.TextOffset = append(out.TextOffset, lp.offset)
+		out.TokenLogprobs = append(out.TokenLogprobs, lp.logprob)
+		top := make(map[string]float32, len(lp.top))
+		for _, t := range lp.top {
+			if _, dup := top[t.text]; !dup {
+				top[t.text] = t.logprob
+			}
+		}
+		out.TopLogprobs = append(out.TopLogprobs, top)
+	}
+	return out
+}
+
+type completionChoice struct {
+	Text         string              `json:"text"`
+	Index        int                 `json:"index"`
+	Logprobs     *completionLogprobs `json:"logprobs"`
+	FinishReason *string             `json:"finish_reason"`
+}
+
+type completionBody struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   *usage             `json:"usage,omitempty"`
+}
+
+// newID returns a response id with prefix.
+func newID(prefix string) string { return prefix + newCallID() + newCallID() }
+
+// preparedPrompt is one tokenized completion prompt.
+type preparedPrompt struct {
+	text   string
+	tokens []int32
+}
+
+func (s *Server) prepareCompletion(req *completionRequest) ([]preparedPrompt, *Error) {
+	out := make([]preparedPrompt, len(req.prompts))
+	for i, p := range req.prompts {
+		text := p + req.suffix
+		toks, err := s.tokenize(text)
+		if err != nil {
+			return nil, badRequest("prompt", "prompt: %v", err)
+		}
+		param := "prompt"
+		if len(req.prompts) > 1 {
+			param = indexPath("prompt", i)
+		}
+		if e := s.checkPrompt(param, len(toks)); e != nil {
+			return nil, e
+		}
+		out[i] = preparedPrompt{text: p, tokens: toks}
+	}
+	return out, nil
+}
+
+// streamRequested peeks at a body that failed to decode: true when it is a
+// JSON object with "stream": true, so the error goes out as an SSE event.
+func streamRequested(body []byte) bool {
+	var m struct {
+		Stream any `json:"stream"`
+	}
+	return json.Unmarshal(body, &m) == nil && m.Stream == true
+}
+
+func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
+	body := ctx.PostBody()
+	req, e := decodeCompletion(body)
+	if e == nil && req.stream && req.bestOf > req.n {
+		e = badRequest("best_of", "best_of: %d > n (%d) cannot be streamed", req.bestOf, req.n)
+	}
+	var prompts []preparedPrompt
+	if e == nil {
+		prompts, e = s.prepareCompletion(req)
+	}
+	var factory constraintFactory
+	if e == nil {
+		factory, e = s.grammarConstraint(req.grammar, req.grammarRoot, "grammar")
+	}
+	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
+	if e != nil {
+		if stream {
+			s.streamError(ctx, "completions", e)
+			return handlerResult{}
+		}
+		s.writeError(ctx, e)
+		return handlerResult{}
+	}
+	if !s.reserve() {
+		s.writeError(ctx, errQueueFull)
+		return handlerResult{}
+	}
+	id := newID("cmpl-")
+	created := s.cfg.Now().Unix()
+	if req.stream {
+		start := time.Now()
+		method, path := string(ctx.Method()), string(ctx.Path())
+		ctx.SetContentType("text/event-stream")
+		ctx.Response.Header.Set("Cache-Control", "no-cache")
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+			defer s.unreserve()
+			gctx, cancel := contextWithCancel(s)
+			defer cancel()
+			sse := newSSEWriter(w)
+			tokens, status := s.streamCompletion(gctx, cancel, sse, req, prompts, factory, id, created)
+			s.cfg.Logger.Info("request", "route", "completions", "method", method, "path", path,
+				"status", status, "stream", true, "tokens", tokens, "duration", time.Since(start))
+		})
+		return handlerResult{}
+	}
+	defer s.unreserve()
+	gctx, cancel := contextWithCancel(s)
+	defer cancel()
+	resp := completionBody{ID: id, Object: "text_completion", Created: created, Model: s.info.Name, Choices: []completionChoice{}}
+	u := &usage{}
+	for pi, p := range prompts {
+		u.PromptTokens += len(p.tokens)
+		var cands []*candidate
+		for j := 0; j < req.bestOf; j++ {
+			off := 0
+			if req.echo {
+				off = len(p.text)
+			}
+			c, err := s.generate(gctx, &genSpec{prompt: p.tokens, g: req.genRequest, seed: seedFor(req.genRequest, j),
+				maxTokens: s.maxTokensFor(req.genRequest, len(p.tokens)), constraint: factory,
+				textOffset: off, wantLogprob: req.logprobs}, nil)
+			if err != nil {
+				s.writeError(ctx, modelError(err))
+				return handlerResult{}
+			}
+			u.CompletionTokens += c.tokens
+			cands = append(cands, c)
+		}
+		if req.bestOf > req.n {
+			slices.SortStableFunc(cands, func(a, b *candidate) int {
+				ma, mb := a.meanLogprob(), b.meanLogprob()
+				switch {
+				case ma > mb:
+					return -1
+				case ma < mb:
+					return 1
+				}
+				return 0
+			})
+			cands = cands[:req.n]
+		}
+		for j, c := range cands {
+			text := c.text
+			if req.echo {
+				text = p.text + text
+			}
+			fr := c.finish
+			ch := completionChoice{Text: text, Index: pi*req.n + j, FinishReason: &fr}
+			if req.logprobs {
+				ch.Logprobs = toCompletionLogprobs(c.logprobs)
+			}
+			resp.Choices = append(resp.Choices, ch)
+		}
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	resp.Usage = u
+	writeJSON(ctx, resp)
+	return handlerResult{tokens: u.TotalTokens}
+}
+
+func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, req *completionRequest, prompts []preparedPrompt,
+	factory constraintFactory, id string, created int64) (int, int) {
+	chunk := completionBody{ID: id, Object: "text_completion", Created: created, Model: s.info.Name,
+		Choices: make([]completionChoice, 1)}
+	send := func(index int, text string, lps []tokenLogprob, finish *string) error {
+		chunk.Choices[0] = completionChoice{Text: text, Index: index, FinishReason: finish}
+		if req.logprobs {
+			chunk.Choices[0].Logprobs = toCompletionLogprobs(lps)
+		}
+		b, _ := json.Marshal(&chunk)
+		err := sse.data(b)
+		if err != nil {
+			cancel()
+		}
+		return err
+	}
+	u := usage{}
+	for pi, p := range prompts {
+		u.PromptTokens += len(p.tokens)
+		for j := 0; j < req.n; j++ {
+			index := pi*req.n + j
+			off := 0
+			if req.echo {
+				off = len(p.text)
+				if send(index, p.text, nil, nil) != nil {
+					return u.CompletionTokens, 499
+				}
+			}
+			c, err := s.generate(gctx, &genSpec{prompt: p.tokens, g: req.genRequest, seed: seedFor(req.genRequest, j),
+				maxTokens: s.maxTokensFor(req.genRequest, len(p.tokens)), constraint: factory,
+				textOffset: off, wantLogprob: req.logprobs},
+				func(text []byte, lps []tokenLogprob) error { return send(index, string(text), lps, nil) })
+			if err != nil {
+				if sse.err != nil {
+					return u.CompletionTokens, 499
+				}
+				e := modelError(err)
+				sse.error(e)
+				return u.CompletionTokens, e.Status
+			}
+			u.CompletionTokens += c.tokens
+			fr := c.finish
+			if send(index, "", nil, &fr) != nil {
+				return u.CompletionTokens, 499
+			}
+		}
+	}
+	if req.includeUsage {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		b, _ := json.Marshal(completionBody{ID: id, Object: "text_completion", Created: created, Model: s.info.Name,
+			Choices: []completionChoice{}, Usage: &u})
+		sse.data(b)
+	}
+	sse.done()
+	return u.CompletionTokens, 200
+}
+
+// streamError answers a streamed request that failed validation: HTTP 200,
+// one error event, end of stream.
+func (s *Server) streamError(ctx *fasthttp.RequestCtx, route string, e *Error) {
+	ctx.SetContentType("text/event-stream")
+	ctx.Response.Header.Set("Cache-Control", "no-cache")
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		newSSEWriter(w).error(e)
+	})
+	s.cfg.Logger.Info("request", "route", route, "status", 200, "stream_error", e.Status, "error", e.Error())
+}
+
+var _ = strconv.Itoa

@@ -1,0 +1,386 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+	"github.com/vkllm/vkllm/sampling/grammar"
+)
+
+// Config holds the server settings. The zero value of each field is a safe
+// default.
+type Config struct {
+	// APIKey, when set, is required as "Authorization: Bearer <key>".
+	APIKey string
+	// ModelAlias is the model id in responses; "" uses ModelInfo.Name.
+	ModelAlias string
+	// ChatTemplate is the template of requests without one; "" means
+	// "jinja" when the model has a template and "plain" otherwise.
+	ChatTemplate string
+	// Parallel is how many Generate/Embed calls run at once (default 1).
+	Parallel int
+	// QueueSize is how many requests may wait for the model; more are
+	// answered 503 at once (default 64).
+	QueueSize int
+	// MaxRequestBytes caps request bodies (default 16 MiB).
+	MaxRequestBytes int
+	// ReadTimeout and WriteTimeout bound reading a request and writing a
+	// non-streaming response (defaults 60 s and 10 min).
+	ReadTimeout, WriteTimeout time.Duration
+	// HasProjector says a multimodal projector is loaded (images accepted).
+	HasProjector bool
+	// Logger receives one line per request; nil discards.
+	Logger *slog.Logger
+	// Now returns the current time (tests); nil is time.Now.
+	Now func() time.Time
+}
+
+// Server states.
+const (
+	stateLoading int32 = iota
+	stateReady
+	stateFailed
+)
+
+// Server serves API.md over fasthttp. Create it with NewServer, start
+// serving at once with Serve (every route answers 503 while loading), and
+// call Ready when the backend is loaded.
+type Server struct {
+	cfg      Config
+	state    atomic.Int32
+	progress atomic.Uint64 // float64 bits
+
+	backend Backend // set once by Ready, read after state is ready
+	info    ModelInfo
+	defTmpl *chatTemplate
+
+	vocabOnce sync.Once
+	vocab     *grammar.Vocab
+	vocabErr  error
+
+	slots   chan struct{} // one per parallel sequence
+	waiting atomic.Int32  // requests queued or running
+
+	baseCtx context.Context
+	cancel  context.CancelFunc
+	srv     *fasthttp.Server
+}
+
+// NewServer returns a server in the loading state.
+func NewServer(cfg Config) *Server {
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 1
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = 64
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = 16 << 20
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 60 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Parallel)}
+	s.baseCtx, s.cancel = context.WithCancel(context.Background())
+	s.srv = &fasthttp.Server{
+		Handler:               s.Handler(),
+		Name:                  "vkllm",
+		MaxRequestBodySize:    cfg.MaxRequestBytes,
+		ReadTimeout:           cfg.ReadTimeout,
+		WriteTimeout:          cfg.WriteTimeout,
+		NoDefaultServerHeader: false,
+		CloseOnShutdown:       true,
+		Logger:                fasthttpLogger{cfg.Logger},
+	}
+	return s
+}
+
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) { f.l.Warn(fmt.Sprintf(format, args...)) }
+
+// SetProgress reports the load progress in [0, 1] for /health.
+func (s *Server) SetProgress(p float64) { s.progress.Store(math.Float64bits(p)) }
+
+// Ready installs the loaded backend and starts answering requests. The
+// default chat template must compile; an error leaves the server loading.
+func (s *Server) Ready(b Backend) error {
+	info := b.Info()
+	if s.cfg.ModelAlias != "" {
+		info.Name = s.cfg.ModelAlias
+	}
+	name := s.cfg.ChatTemplate
+	if name == "" {
+		name = "plain"
+		if info.ChatTemplate != "" {
+			name = "jinja"
+		}
+	}
+	t, err := newChatTemplate(name, info.ChatTemplate)
+	if err != nil {
+		return fmt.Errorf("--chat-template: %v", err)
+	}
+	s.backend, s.info, s.defTmpl = b, info, t
+	s.state.Store(stateReady)
+	return nil
+}
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// Shutdown stops accepting, cancels running generations (their streams
+// end with an error event) and waits for open connections to close.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.cancel()
+	return s.srv.ShutdownWithContext(ctx)
+}
+
+// Handler returns the request handler with every route of API.md 4.
+func (s *Server) Handler() fasthttp.RequestHandler {
+	r := router.New()
+	r.GET("/health", s.handleHealth)
+	r.GET("/v1/models", s.wrap("models", s.handleModels))
+	r.POST("/v1/completions", s.wrap("completions", s.handleCompletions))
+	r.POST("/v1/chat/completions", s.wrap("chat", s.handleChat))
+	r.POST("/v1/embeddings", s.wrap("embeddings", s.handleEmbeddings))
+	for _, p := range []string{"/v1/rerank", "/v1/reranking", "/rerank", "/reranking"} {
+		r.POST(p, s.wrap("rerank", s.handleRerank))
+	}
+	r.POST("/extras/tokenize", s.wrap("tokenize", s.handleTokenize))
+	r.POST("/extras/tokenize/count", s.wrap("tokenize_count", s.handleTokenCount))
+	r.POST("/extras/detokenize", s.wrap("detokenize", s.handleDetokenize))
+	r.NotFound = func(ctx *fasthttp.RequestCtx) {
+		s.writeError(ctx, errorf(404, "", "no route %s %s", ctx.Method(), ctx.Path()))
+		s.logRequest(ctx, "not_found", time.Now(), 0)
+	}
+	r.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) {
+		s.writeError(ctx, errorf(404, "", "no route %s %s", ctx.Method(), ctx.Path()))
+		s.logRequest(ctx, "not_found", time.Now(), 0)
+	}
+	r.HandleMethodNotAllowed = true
+	return r.Handler
+}
+
+// handlerResult is what a route handler reports for the request log.
+type handlerResult struct{ tokens int }
+
+// wrap adds authentication, the loading state and the request log.
+func (s *Server) wrap(route string, h func(ctx *fasthttp.RequestCtx) handlerResult) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		start := time.Now()
+		if !s.authorized(ctx) {
+			s.writeError(ctx, errorf(401, "", "missing or wrong API key: send Authorization: Bearer <key>"))
+			s.logRequest(ctx, route, start, 0)
+			return
+		}
+		switch s.state.Load() {
+		case stateLoading:
+			s.writeError(ctx, errorf(503, "", "the model is still loading (%.0f%%)", 100*math.Float64frombits(s.progress.Load())))
+			s.logRequest(ctx, route, start, 0)
+			return
+		case stateFailed:
+			s.writeError(ctx, errorf(500, "", "the model is not loaded"))
+			s.logRequest(ctx, route, start, 0)
+			return
+		}
+		res := h(ctx)
+		if !ctx.IsBodyStream() {
+			s.logRequest(ctx, route, start, res.tokens)
+		}
+	}
+}
+
+func (s *Server) logRequest(ctx *fasthttp.RequestCtx, route string, start time.Time, tokens int) {
+	s.cfg.Logger.Info("request", "route", route, "method", string(ctx.Method()), "path", string(ctx.Path()),
+		"status", ctx.Response.StatusCode(), "tokens", tokens, "duration", time.Since(start))
+}
+
+func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
+	if s.cfg.APIKey == "" {
+		return true
+	}
+	h := string(ctx.Request.Header.Peek("Authorization"))
+	key, ok := strings.CutPrefix(h, "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) == 1
+}
+
+func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
+	ctx.SetContentType("application/json")
+	switch s.state.Load() {
+	case stateReady:
+		ctx.SetBodyString(`{"status":"ok"}`)
+	case stateLoading:
+		ctx.SetStatusCode(503)
+		p := math.Float64frombits(s.progress.Load())
+		body := fmt.Sprintf(`{"status":"loading","progress":%.4g,`, p)
+		e := appendErrorBody(nil, errorf(503, "", "the model is still loading"))
+		ctx.SetBodyString(body + string(e[1:]))
+	default:
+		ctx.SetStatusCode(500)
+		e := appendErrorBody(nil, errorf(500, "", "the model failed to load"))
+		ctx.SetBodyString(`{"status":"error",` + string(e[1:]))
+	}
+	s.logRequest(ctx, "health", start, 0)
+}
+
+// writeError answers e as a JSON error body.
+func (s *Server) writeError(ctx *fasthttp.RequestCtx, e *Error) {
+	ctx.SetStatusCode(e.Status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(appendErrorBody(nil, e))
+}
+
+func writeJSON(ctx *fasthttp.RequestCtx, v any) {
+	ctx.SetContentType("application/json")
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("BUG: response does not marshal: " + err.Error())
+	}
+	ctx.SetBody(b)
+}
+
+// acquire reserves a place in the FIFO queue; false means the queue is full.
+func (s *Server) reserve() bool {
+	if int(s.waiting.Add(1)) > s.cfg.QueueSize+s.cfg.Parallel {
+		s.waiting.Add(-1)
+		return false
+	}
+	return true
+}
+
+// unreserve gives back a place taken by reserve.
+func (s *Server) unreserve() { s.waiting.Add(-1) }
+
+// run waits (FIFO) for a model slot and runs f in it.
+func (s *Server) run(ctx context.Context, f func() error) error {
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.slots }()
+	return f()
+}
+
+var errQueueFull = errorf(503, "", "the request queue is full; try again later")
+
+func (s *Server) handleModels(ctx *fasthttp.RequestCtx) handlerResult {
+	writeJSON(ctx, map[string]any{"object": "list", "data": []any{map[string]any{
+		"id": s.info.Name, "object": "model", "owned_by": "vkllm", "permissions": []any{},
+		"created": s.cfg.Now().Unix(),
+	}}})
+	return handlerResult{}
+}
+
+func (s *Server) tokenize(text string) ([]int32, error) {
+	return s.backend.Tokenize(text, true, true)
+}
+
+func (s *Server) handleTokenize(ctx *fasthttp.RequestCtx) handlerResult {
+	in, e := decodeTokenize(ctx.PostBody())
+	if e != nil {
+		s.writeError(ctx, e)
+		return handlerResult{}
+	}
+	toks, err := s.tokenize(in)
+	if err != nil {
+		s.writeError(ctx, badRequest("input", "input: %v", err))
+		return handlerResult{}
+	}
+	if toks == nil {
+		toks = []int32{}
+	}
+	writeJSON(ctx, map[string]any{"tokens": toks})
+	return handlerResult{tokens: len(toks)}
+}
+
+func (s *Server) handleTokenCount(ctx *fasthttp.RequestCtx) handlerResult {
+	in, e := decodeTokenize(ctx.PostBody())
+	if e != nil {
+		s.writeError(ctx, e)
+		return handlerResult{}
+	}
+	toks, err := s.tokenize(in)
+	if err != nil {
+		s.writeError(ctx, badRequest("input", "input: %v", err))
+		return handlerResult{}
+	}
+	writeJSON(ctx, map[string]any{"count": len(toks)})
+	return handlerResult{tokens: len(toks)}
+}
+
+func (s *Server) handleDetokenize(ctx *fasthttp.RequestCtx) handlerResult {
+	toks, e := decodeDetokenize(ctx.PostBody(), s.info.VocabSize)
+	if e != nil {
+		s.writeError(ctx, e)
+		return handlerResult{}
+	}
+	text, err := s.backend.Detokenize(toks)
+	if err != nil {
+		s.writeError(ctx, badRequest("tokens", "tokens: %v", err))
+		return handlerResult{}
+	}
+	writeJSON(ctx, map[string]any{"text": text})
+	return handlerResult{tokens: len(toks)}
+}
+
+// grammarVocab returns the vocabulary prepared for grammars, built on first use.
+func (s *Server) grammarVocab() (*grammar.Vocab, error) {
+	s.vocabOnce.Do(func() {
+		n := s.info.VocabSize
+		toks := make([][]byte, n)
+		for i := range toks {
+			toks[i] = s.backend.Piece(int32(i))
+		}
+		s.vocab, s.vocabErr = grammar.NewVocab(toks, s.backend.EOG())
+	})
+	return s.vocab, s.vocabErr
+}
+
+// promptTooLong is the 400 for a prompt that does not fit the context.
+func (s *Server) checkPrompt(param string, n int) *Error {
+	if n >= s.info.ContextSize {
+		return badRequest(param, "%s: the prompt is %d tokens, the context size is %d: at most %d prompt tokens fit", param, n, s.info.ContextSize, s.info.ContextSize-1)
+	}
+	if n == 0 {
+		return badRequest(param, "%s: the prompt is empty after tokenization", param)
+	}
+	return nil
+}
+
+// modelError maps an error of Generate or Embed.
+func modelError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if pe := paramError(err); pe.Param != "" {
+		return pe
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return errorf(503, "", "generation cancelled: %v", err)
+	}
+	return errorf(500, "", "model error: %v", err)
+}

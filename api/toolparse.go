@@ -1,0 +1,160 @@
+package api
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"strings"
+)
+
+// newCallID returns a tool call id: 9 alphanumeric characters (the form
+// Mistral templates insist on).
+func newCallID() string { return rand.Text()[:9] }
+
+// parseToolCalls extracts tool calls from generated text in any of the
+// formats vkllm presents: Hermes/Qwen <tool_call>{...}</tool_call> blocks,
+// Mistral [TOOL_CALLS][...], Llama 3.x JSON ({"name", "parameters"},
+// optionally after <|python_tag|>, several separated by ";"), and the
+// generic {"tool_call": ...} / {"tool_calls": [...]}. Only calls to known
+// function names count. It returns the text before the calls and the calls;
+// no calls means the whole text is content.
+func parseToolCalls(text string, known []tool) (string, []toolCall) {
+	isKnown := func(name string) bool {
+		for _, t := range known {
+			if t.name == name {
+				return true
+			}
+		}
+		return false
+	}
+	if i := strings.Index(text, "<tool_call>"); i >= 0 {
+		var calls []toolCall
+		rest := text[i:]
+		for {
+			j := strings.Index(rest, "<tool_call>")
+			if j < 0 {
+				break
+			}
+			rest = rest[j+len("<tool_call>"):]
+			body := rest
+			if k := strings.Index(rest, "</tool_call>"); k >= 0 {
+				body, rest = rest[:k], rest[k+len("</tool_call>"):]
+			} else {
+				rest = ""
+			}
+			c, ok := callFromJSON([]byte(strings.TrimSpace(body)))
+			if !ok || !isKnown(c.name) {
+				return text, nil
+			}
+			calls = append(calls, c)
+		}
+		return strings.TrimSpace(text[:i]), calls
+	}
+	if i := strings.Index(text, "[TOOL_CALLS]"); i >= 0 {
+		body := strings.TrimSpace(text[i+len("[TOOL_CALLS]"):])
+		var arr []json.RawMessage
+		dec := json.NewDecoder(strings.NewReader(body))
+		if dec.Decode(&arr) != nil {
+			return text, nil
+		}
+		var calls []toolCall
+		for _, raw := range arr {
+			c, ok := callFromJSON(raw)
+			if !ok || !isKnown(c.name) {
+				return text, nil
+			}
+			calls = append(calls, c)
+		}
+		return strings.TrimSpace(text[:i]), calls
+	}
+	body, prefix := text, ""
+	if i := strings.Index(text, "<|python_tag|>"); i >= 0 {
+		prefix, body = text[:i], text[i+len("<|python_tag|>"):]
+	}
+	trimmed := strings.TrimSpace(body)
+	if !strings.HasPrefix(trimmed, "{") {
+		return text, nil
+	}
+	var calls []toolCall
+	dec := json.NewDecoder(strings.NewReader(trimmed))
+	for {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			if len(calls) == 0 || strings.TrimSpace(trimmed[dec.InputOffset():]) != "" {
+				return text, nil
+			}
+			break
+		}
+		var wrap struct {
+			ToolCall  json.RawMessage   `json:"tool_call"`
+			ToolCalls []json.RawMessage `json:"tool_calls"`
+		}
+		_ = json.Unmarshal(raw, &wrap)
+		items := wrap.ToolCalls
+		if wrap.ToolCall != nil {
+			items = append(items, wrap.ToolCall)
+		}
+		if len(items) == 0 {
+			items = []json.RawMessage{raw}
+		}
+		for _, it := range items {
+			c, ok := callFromJSON(it)
+			if !ok || !isKnown(c.name) {
+				return text, nil
+			}
+			calls = append(calls, c)
+		}
+		// Skip the ";" separator of Llama 3 parallel calls.
+		rest := strings.TrimLeft(trimmed[dec.InputOffset():], " \t\r\n;")
+		if rest == "" {
+			break
+		}
+		trimmed = rest
+		dec = json.NewDecoder(strings.NewReader(trimmed))
+	}
+	return strings.TrimSpace(prefix), calls
+}
+
+func callFromJSON(b []byte) (toolCall, bool) {
+	var c struct {
+		Name       string          `json:"name"`
+		Arguments  json.RawMessage `json:"arguments"`
+		Parameters json.RawMessage `json:"parameters"`
+	}
+	if json.Unmarshal(b, &c) != nil || c.Name == "" {
+		return toolCall{}, false
+	}
+	args := c.Arguments
+	if args == nil {
+		args = c.Parameters
+	}
+	if args == nil {
+		args = json.RawMessage("{}")
+	}
+	// Arguments given as a JSON string holding JSON are unwrapped.
+	var s string
+	if json.Unmarshal(args, &s) == nil {
+		args = json.RawMessage(s)
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, args) != nil {
+		return toolCall{}, false
+	}
+	return toolCall{id: newCallID(), name: c.Name, arguments: buf.String()}, true
+}
+
+// mayStartToolCall reports whether text (the output so far, leading space
+// trimmed) is or may become the start of a tool call, so streaming holds
+// it back instead of sending it as content.
+func mayStartToolCall(text string) bool {
+	t := strings.TrimLeft(text, " \t\r\n")
+	if t == "" {
+		return true
+	}
+	for _, p := range []string{"<tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "{"} {
+		if strings.HasPrefix(t, p) || strings.HasPrefix(p, t) {
+			return true
+		}
+	}
+	return false
+}
