@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"math"
 	"path/filepath"
 	"testing"
 
+	"github.com/vkllm/vkllm/engine/tokenizer"
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/tools/modelgen"
 	"github.com/vkllm/vkllm/vk"
@@ -207,12 +210,61 @@ func TestParityGPU(t *testing.T) {
 	dev := vktest.Open(t, vk.Options{})
 	for _, m := range loadParityModels(t) {
 		t.Run(m.name, func(t *testing.T) {
-			gpu, err := NewGPUModel(dev, m.opts, m.w, GPUConfig{CtxSize: 64, Slots: 2, BatchSize: 32})
+			gpu, err := NewGPUModel(dev, m.opts, m.w, GPUConfig{CtxSize: 128, Slots: 2, BatchSize: 64})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer gpu.Close()
+			checkPromptTokens(t, m)
 			checkTeacherForced(t, m, gpu, 1)
+			checkPerplexity(t, m, gpu)
 		})
+	}
+}
+
+// checkPerplexity compares our perplexity over the fixture text with the
+// reference's.
+func checkPerplexity(t *testing.T, m parityModel, gpu *GPUModel) {
+	pr := m.ref.Perplexity
+	if pr.Text == "" {
+		return
+	}
+	text, err := os.ReadFile(filepath.Join(fixturesDir(t), "models", pr.Text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.New(m.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &Model{File: m.file, Opts: m.opts, Tok: tok, GPU: gpu}
+	if gpu.Config().CtxSize < pr.Ctx {
+		t.Fatalf("GPU context %d < perplexity window %d", gpu.Config().CtxSize, pr.Ctx)
+	}
+	res, err := Perplexity(context.Background(), model, string(text), pr.Ctx, pr.Chunks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel := math.Abs(res.PPL-pr.PPL) / pr.PPL; rel > m.pplTol {
+		t.Errorf("perplexity = %.4f, want %.4f within %.1f%% (off by %.3f%%)", res.PPL, pr.PPL, 100*m.pplTol, 100*rel)
+	}
+	t.Logf("perplexity %.4f +/- %.4f (reference %.4f +/- %.4f)", res.PPL, res.Err, pr.PPL, pr.Err)
+}
+
+// checkPromptTokens requires our tokenizer to give the reference's prompt
+// tokens.
+func checkPromptTokens(t *testing.T, m parityModel) {
+	tok, err := tokenizer.New(m.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range m.ref.Greedy {
+		got, err := tok.Encode(g.Prompt, true, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(g.PromptTokens) {
+			t.Errorf("Encode(%q) = %v, want %v", g.Prompt, got, g.PromptTokens)
+		}
 	}
 }

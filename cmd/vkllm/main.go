@@ -19,6 +19,7 @@ func commands() []command {
 		{"run", "generate a continuation of a prompt", cmdRun},
 		{"perplexity", "measure perplexity over a text file", cmdPerplexity},
 		{"bench", "measure prompt processing and generation speed", cmdBench},
+		{"tokenize", "print the token ids of a text (metadata only, no GPU)", cmdTokenize},
 		{"devices", "list the Vulkan devices and the features vkllm uses", cmdDevices},
 		{"version", "print the version", func([]string) error { fmt.Println("vkllm", version); return nil }},
 	}
