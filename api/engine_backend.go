@@ -1,0 +1,142 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/vkllm/vkllm/engine"
+	"github.com/vkllm/vkllm/sampling"
+)
+
+// EngineBackend is the Backend of a model loaded by the engine. Sequences
+// run one at a time on slot 0 of the KV cache (the batching scheduler that
+// runs several slots in one forward pass is a later step); the tokenizer
+// calls are safe from any goroutine.
+type EngineBackend struct {
+	m    *engine.Model
+	name string
+	pool engine.Pooling
+
+	mu     sync.Mutex // serializes the GPU: Generate and Embed
+	logits []float32  // Sample edits its row; it gets a copy
+	top    []sampling.TokenLogprob
+}
+
+// NewEngineBackend serves m under the model id name. pool is the embedding
+// pooling; PoolNone means the model's own ({arch}.pooling_type, mean when
+// absent).
+func NewEngineBackend(m *engine.Model, name string, pool engine.Pooling) *EngineBackend {
+	if pool == engine.PoolNone {
+		pool = engine.PoolMean
+		if v, err := m.File.Int(m.Opts.Arch + ".pooling_type"); err == nil && v >= 1 && v <= 3 {
+			pool = engine.Pooling(v)
+		}
+	}
+	return &EngineBackend{m: m, name: name, pool: pool, logits: make([]float32, m.Opts.Vocab)}
+}
+
+// Info returns the model description.
+func (b *EngineBackend) Info() ModelInfo {
+	tok := b.m.Tok
+	info := ModelInfo{Name: b.name, ContextSize: b.m.CtxSize(), VocabSize: b.m.Opts.Vocab, ChatTemplate: tok.ChatTemplate(), AddBOS: tok.AddBOS()}
+	if id, ok := tok.BOS(); ok {
+		info.BOSText = tok.TokenText(id)
+	}
+	if id, ok := tok.EOS(); ok {
+		info.EOSText = tok.TokenText(id)
+	}
+	return info
+}
+
+// Tokenize turns text into token ids.
+func (b *EngineBackend) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
+	return b.m.Tok.Encode(text, addSpecial, parseSpecial)
+}
+
+// Detokenize returns the text of tokens.
+func (b *EngineBackend) Detokenize(tokens []int32) (string, error) { return b.m.Tok.Decode(tokens) }
+
+// Piece returns the bytes token id adds to generated text.
+func (b *EngineBackend) Piece(id int32) []byte { return b.m.Tok.Piece(id) }
+
+// IsEOG reports whether id ends generation.
+func (b *EngineBackend) IsEOG(id int32) bool { return b.m.Tok.IsEOG(id) }
+
+// EOG returns the end-of-generation ids.
+func (b *EngineBackend) EOG() []int32 { return b.m.Tok.EOGIDs() }
+
+// Generate runs one sequence; see Backend.Generate.
+func (b *EngineBackend) Generate(ctx context.Context, req *GenerateRequest, emit func(*Event) error) error {
+	if len(req.Prompt) == 0 {
+		return fmt.Errorf("api: empty prompt")
+	}
+	tokenize := func(text string) ([]int32, error) { return b.m.Tok.Encode(text, false, false) }
+	chain, err := sampling.NewChain(req.Params, sampling.Vocab{Size: b.m.Opts.Vocab, EOG: b.m.Tok.EOGIDs(), Tokenize: tokenize}, req.Constraint)
+	if err != nil {
+		return err
+	}
+	if err := chain.Prime(req.Prompt); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	const slot = 0
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	logits, err := b.m.Prefill(ctx, slot, 0, req.Prompt)
+	if err != nil {
+		return err
+	}
+	pos := len(req.Prompt)
+	var ev Event
+	for n := 0; ; n++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		copy(b.logits, logits)
+		id, err := chain.Sample(b.logits)
+		if err != nil {
+			return err
+		}
+		if err := chain.Accept(id); err != nil {
+			return err
+		}
+		ev = Event{Token: id, EOG: b.m.Tok.IsEOG(id)}
+		if req.Logprobs || req.TopLogprobs > 0 {
+			if ev.Logprob, err = chain.Logprob(id); err != nil {
+				return err
+			}
+			if req.TopLogprobs > 0 {
+				if b.top, err = chain.TopLogprobs(b.top[:0], req.TopLogprobs); err != nil {
+					return err
+				}
+				ev.Top = b.top
+			}
+		}
+		if err := emit(&ev); err != nil {
+			if err == ErrStop {
+				return nil
+			}
+			return err
+		}
+		if ev.EOG || n+1 >= req.MaxTokens {
+			return nil
+		}
+		if pos >= b.m.CtxSize() {
+			return ErrContextFull
+		}
+		if logits, err = b.m.Step(slot, pos, id); err != nil {
+			return err
+		}
+		pos++
+	}
+}
+
+// Embed returns the pooled embedding of tokens.
+func (b *EngineBackend) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.m.Embed(ctx, 0, tokens, b.pool)
+}
