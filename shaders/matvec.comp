@@ -1,10 +1,12 @@
 #version 450
 // matvec multiplies a weight matrix W (M rows of K elements, any GGML type,
 // see quant.glsl) by 1..8 activation columns in one pass, so a decode batch
-// reads each weight once: y[c][r] = sum_k W[r][k] * x[c][k]. One workgroup
-// computes one row for every column; invocations stride over the row in
-// groups of four elements, then reduce (subgroup adds where the device has
-// them, otherwise shared memory). CPU reference: engine/ops MatVecRef.
+// reads each weight once: y[c][r] = sum_k W[r][k] * x[c][k]. TPR
+// invocations compute one row for every column (WG/TPR rows per
+// workgroup), striding over the row in 32-element sub-blocks (quantized
+// types, dequant32) or groups of four (plain types), then reduce (subgroup
+// adds where the device has them and a row fills the workgroup, otherwise
+// shared memory). CPU reference: engine/ops MatMulRef.
 // variant: matvec_f32_f32 -DDATA_A_F32
 // variant: matvec_f16_f32 -DDATA_A_F16
 // variant: matvec_bf16_f32 -DDATA_A_BF16

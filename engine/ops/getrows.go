@@ -21,7 +21,7 @@ const getRowsWG = 64
 // GetRows records the embedding lookup dst[i] = W[ids[i]] for n int32 ids:
 // dst receives n rows of w.Cols f32 ([n][Cols]), dequantized. An id outside
 // [0, w.Rows) gives a zero row. ids and dst must start at a multiple of 4
-// bytes and of the device's storage offset alignment.
+// bytes; any storage offset alignment is taken care of.
 func (k *Kernels) GetRows(c *vk.Cmd, w Weight, ids vk.Range, n int, dst vk.Range) error {
 	return k.getRows(c, w, ids, n, dst, k.dev.MaxBinding())
 }

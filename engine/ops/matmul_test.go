@@ -14,6 +14,7 @@ func TestMatMul(t *testing.T) {
 				{rows: 33, cols: vecCols(typ), n: 3, slow: true},
 				{rows: 64, cols: cols, n: 64, lead: 2},
 				{rows: 5, cols: 3 * cols, n: 1},
+				{rows: 65, cols: cols, n: 12, xyLead: 8},
 				{rows: 131, cols: cols, n: 9, lead: 6, maxRange: 40*rowBytes + 4*uint64(cols) + 64},
 			}
 			for _, m := range cases {

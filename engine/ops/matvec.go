@@ -33,7 +33,8 @@ type MatVecPush struct {
 // MatVecMaxCols is the most activation columns one matvec dispatch handles.
 const MatVecMaxCols = 8
 
-// matvecWG is the matvec workgroup size: one workgroup per weight row.
+// matvecWG is the matvec workgroup size: one or more weight rows per
+// workgroup (see the tpr specialization constant in mulMat).
 const matvecWG = 32
 
 // MatVec records y = W x for n activation columns, the decode-step kernel:
@@ -41,7 +42,7 @@ const matvecWG = 32
 // w.Rows f32 ([n][Rows]), y[c*Rows+r] = sum_k W[r][k]*x[c][k]. Up to
 // MatVecMaxCols columns share one pass over the weights; larger n takes
 // several passes (use MulMat, which switches to MatMul). x and y must start
-// at a multiple of 4 bytes and of the device's storage offset alignment.
+// at a multiple of 4 bytes; any storage offset alignment is taken care of.
 func (k *Kernels) MatVec(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range) error {
 	return k.mulMat(c, w, x, n, y, mulOpts{})
 }

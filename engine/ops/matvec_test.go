@@ -16,6 +16,7 @@ type mulCase struct {
 	lead          int    // bytes before the weight in its buffer
 	maxRange      uint64 // binding limit; 0 means the device's
 	slow          bool   // force the kernels' scalar-load path
+	xyLead        int    // bytes before x and y in their buffers (a multiple of 4)
 }
 
 func (m mulCase) String() string {
@@ -28,6 +29,9 @@ func (m mulCase) String() string {
 	}
 	if m.slow {
 		s += "_slow"
+	}
+	if m.xyLead != 0 {
+		s += fmt.Sprintf("_xy%d", m.xyLead)
 	}
 	return s
 }
@@ -43,8 +47,10 @@ func testMul(t *testing.T, g *rig, typ gguf.GGMLType, m mulCase, tiled bool) {
 	x := randomVector(g.r, m.n*m.cols)
 	want, mag := refProduct(dequantizeAll(t, typ, w, m.rows, m.cols), m.rows, m.cols, x, m.n)
 	wt := g.upWeight(typ, w, m.rows, m.cols, m.lead)
-	xr := g.upF32(x)
-	y := g.buf(4 * m.n * m.rows)
+	xr := g.upF32(append(make([]float32, m.xyLead/4), x...))
+	xr = xr.Sub(uint64(m.xyLead), uint64(4*len(x)))
+	y := g.buf(m.xyLead + 4*m.n*m.rows)
+	y = y.Sub(uint64(m.xyLead), uint64(4*m.n*m.rows))
 	g.run(func(c *vk.Cmd) error {
 		c.Fill(y, NaNBits)
 		return g.k.mulMat(c, wt, xr, m.n, y, mulOpts{tiled: tiled, maxRange: m.maxRange, slow: m.slow})
@@ -69,6 +75,7 @@ func TestMatVec(t *testing.T) {
 				{rows: 9, cols: 3 * cols, n: 5},
 				{rows: 19, cols: vecCols(typ), n: 4},
 				{rows: 6, cols: 1024, n: 2}, // 32 units of work: one row per workgroup
+				{rows: 13, cols: cols, n: 6, xyLead: 4},
 				{rows: 19, cols: vecCols(typ), n: 7, slow: true},
 				// Bindings of a few rows: the weight is split in windows
 				// whose first row is not at an aligned offset.
