@@ -1,0 +1,197 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/vkllm/vkllm/sampling"
+)
+
+// fakeBackend is a deterministic Backend over a byte vocabulary: ids 0-2
+// are <unk>, <s> (BOS) and </s> (EOS); id 3+b is byte b. Generation runs a
+// real sampling chain over logits that favour the bytes of reply(prompt)
+// and then EOS, so grammars, logprobs and seeds behave as with a model.
+type fakeBackend struct {
+	ctxSize  int
+	template string
+	// reply returns the scripted output for the prompt text.
+	reply func(prompt string) string
+	// strength returns the logit of the scripted token for a seed (best_of
+	// candidates get different log-probabilities).
+	strength func(seed int64) float32
+	// delay is slept before each token; gate, when set, is received from
+	// before the first token.
+	delay time.Duration
+	gate  chan struct{}
+
+	cancelled atomic.Int32 // Generate calls that ended by ctx
+	running   atomic.Int32
+	maxSeen   atomic.Int32
+}
+
+const fakeVocab = 259
+
+func newFake() *fakeBackend {
+	return &fakeBackend{ctxSize: 512, reply: func(string) string { return "Hello, world! This is the fake model." }}
+}
+
+func (f *fakeBackend) Info() ModelInfo {
+	return ModelInfo{Name: "fake-model", ContextSize: f.ctxSize, VocabSize: fakeVocab, ChatTemplate: f.template,
+		BOSText: "<s>", EOSText: "</s>", AddBOS: true}
+}
+
+func (f *fakeBackend) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
+	var out []int32
+	if addSpecial {
+		out = append(out, 1)
+	}
+	for i := 0; i < len(text); {
+		if parseSpecial && strings.HasPrefix(text[i:], "<s>") {
+			out, i = append(out, 1), i+3
+			continue
+		}
+		if parseSpecial && strings.HasPrefix(text[i:], "</s>") {
+			out, i = append(out, 2), i+4
+			continue
+		}
+		out = append(out, int32(text[i])+3)
+		i++
+	}
+	return out, nil
+}
+
+func (f *fakeBackend) Detokenize(tokens []int32) (string, error) {
+	var b strings.Builder
+	for _, id := range tokens {
+		switch {
+		case id == 1:
+			b.WriteString("<s>")
+		case id == 2:
+			b.WriteString("</s>")
+		case id >= 3 && id < fakeVocab:
+			b.WriteByte(byte(id - 3))
+		case id == 0:
+		default:
+			return "", fmt.Errorf("token %d is outside the vocabulary", id)
+		}
+	}
+	return b.String(), nil
+}
+
+var fakePieces = func() [][]byte {
+	p := make([][]byte, fakeVocab)
+	for i := 3; i < fakeVocab; i++ {
+		p[i] = []byte{byte(i - 3)}
+	}
+	return p
+}()
+
+func (f *fakeBackend) Piece(id int32) []byte {
+	if id < 0 || id >= fakeVocab {
+		return nil
+	}
+	return fakePieces[id]
+}
+
+func (f *fakeBackend) IsEOG(id int32) bool { return id == 2 }
+func (f *fakeBackend) EOG() []int32       { return []int32{2} }
+
+func (f *fakeBackend) Generate(ctx context.Context, req *GenerateRequest, emit func(*Event) error) error {
+	n := f.running.Add(1)
+	defer f.running.Add(-1)
+	for {
+		m := f.maxSeen.Load()
+		if n <= m || f.maxSeen.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	prompt, err := f.Detokenize(req.Prompt)
+	if err != nil {
+		return err
+	}
+	script := []byte(f.reply(prompt))
+	strength := float32(20)
+	if f.strength != nil {
+		strength = f.strength(req.Params.Seed)
+	}
+	chain, err := sampling.NewChain(req.Params, sampling.Vocab{Size: fakeVocab, EOG: []int32{2}}, req.Constraint)
+	if err != nil {
+		return err
+	}
+	if err := chain.Prime(req.Prompt); err != nil {
+		return err
+	}
+	if f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			f.cancelled.Add(1)
+			return ctx.Err()
+		}
+	}
+	logits := make([]float32, fakeVocab)
+	ev := &Event{}
+	for i := 0; ; i++ {
+		if f.delay > 0 {
+			time.Sleep(f.delay)
+		}
+		if err := ctx.Err(); err != nil {
+			f.cancelled.Add(1)
+			return err
+		}
+		if len(req.Prompt)+i >= f.ctxSize {
+			return ErrContextFull
+		}
+		for k := range logits {
+			logits[k] = 0
+		}
+		want := int32(2)
+		if i < len(script) {
+			want = int32(script[i]) + 3
+		}
+		logits[want] = strength
+		id, err := chain.Sample(logits)
+		if err != nil {
+			return err
+		}
+		if err := chain.Accept(id); err != nil {
+			return err
+		}
+		*ev = Event{Token: id, EOG: id == 2}
+		if req.Logprobs || req.TopLogprobs > 0 {
+			if ev.Logprob, err = chain.Logprob(id); err != nil {
+				return err
+			}
+			if ev.Top, err = chain.TopLogprobs(ev.Top[:0], req.TopLogprobs); err != nil {
+				return err
+			}
+		}
+		if err := emit(ev); err != nil {
+			if ctx.Err() != nil {
+				f.cancelled.Add(1)
+			}
+			return err
+		}
+		if ev.EOG {
+			return nil
+		}
+		if i+1 >= req.MaxTokens {
+			return nil
+		}
+	}
+}
+
+// Embed returns a letter histogram over 8 buckets (byte % 8), so texts that
+// share letters are similar.
+func (f *fakeBackend) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
+	v := make([]float32, 8)
+	for _, id := range tokens {
+		if id >= 3 {
+			v[(id-3)%8]++
+		}
+	}
+	return v, ctx.Err()
+}
