@@ -42,19 +42,19 @@ func codecForQuant(t gguf.GGMLType) codec {
 	case gguf.TypeQ8_0:
 		return codec{dequantQ8_0, quantQ8_0}
 	case gguf.TypeQ2_K:
-		return codec{dequantQ2_K, nil}
+		return codec{dequantQ2_K, quantQ2_K}
 	case gguf.TypeQ3_K:
-		return codec{dequantQ3_K, nil}
+		return codec{dequantQ3_K, quantQ3_K}
 	case gguf.TypeQ4_K:
-		return codec{dequantQ4_K, nil}
+		return codec{dequantQ4_K, quantQ4_K}
 	case gguf.TypeQ5_K:
-		return codec{dequantQ5_K, nil}
+		return codec{dequantQ5_K, quantQ5_K}
 	case gguf.TypeQ6_K:
-		return codec{dequantQ6_K, nil}
+		return codec{dequantQ6_K, quantQ6_K}
 	case gguf.TypeIQ4_NL:
-		return codec{dequantIQ4_NL, nil}
+		return codec{dequantIQ4_NL, quantIQ4_NL}
 	case gguf.TypeIQ4_XS:
-		return codec{dequantIQ4_XS, nil}
+		return codec{dequantIQ4_XS, quantIQ4_XS}
 	}
 	return codec{}
 }
