@@ -3,6 +3,7 @@ package quant
 import (
 	"bytes"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
 
@@ -66,8 +67,7 @@ var quantCases = []struct {
 }
 
 // TestRoundTripFixture quantizes the fixture's F32 ffn_down weights with
-// every format, checks the error bound, and reports how many blocks come
-// out byte-identical to the reference quantizer's output.
+// every format and checks the relative RMS error bound.
 func TestRoundTripFixture(t *testing.T) {
 	dir := fixturesDir(t)
 	srcFile := openGGUF(t, filepath.Join(dir, "source-f32.gguf"))
@@ -75,28 +75,127 @@ func TestRoundTripFixture(t *testing.T) {
 	x := f32Tensor(t, srcFile, name)
 	for _, tc := range quantCases {
 		t.Run(tc.typ.String(), func(t *testing.T) {
-			q, y := roundTrip(t, tc.typ, x)
+			_, y := roundTrip(t, tc.typ, x)
 			e := relRMS(y, x)
 			t.Logf("%v: relative RMS error %.5f (reference %.4f, bound %.4f)", tc.typ, e, tc.reference, tc.fixture)
 			if e > tc.fixture {
 				t.Errorf("relRMS(Dequantize(Quantize(%v, %s))) = %.5f, want <= %.4f", tc.typ, name, e, tc.fixture)
 			}
-			if tc.file == "" {
-				return
-			}
+		})
+	}
+}
+
+// TestQuantizeMatchesReference quantizes every 2-D weight of
+// source-f32.gguf and compares the bytes with the reference quantizer's
+// output in quant-<type>.gguf (made without an importance matrix).
+func TestQuantizeMatchesReference(t *testing.T) {
+	dir := fixturesDir(t)
+	srcFile := openGGUF(t, filepath.Join(dir, "source-f32.gguf"))
+	for _, tc := range quantCases {
+		if tc.file == "" {
+			continue
+		}
+		t.Run(tc.typ.String(), func(t *testing.T) {
 			ref := openGGUF(t, filepath.Join(dir, "quant-"+tc.file+".gguf"))
-			_, want := tensorBytes(t, ref, name)
-			if len(want) != len(q) {
-				t.Fatalf("Quantize(%v, %s) = %d bytes, reference has %d", tc.typ, name, len(q), len(want))
+			checked := 0
+			for i := range ref.Tensors {
+				ti := &ref.Tensors[i]
+				if ti.Type != tc.typ {
+					continue
+				}
+				want, err := ref.TensorData(ti)
+				if err != nil {
+					t.Fatal(err)
+				}
+				x := f32Tensor(t, srcFile, ti.Name)
+				got, err := Quantize(tc.typ, x)
+				if err != nil {
+					t.Fatalf("Quantize(%v, %q) = %v", tc.typ, ti.Name, err)
+				}
+				if len(got) != len(want) {
+					t.Fatalf("Quantize(%v, %q) = %d bytes, want %d", tc.typ, ti.Name, len(got), len(want))
+				}
+				ts := tc.typ.TypeSize()
+				differ, first := 0, -1
+				for off := 0; off < len(got); off += ts {
+					if !bytes.Equal(got[off:off+ts], want[off:off+ts]) {
+						if first < 0 {
+							first = off / ts
+						}
+						differ++
+					}
+				}
+				if differ > 0 {
+					b := first * ts
+					t.Errorf("Quantize(%v, %q): %d of %d blocks differ from the reference; block %d = % x, want % x",
+						tc.typ, ti.Name, differ, len(got)/ts, first, got[b:b+ts], want[b:b+ts])
+				}
+				checked++
 			}
-			ts := tc.typ.TypeSize()
-			same := 0
-			for i := 0; i < len(q); i += ts {
-				if bytes.Equal(q[i:i+ts], want[i:i+ts]) {
-					same++
+			if checked == 0 {
+				t.Fatalf("quant-%s.gguf has no %v tensors", tc.file, tc.typ)
+			}
+		})
+	}
+}
+
+// gaussian returns n samples of N(0, 1) from a fixed seed.
+func gaussian(n int, seed uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, 1))
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	return x
+}
+
+// TestRoundTripRandom checks the error bound on Gaussian data and exact or
+// sensible results on special inputs, for every quantizable format.
+func TestRoundTripRandom(t *testing.T) {
+	const n = 64 * 256
+	x := gaussian(n, 42)
+	for _, tc := range quantCases {
+		t.Run(tc.typ.String(), func(t *testing.T) {
+			if !CanQuantize(tc.typ) || !CanDequantize(tc.typ) {
+				t.Fatalf("CanQuantize(%v), CanDequantize(%v) = false, want true", tc.typ, tc.typ)
+			}
+			_, y := roundTrip(t, tc.typ, x)
+			e := relRMS(y, x)
+			t.Logf("%v: relative RMS error %.5f on N(0,1) (bound %.4f)", tc.typ, e, tc.gaussian)
+			if e > tc.gaussian {
+				t.Errorf("relRMS(Dequantize(Quantize(%v, N(0,1)))) = %.5f, want <= %.4f", tc.typ, e, tc.gaussian)
+			}
+
+			// Zeros decode to zeros.
+			zeros := make([]float32, 512)
+			_, y = roundTrip(t, tc.typ, zeros)
+			for i, v := range y {
+				if v != 0 {
+					t.Fatalf("Dequantize(Quantize(%v, zeros))[%d] = %v, want 0", tc.typ, i, v)
 				}
 			}
-			t.Logf("%v: %d of %d blocks byte-identical to the reference quantizer", tc.typ, same, len(q)/ts)
+
+			// A block whose values are all exactly representable small
+			// integers times a power of two keeps its scale: decoding
+			// stays within the format's step.
+			steps := make([]float32, 512)
+			for i := range steps {
+				steps[i] = float32(i%16-8) / 4
+			}
+			_, y = roundTrip(t, tc.typ, steps)
+			if e := relRMS(y, steps); e > tc.gaussian {
+				t.Errorf("relRMS(Dequantize(Quantize(%v, ramp))) = %.5f, want <= %.4f", tc.typ, e, tc.gaussian)
+			}
+
+			// Scaling the input scales the error with it.
+			scaled := make([]float32, len(x))
+			for i, v := range x[:len(scaled)] {
+				scaled[i] = v * 1e-3
+			}
+			_, y = roundTrip(t, tc.typ, scaled)
+			if e := relRMS(y, scaled); e > tc.gaussian*1.1 {
+				t.Errorf("relRMS(Dequantize(Quantize(%v, 1e-3*N(0,1)))) = %.5f, want <= %.4f", tc.typ, e, tc.gaussian*1.1)
+			}
 		})
 	}
 }
