@@ -97,7 +97,7 @@ func (f *fakeBackend) Piece(id int32) []byte {
 }
 
 func (f *fakeBackend) IsEOG(id int32) bool { return id == 2 }
-func (f *fakeBackend) EOG() []int32       { return []int32{2} }
+func (f *fakeBackend) EOG() []int32        { return []int32{2} }
 
 func (f *fakeBackend) Generate(ctx context.Context, req *GenerateRequest, emit func(*Event) error) error {
 	n := f.running.Add(1)

@@ -83,6 +83,14 @@ func compileJinja(src string) (*exec.Template, error) {
 		}
 		return trim(e, in, params)
 	})
+	tojson, _ := builtins.Filters.Get("tojson")
+	_ = filters.Replace("tojson", func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		out := tojson(e, in, params)
+		if !out.IsString() {
+			return out
+		}
+		return exec.AsValue(pythonJSON(out.String()))
+	})
 	env := &exec.Environment{
 		Context:           exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables),
 		Filters:           filters,
@@ -99,6 +107,33 @@ func compileJinja(src string) (*exec.Template, error) {
 		return nil, err
 	}
 	return exec.NewTemplate("chat_template", gonja.DefaultConfig, sl, env)
+}
+
+// pythonJSON rewrites Go's JSON as Python's json.dumps (which Hugging Face's
+// tojson uses) writes it: no HTML escapes, and ", " and ": " separators in
+// the compact form. Map keys stay sorted (Go maps have no order).
+func pythonJSON(s string) string {
+	s = strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&", `\u0027`, "'").Replace(s)
+	if strings.Contains(s, "\n") {
+		return s // indented: Go's form already matches
+	}
+	var b strings.Builder
+	inStr, esc := false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		b.WriteByte(c)
+		switch {
+		case esc:
+			esc = false
+		case inStr && c == '\\':
+			esc = true
+		case c == '"':
+			inStr = !inStr
+		case !inStr && (c == ',' || c == ':'):
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
 }
 
 // renderInput is what a template renders.
@@ -118,16 +153,61 @@ func (t *chatTemplate) render(in renderInput) (string, error) {
 	}
 	if t.jinja != nil {
 		out, err := t.renderJinja(in, msgs)
-		if err != nil && hasSystem(msgs) {
-			// Templates without a system role (Gemma) raise; fold the
-			// system text into the first user message as llama.cpp does.
+		if err == nil {
+			return out, nil
+		}
+		// Templates without a system role (Gemma) or without tool messages
+		// raise; retry as llama.cpp's polyfills do: the system text folded
+		// into the first user message, then also tool calls written into
+		// the assistant's content and tool results sent as user messages.
+		if hasSystem(msgs) {
 			if out2, err2 := t.renderJinja(in, foldSystem(msgs)); err2 == nil {
+				return out2, nil
+			}
+		}
+		if hasToolUse(msgs) {
+			if out2, err2 := t.renderJinja(in, foldSystemIf(polyfillTools(msgs, t.format))); err2 == nil {
 				return out2, nil
 			}
 		}
 		return out, err
 	}
 	return renderNamed(t.name, msgs, t.format, in.bos, in.eos), nil
+}
+
+func hasToolUse(msgs []message) bool {
+	for _, m := range msgs {
+		if m.role == "tool" || len(m.toolCalls) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// polyfillTools rewrites tool use for templates that know only user and
+// assistant: calls become assistant text, results become user messages.
+func polyfillTools(msgs []message, f grammar.ToolFormat) []message {
+	out := make([]message, 0, len(msgs))
+	for _, m := range msgs {
+		switch {
+		case m.role == "tool":
+			text := prefixTool(m) + m.content
+			if n := len(out); n > 0 && out[n-1].role == "user" {
+				out[n-1].content += "\n" + text
+				continue
+			}
+			out = append(out, message{role: "user", content: text})
+		case len(m.toolCalls) > 0:
+			c := formatToolCalls(m.toolCalls, f)
+			if m.content != "" {
+				c = m.content + "\n" + c
+			}
+			out = append(out, message{role: m.role, content: c})
+		default:
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func hasSystem(msgs []message) bool {
