@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -65,7 +66,7 @@ func cmdBench(args []string) error {
 		if err := once(); err != nil { // warm-up: pipelines, caches
 			return err
 		}
-		r := benchResult{Model: mf.model, Device: model.Device().Info().Name, Test: test, Tokens: n, Reps: *reps}
+		r := benchResult{Model: filepath.Base(mf.model), Device: model.Device().Info().Name, Test: test, Tokens: n, Reps: *reps}
 		for range *reps {
 			t0 := time.Now()
 			if err := once(); err != nil {
@@ -99,10 +100,10 @@ func cmdBench(args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(results)
 	}
-	fmt.Printf("| %-40s | %-28s | %6s | %18s |\n", "model", "device", "test", "t/s")
-	fmt.Printf("|%s|%s|%s|%s|\n", dashes(42), dashes(30), dashes(8), dashes(20))
+	fmt.Printf("| %-34s | %-32s | %6s | %18s |\n", "model", "device", "test", "t/s")
+	fmt.Printf("|%s|%s|%s|%s|\n", dashes(36), dashes(34), dashes(8), dashes(20))
 	for _, r := range results {
-		fmt.Printf("| %-40s | %-28s | %6s | %9.2f ± %6.2f |\n", r.Model, r.Device, r.Test, r.Mean, r.StdDev)
+		fmt.Printf("| %-34s | %-32s | %6s | %9.2f ± %6.2f |\n", r.Model, r.Device, r.Test, r.Mean, r.StdDev)
 	}
 	return nil
 }
