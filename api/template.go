@@ -152,6 +152,10 @@ func (t *chatTemplate) render(in renderInput) (string, error) {
 		msgs = withToolSystem(msgs, toolSystemPrompt(in.tools, t.format))
 	}
 	if t.jinja != nil {
+		if !strings.Contains(t.source, "tool_calls") && hasToolUse(msgs) {
+			// The template cannot show earlier calls: write them as text.
+			msgs = polyfillTools(msgs, t.format)
+		}
 		out, err := t.renderJinja(in, msgs)
 		if err == nil {
 			return out, nil

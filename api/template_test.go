@@ -66,7 +66,7 @@ func TestFixtureTemplates(t *testing.T) {
 					t.Errorf("render(%s) = %q, want it to contain %q", filepath.Base(f), out, want)
 				}
 			}
-			if tmpl.nativeTools && strings.Contains(string(src), "tool_calls") && !strings.Contains(out, "get_weather") {
+			if !strings.Contains(out, "get_weather") {
 				t.Errorf("render(%s) = %q, want the tool name get_weather", filepath.Base(f), out)
 			}
 		})
