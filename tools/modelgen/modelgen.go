@@ -20,7 +20,7 @@ import (
 type Options struct {
 	Arch      string        // llama (default), qwen2, qwen3 or bert
 	Vocab     string        // bpe (default), spm; bert always uses its WordPiece vocabulary
-	VocabSize int           // about this many tokens (default 512)
+	VocabSize int           // at most this many tokens (default 1024; the built-in corpus supports about 700 BPE and 850 SPM tokens)
 	Type      gguf.GGMLType // format of the 2-D weights (default F32)
 	Embd      int           // embedding width (default 64)
 	Layers    int           // blocks (default 2)
@@ -48,7 +48,7 @@ func (o *Options) fill() error {
 		o.Vocab = "bpe"
 	}
 	if o.VocabSize == 0 {
-		o.VocabSize = 512
+		o.VocabSize = 1024
 	}
 	if o.Embd == 0 {
 		o.Embd = 64

@@ -95,7 +95,7 @@ func learnMerges(words [][]string, n int) [][2]string {
 				best, bestN = p, c
 			}
 		}
-		if bestN < 2 {
+		if bestN == 0 {
 			break
 		}
 		merges = append(merges, [2]string{best.a, best.b})

@@ -1,0 +1,114 @@
+package modelgen
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/vkllm/vkllm/engine/tokenizer"
+	"github.com/vkllm/vkllm/gguf"
+)
+
+func TestGenerate(t *testing.T) {
+	cases := []struct {
+		opts    Options
+		tensors []string // a few that must be present
+		absent  []string
+	}{
+		{Options{Arch: "llama", Vocab: "spm"}, []string{"output.weight", "blk.1.ffn_gate.weight"}, []string{"blk.0.attn_q.bias"}},
+		{Options{Arch: "qwen2", Tied: true, Type: gguf.TypeQ8_0}, []string{"blk.0.attn_q.bias", "blk.0.attn_v.bias"}, []string{"output.weight"}},
+		{Options{Arch: "qwen3", Type: gguf.TypeF16}, []string{"blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight"}, nil},
+		{Options{Arch: "bert"}, []string{"position_embd.weight", "blk.0.layer_output_norm.bias"}, []string{"output.weight"}},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s/%v", c.opts.Arch, c.opts.Type), func(t *testing.T) {
+			start := time.Now()
+			path := filepath.Join(t.TempDir(), "m.gguf")
+			if err := WriteFile(path, c.opts); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Logf("generation took %v", d)
+			}
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			for _, name := range c.tensors {
+				if _, ok := f.Tensor(name); !ok {
+					t.Errorf("tensor %s missing", name)
+				}
+			}
+			for _, name := range c.absent {
+				if _, ok := f.Tensor(name); ok {
+					t.Errorf("tensor %s present, want absent", name)
+				}
+			}
+			emb, _ := f.Tensor("token_embd.weight")
+			want := gguf.TypeF32
+			if c.opts.Type != 0 {
+				want = c.opts.Type
+			}
+			if emb.Type != want {
+				t.Errorf("token_embd.weight type %v, want %v", emb.Type, want)
+			}
+			tok, err := tokenizer.New(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tok.VocabSize() != int(emb.Dims[1]) {
+				t.Errorf("vocabulary %d tokens, embedding %d rows", tok.VocabSize(), emb.Dims[1])
+			}
+			text := "The quick brown fox jumps over the lazy dog."
+			ids, err := tok.Encode(text, false, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.opts.Arch != "bert" {
+				if len(ids) >= len(text)/3 {
+					t.Errorf("Encode(%q) = %d tokens; the merges should make fewer than %d", text, len(ids), len(text)/3)
+				}
+				if got, _ := tok.Decode(ids); got != text {
+					t.Errorf("Decode(Encode(%q)) = %q", text, got)
+				}
+			}
+		})
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	gen := func(seed uint64) []byte {
+		w, err := Generate(Options{Arch: "qwen3", Seed: seed, Type: gguf.TypeQ8_0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := w.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	a, b, c := gen(1), gen(1), gen(2)
+	if !bytes.Equal(a, b) {
+		t.Error("two models with seed 1 differ")
+	}
+	if bytes.Equal(a, c) {
+		t.Error("models with seeds 1 and 2 are identical")
+	}
+}
+
+func TestOptionErrors(t *testing.T) {
+	for _, o := range []Options{
+		{Arch: "gpt9"},
+		{Heads: 4, KVHeads: 3},
+		{Type: gguf.TypeQ4_K, Embd: 64},
+		{Vocab: "wordpiece"},
+	} {
+		if _, err := Generate(o); err == nil {
+			t.Errorf("Generate(%+v) succeeded, want an error", o)
+		}
+	}
+}
