@@ -3,8 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
-	"os"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 

@@ -49,12 +49,12 @@ func fixturesDir(t testing.TB) string {
 }
 
 type parityModel struct {
-	name string
-	ref  refFile
-	file *gguf.File
-	opts Options
-	w    *Weights
-	tol  float64 // log-probability tolerance for prompts of at most 8 tokens
+	name   string
+	ref    refFile
+	file   *gguf.File
+	opts   Options
+	w      *Weights
+	tol    float64 // log-probability tolerance for prompts of at most 8 tokens
 	pplTol float64
 }
 
