@@ -200,7 +200,7 @@ func dequantQ3_K(src []byte, dst []float32) {
 		d := f16At(b[108:])
 		unpackQ3KScales(b[96:108], &sc)
 		is := 0
-		m := byte(1)
+		bit := uint(0)
 		for n := 0; n < 2; n++ {
 			q := b[32+32*n : 32+32*n+32]
 			for shift := uint(0); shift < 8; shift += 2 {
@@ -209,15 +209,13 @@ func dequantQ3_K(src []byte, dst []float32) {
 					is++
 					out := y[:16]
 					for l := range out {
-						v := int((q[16*half+l] >> shift) & 3)
-						if hmask[16*half+l]&m == 0 {
-							v -= 4
-						}
+						// Subtract 4 unless the element's bit in hmask is set.
+						v := int((q[16*half+l]>>shift)&3) - 4 + int(hmask[16*half+l]>>bit&1)<<2
 						out[l] = dl * float32(v)
 					}
 					y = y[16:]
 				}
-				m <<= 1
+				bit++
 			}
 		}
 		src, dst = src[110:], dst[256:]
@@ -262,7 +260,6 @@ func dequantQ5_K(src []byte, dst []float32) {
 		d, dmin := f16At(b), f16At(b[2:])
 		scales := b[4:16]
 		qh := b[16:48]
-		u1, u2 := byte(1), byte(2)
 		for n := 0; n < 4; n++ {
 			ql := b[48+32*n : 48+32*n+32]
 			sc, m := scaleMinK4(2*n, scales)
@@ -270,19 +267,14 @@ func dequantQ5_K(src []byte, dst []float32) {
 			sc, m = scaleMinK4(2*n+1, scales)
 			d2, m2 := d*float32(sc), dmin*float32(m)
 			lo, hi := y[64*n:64*n+32], y[64*n+32:64*n+64]
+			// The fifth bits of chunk n are bits 2n and 2n+1 of qh.
+			s1, s2 := uint(2*n), uint(2*n+1)
 			for l := 0; l < 32; l++ {
-				q1, q2 := ql[l]&0xf, ql[l]>>4
-				if qh[l]&u1 != 0 {
-					q1 += 16
-				}
-				if qh[l]&u2 != 0 {
-					q2 += 16
-				}
+				q1 := ql[l]&0xf | (qh[l]>>s1&1)<<4
+				q2 := ql[l]>>4 | (qh[l]>>s2&1)<<4
 				lo[l] = float32(d1*float32(q1)) - m1
 				hi[l] = float32(d2*float32(q2)) - m2
 			}
-			u1 <<= 2
-			u2 <<= 2
 		}
 		src, dst = src[176:], dst[256:]
 	}

@@ -5,26 +5,32 @@ import "math"
 // FP16ToFP32 converts an IEEE 754 binary16 value to float32 exactly
 // (subnormals, infinities and NaN payloads included).
 func FP16ToFP32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case exp == 0:
-		if mant == 0 {
-			return math.Float32frombits(sign)
-		}
-		// A binary16 subnormal is mant * 2^-24; normalise it.
-		e := uint32(127 - 15 + 1)
-		for mant&0x400 == 0 {
-			mant <<= 1
-			e--
-		}
-		return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
-	default:
-		return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+	if e := h & 0x7c00; e != 0 && e != 0x7c00 {
+		// Normal numbers, the common case, kept small enough to inline:
+		// rebias the exponent by 127-15.
+		return math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)<<13 + (127-15)<<23))
 	}
+	return fp16SpecialToFP32(h)
+}
+
+// fp16SpecialToFP32 converts the binary16 zeros, subnormals, infinities
+// and NaNs.
+func fp16SpecialToFP32(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	mant := uint32(h & 0x3ff)
+	if h&0x7c00 == 0x7c00 {
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	}
+	if mant == 0 {
+		return math.Float32frombits(sign)
+	}
+	// A binary16 subnormal is mant * 2^-24; normalise it.
+	e := uint32(127 - 15 + 1)
+	for mant&0x400 == 0 {
+		mant <<= 1
+		e--
+	}
+	return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
 }
 
 // FP32ToFP16 converts f to IEEE 754 binary16 with round-to-nearest-even, as

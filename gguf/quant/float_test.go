@@ -3,6 +3,8 @@ package quant
 import (
 	"math"
 	"testing"
+
+	"github.com/vkllm/vkllm/gguf"
 )
 
 // TestFP16RoundTripAll checks every binary16 value survives a round trip
@@ -112,6 +114,39 @@ func TestBF16(t *testing.T) {
 		h := uint16(i)
 		if got := math.Float32bits(BF16ToFP32(h)); got != uint32(h)<<16 {
 			t.Fatalf("BF16ToFP32(%#04x) = %#08x, want %#08x", h, got, uint32(h)<<16)
+		}
+	}
+}
+
+// TestFP16ToFP32AllValues checks FP16ToFP32 and Dequantize(F16) on every
+// binary16 value against the definition of the format.
+func TestFP16ToFP32AllValues(t *testing.T) {
+	src := make([]byte, 2<<16)
+	for i := 0; i < 1<<16; i++ {
+		src[2*i], src[2*i+1] = byte(i), byte(i>>8)
+	}
+	dq := make([]float32, 1<<16)
+	if err := Dequantize(gguf.TypeF16, src, dq); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1<<16; i++ {
+		h := uint16(i)
+		exp, mant := int(h>>10&0x1f), h&0x3ff
+		var want uint32
+		switch {
+		case exp == 0x1f:
+			want = 0x7f800000 | uint32(mant)<<13
+		case exp == 0:
+			want = math.Float32bits(float32(math.Ldexp(float64(mant), -24)))
+		default:
+			want = math.Float32bits(float32(math.Ldexp(float64(1024+int(mant)), exp-25)))
+		}
+		want |= uint32(h&0x8000) << 16
+		if got := math.Float32bits(FP16ToFP32(h)); got != want {
+			t.Fatalf("FP16ToFP32(%#04x) = %#08x, want %#08x", h, got, want)
+		}
+		if got := math.Float32bits(dq[i]); got != want {
+			t.Fatalf("Dequantize(F16, %#04x) = %#08x, want %#08x", h, got, want)
 		}
 	}
 }

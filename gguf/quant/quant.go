@@ -94,8 +94,16 @@ func quantF32(src []float32, dst []byte) {
 }
 
 func dequantF16(src []byte, dst []float32) {
+	src = src[:2*len(dst)]
 	for i := range dst {
-		dst[i] = FP16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
+		h := uint16(src[2*i]) | uint16(src[2*i+1])<<8
+		// FP16ToFP32 with its normal-number path written out, as it is
+		// too big for the compiler to inline.
+		if e := h & 0x7c00; e != 0 && e != 0x7c00 {
+			dst[i] = math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)<<13 + (127-15)<<23))
+		} else {
+			dst[i] = fp16SpecialToFP32(h)
+		}
 	}
 }
 
