@@ -81,12 +81,11 @@ func checkWeight(t gguf.GGMLType, w []byte, rows, cols int) (int, error) {
 	return int(rb), nil
 }
 
-// dequantize decodes src of type t into dst with gguf/quant.Dequantize
-// where it supports t, else with dequantizeRow (ggml's loops, this
-// package); the tests hold the two equal.
+// dequantize decodes src of type t into dst with gguf/quant, which
+// reproduces llama.cpp's dequantize_row_* bit for bit.
 func dequantize(t gguf.GGMLType, src []byte, dst []float32) error {
-	if quant.CanDequantize(t) {
-		return quant.Dequantize(t, src, dst)
+	if !quant.CanDequantize(t) {
+		return fmt.Errorf("ops: %v weights cannot be dequantized", t)
 	}
-	return dequantizeRow(t, src, dst)
+	return quant.Dequantize(t, src, dst)
 }

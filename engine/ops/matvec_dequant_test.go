@@ -8,11 +8,11 @@ import (
 	"github.com/vkllm/vkllm/gguf"
 )
 
-// This file is the CPU dequantizer behind MatMulRef and GetRowsRef, written
-// in the loop form of ggml's dequantize_row_* (ggml-quants.c), independent
-// of the per-element index arithmetic in shaders/quant.glsl, so the two
-// check each other. gguf/quant.Dequantize is the project's dequantizer; the
-// tests hold this one equal to it where it exists.
+// This file is the tests' own dequantizer, written in the loop form of
+// ggml's dequantize_row_* (ggml-quants.c), independent of the per-element
+// index arithmetic in shaders/quant.glsl and of gguf/quant;
+// TestDequantizeMatchesQuant holds it bit-identical to gguf/quant.Dequantize
+// (which MatMulRef and GetRowsRef use).
 
 // dqHalf reads a little-endian f16.
 func dqHalf(b []byte) float32 { return dqHalfToFloat(binary.LittleEndian.Uint16(b)) }
