@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/vk"
@@ -122,17 +123,7 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 		}
 	}
 	plain := !w.Type.IsQuantized()
-	// tpr is the matvec invocations per row: enough for the row's units of
-	// work (32-element sub-blocks, or groups of four for plain types), so
-	// short rows share a workgroup.
-	units := uint32(w.Cols+3) / 4
-	if !plain {
-		units = uint32(w.Cols) / 32
-	}
-	tpr := uint32(matvecWG)
-	for tpr > 1 && tpr/2 >= units {
-		tpr /= 2
-	}
+	tpr := matvecTPR(w.Type, w.Cols)
 	first := true
 	for r := 0; r < w.Rows; {
 		ch, err := rowChunkAt(r, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), maxRange, align)
@@ -176,6 +167,56 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 		}
 	}
 	return nil
+}
+
+// matvecTPR returns the matvec invocations per row for rows of cols
+// elements of t: enough for the row's units of work (32-element sub-blocks,
+// or groups of four for plain types), so short rows share a workgroup.
+func matvecTPR(t gguf.GGMLType, cols int) uint32 {
+	units := uint32(cols+3) / 4
+	if t.IsQuantized() {
+		units = uint32(cols) / 32
+	}
+	tpr := uint32(matvecWG)
+	for tpr > 1 && tpr/2 >= units {
+		tpr /= 2
+	}
+	return tpr
+}
+
+// PrepareWeight creates, ahead of the first step, the pipelines that MatVec
+// (1..MatVecMaxCols columns) and MatMul use for weights of type t with rows
+// of cols elements stored at a 16-byte aligned offset and vec4-aligned
+// activations (the usual case), so that no step pays for a shader compile
+// (hundreds of milliseconds on lavapipe). Call it once per distinct (type,
+// row length) at load time.
+func (k *Kernels) PrepareWeight(t gguf.GGMLType, cols int) error {
+	names, ok := kernelsFor(t)
+	if !ok {
+		return fmt.Errorf("ops: PrepareWeight: no kernels for weight type %v", t)
+	}
+	rowBytes, err := weightRowBytes(t, cols)
+	if err != nil {
+		return fmt.Errorf("ops: PrepareWeight: %w", err)
+	}
+	// As mulMat decides, for a weight at a 16-byte aligned offset.
+	fast := uint32(0)
+	if cols%4 == 0 && (t.IsQuantized() || rowBytes%16 == 0) {
+		fast = 1
+	}
+	push := uint32(unsafe.Sizeof(MatVecPush{}))
+	name := names.matvec
+	if k.sg {
+		name = names.matvecSG
+	}
+	tpr := matvecTPR(t, cols)
+	for n := uint32(1); n <= MatVecMaxCols; n++ {
+		if _, err := k.Pipeline(name, 3, push, matvecWG, n, fast, tpr); err != nil {
+			return err
+		}
+	}
+	_, err = k.Pipeline(names.matmul, 3, push, matmulWG, fast)
+	return err
 }
 
 // bindWindow returns a binding of r's buffer that covers the bytes

@@ -271,3 +271,36 @@ func TestWeightKernelErrors(t *testing.T) {
 		t.Errorf("failed calls recorded %d dispatches, want 0", n)
 	}
 }
+
+// TestPrepareWeight checks that after PrepareWeight no MatVec or MatMul
+// step creates a pipeline.
+func TestPrepareWeight(t *testing.T) {
+	g := newRig(t)
+	for _, tt := range []struct {
+		typ  gguf.GGMLType
+		cols int
+	}{{gguf.TypeQ4_K, 512}, {gguf.TypeQ8_0, 64}, {gguf.TypeF16, 132}} {
+		if err := g.k.PrepareWeight(tt.typ, tt.cols); err != nil {
+			t.Fatalf("PrepareWeight(%v, %d): %v", tt.typ, tt.cols, err)
+		}
+		before := len(g.k.pipes)
+		const rows = 9
+		w := g.upWeight(tt.typ, randomWeights(g.r, tt.typ, rows, tt.cols), rows, tt.cols, 0)
+		x := g.upF32(randomVector(g.r, 16*tt.cols))
+		y := g.buf(4 * 16 * rows)
+		g.run(func(c *vk.Cmd) error {
+			for n := 1; n <= 16; n++ {
+				if err := g.k.MulMat(c, w, x, n, y); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if after := len(g.k.pipes); after != before {
+			t.Errorf("PrepareWeight(%v, %d): MulMat over 1..16 columns created %d more pipelines, want 0", tt.typ, tt.cols, after-before)
+		}
+	}
+	if err := g.k.PrepareWeight(gguf.TypeQ4_0, 48); err == nil {
+		t.Error("PrepareWeight(Q4_0, 48 columns) succeeded, want an error")
+	}
+}
