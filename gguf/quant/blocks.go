@@ -166,8 +166,8 @@ func dequantQ2_K(src []byte, dst []float32) {
 				for half := 0; half < 2; half++ {
 					sc := scales[is]
 					is++
-					dl := d * float32(sc&0xf)
-					ml := dmin * float32(sc>>4)
+					dl := float32(d * float32(sc&0xf))
+					ml := float32(dmin * float32(sc>>4))
 					out := y[:16]
 					for l := range out {
 						out[l] = float32(dl*float32((q[16*half+l]>>shift)&3)) - ml
@@ -240,9 +240,9 @@ func dequantQ4_K(src []byte, dst []float32) {
 		for n := 0; n < 4; n++ {
 			q := b[16+32*n : 16+32*n+32]
 			sc, m := scaleMinK4(2*n, scales)
-			d1, m1 := d*float32(sc), dmin*float32(m)
+			d1, m1 := float32(d*float32(sc)), float32(dmin*float32(m))
 			sc, m = scaleMinK4(2*n+1, scales)
-			d2, m2 := d*float32(sc), dmin*float32(m)
+			d2, m2 := float32(d*float32(sc)), float32(dmin*float32(m))
 			lo, hi := y[64*n:64*n+32], y[64*n+32:64*n+64]
 			for l := 0; l < 32; l++ {
 				lo[l] = float32(d1*float32(q[l]&0xf)) - m1
@@ -263,9 +263,9 @@ func dequantQ5_K(src []byte, dst []float32) {
 		for n := 0; n < 4; n++ {
 			ql := b[48+32*n : 48+32*n+32]
 			sc, m := scaleMinK4(2*n, scales)
-			d1, m1 := d*float32(sc), dmin*float32(m)
+			d1, m1 := float32(d*float32(sc)), float32(dmin*float32(m))
 			sc, m = scaleMinK4(2*n+1, scales)
-			d2, m2 := d*float32(sc), dmin*float32(m)
+			d2, m2 := float32(d*float32(sc)), float32(dmin*float32(m))
 			lo, hi := y[64*n:64*n+32], y[64*n+32:64*n+64]
 			// The fifth bits of chunk n are bits 2n and 2n+1 of qh.
 			s1, s2 := uint(2*n), uint(2*n+1)

@@ -6,7 +6,7 @@ import "encoding/binary"
 // value exactly between two levels picks the upper one (ggml's
 // best_index_int8 over kvalues_iq4nl).
 func bestIndexIQ4(x float32) int {
-	x2 := x + x
+	x2 := float32(x) + float32(x)
 	idx := 0
 	for step := 8; step > 0; step >>= 1 {
 		j := idx + step
@@ -106,7 +106,7 @@ func quantIQ4_XS(src []float32, dst []byte) {
 		var scalesH uint16
 		for ib := 0; ib < 8; ib++ {
 			l := clampInt(nearestInt(id*scales[ib]), -32, 31)
-			dl := d * float32(l)
+			dl := float32(d * float32(l))
 			idl := inverse(dl)
 			for j, v := range x[32*ib : 32*ib+32] {
 				L[32*ib+j] = uint8(bestIndexIQ4(idl * v))

@@ -17,7 +17,7 @@ const groupMaxEps = 1e-15
 // nearest_int does (by adding 1.5*2^23). It is meant for |v| < 2^22; NaN and
 // larger values give a garbage integer of bounded size, as in the reference.
 func nearestInt(v float32) int {
-	b := math.Float32bits(v + 12582912)
+	b := math.Float32bits(float32(v) + 12582912)
 	return int(b&0x007fffff) - 0x00400000
 }
 
@@ -254,11 +254,11 @@ func quantQ2_K(src []float32, dst []byte) {
 		}
 		d, dmin := f16At(b[80:]), f16At(b[82:])
 		for j := 0; j < 16; j++ {
-			dl := d * float32(sc[j]&0xf)
+			dl := float32(d * float32(sc[j]&0xf))
 			if dl == 0 {
 				continue
 			}
-			ml := dmin * float32(sc[j]>>4)
+			ml := float32(dmin * float32(sc[j]>>4))
 			for ii := 0; ii < 16; ii++ {
 				L[16*j+ii] = uint8(clampInt(nearestInt((x[16*j+ii]+ml)/dl), 0, 3))
 			}
@@ -307,7 +307,7 @@ func quantQ3_K(src []float32, dst []byte) {
 		unpackQ3KScales(sp, &sc)
 		d := f16At(b[108:])
 		for j := 0; j < 16; j++ {
-			dl := d * float32(sc[j])
+			dl := float32(d * float32(sc[j]))
 			if dl == 0 {
 				continue
 			}
@@ -345,7 +345,7 @@ func quantK4Scales(x []float32, nmax int, rmin, rdelta float32, nstep int, L *[2
 		xs := x[32*j : 32*j+32]
 		var sumX2 float32
 		for _, v := range xs {
-			sumX2 += v * v
+			sumX2 += float32(v * v)
 		}
 		avX := float32(math.Sqrt(float64(sumX2 / 32)))
 		for l, v := range xs {
@@ -379,11 +379,11 @@ func quantK4Scales(x []float32, nmax int, rmin, rdelta float32, nstep int, L *[2
 	d, dmin := f16At(dm), f16At(dm[2:])
 	for j := 0; j < 8; j++ {
 		sc, m := scaleMinK4(j, sp)
-		dl := d * float32(sc)
+		dl := float32(d * float32(sc))
 		if dl == 0 {
 			continue
 		}
-		ml := dmin * float32(m)
+		ml := float32(dmin * float32(m))
 		for ii := 0; ii < 32; ii++ {
 			L[32*j+ii] = uint8(clampInt(nearestInt((x[32*j+ii]+ml)/dl), 0, nmax))
 		}
@@ -464,7 +464,7 @@ func quantQ6_K(src []float32, dst []byte) {
 		}
 		d := f16At(b[208:])
 		for j := 0; j < 16; j++ {
-			dl := d * float32(int8(sc[j]))
+			dl := float32(d * float32(int8(sc[j])))
 			if dl == 0 {
 				continue
 			}
