@@ -31,6 +31,15 @@ func clampInt(v, lo, hi int) int {
 	return v
 }
 
+// greater returns v if v > cur, else cur; unlike max, a NaN v is ignored,
+// as in the reference's running maxima.
+func greater(cur, v float32) float32 {
+	if v > cur {
+		return v
+	}
+	return cur
+}
+
 func abs32(v float32) float32 { return float32(math.Abs(float64(v))) }
 
 // makeQKX2Quants fits x ≈ scale*L - min with L in [0, nmax] minimising the
@@ -229,8 +238,8 @@ func quantQ2_K(src []float32, dst []byte) {
 				weights[l] = abs32(v)
 			}
 			scales[j], mins[j] = makeQKX2Quants(3, xs, weights[:], L[16*j:16*j+16], Laux[:], -0.5, 0.1, 15, true)
-			maxScale = max(maxScale, scales[j])
-			maxMin = max(maxMin, mins[j])
+			maxScale = greater(maxScale, scales[j])
+			maxMin = greater(maxMin, mins[j])
 		}
 		sc := b[0:16]
 		if maxScale > 0 {
@@ -352,8 +361,8 @@ func quantK4Scales(x []float32, nmax int, rmin, rdelta float32, nstep int, L *[2
 			weights[l] = avX + abs32(v)
 		}
 		scales[j], mins[j] = makeQKX2Quants(nmax, xs, weights[:], L[32*j:32*j+32], Laux[:], rmin, rdelta, nstep, false)
-		maxScale = max(maxScale, scales[j])
-		maxMin = max(maxMin, mins[j])
+		maxScale = greater(maxScale, scales[j])
+		maxMin = greater(maxMin, mins[j])
 	}
 	var invScale, invMin float32
 	if maxScale > 0 {
