@@ -92,6 +92,31 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+func TestQuantizeTo(t *testing.T) {
+	x := gaussian(512, 5)
+	for _, typ := range dequantTypes {
+		want, err := Quantize(typ, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(want))
+		allocs := testing.AllocsPerRun(5, func() {
+			if err := QuantizeTo(typ, got, x); err != nil {
+				t.Fatalf("QuantizeTo(%v, %d bytes, %d elements) = %v", typ, len(got), len(x), err)
+			}
+		})
+		if string(got) != string(want) {
+			t.Errorf("QuantizeTo(%v) differs from Quantize(%v)", typ, typ)
+		}
+		if allocs != 0 {
+			t.Errorf("QuantizeTo(%v) allocates %v times per call, want 0", typ, allocs)
+		}
+		if err := QuantizeTo(typ, got[:len(got)-1], x); err == nil || !strings.Contains(err.Error(), typ.String()) {
+			t.Errorf("QuantizeTo(%v, %d bytes, %d elements) = %v, want an error naming the type", typ, len(got)-1, len(x), err)
+		}
+	}
+}
+
 // TestEmpty checks that zero elements are fine for every type.
 func TestEmpty(t *testing.T) {
 	for _, typ := range dequantTypes {

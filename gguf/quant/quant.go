@@ -4,9 +4,14 @@
 // Dequantize reproduces llama.cpp's dequantize_row_* bit for bit: every
 // block is decoded with the same float32 operations in the same order, with
 // explicit float32 conversions wherever the reference rounds, so that no
-// multiply-add is fused on architectures where Go would fuse one. Quantize
-// implements round-to-nearest quantizers modelled on llama.cpp's
-// quantize_row_*_ref.
+// multiply-add is fused on architectures where Go would fuse one (arm64,
+// s390x, riscv64, loong64). Quantize reproduces llama.cpp's reference
+// quantizers (quantize_row_*_ref, and quantize_iq4_nl/quantize_iq4_xs
+// without an importance matrix) byte for byte, which is what llama-quantize
+// writes when it is given no imatrix.
+//
+// Both functions are safe for concurrent use and keep no state; Dequantize
+// and QuantizeTo allocate nothing.
 package quant
 
 import (
@@ -68,17 +73,40 @@ func Dequantize(t gguf.GGMLType, src []byte, dst []float32) error {
 // Quantize encodes src as type t and returns the new encoded bytes. len(src)
 // must be a multiple of t's block size.
 func Quantize(t gguf.GGMLType, src []float32) ([]byte, error) {
-	c := codecFor(t)
-	if c.quant == nil {
-		return nil, fmt.Errorf("quant: quantize %v: unsupported type", t)
+	size, err := encodedSize(t, len(src))
+	if err != nil {
+		return nil, err
+	}
+	dst := make([]byte, size)
+	codecFor(t).quant(src, dst)
+	return dst, nil
+}
+
+// QuantizeTo encodes src as type t into dst, which must be exactly the
+// encoded size (len(src)/BlockSize*TypeSize bytes).
+func QuantizeTo(t gguf.GGMLType, dst []byte, src []float32) error {
+	size, err := encodedSize(t, len(src))
+	if err != nil {
+		return err
+	}
+	if len(dst) != size {
+		return fmt.Errorf("quant: quantize %v: %d bytes of output for %d elements, want %d", t, len(dst), len(src), size)
+	}
+	codecFor(t).quant(src, dst)
+	return nil
+}
+
+// encodedSize checks that t can be quantized and n is whole blocks, and
+// returns the encoded size.
+func encodedSize(t gguf.GGMLType, n int) (int, error) {
+	if codecFor(t).quant == nil {
+		return 0, fmt.Errorf("quant: quantize %v: unsupported type", t)
 	}
 	bs, ts := t.BlockSize(), t.TypeSize()
-	if len(src)%bs != 0 {
-		return nil, fmt.Errorf("quant: quantize %v: %d elements is not a multiple of the block size %d", t, len(src), bs)
+	if n%bs != 0 {
+		return 0, fmt.Errorf("quant: quantize %v: %d elements is not a multiple of the block size %d", t, n, bs)
 	}
-	dst := make([]byte, len(src)/bs*ts)
-	c.quant(src, dst)
-	return dst, nil
+	return n / bs * ts, nil
 }
 
 func dequantF32(src []byte, dst []float32) {
