@@ -152,28 +152,26 @@ func dequantIQ4_NL(src []byte, dst []float32) {
 }
 
 func dequantQ2_K(src []byte, dst []float32) {
+	var dl, ml [16]float32
 	for len(dst) >= 256 {
 		b := src[:84:84]
 		y := dst[:256:256]
-		scales := b[0:16]
 		d, dmin := f16At(b[80:]), f16At(b[82:])
-		// Each 128-element half reads 32 bytes of qs four times, two bits
-		// at a time; each 16 elements have their own 4-bit scale and min.
-		is := 0
+		for j, sc := range b[0:16] {
+			dl[j] = float32(d * float32(sc&0xf))
+			ml[j] = float32(dmin * float32(sc>>4))
+		}
+		// Element 128n + 32g + l is bits 2g..2g+1 of qs[32n+l]; each 16
+		// elements have their own scale and min.
 		for n := 0; n < 2; n++ {
 			q := b[16+32*n : 16+32*n+32]
-			for shift := uint(0); shift < 8; shift += 2 {
-				for half := 0; half < 2; half++ {
-					sc := scales[is]
-					is++
-					dl := float32(d * float32(sc&0xf))
-					ml := float32(dmin * float32(sc>>4))
-					out := y[:16]
-					for l := range out {
-						out[l] = float32(dl*float32((q[16*half+l]>>shift)&3)) - ml
-					}
-					y = y[16:]
-				}
+			out := y[128*n : 128*n+128]
+			for l, qb := range q {
+				s := 8*n + l/16
+				out[l] = float32(dl[s]*float32(qb&3)) - ml[s]
+				out[l+32] = float32(dl[s+2]*float32(qb>>2&3)) - ml[s+2]
+				out[l+64] = float32(dl[s+4]*float32(qb>>4&3)) - ml[s+4]
+				out[l+96] = float32(dl[s+6]*float32(qb>>6)) - ml[s+6]
 			}
 		}
 		src, dst = src[84:], dst[256:]
@@ -193,29 +191,29 @@ func unpackQ3KScales(p []byte, sc *[16]int8) {
 
 func dequantQ3_K(src []byte, dst []float32) {
 	var sc [16]int8
+	var dl [16]float32
 	for len(dst) >= 256 {
 		b := src[:110:110]
 		y := dst[:256:256]
-		hmask := b[0:32]
+		hmask := b[0:32:32]
 		d := f16At(b[108:])
 		unpackQ3KScales(b[96:108], &sc)
-		is := 0
-		bit := uint(0)
+		for j, s := range sc {
+			dl[j] = d * float32(s)
+		}
+		// Element 128n + 32g + l is bits 2g..2g+1 of qs[32n+l] minus 4
+		// unless bit 4n+g of hmask[l] is set.
 		for n := 0; n < 2; n++ {
 			q := b[32+32*n : 32+32*n+32]
-			for shift := uint(0); shift < 8; shift += 2 {
-				for half := 0; half < 2; half++ {
-					dl := d * float32(sc[is])
-					is++
-					out := y[:16]
-					for l := range out {
-						// Subtract 4 unless the element's bit in hmask is set.
-						v := int((q[16*half+l]>>shift)&3) - 4 + int(hmask[16*half+l]>>bit&1)<<2
-						out[l] = dl * float32(v)
-					}
-					y = y[16:]
-				}
-				bit++
+			out := y[128*n : 128*n+128]
+			hs := uint(4 * n)
+			for l, qb := range q {
+				h := hmask[l] >> hs
+				s := 8*n + l/16
+				out[l] = dl[s] * float32(int(qb&3)-4+int(h&1)<<2)
+				out[l+32] = dl[s+2] * float32(int(qb>>2&3)-4+int(h>>1&1)<<2)
+				out[l+64] = dl[s+4] * float32(int(qb>>4&3)-4+int(h>>2&1)<<2)
+				out[l+96] = dl[s+6] * float32(int(qb>>6)-4+int(h>>3&1)<<2)
 			}
 		}
 		src, dst = src[110:], dst[256:]
