@@ -119,38 +119,39 @@ func LoadWeights(f *gguf.File, o Options) (*Weights, error) {
 func (w *Weights) check(o Options) error {
 	q, kv, kvV := o.Heads*o.HeadDim, o.KVHeads*o.HeadDim, o.KVHeads*o.HeadDimV
 	type want struct {
+		name       string
 		t          *Tensor
 		cols, rows int
 		required   bool
 	}
 	wants := []want{
-		{w.TokenEmbd, o.Embd, o.Vocab, true},
-		{w.OutputNorm, o.Embd, 1, true},
-		{w.Output, o.Embd, o.Vocab, false},
+		{"token_embd.weight", w.TokenEmbd, o.Embd, o.Vocab, true},
+		{"output_norm.weight", w.OutputNorm, o.Embd, 1, true},
+		{"output.weight", w.Output, o.Embd, o.Vocab, false},
 	}
 	for i := range w.Blocks {
-		b := &w.Blocks[i]
+		b, p := &w.Blocks[i], fmt.Sprintf("blk.%d.", i)
 		wants = append(wants,
-			want{b.AttnNorm, o.Embd, 1, true},
-			want{b.Q, o.Embd, q, true},
-			want{b.K, o.Embd, kv, true},
-			want{b.V, o.Embd, kvV, true},
-			want{b.QBias, q, 1, o.QKVBias},
-			want{b.KBias, kv, 1, o.QKVBias},
-			want{b.VBias, kvV, 1, o.QKVBias},
-			want{b.QNorm, o.HeadDim, 1, o.QKNorm},
-			want{b.KNorm, o.HeadDim, 1, o.QKNorm},
-			want{b.Out, o.Heads * o.HeadDimV, o.Embd, true},
-			want{b.FFNNorm, o.Embd, 1, true},
-			want{b.Gate, o.Embd, o.FFN, true},
-			want{b.Up, o.Embd, o.FFN, true},
-			want{b.Down, o.FFN, o.Embd, true},
+			want{p + "attn_norm.weight", b.AttnNorm, o.Embd, 1, true},
+			want{p + "attn_q.weight", b.Q, o.Embd, q, true},
+			want{p + "attn_k.weight", b.K, o.Embd, kv, true},
+			want{p + "attn_v.weight", b.V, o.Embd, kvV, true},
+			want{p + "attn_q.bias", b.QBias, q, 1, o.QKVBias},
+			want{p + "attn_k.bias", b.KBias, kv, 1, o.QKVBias},
+			want{p + "attn_v.bias", b.VBias, kvV, 1, o.QKVBias},
+			want{p + "attn_q_norm.weight", b.QNorm, o.HeadDim, 1, o.QKNorm},
+			want{p + "attn_k_norm.weight", b.KNorm, o.HeadDim, 1, o.QKNorm},
+			want{p + "attn_output.weight", b.Out, o.Heads * o.HeadDimV, o.Embd, true},
+			want{p + "ffn_norm.weight", b.FFNNorm, o.Embd, 1, true},
+			want{p + "ffn_gate.weight", b.Gate, o.Embd, o.FFN, true},
+			want{p + "ffn_up.weight", b.Up, o.Embd, o.FFN, true},
+			want{p + "ffn_down.weight", b.Down, o.FFN, o.Embd, true},
 		)
 	}
 	for _, x := range wants {
 		if x.t == nil {
 			if x.required {
-				return fmt.Errorf("engine: a tensor that %s needs is missing (want [%d %d])", o.Arch, x.cols, x.rows)
+				return fmt.Errorf("engine: tensor %s is missing; %s needs it (want [%d %d])", x.name, o.Arch, x.cols, x.rows)
 			}
 			continue
 		}

@@ -60,6 +60,7 @@ func benchMul(b *testing.B, typ gguf.GGMLType, rows, cols, n int, tiled bool) {
 	for i := 0; i < b.N; i++ {
 		run()
 	}
+	b.StopTimer() // ns/op must not include the device teardown below
 	s := b.Elapsed().Seconds()
 	b.ReportMetric(float64(len(w))*float64(b.N)/s/1e9, "GB/s")
 	b.ReportMetric(2*float64(rows)*float64(cols)*float64(n)*float64(b.N)/s/1e9, "GFLOP/s")

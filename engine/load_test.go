@@ -1,0 +1,140 @@
+package engine
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/tools/modelgen"
+	"github.com/vkllm/vkllm/vk"
+	"github.com/vkllm/vkllm/vk/vktest"
+)
+
+// rewrite copies the GGUF file at path with edit applied to its metadata
+// and tensors, and returns the new file's path.
+func rewrite(t *testing.T, path string, edit func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool) string {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := gguf.NewWriter()
+	for _, kv := range f.KV {
+		w.MustSet(kv.Key, kv.Value)
+	}
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		if !edit(w, f, ti) {
+			continue
+		}
+		data, _ := f.TensorData(ti)
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit(w, f, nil)
+	out := filepath.Join(t.TempDir(), "edited.gguf")
+	if err := w.WriteFile(out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestLoadErrors(t *testing.T) {
+	base := genModel(t, modelgen.Options{Arch: "qwen2", Embd: 64, Layers: 1})
+	cases := []struct {
+		name string
+		edit func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool
+		want string
+	}{
+		{"unsupported architecture", func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool {
+			if ti == nil {
+				w.MustSet("general.architecture", "mamba")
+			}
+			return true
+		}, `unsupported architecture "mamba"`},
+		{"missing tensor", func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool {
+			return ti == nil || ti.Name != "blk.0.ffn_up.weight"
+		}, "blk.0.ffn_up.weight is missing"},
+		{"missing bias", func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool {
+			return ti == nil || ti.Name != "blk.0.attn_k.bias"
+		}, "blk.0.attn_k.bias"},
+		{"missing key", func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool {
+			if ti == nil {
+				w.MustSet("qwen2.block_count", "four")
+			}
+			return true
+		}, `"qwen2.block_count" has type string`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := rewrite(t, base, c.edit)
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			o, err := ReadOptions(f)
+			if err == nil {
+				_, err = LoadWeights(f, o)
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("loading = %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestUnsupportedTensorType(t *testing.T) {
+	base := genModel(t, modelgen.Options{Arch: "llama", Embd: 64, Layers: 1})
+	path := rewrite(t, base, func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool {
+		if ti != nil && ti.Name == "blk.0.attn_q.weight" {
+			// 64x64 IQ2_XXS: 256-element blocks of 66 bytes.
+			w.AddTensor(ti.Name, gguf.TypeIQ2_XXS, []uint64{256, 16}, make([]byte, 16*66))
+			return false
+		}
+		return true
+	})
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	o, err := ReadOptions(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadWeights(f, o); err == nil || !strings.Contains(err.Error(), "IQ2_XXS") || !strings.Contains(err.Error(), "blk.0.attn_q.weight") {
+		t.Fatalf("LoadWeights = %v, want an error naming IQ2_XXS and the tensor", err)
+	}
+}
+
+func TestDoesNotFit(t *testing.T) {
+	dev := vktest.Open(t, vk.Options{})
+	o, w := openModel(t, genModel(t, modelgen.Options{Arch: "llama", Embd: 64, Layers: 1}))
+	_, err := NewGPUModel(dev, o, w, GPUConfig{CtxSize: 1 << 20, Slots: 1024, BatchSize: 8})
+	if err == nil || !strings.Contains(err.Error(), "needs") || !strings.Contains(err.Error(), "has") {
+		t.Fatalf("NewGPUModel with a 2^20 x 1024 cache = %v, want an error saying what it needs and what the device has", err)
+	}
+}
+
+func TestBatchErrors(t *testing.T) {
+	o, w := openModel(t, genModel(t, modelgen.Options{Arch: "llama", Embd: 64, Layers: 1}))
+	cpu, err := NewCPUModel(o, w, 16, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []Batch{
+		{},
+		{Tokens: []int32{1}, Slots: []int32{0}, Pos: []int32{0}},
+		{Tokens: []int32{-1}, Slots: []int32{0}, Pos: []int32{0}, Logits: []bool{true}},
+		{Tokens: []int32{1}, Slots: []int32{2}, Pos: []int32{0}, Logits: []bool{true}},
+		{Tokens: []int32{1}, Slots: []int32{0}, Pos: []int32{16}, Logits: []bool{true}},
+	} {
+		if _, err := cpu.Forward(b); err == nil {
+			t.Errorf("Forward(%+v) succeeded, want an error", b)
+		}
+	}
+}
