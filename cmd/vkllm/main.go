@@ -16,6 +16,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"serve", "serve the HTTP API (completions, chat, embeddings, rerank, tokenize)", cmdServe},
 		{"run", "generate a continuation of a prompt", cmdRun},
 		{"perplexity", "measure perplexity over a text file", cmdPerplexity},
 		{"bench", "measure prompt processing and generation speed", cmdBench},
