@@ -29,10 +29,13 @@ func toCompletionLogprobs(lps []tokenLogprob) *completionLogprobs {
 		out.Tokens = append(out.Tokens, lp.text)
 		out.TextOffset = append(out.TextOffset, lp.offset)
 		out.TokenLogprobs = append(out.TokenLogprobs, lp.logprob)
+		// Keys are compared as JSON will write them (invalid UTF-8 bytes
+		// become U+FFFD), keeping the most likely of tokens that collide.
 		top := make(map[string]float32, len(lp.top))
 		for _, t := range lp.top {
-			if _, dup := top[t.text]; !dup {
-				top[t.text] = t.logprob
+			k := validText(t.text)
+			if _, dup := top[k]; !dup {
+				top[k] = t.logprob
 			}
 		}
 		out.TopLogprobs = append(out.TopLogprobs, top)

@@ -57,8 +57,15 @@ func (b *EngineBackend) Tokenize(text string, addSpecial, parseSpecial bool) ([]
 // Detokenize returns the text of tokens.
 func (b *EngineBackend) Detokenize(tokens []int32) (string, error) { return b.m.Tok.Decode(tokens) }
 
-// Piece returns the bytes token id adds to generated text.
-func (b *EngineBackend) Piece(id int32) []byte { return b.m.Tok.Piece(id) }
+// Piece returns the bytes token id adds to generated text: nothing for
+// control tokens, which are not rendered in output (as the reference's
+// server does by default).
+func (b *EngineBackend) Piece(id int32) []byte {
+	if b.m.Tok.IsControl(id) {
+		return nil
+	}
+	return b.m.Tok.Piece(id)
+}
 
 // IsEOG reports whether id ends generation.
 func (b *EngineBackend) IsEOG(id int32) bool { return b.m.Tok.IsEOG(id) }

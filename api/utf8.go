@@ -36,3 +36,22 @@ func validPrefixLen(b []byte) int {
 	}
 	return n
 }
+
+// validText replaces each byte of s that is not part of valid UTF-8 with
+// U+FFFD, as the JSON encoders do.
+func validText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	b := make([]byte, 0, len(s)+8)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, "\uFFFD"...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return string(b)
+}

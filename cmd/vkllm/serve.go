@@ -12,13 +12,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/vkllm/vkllm/api"
 	"github.com/vkllm/vkllm/engine"
-	"github.com/vkllm/vkllm/sampling"
 )
 
 // serveFlags are the flags of "vkllm serve".
@@ -77,13 +75,13 @@ func cmdServe(args []string) error {
 	if f.model == "" {
 		return errors.New("no model: pass -m file.gguf")
 	}
-	var pool *engine.Pooling
+	pool := engine.PoolNone // the model's own
 	if f.pooling != "" {
 		p, err := parsePooling(f.pooling)
 		if err != nil {
 			return err
 		}
-		pool = &p
+		pool = p
 	}
 	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
 	if f.logJSON {
@@ -125,11 +123,8 @@ func cmdServe(args []string) error {
 			return
 		}
 		model = m
-		b, err := newEngineBackend(m, f.model, f.parallel, pool)
-		if err == nil {
-			err = srv.Ready(b)
-		}
-		loaded <- err
+		name := strings.TrimSuffix(filepath.Base(f.model), filepath.Ext(f.model))
+		loaded <- srv.Ready(api.NewEngineBackend(m, name, pool))
 	}()
 
 	sig := make(chan os.Signal, 1)
@@ -179,130 +174,4 @@ func parsePooling(s string) (engine.Pooling, error) {
 		return engine.PoolLast, nil
 	}
 	return 0, fmt.Errorf("--pooling: %q is not one of mean, cls, last", s)
-}
-
-// engineBackend adapts an engine.Model to api.Backend: one KV-cache slot per
-// running sequence, the model's methods serialized by a mutex (the engine is
-// used from one goroutine at a time; the batching scheduler replaces this).
-type engineBackend struct {
-	m       *engine.Model
-	info    api.ModelInfo
-	pooling engine.Pooling
-	mu      sync.Mutex // serializes calls into m
-	slots   chan int   // free slot indices
-	eog     []int32
-}
-
-func newEngineBackend(m *engine.Model, path string, parallel int, pool *engine.Pooling) (*engineBackend, error) {
-	tok := m.Tok
-	info := api.ModelInfo{
-		Name:         strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)),
-		ContextSize:  m.CtxSize(),
-		VocabSize:    m.Opts.Vocab,
-		ChatTemplate: tok.ChatTemplate(),
-		AddBOS:       tok.AddBOS(),
-	}
-	if id, ok := tok.BOS(); ok {
-		info.BOSText = tok.TokenText(id)
-	}
-	if id, ok := tok.EOS(); ok {
-		info.EOSText = tok.TokenText(id)
-	}
-	b := &engineBackend{m: m, info: info, slots: make(chan int, parallel), eog: tok.EOGIDs(), pooling: engine.PoolMean}
-	for i := range parallel {
-		b.slots <- i
-	}
-	if pool != nil {
-		b.pooling = *pool
-	} else if v, err := m.File.Int(m.Opts.Arch + ".pooling_type"); err == nil && v > 0 {
-		b.pooling = engine.Pooling(v)
-	}
-	return b, nil
-}
-
-func (b *engineBackend) Info() api.ModelInfo { return b.info }
-
-func (b *engineBackend) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
-	return b.m.Tok.Encode(text, addSpecial, parseSpecial)
-}
-
-func (b *engineBackend) Detokenize(tokens []int32) (string, error) { return b.m.Tok.Decode(tokens) }
-
-func (b *engineBackend) Piece(id int32) []byte {
-	if b.m.Tok.IsControl(id) {
-		return nil
-	}
-	return b.m.Tok.Piece(id)
-}
-
-func (b *engineBackend) IsEOG(id int32) bool { return b.m.Tok.IsEOG(id) }
-func (b *engineBackend) EOG() []int32        { return b.eog }
-
-func (b *engineBackend) Generate(ctx context.Context, req *api.GenerateRequest, emit func(*api.Event) error) error {
-	chain, err := sampling.NewChain(req.Params, sampling.Vocab{Size: b.info.VocabSize, EOG: b.eog,
-		Tokenize: func(s string) ([]int32, error) { return b.m.Tok.Encode(s, false, false) }}, req.Constraint)
-	if err != nil {
-		return err
-	}
-	if err := chain.Prime(req.Prompt); err != nil {
-		return err
-	}
-	slot := <-b.slots
-	defer func() { b.slots <- slot }()
-	b.mu.Lock()
-	logits, err := b.m.Prefill(ctx, slot, 0, req.Prompt)
-	b.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	ev := &api.Event{}
-	pos := len(req.Prompt)
-	for n := 0; ; n++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		id, err := chain.Sample(logits)
-		if err != nil {
-			return err
-		}
-		if err := chain.Accept(id); err != nil {
-			return err
-		}
-		*ev = api.Event{Token: id, EOG: b.m.Tok.IsEOG(id), Top: ev.Top[:0]}
-		if req.Logprobs || req.TopLogprobs > 0 {
-			if ev.Logprob, err = chain.Logprob(id); err != nil {
-				return err
-			}
-			if ev.Top, err = chain.TopLogprobs(ev.Top, req.TopLogprobs); err != nil {
-				return err
-			}
-		}
-		if err := emit(ev); err != nil {
-			if errors.Is(err, api.ErrStop) {
-				return nil
-			}
-			return err
-		}
-		if ev.EOG || n+1 >= req.MaxTokens {
-			return nil
-		}
-		if pos >= b.info.ContextSize {
-			return api.ErrContextFull
-		}
-		b.mu.Lock()
-		logits, err = b.m.Step(slot, pos, id)
-		b.mu.Unlock()
-		if err != nil {
-			return err
-		}
-		pos++
-	}
-}
-
-func (b *engineBackend) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
-	slot := <-b.slots
-	defer func() { b.slots <- slot }()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.m.Embed(ctx, slot, tokens, b.pooling)
 }

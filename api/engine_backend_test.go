@@ -1,0 +1,152 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vkllm/vkllm/engine"
+	"github.com/vkllm/vkllm/tools/modelgen"
+)
+
+// loadTinyModel generates a tiny deterministic llama and loads it on the
+// Vulkan device (lavapipe in CI).
+func loadTinyModel(t *testing.T) *engine.Model {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := modelgen.WriteFile(path, modelgen.Options{Arch: "llama", Embd: 64, Layers: 2, Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.Load(path, engine.Config{CtxSize: 128, BatchSize: 64})
+	if err != nil {
+		t.Fatalf("engine.Load(%s) = %v", path, err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// greedy is the independent expectation: prefill and argmax decode with
+// the engine directly, then the tokenizer's decoder.
+func greedy(t *testing.T, m *engine.Model, prompt []int32, n int) string {
+	t.Helper()
+	logits, err := m.Prefill(context.Background(), 0, 0, prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	pos := len(prompt)
+	for range n {
+		best := 0
+		for i, v := range logits {
+			if v > logits[best] {
+				best = i
+			}
+		}
+		id := int32(best)
+		if m.Tok.IsEOG(id) {
+			break
+		}
+		if !m.Tok.IsControl(id) {
+			out = append(out, m.Tok.Piece(id)...)
+		}
+		if logits, err = m.Step(0, pos, id); err != nil {
+			t.Fatal(err)
+		}
+		pos++
+	}
+	return string(out)
+}
+
+func TestRealBackend(t *testing.T) {
+	m := loadTinyModel(t)
+	ts := newReadyServer(t, NewEngineBackend(m, "tiny", engine.PoolNone), Config{})
+	b := ts.s.backend
+
+	if r := ts.do("GET", "/health", ""); r.status != 200 {
+		t.Fatalf("GET /health = %d %s, want 200", r.status, r.body)
+	}
+	if r := ts.do("GET", "/v1/models", ""); jsonPath(decodeBody(t, r.body), "data", 0, "id") != "tiny" {
+		t.Errorf("GET /v1/models = %s, want id tiny", r.body)
+	}
+
+	prompt := "the quick brown fox"
+	toks, err := b.Tokenize(prompt, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := greedy(t, m, toks, 12)
+	body := `{"prompt":"` + prompt + `","max_tokens":12,"temperature":0,"logprobs":3}`
+	r := ts.post("/v1/completions", body)
+	mm := decodeBody(t, r.body)
+	if got := jsonPath(mm, "choices", 0, "text"); got != validText(want) {
+		t.Errorf("greedy completion = %q, want the engine's greedy %q", got, want)
+	}
+	if got := jsonPath(mm, "usage", "prompt_tokens"); got != float64(len(toks)) {
+		t.Errorf("usage.prompt_tokens = %v, want %d", got, len(toks))
+	}
+	// Greedy picks the most likely token: its logprob is the top one.
+	lp := jsonPath(mm, "choices", 0, "logprobs").(map[string]any)
+	for i, v := range lp["token_logprobs"].([]any) {
+		top := lp["top_logprobs"].([]any)[i].(map[string]any)
+		best := math.Inf(-1)
+		for _, x := range top {
+			best = math.Max(best, x.(float64))
+		}
+		if math.Abs(v.(float64)-best) > 1e-5 || v.(float64) > 0 {
+			t.Errorf("token_logprobs[%d] = %v, want the best of top_logprobs %v (<= 0)", i, v, best)
+		}
+	}
+
+	// The stream carries the same text.
+	r = ts.post("/v1/completions", `{"prompt":"`+prompt+`","max_tokens":12,"temperature":0,"stream":true}`)
+	var streamed strings.Builder
+	evs := parseSSE(t, r.body)
+	for _, ev := range evs[:len(evs)-1] {
+		streamed.WriteString(jsonPath(decodeBody(t, []byte(ev.data)), "choices", 0, "text").(string))
+	}
+	if streamed.String() != jsonPath(mm, "choices", 0, "text") {
+		t.Errorf("streamed text = %q, want the non-stream text %q", streamed.String(), jsonPath(mm, "choices", 0, "text"))
+	}
+
+	// Chat with the model's own template, streamed.
+	r = ts.post("/v1/chat/completions", `{"messages":[{"role":"system","content":"s"},{"role":"user","content":"hello"}],"max_tokens":6,"temperature":0,"stream":true}`)
+	evs = parseSSE(t, r.body)
+	if len(evs) < 3 || fmt.Sprint(jsonPath(decodeBody(t, []byte(evs[0].data)), "choices", 0, "delta")) != "map[role:assistant]" || evs[len(evs)-1].data != "[DONE]" {
+		t.Errorf("chat stream = %s, want role frame first and [DONE] last", r.body)
+	}
+
+	// Tokenize and detokenize round trip.
+	r = ts.post("/extras/tokenize", `{"input":"hello world"}`)
+	ids := decodeBody(t, r.body)["tokens"].([]any)
+	var list []string
+	for _, id := range ids {
+		list = append(list, fmt.Sprint(id))
+	}
+	r = ts.post("/extras/detokenize", `{"tokens":[`+strings.Join(list, ",")+`]}`)
+	if got := decodeBody(t, r.body)["text"]; !strings.HasSuffix(fmt.Sprint(got), "hello world") {
+		t.Errorf("detokenize(tokenize(hello world)) = %q, want it to end in hello world", got)
+	}
+
+	// Embeddings are unit vectors of the model's width.
+	r = ts.post("/v1/embeddings", `{"input":"hello world"}`)
+	vec := jsonPath(decodeBody(t, r.body), "data", 0, "embedding").([]any)
+	var norm float64
+	for _, x := range vec {
+		norm += x.(float64) * x.(float64)
+	}
+	if len(vec) != m.Opts.Embd || math.Abs(norm-1) > 1e-4 {
+		t.Errorf("embedding: %d values of norm² %v, want %d values of norm 1", len(vec), norm, m.Opts.Embd)
+	}
+
+	// A prompt over the context is a 400 naming both numbers.
+	long := strings.Repeat("fox ", 200)
+	ltoks, _ := b.Tokenize(long, true, true)
+	r = ts.post("/v1/completions", `{"prompt":"`+long+`"}`)
+	if msg := fmt.Sprint(errorOf(t, r.body)["message"]); r.status != 400 ||
+		!strings.Contains(msg, fmt.Sprintf("%d tokens", len(ltoks))) || !strings.Contains(msg, "context size is 128") {
+		t.Errorf("long prompt = %d %s, want 400 naming %d tokens and context 128", r.status, r.body, len(ltoks))
+	}
+}
