@@ -89,8 +89,10 @@ func TestDequantizeMatchesReference(t *testing.T) {
 			if len(exp.Tensors) == 0 {
 				t.Fatal("expected file has no tensors")
 			}
+			compared := 0
 			for _, et := range exp.Tensors {
 				want := f32Tensor(t, exp, et.Name)
+				compared += len(want)
 				qi, qdata := tensorBytes(t, src, et.Name)
 				if !strings.EqualFold(qi.Type.String(), name) {
 					t.Errorf("tensor %q has type %v, want %s", et.Name, qi.Type, name)
@@ -122,6 +124,7 @@ func TestDequantizeMatchesReference(t *testing.T) {
 						qi.Type, et.Name, mismatches, len(want), first, got[first], math.Float32bits(got[first]), want[first], math.Float32bits(want[first]))
 				}
 			}
+			t.Logf("%s: compared %d elements of %d tensors bit for bit", name, compared, len(exp.Tensors))
 		})
 	}
 }
