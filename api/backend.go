@@ -67,6 +67,11 @@ type Backend interface {
 	// be part of a UTF-8 character, empty for control tokens. The returned
 	// slice must not be modified.
 	Piece(id int32) []byte
+	// TokenText returns the vocabulary entry of id, the text of special and
+	// control tokens included ("" out of range). The API uses it to keep
+	// tool-call markers such as Mistral's [TOOL_CALLS] or Llama's
+	// <|python_tag|> in the output of requests with tools.
+	TokenText(id int32) string
 	// IsEOG reports whether id ends generation (EOS, EOT, ...).
 	IsEOG(id int32) bool
 	// EOG returns every end-of-generation token id.

@@ -208,7 +208,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 	var cands []*candidate
 	for j := 0; j < req.bestOf; j++ {
 		c, err := s.generate(gctx, &genSpec{prompt: pc.prompt, g: req.genRequest, seed: seedFor(req.genRequest, j),
-			maxTokens: s.maxTokensFor(req.genRequest, len(pc.prompt)), constraint: pc.factory, wantLogprob: req.logprobs}, nil)
+			maxTokens: s.maxTokensFor(req.genRequest, len(pc.prompt)), constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive}, nil)
 		if err != nil {
 			s.writeError(ctx, modelError(err))
 			return handlerResult{}
@@ -290,7 +290,7 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 			return send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &t}, Logprobs: chatLP(req.logprobs, lps)})
 		}
 		c, err := s.generate(gctx, &genSpec{prompt: pc.prompt, g: req.genRequest, seed: seedFor(req.genRequest, j),
-			maxTokens: s.maxTokensFor(req.genRequest, len(pc.prompt)), constraint: pc.factory, wantLogprob: req.logprobs}, onText)
+			maxTokens: s.maxTokensFor(req.genRequest, len(pc.prompt)), constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive}, onText)
 		if err != nil {
 			if sse.err != nil {
 				return u.CompletionTokens, 499

@@ -121,8 +121,8 @@ func TestCompletions(t *testing.T) {
 		if fmt.Sprint(toks) != "[o n e]" || fmt.Sprint(lp["text_offset"]) != "[1 2 3]" {
 			t.Errorf("logprobs tokens/text_offset = %v/%v, want [o n e]/[1 2 3]", toks, lp["text_offset"])
 		}
-		// The scripted token has logit 20 against 258 zeros.
-		want := -math.Log1p(258 * math.Exp(-20))
+		// The scripted token has logit 20 against fakeVocab-1 zeros.
+		want := -math.Log1p((fakeVocab - 1) * math.Exp(-20))
 		for i, v := range lp["token_logprobs"].([]any) {
 			if math.Abs(v.(float64)-want) > 1e-6 {
 				t.Errorf("token_logprobs[%d] = %v, want %v", i, v, want)
@@ -148,7 +148,7 @@ func TestCompletions(t *testing.T) {
 		}
 		m3 := decodeBody(t, ts.post("/v1/completions", `{"prompt":"x","max_tokens":3,"best_of":3,"n":1,"seed":10,"temperature":0,"logprobs":1}`).body)
 		got := jsonPath(m3, "choices", 0, "logprobs", "token_logprobs", 0).(float64)
-		want := -math.Log1p(258 * math.Exp(-6))
+		want := -math.Log1p((fakeVocab - 1) * math.Exp(-6))
 		if math.Abs(got-want) > 1e-5 {
 			t.Errorf("best_of 3 chose a candidate with logprob %v, want the strongest one %v", got, want)
 		}
@@ -328,6 +328,22 @@ func TestChatToolCalls(t *testing.T) {
 		}
 		if texts[0] != call+" and some more prose" {
 			t.Errorf("tool_choice none content = %q, want the unconstrained text", texts[0])
+		}
+	})
+	t.Run("mistral control token kept with tools", func(t *testing.T) {
+		f.reply = func(string) string { return `[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Rome"}}]` }
+		defer func() { f.reply = func(string) string { return call } }()
+		for _, choice := range []string{`"auto"`, `"required"`} {
+			r := ts.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"weather?"}],"template":"mistral-instruct","temperature":0,"max_tokens":200,`+weatherTools+`,"tool_choice":`+choice+`}`)
+			m := decodeBody(t, r.body)
+			if jsonPath(m, "choices", 0, "message", "tool_calls", 0, "function", "arguments") != `{"city":"Rome"}` {
+				t.Errorf("tool_choice %s: [TOOL_CALLS] output = %s, want a get_weather call for Rome", choice, r.body)
+			}
+		}
+		// Without tools the control token renders nothing.
+		r := ts.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"weather?"}],"template":"mistral-instruct","temperature":0,"max_tokens":200}`)
+		if got := jsonPath(decodeBody(t, r.body), "choices", 0, "message", "content"); got != `[{"name": "get_weather", "arguments": {"city": "Rome"}}]` {
+			t.Errorf("content without tools = %v, want the text without the control token", got)
 		}
 	})
 	t.Run("earlier tool use rendered", func(t *testing.T) {

@@ -67,6 +67,9 @@ func (b *EngineBackend) Piece(id int32) []byte {
 	return b.m.Tok.Piece(id)
 }
 
+// TokenText returns the vocabulary entry of id.
+func (b *EngineBackend) TokenText(id int32) string { return b.m.Tok.TokenText(id) }
+
 // IsEOG reports whether id ends generation.
 func (b *EngineBackend) IsEOG(id int32) bool { return b.m.Tok.IsEOG(id) }
 

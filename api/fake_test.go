@@ -11,7 +11,8 @@ import (
 )
 
 // fakeBackend is a deterministic Backend over a byte vocabulary: ids 0-2
-// are <unk>, <s> (BOS) and </s> (EOS); id 3+b is byte b. Generation runs a
+// are <unk>, <s> (BOS) and </s> (EOS); id 3+b is byte b; id 259 is the
+// control token [TOOL_CALLS] (no output bytes, as in Mistral vocabularies). Generation runs a
 // real sampling chain over logits that favour the bytes of reply(prompt)
 // and then EOS, so grammars, logprobs and seeds behave as with a model.
 type fakeBackend struct {
@@ -32,7 +33,10 @@ type fakeBackend struct {
 	maxSeen   atomic.Int32
 }
 
-const fakeVocab = 259
+const (
+	fakeVocab     = 260
+	fakeToolCalls = 259
+)
 
 func newFake() *fakeBackend {
 	return &fakeBackend{ctxSize: 512, reply: func(string) string { return "Hello, world! This is the fake model." }}
@@ -53,6 +57,10 @@ func (f *fakeBackend) Tokenize(text string, addSpecial, parseSpecial bool) ([]in
 			out, i = append(out, 1), i+3
 			continue
 		}
+		if parseSpecial && strings.HasPrefix(text[i:], "[TOOL_CALLS]") {
+			out, i = append(out, fakeToolCalls), i+len("[TOOL_CALLS]")
+			continue
+		}
 		if parseSpecial && strings.HasPrefix(text[i:], "</s>") {
 			out, i = append(out, 2), i+4
 			continue
@@ -71,6 +79,8 @@ func (f *fakeBackend) Detokenize(tokens []int32) (string, error) {
 			b.WriteString("<s>")
 		case id == 2:
 			b.WriteString("</s>")
+		case id == fakeToolCalls:
+			b.WriteString("[TOOL_CALLS]")
 		case id >= 3 && id < fakeVocab:
 			b.WriteByte(byte(id - 3))
 		case id == 0:
@@ -83,7 +93,7 @@ func (f *fakeBackend) Detokenize(tokens []int32) (string, error) {
 
 var fakePieces = func() [][]byte {
 	p := make([][]byte, fakeVocab)
-	for i := 3; i < fakeVocab; i++ {
+	for i := 3; i < fakeToolCalls; i++ {
 		p[i] = []byte{byte(i - 3)}
 	}
 	return p
@@ -94,6 +104,20 @@ func (f *fakeBackend) Piece(id int32) []byte {
 		return nil
 	}
 	return fakePieces[id]
+}
+
+func (f *fakeBackend) TokenText(id int32) string {
+	switch id {
+	case 0:
+		return "<unk>"
+	case 1:
+		return "<s>"
+	case 2:
+		return "</s>"
+	case fakeToolCalls:
+		return "[TOOL_CALLS]"
+	}
+	return string(f.Piece(id))
 }
 
 func (f *fakeBackend) IsEOG(id int32) bool { return id == 2 }
@@ -112,7 +136,7 @@ func (f *fakeBackend) Generate(ctx context.Context, req *GenerateRequest, emit f
 	if err != nil {
 		return err
 	}
-	script := []byte(f.reply(prompt))
+	script, _ := f.Tokenize(f.reply(prompt), false, true)
 	strength := float32(20)
 	if f.strength != nil {
 		strength = f.strength(req.Params.Seed)
@@ -150,7 +174,7 @@ func (f *fakeBackend) Generate(ctx context.Context, req *GenerateRequest, emit f
 		}
 		want := int32(2)
 		if i < len(script) {
-			want = int32(script[i]) + 3
+			want = script[i]
 		}
 		logits[want] = strength
 		id, err := chain.Sample(logits)

@@ -69,6 +69,9 @@ type Server struct {
 	vocabOnce sync.Once
 	vocab     *grammar.Vocab
 	vocabErr  error
+	// preserved maps control tokens that mark tool calls to their text;
+	// requests with tools render them (llama.cpp's preserved tokens).
+	preserved map[int32][]byte
 
 	slots   chan struct{} // one per parallel sequence
 	waiting atomic.Int32  // requests queued or running
@@ -142,6 +145,16 @@ func (s *Server) Ready(b Backend) error {
 		return fmt.Errorf("--chat-template: %v", err)
 	}
 	s.backend, s.info, s.defTmpl = b, info, t
+	s.preserved = map[int32][]byte{}
+	for id := range int32(info.VocabSize) {
+		if len(b.Piece(id)) > 0 {
+			continue
+		}
+		switch txt := b.TokenText(id); txt {
+		case "[TOOL_CALLS]", "<|python_tag|>", "<tool_call>", "</tool_call>":
+			s.preserved[id] = []byte(txt)
+		}
+	}
 	s.state.Store(stateReady)
 	return nil
 }
@@ -352,11 +365,23 @@ func (s *Server) grammarVocab() (*grammar.Vocab, error) {
 		n := s.info.VocabSize
 		toks := make([][]byte, n)
 		for i := range toks {
-			toks[i] = s.backend.Piece(int32(i))
+			toks[i] = s.piece(int32(i), true)
 		}
 		s.vocab, s.vocabErr = grammar.NewVocab(toks, s.backend.EOG())
 	})
 	return s.vocab, s.vocabErr
+}
+
+// piece returns the output bytes of id; with tools, the tool-call marker
+// tokens render as their text.
+func (s *Server) piece(id int32, tools bool) []byte {
+	p := s.backend.Piece(id)
+	if len(p) == 0 && tools {
+		if t, ok := s.preserved[id]; ok {
+			return t
+		}
+	}
+	return p
 }
 
 // promptTooLong is the 400 for a prompt that does not fit the context.
