@@ -5,7 +5,7 @@ PKGS      := glslc libvulkan-dev libvulkan1 mesa-vulkan-drivers vulkan-validatio
 MODEL     ?= testdata/tmp/default-llama-q8_0.gguf
 TEST_FLAGS ?= -timeout 30m
 
-.PHONY: all deps shaders build test vet run bench clean fuzz default-model
+.PHONY: all deps shaders build test vet run bench clean fuzz default-model conformance-client
 
 all: build
 
@@ -20,10 +20,12 @@ deps:
 	else \
 		command -v glslc >/dev/null 2>&1 || missing="$(PKGS)"; \
 	fi; \
+	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	if [ -z "$$missing" ]; then echo "deps: all present"; exit 0; fi; \
 	if ! command -v apt-get >/dev/null 2>&1; then \
 		echo "deps: install these packages (or your system's equivalents):$$missing"; \
-		echo "  glslc (shaderc), the Vulkan loader and headers, a Vulkan driver (Mesa lavapipe works), Khronos validation layers"; \
+		echo "  glslc (shaderc), the Vulkan loader and headers, a Vulkan driver (Mesa lavapipe works), Khronos validation layers,"; \
+		echo "  and Node.js with npm (only for the OpenAI-client conformance test)"; \
 		exit 1; \
 	fi; \
 	SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
@@ -49,9 +51,14 @@ $(MODEL):
 run: build default-model
 	$(BIN) serve -m $(MODEL) $(ARGS)
 
-test: deps shaders
+# conformance-client installs the pinned official openai npm client that
+# api's conformance test drives (api/conformance/node_modules, git-ignored).
+conformance-client: deps
+	cd api/conformance && npm ci --no-audit --no-fund --loglevel=error
+
+test: deps shaders conformance-client
 	$(GO) vet ./...
-	$(GO) test $(TEST_FLAGS) ./...
+	VKLLM_CONFORMANCE=1 $(GO) test $(TEST_FLAGS) ./...
 
 bench: deps shaders
 	$(GO) test -run '^$$' -bench . -benchtime 2x ./...
