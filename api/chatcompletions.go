@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"github.com/vkllm/vkllm/sampling"
 	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
@@ -140,9 +141,13 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 	}
 	pc.prompt = toks
 	src, root, param := req.grammar, req.grammarRoot, "grammar"
-	if pc.toolsActive && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed) {
+	lazy := false
+	if pc.toolsActive {
+		// Calls are grammar-constrained: from the start when a call is
+		// required, from the format's trigger on for "auto".
 		opts := grammar.ToolCallOptions{Format: t.format, Parallel: req.parallelCall}
-		if req.toolChoice == toolChoiceNamed {
+		if req.toolChoice == toolChoiceNamed || t.format == grammar.ToolFormatGeneric {
+			// The generic prompt asks for {"tool_call": ...}: one call.
 			opts.Function = req.toolName
 			opts.Parallel = false
 		}
@@ -151,12 +156,29 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 			return nil, badRequest("tools", "tools: %v", err)
 		}
 		src, root, param = g, "root", "tools"
+		lazy = req.toolChoice == toolChoiceAuto
 	}
-	f, e := s.grammarConstraint(src, root, param)
-	if e != nil {
-		return nil, e
+	if !lazy {
+		f, e := s.grammarConstraint(src, root, param)
+		if e != nil {
+			return nil, e
+		}
+		pc.factory = f
+		return pc, nil
 	}
-	pc.factory = f
+	gr, err := grammar.Parse(src, root)
+	if err != nil {
+		return nil, badRequest(param, "%s: %v", param, err)
+	}
+	v, err := s.grammarVocab()
+	if err != nil {
+		return nil, errorf(500, "", "preparing the vocabulary for grammars: %v", err)
+	}
+	trigger := []byte(grammar.ToolCallTrigger(t.format))
+	pc.factory = func() (sampling.Constraint, error) {
+		return &lazyConstraint{trigger: trigger, piece: func(id int32) []byte { return s.piece(id, true) },
+			newMatcher: func() *grammar.Matcher { return grammar.NewMatcher(gr, v) }}, nil
+	}
 	return pc, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
 func TestTextStream(t *testing.T) {
@@ -169,4 +171,49 @@ func FuzzDecodeChat(f *testing.F) {
 		decodeRerank(body)
 		decodeDetokenize(body, 100)
 	})
+}
+
+func TestLazyConstraint(t *testing.T) {
+	f := newFake()
+	src, err := grammar.ToolCallGrammar([]grammar.ToolFunction{{Name: "f", Parameters: []byte(`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}`)}},
+		grammar.ToolCallOptions{Format: grammar.ToolFormatHermes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := grammar.Parse(src, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := grammar.NewVocab(fakePieces, f.EOG())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &lazyConstraint{trigger: []byte("<tool_call>"), piece: f.Piece, newMatcher: func() *grammar.Matcher { return grammar.NewMatcher(g, v) }}
+	masked := func() (x, nl bool) {
+		logits := make([]float32, fakeVocab)
+		if err := c.Mask(logits); err != nil {
+			t.Fatal(err)
+		}
+		return logits['x'+3] < -1e30, logits['\n'+3] < -1e30
+	}
+	feed := func(s string) {
+		ids, _ := f.Tokenize(s, false, false)
+		for _, id := range ids {
+			if err := c.Accept(id); err != nil {
+				t.Fatalf("Accept(%q) = %v", s, err)
+			}
+		}
+	}
+	feed("Sure, x: <tool_ca")
+	if x, nl := masked(); x || nl {
+		t.Errorf("before the trigger: x masked %v, newline masked %v, want nothing masked", x, nl)
+	}
+	feed("ll>")
+	if x, nl := masked(); !x || nl {
+		t.Errorf("after the trigger: x masked %v, newline masked %v, want x masked and newline allowed", x, nl)
+	}
+	feed("\n{\"name\": \"f\", \"arguments\": {\"a\": 1")
+	if err := c.Accept('x' + 3); err == nil {
+		t.Errorf("Accept(x) inside the call = nil, want the grammar's rejection")
+	}
 }
