@@ -74,3 +74,15 @@ func TestGetRows(t *testing.T) {
 		})
 	}
 }
+
+// TestGetRowsManyIds gathers more ids than one grid dimension holds
+// (65535 on most devices), so the ids spread over y and z.
+func TestGetRowsManyIds(t *testing.T) {
+	g := newRig(t)
+	const rows, cols, n = 100, 32, 70001
+	ids := make([]int32, n)
+	for i := range ids {
+		ids[i] = int32(g.r.IntN(rows+2)) - 1 // includes -1 and rows
+	}
+	testGetRows(t, g, gguf.TypeQ8_0, rows, cols, 0, ids, 0)
+}
