@@ -304,3 +304,27 @@ func TestPrepareWeight(t *testing.T) {
 		t.Error("PrepareWeight(Q4_0, 48 columns) succeeded, want an error")
 	}
 }
+
+// TestWeightKernelsDeterministic runs MatVec and MatMul twice on the same
+// inputs: the outputs must be bit-identical (fixed reduction order), which
+// greedy decoding relies on.
+func TestWeightKernelsDeterministic(t *testing.T) {
+	g := newRig(t)
+	const rows, cols = 77, 512
+	typ := gguf.TypeQ6_K
+	w := g.upWeight(typ, randomWeights(g.r, typ, rows, cols), rows, cols, 0)
+	for _, n := range []int{5, 40} {
+		x := g.upF32(randomVector(g.r, n*cols))
+		var out [2][]uint32
+		for i := range out {
+			y := g.buf(4 * n * rows)
+			g.run(func(c *vk.Cmd) error { return g.k.MulMat(c, w, x, n, y) })
+			out[i] = g.downU32(y, n*rows)
+		}
+		for i := range out[0] {
+			if out[0][i] != out[1][i] {
+				t.Fatalf("MulMat(%v %dx%d, n=%d) y[%d] = %#x then %#x, want identical runs", typ, rows, cols, n, i, out[0][i], out[1][i])
+			}
+		}
+	}
+}
