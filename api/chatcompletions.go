@@ -287,6 +287,7 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		}
 		return err
 	}
+	fast := newChunkBuf(id, "chat.completion.chunk", created, s.info.Name)
 	u := usage{PromptTokens: len(pc.prompt) * req.n}
 	for j := 0; j < req.n; j++ {
 		if send(chatChunkChoice{Index: j, Delta: chatDelta{Role: "assistant"}}) != nil {
@@ -294,6 +295,17 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		}
 		var held strings.Builder // text that may be a tool call
 		holding := pc.toolsActive
+		sendText := func(text []byte, lps []tokenLogprob) error {
+			if req.logprobs {
+				t := string(text)
+				return send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &t}, Logprobs: chatLP(true, lps)})
+			}
+			err := sse.data(fast.chatContent(j, text))
+			if err != nil {
+				cancel()
+			}
+			return err
+		}
 		onText := func(text []byte, lps []tokenLogprob) error {
 			if holding {
 				held.Write(text)
@@ -303,13 +315,12 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 				holding = false
 				t := held.String()
 				held.Reset()
-				return send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &t}, Logprobs: chatLP(req.logprobs, lps)})
+				return sendText([]byte(t), lps)
 			}
 			if len(text) == 0 && len(lps) == 0 {
 				return nil
 			}
-			t := string(text)
-			return send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &t}, Logprobs: chatLP(req.logprobs, lps)})
+			return sendText(text, lps)
 		}
 		c, err := s.generate(gctx, &genSpec{prompt: pc.prompt, g: req.genRequest, seed: seedFor(req.genRequest, j),
 			maxTokens: s.maxTokensFor(req.genRequest, len(pc.prompt)), constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive}, onText)

@@ -201,7 +201,19 @@ func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, 
 	factory constraintFactory, id string, created int64) (int, int) {
 	chunk := completionBody{ID: id, Object: "text_completion", Created: created, Model: s.info.Name,
 		Choices: make([]completionChoice, 1)}
-	send := func(index int, text string, lps []tokenLogprob, finish *string) error {
+	var send func(index int, text string, lps []tokenLogprob, finish *string) error
+	fast := newChunkBuf(id, "text_completion", created, s.info.Name)
+	sendText := func(index int, text []byte, lps []tokenLogprob) error {
+		if req.logprobs {
+			return send(index, string(text), lps, nil)
+		}
+		err := sse.data(fast.completionText(index, text))
+		if err != nil {
+			cancel()
+		}
+		return err
+	}
+	send = func(index int, text string, lps []tokenLogprob, finish *string) error {
 		chunk.Choices[0] = completionChoice{Text: text, Index: index, FinishReason: finish}
 		if req.logprobs {
 			chunk.Choices[0].Logprobs = toCompletionLogprobs(lps)
@@ -228,7 +240,7 @@ func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, 
 			c, err := s.generate(gctx, &genSpec{prompt: p.tokens, g: req.genRequest, seed: seedFor(req.genRequest, j),
 				maxTokens: s.maxTokensFor(req.genRequest, len(p.tokens)), constraint: factory,
 				textOffset: off, wantLogprob: req.logprobs},
-				func(text []byte, lps []tokenLogprob) error { return send(index, string(text), lps, nil) })
+				func(text []byte, lps []tokenLogprob) error { return sendText(index, text, lps) })
 			if err != nil {
 				if sse.err != nil {
 					return u.CompletionTokens, 499

@@ -217,3 +217,25 @@ func TestLazyConstraint(t *testing.T) {
 		t.Errorf("Accept(x) inside the call = nil, want the grammar's rejection")
 	}
 }
+
+func TestChunkBuf(t *testing.T) {
+	c := newChunkBuf("chatcmpl-x", "chat.completion.chunk", 7, "m\"1")
+	cases := []struct {
+		name string
+		got  string // copied: the buffer is reused
+		want string
+	}{
+		{"chat", string(c.chatContent(2, []byte("hé\n"))), `{"id":"chatcmpl-x","object":"chat.completion.chunk","created":7,"model":"m\"1","choices":[{"index":2,"delta":{"content":"hé\n"},"finish_reason":null}]}`},
+		{"completion", string(c.completionText(0, []byte("a\"b"))), `{"id":"chatcmpl-x","object":"chat.completion.chunk","created":7,"model":"m\"1","choices":[{"text":"a\"b","index":0,"logprobs":null,"finish_reason":null}]}`},
+	}
+	for _, tc := range cases {
+		if tc.got != tc.want {
+			t.Errorf("%s chunk = %s, want %s", tc.name, tc.got, tc.want)
+		}
+	}
+	s := newSSEWriter(bufio.NewWriter(&failWriter{n: 1 << 30}))
+	text := []byte("hello")
+	if n := testing.AllocsPerRun(100, func() { s.data(c.chatContent(0, text)) }); n != 0 {
+		t.Errorf("a chat content event allocates %v times, want 0", n)
+	}
+}

@@ -1,6 +1,9 @@
 package api
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
+	"unsafe"
+)
 
 func decodeRune(s string) (rune, int) { return utf8.DecodeRuneInString(s) }
 
@@ -55,3 +58,6 @@ func validText(s string) string {
 	}
 	return string(b)
 }
+
+// unsafeString views b as a string for read-only use within the call.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
