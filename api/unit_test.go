@@ -220,13 +220,16 @@ func TestLazyConstraint(t *testing.T) {
 
 func TestChunkBuf(t *testing.T) {
 	c := newChunkBuf("chatcmpl-x", "chat.completion.chunk", 7, "m\"1")
+	// Copied one at a time: the buffer is reused by the next call.
+	chat := string(c.chatContent(2, []byte("hé\n")))
+	completion := string(c.completionText(0, []byte("a\"b")))
 	cases := []struct {
 		name string
-		got  string // copied: the buffer is reused
+		got  string
 		want string
 	}{
-		{"chat", string(c.chatContent(2, []byte("hé\n"))), `{"id":"chatcmpl-x","object":"chat.completion.chunk","created":7,"model":"m\"1","choices":[{"index":2,"delta":{"content":"hé\n"},"finish_reason":null}]}`},
-		{"completion", string(c.completionText(0, []byte("a\"b"))), `{"id":"chatcmpl-x","object":"chat.completion.chunk","created":7,"model":"m\"1","choices":[{"text":"a\"b","index":0,"logprobs":null,"finish_reason":null}]}`},
+		{"chat", chat, `{"id":"chatcmpl-x","object":"chat.completion.chunk","created":7,"model":"m\"1","choices":[{"index":2,"delta":{"content":"hé\n"},"finish_reason":null}]}`},
+		{"completion", completion, `{"id":"chatcmpl-x","object":"chat.completion.chunk","created":7,"model":"m\"1","choices":[{"text":"a\"b","index":0,"logprobs":null,"finish_reason":null}]}`},
 	}
 	for _, tc := range cases {
 		if tc.got != tc.want {
