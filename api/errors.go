@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Error is an API error: the HTTP status, the message and the request field
@@ -15,7 +16,7 @@ type Error struct {
 
 // Error returns the message, prefixed by the field when there is one.
 func (e *Error) Error() string {
-	if e.Param != "" && !startsWithParam(e.Message, e.Param) {
+	if e.Param != "" && !startsWithParam(e.Message, e.Param) && !strings.Contains(e.Message, `"`+e.Param+`"`) {
 		return e.Param + ": " + e.Message
 	}
 	return e.Message

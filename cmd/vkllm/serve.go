@@ -51,7 +51,7 @@ func cmdServe(args []string) error {
 	f.register(fs, envInt("VKLLM_CTX_SIZE", 0))
 	fs.StringVar(&f.host, "host", envOr("VKLLM_HOST", "127.0.0.1"), "listen `address` ($VKLLM_HOST)")
 	fs.IntVar(&f.port, "port", envInt("VKLLM_PORT", 8080), "listen `port` ($VKLLM_PORT)")
-	fs.IntVar(&f.parallel, "parallel", envInt("VKLLM_PARALLEL", 1), "sequences generated at once, each with its own KV-cache slot ($VKLLM_PARALLEL)")
+	fs.IntVar(&f.parallel, "parallel", envInt("VKLLM_PARALLEL", 1), "requests admitted to the model at once; the rest wait in the FIFO queue ($VKLLM_PARALLEL)")
 	fs.IntVar(&f.queueSize, "queue-size", envInt("VKLLM_QUEUE_SIZE", 64), "requests that may wait for the model; more get 503 at once ($VKLLM_QUEUE_SIZE)")
 	fs.StringVar(&f.apiKey, "api-key", os.Getenv("VKLLM_API_KEY"), "require \"Authorization: Bearer `key`\" on every request ($VKLLM_API_KEY; default none)")
 	fs.StringVar(&f.alias, "model-alias", os.Getenv("VKLLM_MODEL_ALIAS"), "model `id` in /v1/models and responses ($VKLLM_MODEL_ALIAS; default the file name)")
@@ -60,7 +60,7 @@ func cmdServe(args []string) error {
 	fs.StringVar(&f.pooling, "pooling", os.Getenv("VKLLM_POOLING"), "embedding pooling: mean, cls or last ($VKLLM_POOLING; default the model's {arch}.pooling_type, mean when absent)")
 	fs.IntVar(&f.maxBody, "max-request-bytes", envInt("VKLLM_MAX_REQUEST_BYTES", 16<<20), "largest request body in `bytes` ($VKLLM_MAX_REQUEST_BYTES)")
 	fs.DurationVar(&f.readTimeout, "read-timeout", envDuration("VKLLM_READ_TIMEOUT", 60*time.Second), "time to read a request ($VKLLM_READ_TIMEOUT)")
-	fs.DurationVar(&f.writeTimeout, "timeout", envDuration("VKLLM_TIMEOUT", 10*time.Minute), "time to answer a non-streaming request ($VKLLM_TIMEOUT)")
+	fs.DurationVar(&f.writeTimeout, "timeout", envDuration("VKLLM_TIMEOUT", 10*time.Minute), "time to write a response, streams included ($VKLLM_TIMEOUT)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", envDuration("VKLLM_SHUTDOWN_TIMEOUT", 10*time.Second), "on SIGINT/SIGTERM, time for open streams to end before they are cut ($VKLLM_SHUTDOWN_TIMEOUT)")
 	fs.BoolVar(&f.logJSON, "log-json", os.Getenv("VKLLM_LOG_JSON") == "1", "log as JSON lines instead of text ($VKLLM_LOG_JSON=1)")
 	if err := fs.Parse(args); err != nil {
