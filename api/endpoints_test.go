@@ -462,6 +462,14 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+func TestBodyTooLarge(t *testing.T) {
+	ts := newReadyServer(t, newFake(), Config{MaxRequestBytes: 1024})
+	r := ts.post("/v1/completions", `{"prompt":"`+strings.Repeat("x", 2000)+`"}`)
+	if r.status != 413 || !strings.Contains(fmt.Sprint(errorOf(t, r.body)["message"]), "1024 bytes") {
+		t.Errorf("2 KB body with a 1 KB limit = %d %s, want 413 naming the limit", r.status, r.body)
+	}
+}
+
 func TestStreamValidationError(t *testing.T) {
 	ts := newReadyServer(t, newFake(), Config{})
 	for _, body := range []string{

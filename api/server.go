@@ -107,14 +107,21 @@ func NewServer(cfg Config) *Server {
 	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Parallel)}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.srv = &fasthttp.Server{
-		Handler:               s.Handler(),
-		Name:                  "vkllm",
-		MaxRequestBodySize:    cfg.MaxRequestBytes,
-		ReadTimeout:           cfg.ReadTimeout,
-		WriteTimeout:          cfg.WriteTimeout,
-		NoDefaultServerHeader: false,
-		CloseOnShutdown:       true,
-		Logger:                fasthttpLogger{cfg.Logger},
+		Handler:            s.Handler(),
+		Name:               "vkllm",
+		MaxRequestBodySize: cfg.MaxRequestBytes,
+		ReadTimeout:        cfg.ReadTimeout,
+		WriteTimeout:       cfg.WriteTimeout,
+		CloseOnShutdown:    true,
+		Logger:             fasthttpLogger{cfg.Logger},
+		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
+			// Requests fasthttp cannot read get the API's error body too.
+			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+				s.writeError(ctx, errorf(413, "", "request body too large: the limit is %d bytes", cfg.MaxRequestBytes))
+				return
+			}
+			s.writeError(ctx, badRequest("", "cannot read the request: %v", err))
+		},
 	}
 	return s
 }
