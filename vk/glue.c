@@ -259,3 +259,64 @@ void* vkllm_loader_gipa(void) {
 	if (!lib) return NULL;
 	return dlsym(lib, "vkGetInstanceProcAddr");
 }
+
+VkResult vkllm_create_pipeline(vkllm_ctx* c, VkDevice dev, const uint32_t* code, size_t code_size,
+		uint32_t bindings, uint32_t push_size, const uint32_t* spec, uint32_t n_spec, vkllm_pipeline* out) {
+	PFN_vkCreateShaderModule create_module = (PFN_vkCreateShaderModule)c->gipa(c->inst, "vkCreateShaderModule");
+	PFN_vkCreateDescriptorSetLayout create_set_layout = (PFN_vkCreateDescriptorSetLayout)c->gipa(c->inst, "vkCreateDescriptorSetLayout");
+	PFN_vkCreatePipelineLayout create_layout = (PFN_vkCreatePipelineLayout)c->gipa(c->inst, "vkCreatePipelineLayout");
+	PFN_vkCreateComputePipelines create_pipelines = (PFN_vkCreateComputePipelines)c->gipa(c->inst, "vkCreateComputePipelines");
+	if (!create_module || !create_set_layout || !create_layout || !create_pipelines) return VK_ERROR_INITIALIZATION_FAILED;
+	if (bindings > VKLLM_MAX_BINDINGS || n_spec > VKLLM_MAX_SPEC) return VK_ERROR_INITIALIZATION_FAILED;
+	out->step = 0;
+	VkShaderModuleCreateInfo smci = {VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+	smci.codeSize = code_size;
+	smci.pCode = code;
+	VkResult r = create_module(dev, &smci, NULL, &out->module);
+	if (r != VK_SUCCESS) return r;
+	out->step = 1;
+	VkDescriptorSetLayoutBinding binds[VKLLM_MAX_BINDINGS];
+	for (uint32_t i = 0; i < bindings; i++) {
+		VkDescriptorSetLayoutBinding b = {0};
+		b.binding = i;
+		b.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+		b.descriptorCount = 1;
+		b.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+		binds[i] = b;
+	}
+	VkDescriptorSetLayoutCreateInfo dslci = {VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+	dslci.bindingCount = bindings;
+	dslci.pBindings = binds;
+	r = create_set_layout(dev, &dslci, NULL, &out->set_layout);
+	if (r != VK_SUCCESS) return r;
+	out->step = 2;
+	VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size};
+	VkPipelineLayoutCreateInfo plci = {VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+	plci.setLayoutCount = 1;
+	plci.pSetLayouts = &out->set_layout;
+	if (push_size > 0) {
+		plci.pushConstantRangeCount = 1;
+		plci.pPushConstantRanges = &pcr;
+	}
+	r = create_layout(dev, &plci, NULL, &out->layout);
+	if (r != VK_SUCCESS) return r;
+	out->step = 3;
+	VkSpecializationMapEntry entries[VKLLM_MAX_SPEC];
+	for (uint32_t i = 0; i < n_spec; i++) {
+		entries[i].constantID = i;
+		entries[i].offset = 4 * i;
+		entries[i].size = 4;
+	}
+	VkSpecializationInfo si = {n_spec, entries, 4 * (size_t)n_spec, spec};
+	VkComputePipelineCreateInfo cpci = {VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+	cpci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+	cpci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+	cpci.stage.module = out->module;
+	cpci.stage.pName = "main";
+	if (n_spec > 0) cpci.stage.pSpecializationInfo = &si;
+	cpci.layout = out->layout;
+	r = create_pipelines(dev, VK_NULL_HANDLE, 1, &cpci, NULL, &out->pipeline);
+	if (r != VK_SUCCESS) return r;
+	out->step = 4;
+	return VK_SUCCESS;
+}

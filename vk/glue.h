@@ -55,4 +55,26 @@ void* vkllm_validation_features(vkllm_ctx* c);
 // libvulkan.so that goki/vulkan's default loader wants) for the life of the
 // process and returns its vkGetInstanceProcAddr, or NULL.
 void* vkllm_loader_gipa(void);
+
+#define VKLLM_MAX_BINDINGS 32
+#define VKLLM_MAX_SPEC 32
+// vkllm_pipeline is what vkllm_create_pipeline made; step counts the objects
+// created (module, set layout, layout, pipeline) so that a failure can be
+// cleaned up.
+typedef struct vkllm_pipeline {
+	VkShaderModule module;
+	VkDescriptorSetLayout set_layout;
+	VkPipelineLayout layout;
+	VkPipeline pipeline;
+	int step;
+} vkllm_pipeline;
+// vkllm_create_pipeline creates a compute pipeline with its shader module,
+// a set layout of `bindings` storage buffers and a pipeline layout with
+// push_size bytes of push constants; spec holds n_spec 4-byte
+// specialization constants (ids 0..n_spec-1). Every create-info lives on
+// the C stack: goki/vulkan's wrappers attach finalizers to C copies of the
+// structs, which the garbage collector could free while the driver still
+// reads them.
+VkResult vkllm_create_pipeline(vkllm_ctx* c, VkDevice dev, const uint32_t* code, size_t code_size,
+	uint32_t bindings, uint32_t push_size, const uint32_t* spec, uint32_t n_spec, vkllm_pipeline* out);
 #endif

@@ -1,8 +1,15 @@
 package vk
 
+/*
+#include <stdlib.h>
+#include "glue.h"
+*/
+import "C"
+
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	gv "github.com/goki/vulkan"
@@ -78,82 +85,33 @@ func (d *Device) NewPipeline(desc PipelineDesc) (*Pipeline, error) {
 	for i := range code {
 		code[i] = binary.LittleEndian.Uint32(desc.SPIRV[4*i:])
 	}
-	smci := &gv.ShaderModuleCreateInfo{
-		SType:    gv.StructureTypeShaderModuleCreateInfo,
-		CodeSize: uint64(len(desc.SPIRV)),
-		PCode:    code,
+	if len(desc.Spec) > C.VKLLM_MAX_SPEC {
+		return nil, fmt.Errorf("vk: %s: %d specialization constants, want at most %d", where, len(desc.Spec), C.VKLLM_MAX_SPEC)
 	}
-	var vmod gv.ShaderModule
-	if err := check("vkCreateShaderModule("+desc.Name+")", gv.CreateShaderModule(d.dev, smci, nil, &vmod)); err != nil {
-		return nil, err
+	spec := make([]uint32, max(len(desc.Spec), 1)) // never empty, so &spec[0] is valid
+	copy(spec, desc.Spec)
+	var out C.vkllm_pipeline
+	r := C.vkllm_create_pipeline(d.in.ctx, C.VkDevice(unsafe.Pointer(d.dev)),
+		(*C.uint32_t)(unsafe.Pointer(&code[0])), C.size_t(len(desc.SPIRV)),
+		C.uint32_t(desc.Bindings), C.uint32_t(desc.PushSize),
+		(*C.uint32_t)(unsafe.Pointer(&spec[0])), C.uint32_t(len(desc.Spec)), &out)
+	runtime.KeepAlive(code)
+	runtime.KeepAlive(spec)
+	if out.step > 0 {
+		p.module = gv.ShaderModule(unsafe.Pointer(out.module))
 	}
-	p.module = vmod
-	binds := make([]gv.DescriptorSetLayoutBinding, desc.Bindings)
-	for i := range binds {
-		binds[i] = gv.DescriptorSetLayoutBinding{
-			Binding:         uint32(i),
-			DescriptorType:  gv.DescriptorTypeStorageBuffer,
-			DescriptorCount: 1,
-			StageFlags:      gv.ShaderStageFlags(gv.ShaderStageComputeBit),
-		}
+	if out.step > 1 {
+		p.setLayout = gv.DescriptorSetLayout(unsafe.Pointer(out.set_layout))
 	}
-	dslci := &gv.DescriptorSetLayoutCreateInfo{
-		SType:        gv.StructureTypeDescriptorSetLayoutCreateInfo,
-		BindingCount: uint32(len(binds)),
-		PBindings:    binds,
+	if out.step > 2 {
+		p.layout = gv.PipelineLayout(unsafe.Pointer(out.layout))
 	}
-	var vsl gv.DescriptorSetLayout
-	if err := check("vkCreateDescriptorSetLayout("+desc.Name+")", gv.CreateDescriptorSetLayout(d.dev, dslci, nil, &vsl)); err != nil {
+	steps := [...]string{"vkCreateShaderModule", "vkCreateDescriptorSetLayout", "vkCreatePipelineLayout", "vkCreateComputePipelines"}
+	if err := check(steps[min(int(out.step), 3)]+"("+desc.Name+")", gv.Result(r)); err != nil {
 		p.Close()
 		return nil, err
 	}
-	p.setLayout = vsl
-	plci := &gv.PipelineLayoutCreateInfo{
-		SType:          gv.StructureTypePipelineLayoutCreateInfo,
-		SetLayoutCount: 1,
-		PSetLayouts:    []gv.DescriptorSetLayout{p.setLayout},
-	}
-	if desc.PushSize > 0 {
-		plci.PushConstantRangeCount = 1
-		plci.PPushConstantRanges = []gv.PushConstantRange{{StageFlags: gv.ShaderStageFlags(gv.ShaderStageComputeBit), Size: desc.PushSize}}
-	}
-	var vpl gv.PipelineLayout
-	if err := check("vkCreatePipelineLayout("+desc.Name+")", gv.CreatePipelineLayout(d.dev, plci, nil, &vpl)); err != nil {
-		p.Close()
-		return nil, err
-	}
-	p.layout = vpl
-	stage := gv.PipelineShaderStageCreateInfo{
-		SType:  gv.StructureTypePipelineShaderStageCreateInfo,
-		Stage:  gv.ShaderStageComputeBit,
-		Module: p.module,
-		PName:  "main\x00",
-	}
-	var specData []uint32
-	if len(desc.Spec) > 0 {
-		entries := make([]gv.SpecializationMapEntry, len(desc.Spec))
-		specData = append([]uint32(nil), desc.Spec...)
-		for i := range entries {
-			entries[i] = gv.SpecializationMapEntry{ConstantID: uint32(i), Offset: uint32(4 * i), Size: 4}
-		}
-		stage.PSpecializationInfo = []gv.SpecializationInfo{{
-			MapEntryCount: uint32(len(entries)),
-			PMapEntries:   entries,
-			DataSize:      uint64(4 * len(specData)),
-			PData:         unsafe.Pointer(&specData[0]),
-		}}
-	}
-	pipes := make([]gv.Pipeline, 1)
-	cpci := []gv.ComputePipelineCreateInfo{{
-		SType:  gv.StructureTypeComputePipelineCreateInfo,
-		Stage:  stage,
-		Layout: p.layout,
-	}}
-	if err := check("vkCreateComputePipelines("+desc.Name+")", gv.CreateComputePipelines(d.dev, nil, 1, cpci, nil, pipes)); err != nil {
-		p.Close()
-		return nil, err
-	}
-	p.pipe = pipes[0]
+	p.pipe = gv.Pipeline(unsafe.Pointer(out.pipeline))
 	d.pipelines[p] = struct{}{}
 	return p, nil
 }
