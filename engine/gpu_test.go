@@ -43,18 +43,6 @@ func genModel(t *testing.T, opts modelgen.Options) string {
 	return path
 }
 
-// maxRelErr returns max |a-b| / max(max|b|, tiny) over the rows.
-func maxRelErr(a, b []float32) float64 {
-	scale, worst := 1e-6, 0.0
-	for _, v := range b {
-		scale = math.Max(scale, math.Abs(float64(v)))
-	}
-	for i := range a {
-		worst = math.Max(worst, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return worst / scale
-}
-
 // tolerance is the bound on the relative logit error between the GPU and
 // the CPU reference: the GPU keeps the KV cache in f16 and accumulates in
 // f32 in another order; both read the same quantized weights.
@@ -120,7 +108,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if e := maxRelErr(got, want); e > tolerance(typ) || math.IsNaN(e) {
+				if e := maxRelError(got, want); e > tolerance(typ) || math.IsNaN(e) {
 					t.Fatalf("mixed batch: max relative logit error %.3g, want <= %.3g", e, tolerance(typ))
 				}
 				// Decode steps on slot 1, feeding the CPU's argmax.
@@ -135,7 +123,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if e := maxRelErr(got, want); e > tolerance(typ) || math.IsNaN(e) {
+					if e := maxRelError(got, want); e > tolerance(typ) || math.IsNaN(e) {
 						t.Fatalf("decode step %d: max relative logit error %.3g, want <= %.3g", step, e, tolerance(typ))
 					}
 					next = argmaxF32(want)

@@ -122,6 +122,7 @@ func (m *Model) Forward(b Batch) ([]float32, error) {
 	return got, nil
 }
 
+// maxRelError returns max |a-b| over max |b| (at least 1e-6).
 func maxRelError(a, b []float32) float64 {
 	scale, worst := 1e-6, 0.0
 	for _, v := range b {
@@ -149,19 +150,25 @@ func (m *Model) Prefill(ctx context.Context, slot, start int, tokens []int32) ([
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		part := tokens[off:min(off+chunk, len(tokens))]
-		b := Batch{Tokens: part, Slots: make([]int32, len(part)), Pos: make([]int32, len(part)), Logits: make([]bool, len(part))}
-		for i := range part {
-			b.Slots[i] = int32(slot)
-			b.Pos[i] = int32(start + off + i)
-		}
-		b.Logits[len(part)-1] = off+len(part) == len(tokens)
+		b := seqBatch(tokens[off:min(off+chunk, len(tokens))], slot, start+off)
+		b.Logits[b.Len()-1] = off+b.Len() == len(tokens)
 		var err error
 		if logits, err = m.Forward(b); err != nil {
 			return nil, err
 		}
 	}
 	return logits, nil
+}
+
+// seqBatch returns a batch of tokens at consecutive positions from start of
+// one slot, asking for no logits.
+func seqBatch(tokens []int32, slot, start int) Batch {
+	b := Batch{Tokens: tokens, Slots: make([]int32, len(tokens)), Pos: make([]int32, len(tokens)), Logits: make([]bool, len(tokens))}
+	for i := range tokens {
+		b.Slots[i] = int32(slot)
+		b.Pos[i] = int32(start + i)
+	}
+	return b
 }
 
 // Step feeds one token to slot at pos and returns its logits.
@@ -197,11 +204,8 @@ func (m *Model) Embed(ctx context.Context, slot int, tokens []int32, pool Poolin
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		part := tokens[off:min(off+chunk, len(tokens))]
-		b := Batch{Tokens: part, Slots: make([]int32, len(part)), Pos: make([]int32, len(part)), Logits: make([]bool, len(part))}
-		for i := range part {
-			b.Slots[i] = int32(slot)
-			b.Pos[i] = int32(off + i)
+		b := seqBatch(tokens[off:min(off+chunk, len(tokens))], slot, off)
+		for i := range b.Tokens {
 			switch pool {
 			case PoolCLS:
 				b.Logits[i] = off+i == 0

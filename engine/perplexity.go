@@ -55,9 +55,8 @@ func Perplexity(ctx context.Context, m *Model, text string, nCtx, chunks int, re
 				return PerplexityResult{}, err
 			}
 			end := min(off+batch, nCtx)
-			b := Batch{Tokens: window[off:end], Slots: make([]int32, end-off), Pos: make([]int32, end-off), Logits: make([]bool, end-off)}
+			b := seqBatch(window[off:end], 0, off)
 			for i := range b.Tokens {
-				b.Pos[i] = int32(off + i)
 				b.Logits[i] = off+i >= first && off+i < nCtx-1
 			}
 			logits, err := m.Forward(b)
