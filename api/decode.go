@@ -20,7 +20,7 @@ func parseJSON(body []byte) (any, *Error) {
 		if errors.Is(err, io.EOF) {
 			return nil, badRequest("", "empty request body, want a JSON object")
 		}
-		return nil, badRequest("", "malformed JSON: %v", jsonErrMsg(err, dec))
+		return nil, badRequest("", "malformed JSON: %v", jsonErrMsg(err, len(body)))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, badRequest("", "malformed JSON: unexpected data after the top-level value at byte %d", dec.InputOffset())
@@ -28,13 +28,13 @@ func parseJSON(body []byte) (any, *Error) {
 	return v, nil
 }
 
-func jsonErrMsg(err error, dec *json.Decoder) string {
+func jsonErrMsg(err error, n int) string {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		return se.Error() + " at byte " + strconv.FormatInt(se.Offset, 10)
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return "unexpected end of input at byte " + strconv.FormatInt(dec.InputOffset(), 10)
+		return "unexpected end of input at byte " + strconv.Itoa(n)
 	}
 	return err.Error()
 }

@@ -417,7 +417,7 @@ func TestErrors(t *testing.T) {
 		param            any
 		msg              string
 	}{
-		{"malformed", "/v1/completions", `{"prompt":`, 400, nil, "malformed JSON"},
+		{"malformed", "/v1/completions", `{"prompt":`, 400, nil, "malformed JSON: unexpected end of input at byte 10"},
 		{"unknown field", "/v1/completions", `{"prompt":"x","temprature":1}`, 400, "temprature", "unknown field"},
 		{"nested unknown", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"},{"role":"user","content":"b","foo":1}]}`, 400, "messages[1].foo", "unknown field"},
 		{"nested part", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"text","txt":"a"}]}]}`, 400, "messages[0].content[0].txt", "unknown field"},
