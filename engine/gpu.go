@@ -192,6 +192,32 @@ func (m *GPUModel) upload(w *Weights) error {
 		g.q, g.k, g.v, g.out = weight(b.Q), weight(b.K), weight(b.V), weight(b.Out)
 		g.gate, g.up, g.down = weight(b.Gate), weight(b.Up), weight(b.Down)
 	}
+	return m.prepare()
+}
+
+// prepare compiles the matrix kernels of every weight shape now, so the
+// first request does not pay for pipeline creation.
+func (m *GPUModel) prepare() error {
+	type shape struct {
+		t    gguf.GGMLType
+		cols int
+	}
+	seen := map[shape]bool{}
+	ws := []ops.Weight{m.output}
+	for i := range m.blocks {
+		g := &m.blocks[i]
+		ws = append(ws, g.q, g.k, g.v, g.out, g.gate, g.up, g.down)
+	}
+	for _, w := range ws {
+		s := shape{w.Type, w.Cols}
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		if err := m.k.PrepareWeight(w.Type, w.Cols); err != nil {
+			return fmt.Errorf("engine: kernels for %v weights of %d columns: %w", w.Type, w.Cols, err)
+		}
+	}
 	return nil
 }
 

@@ -79,4 +79,13 @@
 // of keys held in shared memory, causal or not, GQA with up to 8 query
 // heads per workgroup sharing each K/V read, optional key splits merged by
 // a second kernel for decoding on large GPUs), Argmax, TopK and Fill.
+//
+// Weight kernels read matrices in their GGUF format and dequantize inside
+// the shader: GetRows (embedding lookup, any supported format to f32),
+// MatVec (up to MatVecMaxCols activation columns per read of the weight,
+// one or several threads per row depending on its width), MatMul (tiled
+// through shared memory for larger batches) and MulMat, which picks one of
+// the two by the number of rows. PrepareWeight compiles the pipelines of one
+// weight shape ahead of time; the engine calls it at load for each distinct
+// (format, width).
 package ops
