@@ -1,11 +1,8 @@
 package api
 
 import (
-	"bufio"
 	"encoding/json"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/valyala/fasthttp"
 	"github.com/vkllm/vkllm/sampling"
@@ -193,38 +190,18 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 		pc, e = s.prepareChat(req)
 	}
 	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
-	if e != nil {
-		if stream {
-			s.streamError(ctx, "chat", e)
-		} else {
-			s.writeError(ctx, e)
-		}
-		return handlerResult{}
-	}
-	if !s.reserve() {
-		s.writeError(ctx, errQueueFull)
-		return handlerResult{}
-	}
 	id := newID("chatcmpl-")
 	created := s.cfg.Now().Unix()
-	if req.stream {
-		start := time.Now()
-		method, path := string(ctx.Method()), string(ctx.Path())
-		ctx.SetContentType("text/event-stream")
-		ctx.Response.Header.Set("Cache-Control", "no-cache")
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-			defer s.unreserve()
-			gctx, cancel := contextWithCancel(s)
-			defer cancel()
-			tokens, status := s.streamChat(gctx, cancel, newSSEWriter(w), req, pc, id, created)
-			s.cfg.Logger.Info("request", "route", "chat", "method", method, "path", path,
-				"status", status, "stream", true, "tokens", tokens, "duration", time.Since(start))
-		})
-		return handlerResult{}
-	}
-	defer s.unreserve()
-	gctx, cancel := contextWithCancel(s)
-	defer cancel()
+	return s.serve(ctx, "chat", stream, e,
+		func(gctx contextT, cancel func(), sse *sseWriter) (int, int) {
+			return s.streamChat(gctx, cancel, sse, req, pc, id, created)
+		},
+		func(gctx contextT) handlerResult { return s.chatWhole(ctx, gctx, req, pc, id, created) })
+}
+
+// chatWhole generates every choice of a non-streamed chat completion and
+// writes the body.
+func (s *Server) chatWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *chatRequest, pc *preparedChat, id string, created int64) handlerResult {
 	resp := chatBody{ID: id, Object: "chat.completion", Created: created, Model: s.info.Name}
 	resp.Usage.PromptTokens = len(pc.prompt)
 	var cands []*candidate
@@ -238,17 +215,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 		resp.Usage.CompletionTokens += c.tokens
 		cands = append(cands, c)
 	}
-	if req.bestOf > req.n {
-		slices.SortStableFunc(cands, func(a, b *candidate) int {
-			if a.meanLogprob() > b.meanLogprob() {
-				return -1
-			} else if a.meanLogprob() < b.meanLogprob() {
-				return 1
-			}
-			return 0
-		})
-		cands = cands[:req.n]
-	}
+	cands = best(cands, req.n)
 	for j, c := range cands {
 		ch := chatChoice{Index: j, FinishReason: c.finish, Message: chatMessage{Role: "assistant"}}
 		content := c.text

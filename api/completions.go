@@ -3,9 +3,6 @@ package api
 import (
 	"bufio"
 	"encoding/json"
-	"slices"
-	"strconv"
-	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -112,39 +109,21 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
 		factory, e = s.grammarConstraint(req.grammar, req.grammarRoot, "grammar")
 	}
 	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
-	if e != nil {
-		if stream {
-			s.streamError(ctx, "completions", e)
-			return handlerResult{}
-		}
-		s.writeError(ctx, e)
-		return handlerResult{}
-	}
-	if !s.reserve() {
-		s.writeError(ctx, errQueueFull)
-		return handlerResult{}
-	}
 	id := newID("cmpl-")
 	created := s.cfg.Now().Unix()
-	if req.stream {
-		start := time.Now()
-		method, path := string(ctx.Method()), string(ctx.Path())
-		ctx.SetContentType("text/event-stream")
-		ctx.Response.Header.Set("Cache-Control", "no-cache")
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-			defer s.unreserve()
-			gctx, cancel := contextWithCancel(s)
-			defer cancel()
-			sse := newSSEWriter(w)
-			tokens, status := s.streamCompletion(gctx, cancel, sse, req, prompts, factory, id, created)
-			s.cfg.Logger.Info("request", "route", "completions", "method", method, "path", path,
-				"status", status, "stream", true, "tokens", tokens, "duration", time.Since(start))
+	return s.serve(ctx, "completions", stream, e,
+		func(gctx contextT, cancel func(), sse *sseWriter) (int, int) {
+			return s.streamCompletion(gctx, cancel, sse, req, prompts, factory, id, created)
+		},
+		func(gctx contextT) handlerResult {
+			return s.completeWhole(ctx, gctx, req, prompts, factory, id, created)
 		})
-		return handlerResult{}
-	}
-	defer s.unreserve()
-	gctx, cancel := contextWithCancel(s)
-	defer cancel()
+}
+
+// completeWhole generates every choice of a non-streamed completion and
+// writes the body.
+func (s *Server) completeWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *completionRequest, prompts []preparedPrompt,
+	factory constraintFactory, id string, created int64) handlerResult {
 	resp := completionBody{ID: id, Object: "text_completion", Created: created, Model: s.info.Name, Choices: []completionChoice{}}
 	u := &usage{}
 	for pi, p := range prompts {
@@ -165,19 +144,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
 			u.CompletionTokens += c.tokens
 			cands = append(cands, c)
 		}
-		if req.bestOf > req.n {
-			slices.SortStableFunc(cands, func(a, b *candidate) int {
-				ma, mb := a.meanLogprob(), b.meanLogprob()
-				switch {
-				case ma > mb:
-					return -1
-				case ma < mb:
-					return 1
-				}
-				return 0
-			})
-			cands = cands[:req.n]
-		}
+		cands = best(cands, req.n)
 		for j, c := range cands {
 			text := c.text
 			if req.echo {
@@ -276,5 +243,3 @@ func (s *Server) streamError(ctx *fasthttp.RequestCtx, route string, e *Error) {
 	})
 	s.cfg.Logger.Info("request", "route", route, "status", 200, "stream_error", e.Status, "error", e.Error())
 }
-
-var _ = strconv.Itoa

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
+	"slices"
 
 	"github.com/vkllm/vkllm/sampling"
 	"github.com/vkllm/vkllm/sampling/grammar"
@@ -121,6 +123,18 @@ func (c *candidate) meanLogprob() float64 {
 		return math.Inf(-1)
 	}
 	return c.sumLP / float64(c.tokens)
+}
+
+// best returns the n candidates with the highest mean log-probability, in
+// that order (ties keep generation order); all of them when n covers them.
+func best(cands []*candidate, n int) []*candidate {
+	if len(cands) <= n {
+		return cands
+	}
+	slices.SortStableFunc(cands, func(a, b *candidate) int {
+		return cmp.Compare(b.meanLogprob(), a.meanLogprob())
+	})
+	return cands[:n]
 }
 
 // seedFor returns the seed of candidate i: the request seed plus i when

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -415,4 +416,46 @@ func modelError(err error) *Error {
 		return errorf(503, "", "generation cancelled: %v", err)
 	}
 	return errorf(500, "", "model error: %v", err)
+}
+
+// serve answers a generation request once it is decoded: e (a validation
+// error) goes out as JSON or, for a streamed request, as an SSE error event;
+// otherwise the request takes a queue place and runs stream (which writes
+// SSE events and returns completion tokens and status) or whole (which
+// writes the JSON body), with a context cancelled when the server shuts
+// down or the client goes away.
+func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *Error,
+	streamFn func(gctx contextT, cancel func(), sse *sseWriter) (tokens, status int),
+	whole func(gctx contextT) handlerResult) handlerResult {
+	if e != nil {
+		if stream {
+			s.streamError(ctx, route, e)
+		} else {
+			s.writeError(ctx, e)
+		}
+		return handlerResult{}
+	}
+	if !s.reserve() {
+		s.writeError(ctx, errQueueFull)
+		return handlerResult{}
+	}
+	if !stream {
+		defer s.unreserve()
+		gctx, cancel := contextWithCancel(s)
+		defer cancel()
+		return whole(gctx)
+	}
+	start := time.Now()
+	method, path := string(ctx.Method()), string(ctx.Path())
+	ctx.SetContentType("text/event-stream")
+	ctx.Response.Header.Set("Cache-Control", "no-cache")
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer s.unreserve()
+		gctx, cancel := contextWithCancel(s)
+		defer cancel()
+		tokens, status := streamFn(gctx, cancel, newSSEWriter(w))
+		s.cfg.Logger.Info("request", "route", route, "method", method, "path", path,
+			"status", status, "stream", true, "tokens", tokens, "duration", time.Since(start))
+	})
+	return handlerResult{}
 }
