@@ -28,7 +28,18 @@ type Kernels struct {
 	pipes map[pipeKey]*vk.Pipeline
 	wg    uint32
 	sg    bool
+	// rowThreads caps the matvec invocations per weight row (see
+	// cpuRowThreads).
+	rowThreads uint32
 }
+
+// cpuRowThreads is the matvec invocations-per-row cap on CPU devices. A CPU
+// driver (lavapipe) runs a subgroup as SIMD lanes and turns loads from
+// lane-dependent addresses into gathers and every barrier into a context
+// switch, so a few invocations per row, each reading long contiguous runs,
+// beat the GPU layout of a whole workgroup sharing a row: 1.5-2x on
+// BenchmarkMatVec and BenchmarkMatVecVocab on lavapipe.
+const cpuRowThreads = 2
 
 // New returns the kernels of dev. It does not take ownership of dev.
 func New(dev *vk.Device) *Kernels {
@@ -37,7 +48,11 @@ func New(dev *vk.Device) *Kernels {
 	for wg > 32 && (wg > lim.MaxWorkgroupSize[0] || wg > lim.MaxWorkgroupInvocations || wg*4*4 > lim.MaxSharedMemory) {
 		wg /= 2
 	}
-	return &Kernels{dev: dev, pipes: map[pipeKey]*vk.Pipeline{}, wg: wg, sg: dev.Features().SubgroupArithmetic}
+	k := &Kernels{dev: dev, pipes: map[pipeKey]*vk.Pipeline{}, wg: wg, sg: dev.Features().SubgroupArithmetic, rowThreads: matvecWG}
+	if dev.Info().Type == vk.TypeCPU {
+		k.rowThreads = cpuRowThreads
+	}
+	return k
 }
 
 // Device returns the device the kernels run on.

@@ -86,3 +86,11 @@ func BenchmarkMatMul(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatVecVocab is a tiny model's output projection at decode: a
+// 50257 x 256 weight (many short rows) times one activation column.
+func BenchmarkMatVecVocab(b *testing.B) {
+	for _, typ := range []gguf.GGMLType{gguf.TypeQ8_0, gguf.TypeF16} {
+		b.Run(typ.String(), func(b *testing.B) { benchMul(b, typ, 50257, 256, 1, false) })
+	}
+}

@@ -123,7 +123,7 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 		}
 	}
 	plain := !w.Type.IsQuantized()
-	tpr := matvecTPR(w.Type, w.Cols)
+	tpr := k.matvecTPR(w.Type, w.Cols)
 	first := true
 	for r := 0; r < w.Rows; {
 		ch, err := rowChunkAt(r, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), maxRange, align)
@@ -171,14 +171,15 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 
 // matvecTPR returns the matvec invocations per row for rows of cols
 // elements of t: enough for the row's units of work (32-element sub-blocks,
-// or groups of four for plain types), so short rows share a workgroup.
-func matvecTPR(t gguf.GGMLType, cols int) uint32 {
+// or groups of four for plain types), so short rows share a workgroup, and
+// at most k.rowThreads.
+func (k *Kernels) matvecTPR(t gguf.GGMLType, cols int) uint32 {
 	units := uint32(cols+3) / 4
 	if t.IsQuantized() {
 		units = uint32(cols) / 32
 	}
 	tpr := uint32(matvecWG)
-	for tpr > 1 && tpr/2 >= units {
+	for tpr > 1 && (tpr/2 >= units || tpr > k.rowThreads) {
 		tpr /= 2
 	}
 	return tpr
@@ -209,7 +210,7 @@ func (k *Kernels) PrepareWeight(t gguf.GGMLType, cols int) error {
 	if k.sg {
 		name = names.matvecSG
 	}
-	tpr := matvecTPR(t, cols)
+	tpr := k.matvecTPR(t, cols)
 	for n := uint32(1); n <= MatVecMaxCols; n++ {
 		if _, err := k.Pipeline(name, 3, push, matvecWG, n, fast, tpr); err != nil {
 			return err

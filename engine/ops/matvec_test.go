@@ -82,8 +82,16 @@ func TestMatVec(t *testing.T) {
 				{rows: 23, cols: cols, n: 2, lead: 6, maxRange: 5*rowBytes + 4*uint64(cols) + 64},
 			}
 			both(t, g, func(t *testing.T) {
-				for _, m := range cases {
-					t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, false) })
+				// The device's layout, and the other one: CPU devices
+				// cap the invocations per row, GPUs do not.
+				defer func(cap uint32) { g.k.rowThreads = cap }(g.k.rowThreads)
+				for _, cap := range []uint32{g.k.rowThreads, matvecWG + cpuRowThreads - g.k.rowThreads} {
+					g.k.rowThreads = cap
+					t.Run(fmt.Sprintf("tpr%d", cap), func(t *testing.T) {
+						for _, m := range cases {
+							t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, false) })
+						}
+					})
 				}
 			})
 		})
