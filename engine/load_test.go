@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -136,5 +137,57 @@ func TestBatchErrors(t *testing.T) {
 		if _, err := cpu.Forward(b); err == nil {
 			t.Errorf("Forward(%+v) succeeded, want an error", b)
 		}
+	}
+}
+
+// TestSlotLengths checks that Model tracks each slot's sequence: a row may
+// extend a slot by one position or rewrite it, never skip ahead onto
+// positions another sequence left behind; Truncate rewinds; a rewritten
+// prefix gives the logits of a fresh run.
+func TestSlotLengths(t *testing.T) {
+	path := genModel(t, modelgen.Options{Arch: "llama", Embd: 64, Layers: 1})
+	m, err := Load(path, Config{CtxSize: 32, Parallel: 2, BatchSize: 16, Validation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	want, err := m.Prefill(ctx, 0, 0, []int32{5, 6, 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.SlotLen(0) != 3 || m.SlotLen(1) != 0 {
+		t.Fatalf("after a 3-token prefill of slot 0: lengths %d, %d, want 3, 0", m.SlotLen(0), m.SlotLen(1))
+	}
+	for _, b := range []Batch{
+		seqBatch([]int32{1}, 0, 4),    // skips position 3
+		seqBatch([]int32{1}, 1, 1),    // slot 1 is empty
+		seqBatch([]int32{1, 2}, 1, 1), // starts past the end
+	} {
+		b.Logits[b.Len()-1] = true
+		if _, err := m.Forward(b); err == nil || !strings.Contains(err.Error(), "holds") {
+			t.Errorf("Forward(slots %v, positions %v) = %v, want an error saying how many positions the slot holds", b.Slots, b.Pos, err)
+		}
+	}
+	if err := m.Truncate(0, 4); err == nil {
+		t.Error("Truncate(0, 4) of a 3-position slot succeeded")
+	}
+	if err := m.Truncate(0, 1); err != nil || m.SlotLen(0) != 1 {
+		t.Fatalf("Truncate(0, 1) = %v, length %d", err, m.SlotLen(0))
+	}
+	if _, err := m.Forward(seqBatch([]int32{6}, 0, 2)); err == nil {
+		t.Error("position 2 after truncating to 1 succeeded")
+	}
+	// Slot 0 holds [5]; feeding 6, 7 again must give the first run's logits.
+	got, err := m.Prefill(ctx, 0, 1, []int32{6, 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := maxRelError(got, want); e > 1e-5 {
+		t.Errorf("logits after truncate and refill differ by %.3g", e)
+	}
+	// Rewriting position 0 ends the sequence there.
+	if _, err := m.Prefill(ctx, 0, 0, []int32{9}); err != nil || m.SlotLen(0) != 1 {
+		t.Fatalf("rewriting position 0: %v, length %d, want 1", err, m.SlotLen(0))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/vkllm/vkllm/engine/tokenizer"
 	"github.com/vkllm/vkllm/gguf"
@@ -34,6 +35,9 @@ type Model struct {
 	GPU  *GPUModel
 	CPU  *CPUModel // only with Config.Verify
 	dev  *vk.Device
+	// lens holds each slot's sequence length: positions 0..lens[s]-1 of
+	// slot s hold keys and values of one sequence.
+	lens []int
 }
 
 // Load opens the GGUF file, builds its tokenizer, and puts the weights on
@@ -73,6 +77,7 @@ func (m *Model) load(cfg Config) error {
 	if m.GPU, err = NewGPUModel(m.dev, m.Opts, w, gc); err != nil {
 		return err
 	}
+	m.lens = make([]int, m.GPU.Config().Slots)
 	if cfg.Verify {
 		c := m.GPU.Config()
 		if m.CPU, err = NewCPUModel(m.Opts, w, c.CtxSize, c.Slots); err != nil {
@@ -104,10 +109,54 @@ func (m *Model) Device() *vk.Device { return m.dev }
 // CtxSize returns the KV-cache positions of one slot.
 func (m *Model) CtxSize() int { return m.GPU.Config().CtxSize }
 
+// SlotLen returns the number of positions slot holds.
+func (m *Model) SlotLen(slot int) int { return m.lens[slot] }
+
+// Truncate keeps the first n positions of slot (for regeneration or to
+// reuse a common prefix); Truncate(slot, 0) clears it.
+func (m *Model) Truncate(slot, n int) error {
+	if slot < 0 || slot >= len(m.lens) {
+		return fmt.Errorf("engine: slot %d outside 0..%d", slot, len(m.lens)-1)
+	}
+	if n < 0 || n > m.lens[slot] {
+		return fmt.Errorf("engine: cannot truncate slot %d of %d positions to %d", slot, m.lens[slot], n)
+	}
+	m.lens[slot] = n
+	return nil
+}
+
 // Forward runs one batch on the GPU; with Config.Verify it also runs the
 // CPU reference and fails when the logits differ by more than 1e-2
 // relative.
+//
+// A row at position p of a slot needs the slot's positions before p: p may
+// be at most the slot's length (counting the batch's earlier rows of that
+// slot), and writing p ends the slot's sequence at p+1, dropping what came
+// after it.
 func (m *Model) Forward(b Batch) ([]float32, error) {
+	if err := b.check(m.Opts.Vocab, len(m.lens), m.CtxSize()); err != nil {
+		return nil, err
+	}
+	lens := slices.Clone(m.lens)
+	for i, s := range b.Slots {
+		if p := int(b.Pos[i]); p < 0 || p > lens[s] {
+			return nil, fmt.Errorf("engine: batch row %d: position %d of slot %d, which holds %d positions (a row may extend a slot by one or rewrite it)", i, p, s, lens[s])
+		}
+		lens[s] = int(b.Pos[i]) + 1
+	}
+	got, err := m.forward(b)
+	if err != nil {
+		// The rows' cache entries are undefined: keep what precedes them.
+		for i, s := range b.Slots {
+			m.lens[s] = min(m.lens[s], int(b.Pos[i]))
+		}
+		return nil, err
+	}
+	m.lens = lens
+	return got, nil
+}
+
+func (m *Model) forward(b Batch) ([]float32, error) {
 	got, err := m.GPU.Forward(b)
 	if err != nil || m.CPU == nil {
 		return got, err
