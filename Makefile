@@ -63,8 +63,16 @@ test: deps shaders conformance-client
 bench: deps shaders
 	$(GO) test -run '^$$' -bench . -benchtime 2x ./...
 
+FUZZ_TARGETS = gguf:FuzzRead gguf/quant:FuzzDequantize gguf/quant:FuzzQuantize \
+	engine/tokenizer:FuzzEncodeDecode api:FuzzDecodeChat api:FuzzServe \
+	sampling:FuzzSample sampling/grammar:FuzzParse sampling/grammar:FuzzSchemaToGrammar
+
+# fuzz runs every fuzz target for FUZZTIME each (5m by default).
 fuzz: shaders
-	$(GO) test ./gguf -run '^$$' -fuzz FuzzRead -fuzztime $${FUZZTIME:-5m}
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== $$t"; \
+		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $${FUZZTIME:-5m}; \
+	done
 
 clean:
 	rm -rf bin shaders/spv testdata/tmp

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -210,6 +211,16 @@ type handlerResult struct{ tokens int }
 func (s *Server) wrap(route string, h func(ctx *fasthttp.RequestCtx) handlerResult) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
+		defer func() {
+			if r := recover(); r != nil {
+				// A bug must not take the server and every other
+				// request down: answer 500 and log where it was.
+				s.cfg.Logger.Error("panic in handler", "route", route, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				ctx.Response.Reset()
+				s.writeError(ctx, errorf(500, "", "internal error: %v", r))
+				s.logRequest(ctx, route, start, 0)
+			}
+		}()
 		if !s.authorized(ctx) {
 			s.writeError(ctx, errorf(401, "", "missing or wrong API key: send Authorization: Bearer <key>"))
 			s.logRequest(ctx, route, start, 0)
@@ -453,9 +464,21 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 		defer s.unreserve()
 		gctx, cancel := contextWithCancel(s)
 		defer cancel()
-		tokens, status := streamFn(gctx, cancel, newSSEWriter(w))
+		sse := newSSEWriter(w)
+		defer s.recoverStream(route, sse)
+		tokens, status := streamFn(gctx, cancel, sse)
 		s.cfg.Logger.Info("request", "route", route, "method", method, "path", path,
 			"status", status, "stream", true, "tokens", tokens, "duration", time.Since(start))
 	})
 	return handlerResult{}
+}
+
+// recoverStream, deferred in a stream writer (which runs outside the
+// handler), turns a panic into an SSE error event and a log line instead of
+// a crash of the whole server.
+func (s *Server) recoverStream(route string, sse *sseWriter) {
+	if r := recover(); r != nil {
+		s.cfg.Logger.Error("panic in stream", "route", route, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		sse.error(errorf(500, "", "internal error: %v", r))
+	}
 }
