@@ -12,7 +12,9 @@ import (
 // EngineBackend is the Backend of a model loaded by the engine. Sequences
 // run one at a time on slot 0 of the KV cache (the batching scheduler that
 // runs several slots in one forward pass is a later step); the tokenizer
-// calls are safe from any goroutine.
+// calls are safe from any goroutine. A prompt that starts like the tokens
+// the slot already holds (the previous turn of a chat, another candidate of
+// n/best_of) reuses their keys and values and processes only the rest.
 type EngineBackend struct {
 	m    *engine.Model
 	name string
@@ -21,6 +23,8 @@ type EngineBackend struct {
 	mu     sync.Mutex // serializes the GPU: Generate and Embed
 	logits []float32  // Sample edits its row; it gets a copy
 	top    []sampling.TokenLogprob
+	cached []int32 // the tokens slot 0 holds keys and values of
+	reused int     // prompt tokens the last Generate took from the cache
 }
 
 // NewEngineBackend serves m under the model id name. pool is the embedding
@@ -95,10 +99,22 @@ func (b *EngineBackend) Generate(ctx context.Context, req *GenerateRequest, emit
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	logits, err := b.m.Prefill(ctx, slot, 0, req.Prompt)
+	// The cache is valid as far as the model says the slot is; at least
+	// the last prompt token is fed again, for its logits.
+	b.cached = b.cached[:min(len(b.cached), b.m.SlotLen(slot))]
+	reuse := 0
+	for reuse < len(b.cached) && reuse < len(req.Prompt)-1 && b.cached[reuse] == req.Prompt[reuse] {
+		reuse++
+	}
+	if err := b.m.Truncate(slot, reuse); err != nil {
+		return err
+	}
+	b.cached, b.reused = b.cached[:reuse], reuse
+	logits, err := b.m.Prefill(ctx, slot, reuse, req.Prompt[reuse:])
 	if err != nil {
 		return err
 	}
+	b.cached = append(b.cached, req.Prompt[reuse:]...)
 	pos := len(req.Prompt)
 	var ev Event
 	for n := 0; ; n++ {
@@ -140,6 +156,7 @@ func (b *EngineBackend) Generate(ctx context.Context, req *GenerateRequest, emit
 		if logits, err = b.m.Step(slot, pos, id); err != nil {
 			return err
 		}
+		b.cached = append(b.cached, id)
 		pos++
 	}
 }
@@ -148,5 +165,6 @@ func (b *EngineBackend) Generate(ctx context.Context, req *GenerateRequest, emit
 func (b *EngineBackend) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.cached = b.cached[:0]
 	return b.m.Embed(ctx, 0, tokens, b.pool)
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -110,6 +111,26 @@ func TestRealBackend(t *testing.T) {
 	if streamed.String() != jsonPath(mm, "choices", 0, "text") {
 		t.Errorf("streamed text = %q, want the non-stream text %q", streamed.String(), jsonPath(mm, "choices", 0, "text"))
 	}
+	// The repeated prompt came from the cache, all but its last token.
+	be := b.(*EngineBackend)
+	if be.reused != len(toks)-1 {
+		t.Errorf("the repeated prompt reused %d cached tokens, want %d", be.reused, len(toks)-1)
+	}
+	// A prompt that continues the previous one (the next turn) reuses it and
+	// still gives the engine's greedy text.
+	prompt2 := prompt + want + " and"
+	toks2, err := b.Tokenize(prompt2, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want2 := greedy(t, m, toks2, 8)
+	r = ts.post("/v1/completions", `{"prompt":`+jsonString(prompt2)+`,"max_tokens":8,"temperature":0}`)
+	if got := jsonPath(decodeBody(t, r.body), "choices", 0, "text"); got != validText(want2) {
+		t.Errorf("greedy continuation = %q, want the engine's greedy %q", got, want2)
+	}
+	if be.reused < len(toks) {
+		t.Errorf("the continued prompt reused %d cached tokens, want at least the %d of the first prompt", be.reused, len(toks))
+	}
 
 	// Chat with the model's own template, streamed.
 	r = ts.post("/v1/chat/completions", `{"messages":[{"role":"system","content":"s"},{"role":"user","content":"hello"}],"max_tokens":6,"temperature":0,"stream":true}`)
@@ -149,4 +170,10 @@ func TestRealBackend(t *testing.T) {
 		!strings.Contains(msg, fmt.Sprintf("%d tokens", len(ltoks))) || !strings.Contains(msg, "context size is 128") {
 		t.Errorf("long prompt = %d %s, want 400 naming %d tokens and context 128", r.status, r.body, len(ltoks))
 	}
+}
+
+// jsonString returns s as a JSON string literal.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
