@@ -21,7 +21,7 @@ func loadTinyModel(t *testing.T) *engine.Model {
 	if err := modelgen.WriteFile(path, modelgen.Options{Arch: "llama", Embd: 64, Layers: 2, Seed: 7}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := engine.Load(path, engine.Config{CtxSize: 128, BatchSize: 64})
+	m, err := engine.Load(path, engine.Config{CtxSize: 512, BatchSize: 64})
 	if err != nil {
 		t.Fatalf("engine.Load(%s) = %v", path, err)
 	}
@@ -162,13 +162,79 @@ func TestRealBackend(t *testing.T) {
 		t.Errorf("embedding: %d values of norm² %v, want %d values of norm 1", len(vec), norm, m.Opts.Embd)
 	}
 
+	// Rerank: scores are the cosine similarities of the pooled embeddings,
+	// computed here from the engine directly, sorted.
+	docs := []string{"hello world", "the quick brown fox", "zzz"}
+	r = ts.post("/v1/rerank", `{"query":"quick fox","documents":["hello world","the quick brown fox","zzz"]}`)
+	embed := func(text string) []float32 {
+		toks, err := b.Tokenize(text, true, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := m.Embed(context.Background(), 0, toks, engine.PoolMean)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	cosine := func(a, b []float32) float64 {
+		var ab, aa, bb float64
+		for i := range a {
+			ab += float64(a[i]) * float64(b[i])
+			aa += float64(a[i]) * float64(a[i])
+			bb += float64(b[i]) * float64(b[i])
+		}
+		return ab / math.Sqrt(aa*bb)
+	}
+	qv := embed("quick fox")
+	results := jsonPath(decodeBody(t, r.body), "results").([]any)
+	if len(results) != len(docs) {
+		t.Fatalf("rerank = %s, want %d results", r.body, len(docs))
+	}
+	prev := math.Inf(1)
+	for _, res := range results {
+		i := int(jsonPath(res, "index").(float64))
+		score := jsonPath(res, "relevance_score").(float64)
+		if want := cosine(qv, embed(docs[i])); math.Abs(score-want) > 1e-4 {
+			t.Errorf("rerank score of document %d = %v, want the cosine similarity %v", i, score, want)
+		}
+		if score > prev {
+			t.Errorf("rerank results not sorted by score: %s", r.body)
+		}
+		prev = score
+	}
+	if r := ts.post("/extras/tokenize/count", `{"input":"hello world"}`); decodeBody(t, r.body)["count"] != float64(len(ids)) {
+		t.Errorf("tokenize/count = %s, want %d", r.body, len(ids))
+	}
+
+	// A forced tool call from the real model is a valid call whose arguments
+	// fit the schema, whatever the random weights prefer.
+	r = ts.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"weather?"}],"max_tokens":200,"temperature":0,
+		"tool_choice":"required","tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+		"properties":{"city":{"type":"string","maxLength":8},"days":{"type":"integer","minimum":1,"maximum":9}},"required":["city","days"],"additionalProperties":false}}}]}`)
+	mm = decodeBody(t, r.body)
+	if fr := jsonPath(mm, "choices", 0, "finish_reason"); fr != "tool_calls" {
+		t.Fatalf("forced tool call: finish_reason %v, want tool_calls: %s", fr, r.body)
+	}
+	args := jsonPath(mm, "choices", 0, "message", "tool_calls", 0, "function", "arguments").(string)
+	var call struct {
+		City *string `json:"city"`
+		Days *int    `json:"days"`
+	}
+	dec := json.NewDecoder(strings.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&call); err != nil || call.City == nil || call.Days == nil ||
+		len([]rune(*call.City)) > 8 || *call.Days < 1 || *call.Days > 9 {
+		t.Errorf("forced tool call arguments %s (%v) do not fit the schema", args, err)
+	}
+
 	// A prompt over the context is a 400 naming both numbers.
-	long := strings.Repeat("fox ", 200)
+	long := strings.Repeat("fox ", 700)
 	ltoks, _ := b.Tokenize(long, true, true)
 	r = ts.post("/v1/completions", `{"prompt":"`+long+`"}`)
 	if msg := fmt.Sprint(errorOf(t, r.body)["message"]); r.status != 400 ||
-		!strings.Contains(msg, fmt.Sprintf("%d tokens", len(ltoks))) || !strings.Contains(msg, "context size is 128") {
-		t.Errorf("long prompt = %d %s, want 400 naming %d tokens and context 128", r.status, r.body, len(ltoks))
+		!strings.Contains(msg, fmt.Sprintf("%d tokens", len(ltoks))) || !strings.Contains(msg, "context size is 512") {
+		t.Errorf("long prompt = %d %s, want 400 naming %d tokens and context 512", r.status, r.body, len(ltoks))
 	}
 }
 

@@ -112,6 +112,9 @@ func BenchmarkAttention(b *testing.B) {
 		{"decode-ctx2048-32h-8kv", 1, 2048, 32, 8, 128, 0},
 		{"decode-ctx2048-32h-8kv-split8", 1, 2048, 32, 8, 128, 8},
 		{"batch4-ctx1024-32h-8kv", 4, 1024, 32, 8, 128, 0},
+		// Prefill of a 512-token prompt into one slot of a tiny model
+		// (rows at positions 0..511, causal).
+		{"prefill512-8h-4kv-d32", 512, 512, 8, 4, 32, 0},
 	} {
 		b.Run(sh.name, func(b *testing.B) {
 			g := benchRig(b)
@@ -130,8 +133,15 @@ func BenchmarkAttention(b *testing.B) {
 			q := g.mustUp(b, g.randn(sh.rows*sh.heads*sh.dim, 1))
 			out := g.mustUp(b, make([]float32, sh.rows*sh.heads*sh.dim))
 			slots, poss := make([]int32, sh.rows), make([]int32, sh.rows)
+			prefill := sh.rows == sh.ctx
+			if prefill {
+				p.Cache.Slots = 1
+			}
 			for i := range slots {
 				slots[i], poss[i] = int32(i), int32(sh.ctx-1)
+				if prefill {
+					slots[i], poss[i] = 0, int32(i)
+				}
 			}
 			sr, pr := g.mustUpI32(b, slots), g.mustUpI32(b, poss)
 			// Bytes: the K and V rows each row reads, plus q and out.
