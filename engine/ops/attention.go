@@ -274,7 +274,7 @@ func (k *Kernels) AttentionSplits(p AttnParams, maxKeys int) int {
 	if k.dev.Info().Type == vk.TypeCPU || p.Heads <= 0 || p.KVHeads <= 0 {
 		return 1
 	}
-	gpw := k.attnHeadsPerGroup(p.Heads/p.KVHeads, p.HeadDim, min(k.wg, 128))
+	gpw := k.attnHeadsPerGroup(p.Heads/p.KVHeads, p.HeadDim, k.attnWG)
 	if gpw == 0 {
 		return 1
 	}
@@ -343,7 +343,7 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 	if p.Causal {
 		push.Causal = 1
 	}
-	wg := min(k.wg, 128)
+	wg := k.attnWG
 	gpw := k.attnHeadsPerGroup(p.Heads/p.KVHeads, p.HeadDim, wg)
 	if gpw == 0 {
 		return fmt.Errorf("ops: Attention: head_dim %d needs more shared memory than the device's %d bytes", p.HeadDim, k.dev.Limits().MaxSharedMemory)

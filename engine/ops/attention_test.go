@@ -167,34 +167,39 @@ func TestAttention(t *testing.T) {
 		{"noncausal", AttnParams{Rows: 4, Heads: 4, KVHeads: 4, HeadDim: 32, NKV: 23}, []int32{0, 1, 2, 3}, []int32{1, 1, 1, 1}},
 		{"bad-slot", AttnParams{Rows: 2, Heads: 2, KVHeads: 2, HeadDim: 16, Causal: true}, []int32{5, 5}, []int32{9, 0}},
 	}
-	for _, tc := range cases {
-		for _, splits := range []int{0, 3, 7} {
-			t.Run(fmt.Sprintf("%s/splits=%d", tc.name, splits), func(t *testing.T) {
-				both(t, g, func(t *testing.T) {
-					p := tc.p
-					p.Cache = KVParams{Slots: 3, NCtx: 301, KVDim: p.KVHeads * p.HeadDim}
-					p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))
-					p.Splits = splits
-					if splits > 1 {
-						p.Scratch = g.buf(int(AttentionScratchBytes(p)))
-					}
-					q := g.randn(p.Rows*p.Heads*p.HeadDim, 1)
-					nc := p.Cache.Slots * p.Cache.NCtx * p.Cache.KVDim
-					kc, vc := make([]uint16, nc), make([]uint16, nc)
-					for i := range kc {
-						kc[i] = F16FromF32(float32(g.r.NormFloat64()) * 2)
-						vc[i] = F16FromF32(float32(g.r.NormFloat64()))
-					}
-					qr, kr, vr := g.upF32(q), g.upF16(kc), g.upF16(vc)
-					sr, pr, out := g.upI32(tc.slot), g.upI32(tc.pos), g.buf(len(q)*4)
-					g.run(func(c *vk.Cmd) error { return g.k.Attention(c, out, qr, kr, vr, sr, pr, p) })
-					want := make([]float32, len(q))
-					if err := RefAttention(want, q, kc, vc, tc.slot, tc.pos, p); err != nil {
-						t.Fatal(err)
-					}
-					closeTo(t, "Attention", g.downF32(out, len(q)), want, 1e-4)
+	// The CPU and the GPU workgroup sizes, whichever this device is.
+	defer func(wg uint32) { g.k.attnWG = wg }(g.k.attnWG)
+	for _, wg := range []uint32{min(g.k.wg, cpuAttnWG), min(g.k.wg, 128)} {
+		g.k.attnWG = wg
+		for _, tc := range cases {
+			for _, splits := range []int{0, 3, 7} {
+				t.Run(fmt.Sprintf("wg%d/%s/splits=%d", wg, tc.name, splits), func(t *testing.T) {
+					both(t, g, func(t *testing.T) {
+						p := tc.p
+						p.Cache = KVParams{Slots: 3, NCtx: 301, KVDim: p.KVHeads * p.HeadDim}
+						p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))
+						p.Splits = splits
+						if splits > 1 {
+							p.Scratch = g.buf(int(AttentionScratchBytes(p)))
+						}
+						q := g.randn(p.Rows*p.Heads*p.HeadDim, 1)
+						nc := p.Cache.Slots * p.Cache.NCtx * p.Cache.KVDim
+						kc, vc := make([]uint16, nc), make([]uint16, nc)
+						for i := range kc {
+							kc[i] = F16FromF32(float32(g.r.NormFloat64()) * 2)
+							vc[i] = F16FromF32(float32(g.r.NormFloat64()))
+						}
+						qr, kr, vr := g.upF32(q), g.upF16(kc), g.upF16(vc)
+						sr, pr, out := g.upI32(tc.slot), g.upI32(tc.pos), g.buf(len(q)*4)
+						g.run(func(c *vk.Cmd) error { return g.k.Attention(c, out, qr, kr, vr, sr, pr, p) })
+						want := make([]float32, len(q))
+						if err := RefAttention(want, q, kc, vc, tc.slot, tc.pos, p); err != nil {
+							t.Fatal(err)
+						}
+						closeTo(t, "Attention", g.downF32(out, len(q)), want, 1e-4)
+					})
 				})
-			})
+			}
 		}
 	}
 }

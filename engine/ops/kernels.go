@@ -31,6 +31,9 @@ type Kernels struct {
 	// rowThreads caps the matvec invocations per weight row (see
 	// cpuRowThreads).
 	rowThreads uint32
+	// attnWG is the attention workgroup size: min(wg, 128) on GPUs,
+	// cpuAttnWG on CPU devices.
+	attnWG uint32
 }
 
 // cpuRowThreads is the matvec invocations-per-row cap on CPU devices. A CPU
@@ -41,6 +44,11 @@ type Kernels struct {
 // BenchmarkMatVec and BenchmarkMatVecVocab on lavapipe.
 const cpuRowThreads = 2
 
+// cpuAttnWG is the attention workgroup size on CPU devices: smaller key
+// tiles mean cheaper reductions and barriers there (lavapipe, head_dim 32,
+// 512-token prefill: 2.1x faster than 128; decode at 512 keys: 1.2x).
+const cpuAttnWG = 32
+
 // New returns the kernels of dev. It does not take ownership of dev.
 func New(dev *vk.Device) *Kernels {
 	lim := dev.Limits()
@@ -48,9 +56,10 @@ func New(dev *vk.Device) *Kernels {
 	for wg > 32 && (wg > lim.MaxWorkgroupSize[0] || wg > lim.MaxWorkgroupInvocations || wg*4*4 > lim.MaxSharedMemory) {
 		wg /= 2
 	}
-	k := &Kernels{dev: dev, pipes: map[pipeKey]*vk.Pipeline{}, wg: wg, sg: dev.Features().SubgroupArithmetic, rowThreads: matvecWG}
+	k := &Kernels{dev: dev, pipes: map[pipeKey]*vk.Pipeline{}, wg: wg, sg: dev.Features().SubgroupArithmetic,
+		rowThreads: matvecWG, attnWG: min(wg, 128)}
 	if dev.Info().Type == vk.TypeCPU {
-		k.rowThreads = cpuRowThreads
+		k.rowThreads, k.attnWG = cpuRowThreads, min(wg, cpuAttnWG)
 	}
 	return k
 }
