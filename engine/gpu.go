@@ -410,25 +410,40 @@ func (m *GPUModel) attention(c *vk.Cmd, blk *gpuBlock, n int, slot, pos vk.Range
 	o, k := m.o, m.k
 	D := o.HeadDim
 	qw, kw := o.Heads*D, o.KVHeads*D
-	for _, p := range []struct {
+	proj := []struct {
 		w    ops.Weight
 		dst  vk.Range
 		bias vk.Range
 		cols int
-	}{{blk.q, m.q, blk.qBias, qw}, {blk.k, m.kAct, blk.kBias, kw}, {blk.v, m.v, blk.vBias, kw}} {
+	}{{blk.q, m.q, blk.qBias, qw}, {blk.k, m.kAct, blk.kBias, kw}, {blk.v, m.v, blk.vBias, kw}}
+	// The three projections read h and write disjoint outputs: no barriers
+	// between them; then the bias adds, also independent of each other.
+	for i, p := range proj {
+		if i > 0 {
+			c.NoBarrier()
+		}
 		if err := k.MulMat(c, p.w, m.h, n, p.dst); err != nil {
 			return err
 		}
-		if p.bias.Buf != nil {
-			if err := k.Add(c, p.dst, p.dst, p.bias, n*p.cols, p.cols); err != nil {
-				return err
-			}
+	}
+	first := true
+	for _, p := range proj {
+		if p.bias.Buf == nil {
+			continue
+		}
+		if !first {
+			c.NoBarrier()
+		}
+		first = false
+		if err := k.Add(c, p.dst, p.dst, p.bias, n*p.cols, p.cols); err != nil {
+			return err
 		}
 	}
 	if blk.qNorm.Buf != nil {
 		if err := k.RMSNorm(c, m.q, m.q, blk.qNorm, n*o.Heads, D, o.NormEps); err != nil {
 			return err
 		}
+		c.NoBarrier() // q and k are normalised independently
 		if err := k.RMSNorm(c, m.kAct, m.kAct, blk.kNorm, n*o.KVHeads, D, o.NormEps); err != nil {
 			return err
 		}
@@ -438,6 +453,7 @@ func (m *GPUModel) attention(c *vk.Cmd, blk *gpuBlock, n int, slot, pos vk.Range
 		return err
 	}
 	rope.Heads = o.KVHeads
+	c.NoBarrier() // and rotated independently
 	if err := k.RoPE(c, m.kAct, m.kAct, pos, vk.Range{}, rope); err != nil {
 		return err
 	}
@@ -445,6 +461,7 @@ func (m *GPUModel) attention(c *vk.Cmd, blk *gpuBlock, n int, slot, pos vk.Range
 	if err := k.KVWrite(c, blk.kCache, m.kAct, slot, pos, n, cache); err != nil {
 		return err
 	}
+	c.NoBarrier() // the K and V caches are disjoint
 	if err := k.KVWrite(c, blk.vCache, m.v, slot, pos, n, cache); err != nil {
 		return err
 	}
@@ -463,6 +480,7 @@ func (m *GPUModel) feedForward(c *vk.Cmd, blk *gpuBlock, n int) error {
 	if err := k.MulMat(c, blk.gate, m.h, n, m.gate); err != nil {
 		return err
 	}
+	c.NoBarrier() // up reads h too and writes its own buffer
 	if err := k.MulMat(c, blk.up, m.h, n, m.up); err != nil {
 		return err
 	}
