@@ -1,10 +1,12 @@
 package api
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -536,3 +538,55 @@ func TestDisconnectCancels(t *testing.T) {
 		t.Errorf("generation cancelled %d times after the client left, want 1", f.cancelled.Load())
 	}
 }
+
+// TestGracefulShutdown checks Shutdown: a stream in flight finishes within
+// the grace period; one that would outlast it is cancelled and ends with an
+// error event; Shutdown returns only once no generation runs.
+func TestGracefulShutdown(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tokens int           // the reply's length, one token per 5 ms
+		grace  time.Duration // Shutdown's context
+		done   bool          // the stream ends with [DONE]
+	}{
+		{"finishes", 20, 5 * time.Second, true},
+		{"cut", 2000, 200 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.delay = 5 * time.Millisecond
+			f.ctxSize = 4096
+			f.reply = func(string) string { return strings.Repeat("z", tc.tokens) }
+			ts := startServer(t, Config{})
+			if err := ts.s.Ready(f); err != nil {
+				t.Fatal(err)
+			}
+			resp, br := openStream(t, ts.base+"/v1/completions", fmt.Sprintf(`{"prompt":"a","stream":true,"max_tokens":%d}`, tc.tokens))
+			defer resp.Body.Close()
+			if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+				t.Fatalf("first line %q, %v, want a data frame", line, err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), tc.grace)
+			defer cancel()
+			shut := make(chan error, 1)
+			go func() { shut <- ts.s.Shutdown(ctx) }()
+			rest, _ := io.ReadAll(br)
+			if tc.done != strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+				t.Errorf("stream after Shutdown ends %q, want [DONE]: %v", tail(string(rest), 200), tc.done)
+			}
+			if !tc.done && (!strings.Contains(string(rest), "event: error\n") || !strings.Contains(string(rest), "shutting down")) {
+				t.Errorf("cut stream ends %q, want an error event saying the server shuts down", tail(string(rest), 200))
+			}
+			<-shut
+			if n := ts.s.waiting.Load(); n != 0 {
+				t.Errorf("Shutdown returned with %d requests running", n)
+			}
+			if f.running.Load() != 0 {
+				t.Errorf("Shutdown returned with %d generations running", f.running.Load())
+			}
+		})
+	}
+}
+
+// tail returns the last n bytes of s.
+func tail(s string, n int) string { return s[max(0, len(s)-n):] }

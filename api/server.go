@@ -171,12 +171,29 @@ func (s *Server) Ready(b Backend) error {
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
 
-// Shutdown stops accepting, cancels running generations (their streams
-// end with an error event) and waits for open connections to close.
+// Shutdown stops accepting connections and lets the requests in flight
+// finish until ctx is done; then it cancels the generations still running
+// (they stop at their next step and their streams end with an error event)
+// and waits for them, at most drainTimeout, so that the caller may release
+// the model afterwards.
 func (s *Server) Shutdown(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, s.cancel)
+	defer stop()
+	err := s.srv.ShutdownWithContext(ctx)
 	s.cancel()
-	return s.srv.ShutdownWithContext(ctx)
+	deadline := time.Now().Add(drainTimeout)
+	for s.waiting.Load() > 0 {
+		if time.Now().After(deadline) {
+			return errors.Join(err, fmt.Errorf("api: %d requests still running %v after they were cancelled", s.waiting.Load(), drainTimeout))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return err
 }
+
+// drainTimeout bounds how long Shutdown waits for cancelled requests: one
+// forward pass each.
+const drainTimeout = 30 * time.Second
 
 // Handler returns the request handler with every route of API.md 4.
 func (s *Server) Handler() fasthttp.RequestHandler {
@@ -305,16 +322,26 @@ func (s *Server) reserve() bool {
 // unreserve gives back a place taken by reserve.
 func (s *Server) unreserve() { s.waiting.Add(-1) }
 
-// run waits (FIFO) for a model slot and runs f in it.
+// run waits (FIFO) for a model slot and runs f in it. Work cancelled
+// because the server shuts down reports errShuttingDown.
 func (s *Server) run(ctx context.Context, f func() error) error {
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
-		return ctx.Err()
+		return s.cancelled(ctx.Err())
 	}
 	defer func() { <-s.slots }()
-	return f()
+	return s.cancelled(f())
 }
+
+func (s *Server) cancelled(err error) error {
+	if errors.Is(err, context.Canceled) && s.baseCtx.Err() != nil {
+		return errShuttingDown
+	}
+	return err
+}
+
+var errShuttingDown = errorf(503, "", "the server is shutting down; the generation was cancelled")
 
 var errQueueFull = errorf(503, "", "the request queue is full; try again later")
 

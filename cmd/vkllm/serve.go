@@ -61,7 +61,7 @@ func cmdServe(args []string) error {
 	fs.IntVar(&f.maxBody, "max-request-bytes", envInt("VKLLM_MAX_REQUEST_BYTES", 16<<20), "largest request body in `bytes` ($VKLLM_MAX_REQUEST_BYTES)")
 	fs.DurationVar(&f.readTimeout, "read-timeout", envDuration("VKLLM_READ_TIMEOUT", 60*time.Second), "time to read a request ($VKLLM_READ_TIMEOUT)")
 	fs.DurationVar(&f.writeTimeout, "timeout", envDuration("VKLLM_TIMEOUT", 10*time.Minute), "time to write a response, streams included ($VKLLM_TIMEOUT)")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", envDuration("VKLLM_SHUTDOWN_TIMEOUT", 10*time.Second), "on SIGINT/SIGTERM, time for open streams to end before they are cut ($VKLLM_SHUTDOWN_TIMEOUT)")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", envDuration("VKLLM_SHUTDOWN_TIMEOUT", 10*time.Second), "on SIGINT/SIGTERM, time for requests in flight to finish before their generations are cancelled ($VKLLM_SHUTDOWN_TIMEOUT)")
 	fs.BoolVar(&f.logJSON, "log-json", os.Getenv("VKLLM_LOG_JSON") == "1", "log as JSON lines instead of text ($VKLLM_LOG_JSON=1)")
 	if err := fs.Parse(args); err != nil {
 		return err
