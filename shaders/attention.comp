@@ -18,6 +18,10 @@
 // partial result (max, sum, accumulator[head_dim]) to a scratch buffer
 // [row][head][split][head_dim + 2]; attn_combine.comp merges the splits.
 // They keep a GPU busy when rows * heads is small (decoding).
+//
+// With tile_rows > 0 flash_attn_tiled (attention_tiled.comp) is dispatched
+// over tiles of tile_rows rows as well, and a workgroup here serves only
+// rows of tiles that kernel leaves: those whose rows have several slots.
 // variant: flash_attn_f32_f16 -DUSE_F16=1
 // variant: flash_attn_f32_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1
 // variant: flash_attn_split_f32_f16 -DUSE_F16=1 -DSPLIT=1
@@ -51,6 +55,7 @@ layout(push_constant) uniform Params {
 	float scale;
 	uint split_len; // keys per split (_split variants)
 	uint n_split;
+	uint tile_rows; // rows per tile of flash_attn_tiled; 0: serve every row
 } p;
 
 // q and the tile's probabilities are read by every invocation in the inner
@@ -146,6 +151,28 @@ void reduce_sum(inout float v[MAX_GPW]) {
 #endif
 }
 
+// tiled reports whether flash_attn_tiled serves row: whether the rows of
+// its tile that have an in-range slot share one (tile_slot of
+// attention_tiled.comp).
+bool tiled(uint row) {
+	if (p.tile_rows == 0) {
+		return false;
+	}
+	const uint row0 = row - row % p.tile_rows;
+	int s = -1;
+	for (uint r = row0; r < min(row0 + p.tile_rows, p.rows); r++) {
+		const int sr = data_slot[r];
+		if (sr < 0 || uint(sr) >= p.n_slots) {
+			continue;
+		}
+		if (s >= 0 && sr != s) {
+			return false;
+		}
+		s = sr;
+	}
+	return true;
+}
+
 void main() {
 	const uint groups_per_row = p.heads / GPW;
 #ifdef SPLIT
@@ -159,6 +186,9 @@ void main() {
 	}
 	const uint t = gl_LocalInvocationID.x;
 	const uint row = gid / groups_per_row;
+	if (tiled(row)) {
+		return;
+	}
 	const uint h0 = (gid % groups_per_row) * GPW;
 	const uint kvh = h0 / (p.heads / p.kv_heads);
 	const uint D = p.head_dim;

@@ -288,11 +288,12 @@ func splitsFor(groups, maxKeys int) int {
 	return max(s, 1)
 }
 
-// AttnPush mirrors the push-constant block of attention.comp.
+// AttnPush mirrors the push-constant block of attention.comp
+// (attention_tiled.comp shares it).
 type AttnPush struct {
 	Rows, Heads, KVHeads, HeadDim, NCtx, NSlots, NKV, Causal uint32
 	Scale                                                    float32
-	SplitLen, NSplit                                         uint32
+	SplitLen, NSplit, TileRows                               uint32
 }
 
 // AttnCombinePush mirrors the push-constant block of attn_combine.comp.
@@ -317,6 +318,12 @@ func (p *AttnParams) check() error {
 // (query head h reads kv head h / (Heads/KVHeads)). q and out are
 // [Rows][Heads][HeadDim] f32; slot and pos are int32 per row. Rows with an
 // out-of-range slot produce zeros.
+//
+// Without splits, a batch of at least two query tiles (see attnTileFor)
+// also dispatches flash_attn_tiled, which serves every tile of rows whose
+// slots agree (prefill), and the per-row kernel serves only the rest
+// (tiles mixing slots, e.g. decode rows of other sequences); smaller
+// batches (decode) use the per-row kernel alone.
 func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p AttnParams) error {
 	if err := p.check(); err != nil {
 		return err
@@ -350,6 +357,17 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 	}
 	spec := []uint32{wg, uint32(gpw), uint32(p.HeadDim)}
 	if p.Splits <= 1 {
+		if tile, ok := k.attnTileFor(p.Heads/p.KVHeads, p.HeadDim, wg); ok && p.Rows >= 2*tile.Rows {
+			// Tiles of one slot (prefill) here, the rest by the per-row
+			// kernel below.
+			push.TileRows = uint32(tile.Rows)
+			if err := Record(k, c, "flash_attn_tiled_f32_f16", []uint32{wg, uint32(tile.GPW), uint32(p.HeadDim), uint32(tile.Rows)},
+				k.Groups(ceilDiv(uint32(p.Rows), uint32(tile.Rows))*uint32(p.Heads/tile.GPW)), &push,
+				k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes),
+				k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn)); err != nil {
+				return err
+			}
+		}
 		return Record(k, c, k.pick("flash_attn_f32_f16", "flash_attn_f32_f16_sg"), spec,
 			k.Groups(uint32(p.Rows*p.Heads/gpw)), &push,
 			k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes),
@@ -388,6 +406,46 @@ func (k *Kernels) attnHeadsPerGroup(group, headDim int, wg uint32) int {
 		}
 	}
 	return 0
+}
+
+// attnTile is the query tile of flash_attn_tiled: Rows consecutive batch
+// rows times GPW query heads per workgroup.
+type attnTile struct{ Rows, GPW int }
+
+// attnTileFor picks the tile of flash_attn_tiled for group query heads per
+// kv head of headDim dims and workgroups of wg: the most heads (a divisor of
+// group, at most 8), then the most rows (16, 8 or 4), whose Rows*GPW
+// queries fit the kernel (at most 32 and wg, at most 16 vec4 accumulators
+// per invocation) and whose shared arrays fit the device; ok is false if
+// none does.
+func (k *Kernels) attnTileFor(group, headDim int, wg uint32) (t attnTile, ok bool) {
+	// The phase-3 layout of attention_tiled.comp.
+	qv := (headDim + 3) / 4
+	dvp := 1
+	for dvp < qv {
+		dvp *= 2
+	}
+	td := min(dvp, int(wg))
+	ng, dm := int(wg)/td, dvp/td
+	bc := int(wg) // keys per tile: KPL * WG
+	if wg < 64 {
+		bc *= 2
+	}
+	for g := min(group, 8); g >= 1; g-- {
+		if group%g != 0 {
+			continue
+		}
+		for _, rows := range []int{16, 8, 4} {
+			q := rows * g
+			qk := (q + ng - 1) / ng
+			// q_s, p_s, alpha_s, l_s and nk_s.
+			shared := 16*q*qv + 16*((bc*ng*qk+3)/4) + 8*q + 4*rows
+			if q <= 32 && q <= int(wg) && dm*qk <= 16 && shared <= int(k.dev.Limits().MaxSharedMemory) {
+				return attnTile{Rows: rows, GPW: g}, true
+			}
+		}
+	}
+	return attnTile{}, false
 }
 
 // RefAttention is the CPU reference of Attention over caches of f16 bits:

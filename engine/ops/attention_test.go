@@ -166,6 +166,22 @@ func TestAttention(t *testing.T) {
 		{"gqa8-dim256", AttnParams{Rows: 1, Heads: 8, KVHeads: 1, HeadDim: 256, Causal: true}, []int32{200}, []int32{2}},
 		{"noncausal", AttnParams{Rows: 4, Heads: 4, KVHeads: 4, HeadDim: 32, NKV: 23}, []int32{0, 1, 2, 3}, []int32{1, 1, 1, 1}},
 		{"bad-slot", AttnParams{Rows: 2, Heads: 2, KVHeads: 2, HeadDim: 16, Causal: true}, []int32{5, 5}, []int32{9, 0}},
+		// Prefill-shaped batches (flash_attn_tiled for tiles of one slot).
+		{"prefill37", AttnParams{Rows: 37, Heads: 8, KVHeads: 4, HeadDim: 32, Causal: true}, run(37, 0), fill(37, 1)},
+		{"prefill130-gqa4-d64", AttnParams{Rows: 130, Heads: 8, KVHeads: 2, HeadDim: 64, Causal: true}, run(130, 0), fill(130, 0)},
+		{"prefill-continued-d128", AttnParams{Rows: 40, Heads: 4, KVHeads: 2, HeadDim: 128, Causal: true}, run(40, 230), fill(40, 2)},
+		{"prefill-d18", AttnParams{Rows: 41, Heads: 6, KVHeads: 2, HeadDim: 18, Causal: true}, run(41, 3), fill(41, 1)},
+		{"prefill-d40", AttnParams{Rows: 33, Heads: 3, KVHeads: 1, HeadDim: 40, Causal: true}, run(33, 100), fill(33, 0)},
+		{"prefill-d256", AttnParams{Rows: 34, Heads: 4, KVHeads: 2, HeadDim: 256, Causal: true}, run(34, 0), fill(34, 2)},
+		{"prefill-mha-d32", AttnParams{Rows: 70, Heads: 3, KVHeads: 3, HeadDim: 32, Causal: true}, run(70, 7), fill(70, 1)},
+		{"prefill-noncausal", AttnParams{Rows: 45, Heads: 4, KVHeads: 4, HeadDim: 32, NKV: 150}, run(45, 0), fill(45, 2)},
+		{"prefill-shuffled", AttnParams{Rows: 50, Heads: 4, KVHeads: 1, HeadDim: 64, Causal: true}, shuffled(50, 280), fill(50, 0)},
+		// Decode rows of other slots (and one out of range) before, inside
+		// and after a prefill run: tiles of several slots fall back to the
+		// per-row kernel.
+		{"prefill-mixed", AttnParams{Rows: 45, Heads: 8, KVHeads: 4, HeadDim: 32, Causal: true},
+			append(append([]int32{290, 17, 5}, run(39, 0)...), 250, 60, 299), append(append([]int32{0, 2, 9}, fill(39, 1)...), 2, -1, 0)},
+		{"decode-many-slots", AttnParams{Rows: 40, Heads: 4, KVHeads: 2, HeadDim: 64, Causal: true}, shuffled(40, 300), cycle(40, 3)},
 	}
 	// The CPU and the GPU workgroup sizes, whichever this device is.
 	defer func(wg uint32) { g.k.attnWG = wg }(g.k.attnWG)
@@ -199,6 +215,69 @@ func TestAttention(t *testing.T) {
 						closeTo(t, "Attention", g.downF32(out, len(q)), want, 1e-4)
 					})
 				})
+			}
+		}
+	}
+}
+
+// run returns positions p0, p0+1, ... for n rows.
+func run(n int, p0 int32) []int32 {
+	x := make([]int32, n)
+	for i := range x {
+		x[i] = p0 + int32(i)
+	}
+	return x
+}
+
+// fill returns n copies of v.
+func fill(n int, v int32) []int32 {
+	x := make([]int32, n)
+	for i := range x {
+		x[i] = v
+	}
+	return x
+}
+
+// cycle returns 0, 1, ..., m-1, 0, 1, ... for n rows.
+func cycle(n int, m int32) []int32 {
+	x := make([]int32, n)
+	for i := range x {
+		x[i] = int32(i) % m
+	}
+	return x
+}
+
+// shuffled returns n distinct positions below limit in a fixed scrambled
+// order.
+func shuffled(n int, limit int32) []int32 {
+	x := make([]int32, n)
+	for i := range x {
+		x[i] = int32(i*97+13) % limit
+	}
+	return x
+}
+
+// TestAttentionTiles checks which attention kernels serve prefill batches:
+// the query-tiled one wherever a tile fits, on both workgroup sizes.
+func TestAttentionTiles(t *testing.T) {
+	g := newRig(t)
+	for _, wg := range []uint32{min(g.k.wg, cpuAttnWG), min(g.k.wg, 128)} {
+		for _, tc := range []struct {
+			group, dim int
+			want       attnTile
+		}{
+			{2, 32, attnTile{Rows: 16, GPW: 2}},
+			{4, 64, attnTile{Rows: 8, GPW: 4}},
+			{1, 32, attnTile{Rows: 16, GPW: 1}},
+			{3, 18, attnTile{Rows: 8, GPW: 3}},
+		} {
+			if got, ok := g.k.attnTileFor(tc.group, tc.dim, wg); !ok || got != tc.want {
+				t.Errorf("wg %d: attnTileFor(%d, %d) = %+v, %v; want %+v", wg, tc.group, tc.dim, got, ok, tc.want)
+			}
+		}
+		for _, dim := range []int{40, 64, 128, 256} {
+			if _, ok := g.k.attnTileFor(2, dim, wg); !ok {
+				t.Errorf("wg %d: no tile for head_dim %d", wg, dim)
 			}
 		}
 	}
