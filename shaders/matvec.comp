@@ -143,6 +143,15 @@ void main() {
 	}
 #endif
 
+	if (TPR == 1u) {
+		// One invocation per row (CPU devices): nothing to reduce.
+		if (live) {
+			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+				data_y[p.y_off + c * p.y_stride + row] = acc[c];
+			}
+		}
+		return;
+	}
 	if (RPW > 1u) {
 		// Several rows per workgroup: a tree over each row's TPR
 		// invocations in shared memory.

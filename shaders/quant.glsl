@@ -327,27 +327,54 @@ vec4 load_w4(uint row, uint g, uint K, bool wide) {
 // of a 256-element block is elements 32s..32s+31.
 #if !defined(DATA_A_PLAIN)
 #define QSUB (QK / 32u)
-void dequant32(uint blk, uint sub, out vec4 v[8]) {
-#if defined(DATA_A_Q4_0) || defined(DATA_A_Q4_1) || defined(DATA_A_IQ4_NL)
-#if defined(DATA_A_Q4_1)
-	const uint qs = blk + 4u;
-	const float m = ldh(blk + 2u);
-#else
-	const uint qs = blk + 2u;
+// Q8_0, Q4_0 and IQ4_NL blocks are an f16 scale d then whole words of
+// quants, at an even offset blk. Their bytes lie in the words from blk/4
+// on: d is the low half of the first word (blk % 4 == 0; each quant word
+// then straddles two words) or its high half (blk % 4 == 2; the quant
+// words are aligned). dequant32 loads each of those words once, where ld32
+// takes two loads per unaligned value (lavapipe turns every load of a
+// lane-dependent address into a gather). Like ld32, it reads no word past
+// the last one holding block bytes.
+#if defined(DATA_A_Q8_0) || defined(DATA_A_Q4_0) || defined(DATA_A_IQ4_NL)
+// qword returns quant word i given the block's words lo = word i and
+// hi = word i + 1; high says d is the high half of the first word.
+uint qword(uint lo, uint hi, bool high) {
+	return high ? hi : (lo >> 16) | (hi << 16);
+}
+
+float scale_d(uint w, bool high) {
+	return unpackHalf2x16(high ? w >> 16 : w).x;
+}
 #endif
-	const float d = ldh(blk);
+
+void dequant32(uint blk, uint sub, out vec4 v[8]) {
+#if defined(DATA_A_Q4_0) || defined(DATA_A_IQ4_NL)
+	const uint w0 = blk >> 2;
+	const bool high = (blk & 2u) != 0u;
+	uint wd[5];
+	[[unroll]] for (uint i = 0u; i < 5u; i++) {
+		wd[i] = data_a[w0 + i];
+	}
+	const float d = scale_d(wd[0], high);
 	[[unroll]] for (uint i = 0u; i < 4u; i++) {
-		const uint q = ld32(qs + 4u * i);
+		const uint q = qword(wd[i], wd[i + 1u], high);
 #if defined(DATA_A_IQ4_NL)
 		v[i] = d * iq4_lookup(q & 0x0F0F0F0Fu);
 		v[4u + i] = d * iq4_lookup((q >> 4) & 0x0F0F0F0Fu);
-#elif defined(DATA_A_Q4_1)
-		v[i] = d * bytes4(q & 0x0F0F0F0Fu) + m;
-		v[4u + i] = d * bytes4((q >> 4) & 0x0F0F0F0Fu) + m;
 #else
 		v[i] = d * (bytes4(q & 0x0F0F0F0Fu) - 8.0);
 		v[4u + i] = d * (bytes4((q >> 4) & 0x0F0F0F0Fu) - 8.0);
 #endif
+	}
+
+#elif defined(DATA_A_Q4_1)
+	const uint qs = blk + 4u;
+	const float m = ldh(blk + 2u);
+	const float d = ldh(blk);
+	[[unroll]] for (uint i = 0u; i < 4u; i++) {
+		const uint q = ld32(qs + 4u * i);
+		v[i] = d * bytes4(q & 0x0F0F0F0Fu) + m;
+		v[4u + i] = d * bytes4((q >> 4) & 0x0F0F0F0Fu) + m;
 	}
 
 #elif defined(DATA_A_Q5_0) || defined(DATA_A_Q5_1)
@@ -367,9 +394,15 @@ void dequant32(uint blk, uint sub, out vec4 v[8]) {
 	}
 
 #elif defined(DATA_A_Q8_0)
-	const float d = ldh(blk);
+	const uint w0 = blk >> 2;
+	const bool high = (blk & 2u) != 0u;
+	uint wd[9];
+	[[unroll]] for (uint i = 0u; i < 9u; i++) {
+		wd[i] = data_a[w0 + i];
+	}
+	const float d = scale_d(wd[0], high);
 	[[unroll]] for (uint i = 0u; i < 8u; i++) {
-		v[i] = d * sbytes4(ld32(blk + 2u + 4u * i));
+		v[i] = d * sbytes4(qword(wd[i], wd[i + 1u], high));
 	}
 
 #elif defined(DATA_A_Q2_K)

@@ -42,7 +42,7 @@ type Kernels struct {
 // switch, so a few invocations per row, each reading long contiguous runs,
 // beat the GPU layout of a whole workgroup sharing a row: 1.5-2x on
 // BenchmarkMatVec and BenchmarkMatVecVocab on lavapipe.
-const cpuRowThreads = 2
+const cpuRowThreads = 1
 
 // cpuAttnWG is the attention workgroup size on CPU devices: smaller key
 // tiles mean cheaper reductions and barriers there (lavapipe, head_dim 32,
