@@ -39,9 +39,11 @@ type Kernels struct {
 // cpuRowThreads is the matvec invocations-per-row cap on CPU devices. A CPU
 // driver (lavapipe) runs a subgroup as SIMD lanes and turns loads from
 // lane-dependent addresses into gathers and every barrier into a context
-// switch, so a few invocations per row, each reading long contiguous runs,
-// beat the GPU layout of a whole workgroup sharing a row: 1.5-2x on
-// BenchmarkMatVec and BenchmarkMatVecVocab on lavapipe.
+// switch. With one invocation per row the activation loads have the same
+// address in every lane (one scalar load, not a gather) and nothing is
+// reduced. BenchmarkMatVecVocab/Q8_0 (50257 x 256) on one lavapipe thread:
+// 44 ms with the GPU layout (up to 32 per row), 26-28 ms with two per row,
+// 15-20 ms with one.
 const cpuRowThreads = 1
 
 // cpuAttnWG is the attention workgroup size on CPU devices: smaller key
