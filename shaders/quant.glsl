@@ -336,28 +336,33 @@ vec4 load_w4(uint row, uint g, uint K, bool wide) {
 // lane-dependent address into a gather). Like ld32, it reads no word past
 // the last one holding block bytes.
 #if defined(DATA_A_Q8_0) || defined(DATA_A_Q4_0) || defined(DATA_A_IQ4_NL)
-// qword returns quant word i given the block's words lo = word i and
-// hi = word i + 1; high says d is the high half of the first word.
-uint qword(uint lo, uint hi, bool high) {
-	return high ? hi : (lo >> 16) | (hi << 16);
-}
-
-float scale_d(uint w, bool high) {
-	return unpackHalf2x16(high ? w >> 16 : w).x;
+#if defined(DATA_A_Q8_0)
+#define HB_WORDS 8u
+#else
+#define HB_WORDS 4u
+#endif
+// half_block returns d of the block at blk and its HB_WORDS quant words in
+// q, loading the HB_WORDS + 1 block words once each.
+float half_block(uint blk, out uint q[8]) {
+	const uint w0 = blk >> 2;
+	const bool high = (blk & 2u) != 0u; // d is the high half of word w0
+	uint wd[9];
+	[[unroll]] for (uint i = 0u; i <= HB_WORDS; i++) {
+		wd[i] = data_a[w0 + i];
+	}
+	[[unroll]] for (uint i = 0u; i < HB_WORDS; i++) {
+		q[i] = high ? wd[i + 1u] : (wd[i] >> 16) | (wd[i + 1u] << 16);
+	}
+	return unpackHalf2x16(high ? wd[0] >> 16 : wd[0]).x;
 }
 #endif
 
 void dequant32(uint blk, uint sub, out vec4 v[8]) {
 #if defined(DATA_A_Q4_0) || defined(DATA_A_IQ4_NL)
-	const uint w0 = blk >> 2;
-	const bool high = (blk & 2u) != 0u;
-	uint wd[5];
-	[[unroll]] for (uint i = 0u; i < 5u; i++) {
-		wd[i] = data_a[w0 + i];
-	}
-	const float d = scale_d(wd[0], high);
+	uint qw[8];
+	const float d = half_block(blk, qw);
 	[[unroll]] for (uint i = 0u; i < 4u; i++) {
-		const uint q = qword(wd[i], wd[i + 1u], high);
+		const uint q = qw[i];
 #if defined(DATA_A_IQ4_NL)
 		v[i] = d * iq4_lookup(q & 0x0F0F0F0Fu);
 		v[4u + i] = d * iq4_lookup((q >> 4) & 0x0F0F0F0Fu);
@@ -394,15 +399,10 @@ void dequant32(uint blk, uint sub, out vec4 v[8]) {
 	}
 
 #elif defined(DATA_A_Q8_0)
-	const uint w0 = blk >> 2;
-	const bool high = (blk & 2u) != 0u;
-	uint wd[9];
-	[[unroll]] for (uint i = 0u; i < 9u; i++) {
-		wd[i] = data_a[w0 + i];
-	}
-	const float d = scale_d(wd[0], high);
+	uint qw[8];
+	const float d = half_block(blk, qw);
 	[[unroll]] for (uint i = 0u; i < 8u; i++) {
-		v[i] = d * sbytes4(qword(wd[i], wd[i + 1u], high));
+		v[i] = d * sbytes4(qw[i]);
 	}
 
 #elif defined(DATA_A_Q2_K)
