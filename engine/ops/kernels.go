@@ -34,7 +34,17 @@ type Kernels struct {
 	// attnWG is the attention workgroup size: min(wg, 128) on GPUs,
 	// cpuAttnWG on CPU devices.
 	attnWG uint32
+	// matvecCols is the most activation columns MulMat gives the matvec
+	// kernel: MatVecMaxCols on GPUs, cpuMatVecCols on CPU devices.
+	matvecCols int
 }
+
+// cpuMatVecCols is MulMat's crossover on CPU devices: the tiled kernel
+// computes whole 64-column tiles, so on lavapipe it costs about the same
+// from 9 to 64 columns, and matvec passes of 8 columns win up to about 24
+// (1024 x 1024, one thread: 16 columns 17-28 ms by matvec, 34-40 ms tiled;
+// 32 columns about equal).
+const cpuMatVecCols = 24
 
 // cpuRowThreads is the matvec invocations-per-row cap on CPU devices. A CPU
 // driver (lavapipe) runs a subgroup as SIMD lanes and turns loads from
@@ -59,9 +69,9 @@ func New(dev *vk.Device) *Kernels {
 		wg /= 2
 	}
 	k := &Kernels{dev: dev, pipes: map[pipeKey]*vk.Pipeline{}, wg: wg, sg: dev.Features().SubgroupArithmetic,
-		rowThreads: matvecWG, attnWG: min(wg, 128)}
+		rowThreads: matvecWG, attnWG: min(wg, 128), matvecCols: MatVecMaxCols}
 	if dev.Info().Type == vk.TypeCPU {
-		k.rowThreads, k.attnWG = cpuRowThreads, min(wg, cpuAttnWG)
+		k.rowThreads, k.attnWG, k.matvecCols = cpuRowThreads, min(wg, cpuAttnWG), cpuMatVecCols
 	}
 	return k
 }

@@ -49,9 +49,10 @@ func (k *Kernels) MatVec(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range) err
 }
 
 // MulMat records y = W x like MatVec, choosing the matvec kernel for up to
-// MatVecMaxCols columns and the tiled MatMul kernel above.
+// MatVecMaxCols columns on GPUs (cpuMatVecCols on CPU devices, in passes of
+// MatVecMaxCols) and the tiled MatMul kernel above.
 func (k *Kernels) MulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range) error {
-	return k.mulMat(c, w, x, n, y, mulOpts{tiled: n > MatVecMaxCols})
+	return k.mulMat(c, w, x, n, y, mulOpts{tiled: n > k.matvecCols})
 }
 
 // mulOpts are mulMat's settings; the zero value is MatVec's.

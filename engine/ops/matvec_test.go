@@ -76,6 +76,7 @@ func TestMatVec(t *testing.T) {
 				{rows: 19, cols: vecCols(typ), n: 4},
 				{rows: 6, cols: 1024, n: 2}, // 32 units of work: one row per workgroup
 				{rows: 13, cols: cols, n: 6, xyLead: 4},
+				{rows: 11, cols: cols, n: 19}, // three passes over the weights
 				{rows: 19, cols: vecCols(typ), n: 7, slow: true},
 				// Bindings of a few rows: the weight is split in windows
 				// whose first row is not at an aligned offset.
