@@ -56,7 +56,7 @@ type GPUModel struct {
 	// Per-forward scratch, sized for cfg.BatchSize rows.
 	ids, slots, pos, logitRows *vk.Buffer // int32, host-visible
 	x, h, q, kAct, v, attn     vk.Range
-	tmp, gate, up, hOut        vk.Range
+	gate, up, hOut             vk.Range
 	logits                     *vk.Buffer // [BatchSize][Vocab] f32, host-visible
 }
 
@@ -122,7 +122,7 @@ func (m *GPUModel) deviceBytes(w *Weights) int64 {
 	}
 	o, B := m.o, int64(m.cfg.BatchSize)
 	total += 2 * int64(o.Layers) * m.kvBytes()
-	total += 4 * B * int64(4*o.Embd+o.Heads*o.HeadDim*2+2*o.KVHeads*o.HeadDim+2*o.FFN+o.Vocab+4)
+	total += 4 * B * int64(3*o.Embd+o.Heads*o.HeadDim*2+2*o.KVHeads*o.HeadDim+2*o.FFN+o.Vocab+4)
 	return total
 }
 
@@ -201,21 +201,24 @@ func (m *GPUModel) prepare() error {
 	type shape struct {
 		t    gguf.GGMLType
 		cols int
+		add  bool // MulMatAdd (the projections onto the residual stream)
 	}
 	seen := map[shape]bool{}
-	ws := []ops.Weight{m.output}
+	shapes := []shape{{m.output.Type, m.output.Cols, false}}
 	for i := range m.blocks {
 		g := &m.blocks[i]
-		ws = append(ws, g.q, g.k, g.v, g.out, g.gate, g.up, g.down)
+		for _, w := range []ops.Weight{g.q, g.k, g.v, g.gate, g.up} {
+			shapes = append(shapes, shape{w.Type, w.Cols, false})
+		}
+		shapes = append(shapes, shape{g.out.Type, g.out.Cols, true}, shape{g.down.Type, g.down.Cols, true})
 	}
-	for _, w := range ws {
-		s := shape{w.Type, w.Cols}
+	for _, s := range shapes {
 		if seen[s] {
 			continue
 		}
 		seen[s] = true
-		if err := m.k.PrepareWeight(w.Type, w.Cols); err != nil {
-			return fmt.Errorf("engine: kernels for %v weights of %d columns: %w", w.Type, w.Cols, err)
+		if err := m.k.PrepareWeight(s.t, s.cols, s.add); err != nil {
+			return fmt.Errorf("engine: kernels for %v weights of %d columns: %w", s.t, s.cols, err)
 		}
 	}
 	return nil
@@ -251,7 +254,7 @@ func (m *GPUModel) reserve() error {
 		dst  *vk.Range
 		cols int
 	}{
-		{&m.x, o.Embd}, {&m.h, o.Embd}, {&m.tmp, o.Embd}, {&m.hOut, o.Embd},
+		{&m.x, o.Embd}, {&m.h, o.Embd}, {&m.hOut, o.Embd},
 		{&m.q, o.Heads * o.HeadDim}, {&m.kAct, o.KVHeads * o.HeadDim}, {&m.v, o.KVHeads * o.HeadDim},
 		{&m.attn, o.Heads * o.HeadDim}, {&m.gate, o.FFN}, {&m.up, o.FFN},
 	} {
@@ -374,17 +377,11 @@ func (m *GPUModel) record(c *vk.Cmd, n, nOut int, hidden bool) error {
 		if err := m.attention(c, blk, n, slot, pos); err != nil {
 			return fmt.Errorf("engine: layer %d attention: %w", l, err)
 		}
-		if err := k.Add(c, m.x, m.x, m.tmp, n*E, n*E); err != nil {
-			return err
-		}
 		if err := k.RMSNorm(c, m.h, m.x, blk.ffnNorm, n, E, o.NormEps); err != nil {
 			return err
 		}
 		if err := m.feedForward(c, blk, n); err != nil {
 			return fmt.Errorf("engine: layer %d feed-forward: %w", l, err)
-		}
-		if err := k.Add(c, m.x, m.x, m.tmp, n*E, n*E); err != nil {
-			return err
 		}
 	}
 	if nOut == 0 {
@@ -405,7 +402,8 @@ func (m *GPUModel) record(c *vk.Cmd, n, nOut int, hidden bool) error {
 }
 
 // attention records the self-attention sublayer for n rows reading m.h and
-// leaves its output projection in m.tmp. It mirrors CPUModel.attention.
+// adds its output projection to the residual stream m.x. It mirrors
+// CPUModel.attention.
 func (m *GPUModel) attention(c *vk.Cmd, blk *gpuBlock, n int, slot, pos vk.Range) error {
 	o, k := m.o, m.k
 	D := o.HeadDim
@@ -470,10 +468,10 @@ func (m *GPUModel) attention(c *vk.Cmd, blk *gpuBlock, n int, slot, pos vk.Range
 	if err := k.Attention(c, m.attn, m.q, blk.kCache, blk.vCache, slot, pos, ap); err != nil {
 		return err
 	}
-	return k.MulMat(c, blk.out, m.attn, n, m.tmp)
+	return k.MulMatAdd(c, blk.out, m.attn, n, m.x) // the residual connection
 }
 
-// feedForward records the SwiGLU sublayer reading m.h into m.tmp; it mirrors
+// feedForward records the SwiGLU sublayer reading m.h and adding to m.x; it mirrors
 // CPUModel.feedForward.
 func (m *GPUModel) feedForward(c *vk.Cmd, blk *gpuBlock, n int) error {
 	k, F := m.k, m.o.FFN
@@ -487,5 +485,5 @@ func (m *GPUModel) feedForward(c *vk.Cmd, blk *gpuBlock, n int) error {
 	if err := k.SwiGLU(c, m.gate, m.gate, m.up, n*F); err != nil {
 		return err
 	}
-	return k.MulMat(c, blk.down, m.gate, n, m.tmp)
+	return k.MulMatAdd(c, blk.down, m.gate, n, m.x) // the residual connection
 }

@@ -40,7 +40,15 @@ layout(local_size_x_id = 0) in;
 
 layout(binding = 1) readonly buffer X { float data_x[]; };
 layout(binding = 1) readonly buffer X4 { vec4 data_x4[]; };
-layout(binding = 2) writeonly buffer Y { float data_y[]; };
+layout(binding = 2) buffer Y { float data_y[]; };
+
+// ACC adds the product to what Y holds (y += W x: a residual connection)
+// instead of overwriting it.
+layout(constant_id = 2) const bool ACC = false;
+
+void store_y(uint i, float v) {
+	data_y[i] = ACC ? data_y[i] + v : v;
+}
 
 #include "quant.glsl"
 
@@ -159,7 +167,7 @@ void main() {
 		[[unroll]] for (uint i = 0u; i < TM; i++) {
 			const uint r = m0 + tr * TM + i;
 			if (c < p.N && r < p.M) {
-				data_y[p.y_off + c * p.y_stride + r] = acc[j][i / 4u][i % 4u];
+				store_y(p.y_off + c * p.y_stride + r, acc[j][i / 4u][i % 4u]);
 			}
 		}
 	}

@@ -49,7 +49,15 @@ layout(local_size_x_id = 0) in;
 
 layout(binding = 1) readonly buffer X { float data_x[]; };
 layout(binding = 1) readonly buffer X4 { vec4 data_x4[]; };
-layout(binding = 2) writeonly buffer Y { float data_y[]; };
+layout(binding = 2) buffer Y { float data_y[]; };
+
+// ACC adds the product to what Y holds (y += W x: a residual connection)
+// instead of overwriting it.
+layout(constant_id = 4) const bool ACC = false;
+
+void store_y(uint i, float v) {
+	data_y[i] = ACC ? data_y[i] + v : v;
+}
 
 #include "quant.glsl"
 
@@ -147,7 +155,7 @@ void main() {
 		// One invocation per row (CPU devices): nothing to reduce.
 		if (live) {
 			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-				data_y[p.y_off + c * p.y_stride + row] = acc[c];
+				store_y(p.y_off + c * p.y_stride + row, acc[c]);
 			}
 		}
 		return;
@@ -169,7 +177,7 @@ void main() {
 		}
 		if (live) {
 			for (uint c = lane; c < NCOLS; c += TPR) {
-				data_y[p.y_off + c * p.y_stride + row] = red[c * WG + tid - lane];
+				store_y(p.y_off + c * p.y_stride + row, red[c * WG + tid - lane]);
 			}
 		}
 		return;
@@ -187,7 +195,7 @@ void main() {
 		for (uint i = 0u; i < gl_NumSubgroups; i++) {
 			s += red[i * MAX_COLS + tid];
 		}
-		data_y[p.y_off + tid * p.y_stride + row] = s;
+		store_y(p.y_off + tid * p.y_stride + row, s);
 	}
 #else
 	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
@@ -203,7 +211,7 @@ void main() {
 		barrier();
 	}
 	if (tid < NCOLS) {
-		data_y[p.y_off + tid * p.y_stride + row] = red[tid * WG];
+		store_y(p.y_off + tid * p.y_stride + row, red[tid * WG]);
 	}
 #endif
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // maxSpec is the most specialization constants a kernel may take.
-const maxSpec = 4
+const maxSpec = 5
 
 type pipeKey struct {
 	name     string

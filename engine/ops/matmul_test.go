@@ -16,6 +16,8 @@ func TestMatMul(t *testing.T) {
 				{rows: 5, cols: 3 * cols, n: 1},
 				{rows: 65, cols: cols, n: 12, xyLead: 8},
 				{rows: 131, cols: cols, n: 9, lead: 6, maxRange: 40*rowBytes + 4*uint64(cols) + 64},
+				{rows: 70, cols: cols, n: 17, acc: true},
+				{rows: 65, cols: cols, n: 12, xyLead: 8, lead: 2, acc: true},
 			}
 			for _, m := range cases {
 				t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, true) })

@@ -55,11 +55,19 @@ func (k *Kernels) MulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range) err
 	return k.mulMat(c, w, x, n, y, mulOpts{tiled: n > k.matvecCols})
 }
 
+// MulMatAdd records y += W x (a projection added to the residual stream)
+// with MulMat's choice of kernel, in one dispatch per window instead of a
+// product and an Add.
+func (k *Kernels) MulMatAdd(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range) error {
+	return k.mulMat(c, w, x, n, y, mulOpts{tiled: n > k.matvecCols, acc: true})
+}
+
 // mulOpts are mulMat's settings; the zero value is MatVec's.
 type mulOpts struct {
 	tiled    bool   // the matmul kernel, else matvec
 	maxRange uint64 // binding limit (tests); 0 means Device.MaxBinding
 	slow     bool   // never the vector-load path (tests)
+	acc      bool   // y += W x instead of y = W x
 }
 
 // mulMat records W x with bindings of at most o.maxRange bytes: one
@@ -152,11 +160,12 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 				fast = 1
 			}
 			groups := k.Groups(ceilDiv(uint32(rows), matvecWG/tpr))
-			spec := [4]uint32{matvecWG, uint32(nc), fast, tpr}
-			nspec := 4
+			acc := b2u(o.acc)
+			spec := [5]uint32{matvecWG, uint32(nc), fast, tpr, acc}
+			nspec := 5
 			if tiled {
 				groups = [3]uint32{ceilDiv(uint32(rows), matmulBM), ceilDiv(uint32(nc), matmulBN), 1}
-				spec, nspec = [4]uint32{matmulWG, fast}, 2
+				spec, nspec = [5]uint32{matmulWG, fast, acc}, 3
 			}
 			if !first {
 				c.NoBarrier()
@@ -190,9 +199,10 @@ func (k *Kernels) matvecTPR(t gguf.GGMLType, cols int) uint32 {
 // (1..MatVecMaxCols columns) and MatMul use for weights of type t with rows
 // of cols elements stored at a 16-byte aligned offset and vec4-aligned
 // activations (the usual case), so that no step pays for a shader compile
-// (hundreds of milliseconds on lavapipe). Call it once per distinct (type,
-// row length) at load time.
-func (k *Kernels) PrepareWeight(t gguf.GGMLType, cols int) error {
+// (hundreds of milliseconds on lavapipe); accumulate prepares MulMatAdd's
+// instead of MulMat's. Call it once per distinct (type, row length,
+// accumulate) at load time.
+func (k *Kernels) PrepareWeight(t gguf.GGMLType, cols int, accumulate bool) error {
 	names, ok := kernelsFor(t)
 	if !ok {
 		return fmt.Errorf("ops: PrepareWeight: no kernels for weight type %v", t)
@@ -211,14 +221,21 @@ func (k *Kernels) PrepareWeight(t gguf.GGMLType, cols int) error {
 	if k.sg {
 		name = names.matvecSG
 	}
-	tpr := k.matvecTPR(t, cols)
+	tpr, acc := k.matvecTPR(t, cols), b2u(accumulate)
 	for n := uint32(1); n <= MatVecMaxCols; n++ {
-		if _, err := k.Pipeline(name, 3, push, matvecWG, n, fast, tpr); err != nil {
+		if _, err := k.Pipeline(name, 3, push, matvecWG, n, fast, tpr, acc); err != nil {
 			return err
 		}
 	}
-	_, err = k.Pipeline(names.matmul, 3, push, matmulWG, fast)
+	_, err = k.Pipeline(names.matmul, 3, push, matmulWG, fast, acc)
 	return err
+}
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // bindWindow returns a binding of r's buffer that covers the bytes

@@ -17,6 +17,7 @@ type mulCase struct {
 	maxRange      uint64 // binding limit; 0 means the device's
 	slow          bool   // force the kernels' scalar-load path
 	xyLead        int    // bytes before x and y in their buffers (a multiple of 4)
+	acc           bool   // y += W x (MulMatAdd) over random y
 }
 
 func (m mulCase) String() string {
@@ -32,6 +33,9 @@ func (m mulCase) String() string {
 	}
 	if m.xyLead != 0 {
 		s += fmt.Sprintf("_xy%d", m.xyLead)
+	}
+	if m.acc {
+		s += "_acc"
 	}
 	return s
 }
@@ -50,10 +54,20 @@ func testMul(t *testing.T, g *rig, typ gguf.GGMLType, m mulCase, tiled bool) {
 	xr := g.upF32(append(make([]float32, m.xyLead/4), x...))
 	xr = xr.Sub(uint64(m.xyLead), uint64(4*len(x)))
 	y := g.buf(m.xyLead + 4*m.n*m.rows)
+	if m.acc {
+		y0 := randomVector(g.r, m.n*m.rows)
+		for i := range want {
+			want[i] += float64(y0[i])
+			mag[i] += math.Abs(float64(y0[i]))
+		}
+		y = g.upF32(append(make([]float32, m.xyLead/4), y0...))
+	}
 	y = y.Sub(uint64(m.xyLead), uint64(4*m.n*m.rows))
 	g.run(func(c *vk.Cmd) error {
-		c.Fill(y, NaNBits)
-		return g.k.mulMat(c, wt, xr, m.n, y, mulOpts{tiled: tiled, maxRange: m.maxRange, slow: m.slow})
+		if !m.acc {
+			c.Fill(y, NaNBits)
+		}
+		return g.k.mulMat(c, wt, xr, m.n, y, mulOpts{tiled: tiled, maxRange: m.maxRange, slow: m.slow, acc: m.acc})
 	})
 	name := "MatVec"
 	if tiled {
@@ -77,6 +91,8 @@ func TestMatVec(t *testing.T) {
 				{rows: 6, cols: 1024, n: 2}, // 32 units of work: one row per workgroup
 				{rows: 13, cols: cols, n: 6, xyLead: 4},
 				{rows: 11, cols: cols, n: 19}, // three passes over the weights
+				{rows: 37, cols: cols, n: 1, acc: true},
+				{rows: 23, cols: cols, n: 5, lead: 6, xyLead: 8, acc: true, maxRange: 5*rowBytes + 4*uint64(cols) + 64},
 				{rows: 19, cols: vecCols(typ), n: 7, slow: true},
 				// Bindings of a few rows: the weight is split in windows
 				// whose first row is not at an aligned offset.
@@ -289,7 +305,7 @@ func TestPrepareWeight(t *testing.T) {
 		typ  gguf.GGMLType
 		cols int
 	}{{gguf.TypeQ4_K, 512}, {gguf.TypeQ8_0, 64}, {gguf.TypeF16, 132}} {
-		if err := g.k.PrepareWeight(tt.typ, tt.cols); err != nil {
+		if err := g.k.PrepareWeight(tt.typ, tt.cols, false); err != nil {
 			t.Fatalf("PrepareWeight(%v, %d): %v", tt.typ, tt.cols, err)
 		}
 		before := len(g.k.pipes)
@@ -308,8 +324,23 @@ func TestPrepareWeight(t *testing.T) {
 		if after := len(g.k.pipes); after != before {
 			t.Errorf("PrepareWeight(%v, %d): MulMat over 1..16 columns created %d more pipelines, want 0", tt.typ, tt.cols, after-before)
 		}
+		if err := g.k.PrepareWeight(tt.typ, tt.cols, true); err != nil {
+			t.Fatalf("PrepareWeight(%v, %d, accumulate): %v", tt.typ, tt.cols, err)
+		}
+		before = len(g.k.pipes)
+		g.run(func(c *vk.Cmd) error {
+			for n := 1; n <= 16; n++ {
+				if err := g.k.MulMatAdd(c, w, x, n, y); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if after := len(g.k.pipes); after != before {
+			t.Errorf("PrepareWeight(%v, %d, accumulate): MulMatAdd over 1..16 columns created %d more pipelines, want 0", tt.typ, tt.cols, after-before)
+		}
 	}
-	if err := g.k.PrepareWeight(gguf.TypeQ4_0, 48); err == nil {
+	if err := g.k.PrepareWeight(gguf.TypeQ4_0, 48, false); err == nil {
 		t.Error("PrepareWeight(Q4_0, 48 columns) succeeded, want an error")
 	}
 }
