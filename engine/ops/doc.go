@@ -89,7 +89,9 @@
 // MatVec (up to MatVecMaxCols activation columns per read of the weight,
 // one or several threads per row depending on its width), MatMul (tiled
 // through shared memory for larger batches) and MulMat, which picks one of
-// the two by the number of rows. PrepareWeight compiles the pipelines of one
-// weight shape ahead of time; the engine calls it at load for each distinct
-// (format, width).
+// the two by the number of rows (the crossover and the threads per row
+// differ on CPU devices, see Kernels); MulMatAdd adds the product to its
+// output (residual connections). PrepareWeight compiles the pipelines of
+// one weight shape ahead of time; the engine calls it at load for each
+// distinct (format, width, add).
 package ops
