@@ -10,11 +10,14 @@ import (
 )
 
 // EngineBackend is the Backend of a model loaded by the engine. Sequences
-// run one at a time on slot 0 of the KV cache (the batching scheduler that
-// runs several slots in one forward pass is a later step); the tokenizer
-// calls are safe from any goroutine. A prompt that starts like the tokens
-// the slot already holds (the previous turn of a chat, another candidate of
-// n/best_of) reuses their keys and values and processes only the rest.
+// run one at a time (the batching scheduler that runs several slots in one
+// forward pass is a later step); the tokenizer calls are safe from any
+// goroutine. Each of the model's KV-cache slots (--parallel) keeps the
+// tokens of the last sequence that ran in it: a prompt runs in the slot
+// that shares the longest prefix with it (the previous turn of the same
+// chat, another candidate of n/best_of), reuses those keys and values and
+// processes only the rest; a prompt that shares nothing takes the least
+// recently used slot, so several conversations keep their caches.
 type EngineBackend struct {
 	m    *engine.Model
 	name string
@@ -23,8 +26,52 @@ type EngineBackend struct {
 	mu     sync.Mutex // serializes the GPU: Generate and Embed
 	logits []float32  // Sample edits its row; it gets a copy
 	top    []sampling.TokenLogprob
-	cached []int32 // the tokens slot 0 holds keys and values of
-	reused int     // prompt tokens the last Generate took from the cache
+	slots  []slotCache
+	clock  uint64 // counts sequences, for slotCache.used
+	reused int    // prompt tokens the last Generate took from the cache
+}
+
+// slotCache is what one KV-cache slot holds.
+type slotCache struct {
+	tokens []int32 // the tokens the slot holds keys and values of
+	used   uint64  // when a sequence last ran in it (0: never)
+}
+
+// pickSlot returns the slot for prompt and how many of its first tokens
+// that slot already holds (at most len(prompt)-1: the last prompt token is
+// fed again for its logits). A slot whose tokens cover more than half of
+// the prompt is a continuation of its sequence and the one covering most
+// wins (the reference server's rule); otherwise the least recently used
+// slot is taken. It trims each slot's tokens to what the model says the
+// slot holds, and marks the chosen slot used.
+func (b *EngineBackend) pickSlot(prompt []int32) (slot, reuse int) {
+	best, lru := -1, 0
+	for s := range b.slots {
+		sc := &b.slots[s]
+		sc.tokens = sc.tokens[:min(len(sc.tokens), b.m.SlotLen(s))]
+		if n := sharedPrefix(sc.tokens, prompt); 2*n > len(prompt) && n > reuse {
+			best, reuse = s, n
+		}
+		if sc.used < b.slots[lru].used {
+			lru = s
+		}
+	}
+	if best < 0 {
+		best, reuse = lru, sharedPrefix(b.slots[lru].tokens, prompt)
+	}
+	b.clock++
+	b.slots[best].used = b.clock
+	return best, reuse
+}
+
+// sharedPrefix returns how many first tokens of prompt, short of its last,
+// cached holds.
+func sharedPrefix(cached, prompt []int32) int {
+	n := 0
+	for n < len(cached) && n < len(prompt)-1 && cached[n] == prompt[n] {
+		n++
+	}
+	return n
 }
 
 // NewEngineBackend serves m under the model id name. pool is the embedding
@@ -37,7 +84,7 @@ func NewEngineBackend(m *engine.Model, name string, pool engine.Pooling) *Engine
 			pool = engine.Pooling(v)
 		}
 	}
-	return &EngineBackend{m: m, name: name, pool: pool, logits: make([]float32, m.Opts.Vocab)}
+	return &EngineBackend{m: m, name: name, pool: pool, logits: make([]float32, m.Opts.Vocab), slots: make([]slotCache, m.Slots())}
 }
 
 // Info returns the model description.
@@ -95,26 +142,20 @@ func (b *EngineBackend) Generate(ctx context.Context, req *GenerateRequest, emit
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	const slot = 0
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// The cache is valid as far as the model says the slot is; at least
-	// the last prompt token is fed again, for its logits.
-	b.cached = b.cached[:min(len(b.cached), b.m.SlotLen(slot))]
-	reuse := 0
-	for reuse < len(b.cached) && reuse < len(req.Prompt)-1 && b.cached[reuse] == req.Prompt[reuse] {
-		reuse++
-	}
+	slot, reuse := b.pickSlot(req.Prompt)
+	sc := &b.slots[slot]
 	if err := b.m.Truncate(slot, reuse); err != nil {
 		return err
 	}
-	b.cached, b.reused = b.cached[:reuse], reuse
+	sc.tokens, b.reused = sc.tokens[:reuse], reuse
 	logits, err := b.m.Prefill(ctx, slot, reuse, req.Prompt[reuse:])
 	if err != nil {
 		return err
 	}
-	b.cached = append(b.cached, req.Prompt[reuse:]...)
+	sc.tokens = append(sc.tokens, req.Prompt[reuse:]...)
 	pos := len(req.Prompt)
 	var ev Event
 	for n := 0; ; n++ {
@@ -156,7 +197,7 @@ func (b *EngineBackend) Generate(ctx context.Context, req *GenerateRequest, emit
 		if logits, err = b.m.Step(slot, pos, id); err != nil {
 			return err
 		}
-		b.cached = append(b.cached, id)
+		sc.tokens = append(sc.tokens, id)
 		pos++
 	}
 }
@@ -165,6 +206,7 @@ func (b *EngineBackend) Generate(ctx context.Context, req *GenerateRequest, emit
 func (b *EngineBackend) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.cached = b.cached[:0]
-	return b.m.Embed(ctx, 0, tokens, b.pool)
+	slot, _ := b.pickSlot(nil) // the least recently used slot
+	b.slots[slot].tokens = b.slots[slot].tokens[:0]
+	return b.m.Embed(ctx, slot, tokens, b.pool)
 }

@@ -243,3 +243,43 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// TestSlotCaches checks that with two KV-cache slots two alternating
+// conversations each keep their cache: a request that repeats an earlier
+// prompt after another, unrelated one still reuses all but its last token,
+// and the text is what the same request gave the first time.
+func TestSlotCaches(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := modelgen.WriteFile(path, modelgen.Options{Arch: "llama", Embd: 64, Layers: 2, Seed: 11}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.Load(path, engine.Config{CtxSize: 256, BatchSize: 64, Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	b := NewEngineBackend(m, "tiny", engine.PoolNone)
+	ts := newReadyServer(t, b, Config{Parallel: 2})
+	complete := func(prompt string) string {
+		r := ts.post("/v1/completions", `{"prompt":`+jsonString(prompt)+`,"max_tokens":10,"temperature":0}`)
+		return fmt.Sprint(jsonPath(decodeBody(t, r.body), "choices", 0, "text"))
+	}
+	a, c := "the quick brown fox jumps over the lazy dog", "zz yy xx ww vv"
+	first := complete(a)
+	complete(c)
+	if got := complete(a); got != first {
+		t.Errorf("repeated prompt gave %q, first %q", got, first)
+	}
+	toks, _ := b.Tokenize(a, true, true)
+	if b.reused != len(toks)-1 {
+		t.Errorf("the repeated prompt reused %d cached tokens, want %d: the other conversation took the other slot", b.reused, len(toks)-1)
+	}
+	// An embedding takes the least recently used slot (c's), not a's.
+	if r := ts.post("/v1/embeddings", `{"input":"hello"}`); r.status != 200 {
+		t.Fatalf("embeddings: %d %s", r.status, r.body)
+	}
+	complete(a)
+	if b.reused != len(toks)-1 {
+		t.Errorf("after an embedding, the repeated prompt reused %d cached tokens, want %d", b.reused, len(toks)-1)
+	}
+}

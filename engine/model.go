@@ -109,6 +109,9 @@ func (m *Model) Device() *vk.Device { return m.dev }
 // CtxSize returns the KV-cache positions of one slot.
 func (m *Model) CtxSize() int { return m.GPU.Config().CtxSize }
 
+// Slots returns the number of sequence slots of the KV cache.
+func (m *Model) Slots() int { return len(m.lens) }
+
 // SlotLen returns the number of positions slot holds.
 func (m *Model) SlotLen(slot int) int { return m.lens[slot] }
 
