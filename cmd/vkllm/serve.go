@@ -51,7 +51,7 @@ func cmdServe(args []string) error {
 	f.register(fs, envInt("VKLLM_CTX_SIZE", 0))
 	fs.StringVar(&f.host, "host", envOr("VKLLM_HOST", "127.0.0.1"), "listen `address` ($VKLLM_HOST)")
 	fs.IntVar(&f.port, "port", envInt("VKLLM_PORT", 8080), "listen `port` ($VKLLM_PORT)")
-	fs.IntVar(&f.parallel, "parallel", envInt("VKLLM_PARALLEL", 1), "requests admitted to the model at once; the rest wait in the FIFO queue ($VKLLM_PARALLEL)")
+	fs.IntVar(&f.parallel, "parallel", envInt("VKLLM_PARALLEL", 1), "KV-cache slots (each keeps the cache of one conversation) and requests admitted to the model at once; the rest wait in the FIFO queue ($VKLLM_PARALLEL)")
 	fs.IntVar(&f.queueSize, "queue-size", envInt("VKLLM_QUEUE_SIZE", 64), "requests that may wait for the model; more get 503 at once ($VKLLM_QUEUE_SIZE)")
 	fs.StringVar(&f.apiKey, "api-key", os.Getenv("VKLLM_API_KEY"), "require \"Authorization: Bearer `key`\" on every request ($VKLLM_API_KEY; default none)")
 	fs.StringVar(&f.alias, "model-alias", os.Getenv("VKLLM_MODEL_ALIAS"), "model `id` in /v1/models and responses ($VKLLM_MODEL_ALIAS; default the file name)")
