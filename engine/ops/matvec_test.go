@@ -305,39 +305,30 @@ func TestPrepareWeight(t *testing.T) {
 		typ  gguf.GGMLType
 		cols int
 	}{{gguf.TypeQ4_K, 512}, {gguf.TypeQ8_0, 64}, {gguf.TypeF16, 132}} {
-		if err := g.k.PrepareWeight(tt.typ, tt.cols, false); err != nil {
-			t.Fatalf("PrepareWeight(%v, %d): %v", tt.typ, tt.cols, err)
-		}
-		before := len(g.k.pipes)
 		const rows = 9
 		w := g.upWeight(tt.typ, randomWeights(g.r, tt.typ, rows, tt.cols), rows, tt.cols, 0)
 		x := g.upF32(randomVector(g.r, 16*tt.cols))
 		y := g.buf(4 * 16 * rows)
-		g.run(func(c *vk.Cmd) error {
-			for n := 1; n <= 16; n++ {
-				if err := g.k.MulMat(c, w, x, n, y); err != nil {
-					return err
-				}
+		for _, add := range []bool{false, true} {
+			mul := g.k.MulMat
+			if add {
+				mul = g.k.MulMatAdd
 			}
-			return nil
-		})
-		if after := len(g.k.pipes); after != before {
-			t.Errorf("PrepareWeight(%v, %d): MulMat over 1..16 columns created %d more pipelines, want 0", tt.typ, tt.cols, after-before)
-		}
-		if err := g.k.PrepareWeight(tt.typ, tt.cols, true); err != nil {
-			t.Fatalf("PrepareWeight(%v, %d, accumulate): %v", tt.typ, tt.cols, err)
-		}
-		before = len(g.k.pipes)
-		g.run(func(c *vk.Cmd) error {
-			for n := 1; n <= 16; n++ {
-				if err := g.k.MulMatAdd(c, w, x, n, y); err != nil {
-					return err
-				}
+			if err := g.k.PrepareWeight(tt.typ, tt.cols, add); err != nil {
+				t.Fatalf("PrepareWeight(%v, %d, %v): %v", tt.typ, tt.cols, add, err)
 			}
-			return nil
-		})
-		if after := len(g.k.pipes); after != before {
-			t.Errorf("PrepareWeight(%v, %d, accumulate): MulMatAdd over 1..16 columns created %d more pipelines, want 0", tt.typ, tt.cols, after-before)
+			before := len(g.k.pipes)
+			g.run(func(c *vk.Cmd) error {
+				for n := 1; n <= 16; n++ {
+					if err := mul(c, w, x, n, y); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if after := len(g.k.pipes); after != before {
+				t.Errorf("PrepareWeight(%v, %d, %v): products over 1..16 columns created %d more pipelines, want 0", tt.typ, tt.cols, add, after-before)
+			}
 		}
 	}
 	if err := g.k.PrepareWeight(gguf.TypeQ4_0, 48, false); err == nil {
