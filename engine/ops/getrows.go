@@ -53,12 +53,10 @@ func (k *Kernels) getRows(c *vk.Cmd, w Weight, ids vk.Range, n int, dst vk.Range
 	if ids.Offset%4 != 0 || dst.Offset%4 != 0 {
 		return fmt.Errorf("ops: %s: ids offset %d or dst offset %d is not a multiple of 4", op, ids.Offset, dst.Offset)
 	}
-	maxRange = min(maxRange, 1<<31)
-	align := max(k.dev.Limits().MinStorageOffsetAlign, 4)
-	if maxRange <= 2*align {
-		return fmt.Errorf("ops: %s: binding limit %d bytes is too small", op, maxRange)
+	maxRange, align, budget, err := k.bindLimits(op, maxRange)
+	if err != nil {
+		return err
 	}
-	budget := maxRange - align
 	if 4*uint64(w.Cols) > budget {
 		return fmt.Errorf("ops: %s: a row of %d f32 exceeds the %d-byte binding limit", op, w.Cols, maxRange)
 	}

@@ -101,14 +101,12 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 	if x.Offset%4 != 0 || y.Offset%4 != 0 {
 		return fmt.Errorf("ops: %s: x offset %d or y offset %d is not a multiple of 4", op, x.Offset, y.Offset)
 	}
-	maxRange = min(maxRange, 1<<31)
-	align := max(k.dev.Limits().MinStorageOffsetAlign, 4)
-	if maxRange <= 2*align {
-		return fmt.Errorf("ops: %s: binding limit %d bytes is too small", op, maxRange)
+	maxRange, align, budget, err := k.bindLimits(op, maxRange)
+	if err != nil {
+		return err
 	}
 	// Columns per dispatch: the x and y windows (plus alignment slack) must
 	// each fit one binding.
-	budget := maxRange - align
 	perCol := 4 * uint64(max(w.Cols, w.Rows))
 	if perCol > budget {
 		return fmt.Errorf("ops: %s: one column of %d or %d f32 exceeds the %d-byte binding limit", op, w.Cols, w.Rows, maxRange)
@@ -236,6 +234,19 @@ func b2u(b bool) uint32 {
 		return 1
 	}
 	return 0
+}
+
+// bindLimits returns, for a kernel that binds windows of its buffers of at
+// most maxRange bytes, that limit (capped at 2 GiB), the offset alignment
+// of a binding, and the bytes a window can cover wherever it starts (the
+// limit less the alignment slack).
+func (k *Kernels) bindLimits(op string, maxRange uint64) (limit, align, budget uint64, err error) {
+	limit = min(maxRange, 1<<31)
+	align = max(k.dev.Limits().MinStorageOffsetAlign, 4)
+	if limit <= 2*align {
+		return 0, 0, 0, fmt.Errorf("ops: %s: binding limit %d bytes is too small", op, limit)
+	}
+	return limit, align, limit - align, nil
 }
 
 // bindWindow returns a binding of r's buffer that covers the bytes
