@@ -76,20 +76,9 @@ func (t *Tokenizer) bpeWord(out []int32, word []byte, sc *bpeScratch) []int32 {
 			return append(out, id)
 		}
 	}
-	syms := sc.syms[:0]
-	for off := 0; off < len(word); {
-		n := min(utf8Len(word[off]), len(word)-off)
-		i := int32(len(syms))
-		next := i + 1
-		if off+n == len(word) {
-			next = -1
-		}
-		id, ok := t.ids[string(word[off:off+n])]
-		if !ok {
-			id = null
-		}
-		syms = append(syms, symbol{start: int32(off), n: int32(n), prev: i - 1, next: next, id: id})
-		off += n
+	syms := charSymbols(sc.syms[:0], word, 0, len(word))
+	for i := range syms {
+		syms[i].id = t.lookup(word[syms[i].start : syms[i].start+syms[i].n])
 	}
 	q := sc.q[:0]
 	try := func(l, r int32) {
@@ -111,21 +100,11 @@ func (t *Tokenizer) bpeWord(out []int32, word []byte, sc *bpeScratch) []int32 {
 	}
 	for len(q) > 0 {
 		c := q.pop()
-		l, r := &syms[c.left], &syms[c.right]
-		if l.n == 0 || r.n == 0 || l.n+r.n != c.size {
+		if !join(syms, c) {
 			continue
 		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = c.left
-		}
-		if id, ok := t.ids[string(word[l.start:l.start+l.n])]; ok {
-			l.id = id
-		} else {
-			l.id = null
-		}
+		l := &syms[c.left]
+		l.id = t.lookup(word[l.start : l.start+l.n])
 		try(l.prev, c.left)
 		try(c.left, l.next)
 	}
@@ -143,4 +122,12 @@ func (t *Tokenizer) bpeWord(out []int32, word []byte, sc *bpeScratch) []int32 {
 		}
 	}
 	return out
+}
+
+// lookup returns the id of the token spelled by s, or null.
+func (t *Tokenizer) lookup(s []byte) int32 {
+	if id, ok := t.ids[string(s)]; ok {
+		return id
+	}
+	return null
 }

@@ -21,6 +21,39 @@ type candidate struct {
 	id          int32
 }
 
+// charSymbols appends to syms (empty) one symbol per UTF-8 character of
+// text[from:to] (a character cut short by to counts as one), linked in
+// order.
+func charSymbols(syms []symbol, text []byte, from, to int) []symbol {
+	for off := from; off < to; {
+		n := min(utf8Len(text[off]), to-off)
+		i := int32(len(syms))
+		next := i + 1
+		if off+n == to {
+			next = -1
+		}
+		syms = append(syms, symbol{start: int32(off), n: int32(n), prev: i - 1, next: next})
+		off += n
+	}
+	return syms
+}
+
+// join merges the right symbol of c into its left one; false when c is
+// stale (either side has been merged since c was queued).
+func join(syms []symbol, c candidate) bool {
+	l, r := &syms[c.left], &syms[c.right]
+	if l.n == 0 || r.n == 0 || l.n+r.n != c.size {
+		return false
+	}
+	l.n += r.n
+	r.n = 0
+	l.next = r.next
+	if r.next >= 0 {
+		syms[r.next].prev = c.left
+	}
+	return true
+}
+
 // mergeQueue is a binary max-heap of candidates; merging stays
 // O(n log n) however long the word.
 type mergeQueue []candidate
@@ -191,17 +224,7 @@ func (t *Tokenizer) spmSegment(out []int32, sc *spmScratch, from, to int) []int3
 	}
 	mark := len(out)
 	defer func() { sc.cache.put(text[from:to], out[mark:]) }()
-	syms := sc.syms[:0]
-	for off := from; off < to; {
-		n := min(utf8Len(text[off]), to-off)
-		i := int32(len(syms))
-		next := i + 1
-		if off+n == to {
-			next = -1
-		}
-		syms = append(syms, symbol{start: int32(off), n: int32(n), prev: i - 1, next: next})
-		off += n
-	}
+	syms := charSymbols(sc.syms[:0], text, from, to)
 	sc.syms = syms
 	q := sc.q[:0]
 	try := func(l, r int32) {
@@ -222,16 +245,10 @@ func (t *Tokenizer) spmSegment(out []int32, sc *spmScratch, from, to int) []int3
 	}
 	for len(q) > 0 {
 		c := q.pop()
-		l, r := &syms[c.left], &syms[c.right]
-		if l.n == 0 || r.n == 0 || l.n+r.n != c.size {
+		if !join(syms, c) {
 			continue
 		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = c.left
-		}
+		l := &syms[c.left]
 		try(l.prev, c.left)
 		try(c.left, l.next)
 	}
