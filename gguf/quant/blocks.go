@@ -229,6 +229,16 @@ func scaleMinK4(j int, q []byte) (sc, m byte) {
 	return q[j+4]&0xf | (q[j-4]>>6)<<4, q[j+4]>>4 | (q[j]>>6)<<4
 }
 
+// chunkScalesK4 returns the scales and mins of the two 32-element
+// sub-blocks of 64-element chunk n of a Q4_K or Q5_K block.
+func chunkScalesK4(n int, d, dmin float32, scales []byte) (d1, m1, d2, m2 float32) {
+	sc, m := scaleMinK4(2*n, scales)
+	d1, m1 = float32(d*float32(sc)), float32(dmin*float32(m))
+	sc, m = scaleMinK4(2*n+1, scales)
+	d2, m2 = float32(d*float32(sc)), float32(dmin*float32(m))
+	return d1, m1, d2, m2
+}
+
 func dequantQ4_K(src []byte, dst []float32) {
 	for len(dst) >= 256 {
 		b := src[:144:144]
@@ -237,10 +247,7 @@ func dequantQ4_K(src []byte, dst []float32) {
 		scales := b[4:16]
 		for n := 0; n < 4; n++ {
 			q := b[16+32*n : 16+32*n+32]
-			sc, m := scaleMinK4(2*n, scales)
-			d1, m1 := float32(d*float32(sc)), float32(dmin*float32(m))
-			sc, m = scaleMinK4(2*n+1, scales)
-			d2, m2 := float32(d*float32(sc)), float32(dmin*float32(m))
+			d1, m1, d2, m2 := chunkScalesK4(n, d, dmin, scales)
 			lo, hi := y[64*n:64*n+32], y[64*n+32:64*n+64]
 			for l := 0; l < 32; l++ {
 				lo[l] = float32(d1*float32(q[l]&0xf)) - m1
@@ -260,10 +267,7 @@ func dequantQ5_K(src []byte, dst []float32) {
 		qh := b[16:48]
 		for n := 0; n < 4; n++ {
 			ql := b[48+32*n : 48+32*n+32]
-			sc, m := scaleMinK4(2*n, scales)
-			d1, m1 := float32(d*float32(sc)), float32(dmin*float32(m))
-			sc, m = scaleMinK4(2*n+1, scales)
-			d2, m2 := float32(d*float32(sc)), float32(dmin*float32(m))
+			d1, m1, d2, m2 := chunkScalesK4(n, d, dmin, scales)
 			lo, hi := y[64*n:64*n+32], y[64*n+32:64*n+64]
 			// The fifth bits of chunk n are bits 2n and 2n+1 of qh.
 			s1, s2 := uint(2*n), uint(2*n+1)
