@@ -7,22 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vkllm/vkllm/internal/fixtures"
 	"github.com/vkllm/vkllm/sampling/grammar"
 )
-
-// fixturesDir returns ../shared/fixtures (or $VKLLM_FIXTURES), skipping the
-// test when it is absent.
-func fixturesDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("VKLLM_FIXTURES")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "fixtures")
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("fixtures not found at %s (set VKLLM_FIXTURES): %v", dir, err)
-	}
-	return dir
-}
 
 // toolConversation is system + user + assistant(tool_calls) + tool.
 func toolConversation() renderInput {
@@ -41,7 +28,7 @@ func toolConversation() renderInput {
 }
 
 func TestFixtureTemplates(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(fixturesDir(t), "templates", "*.jinja"))
+	files, err := filepath.Glob(filepath.Join(fixtures.Dir(t, "templates"), "*.jinja"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no templates in the fixtures: %v", err)
 	}
@@ -137,7 +124,7 @@ func TestJinjaFeatures(t *testing.T) {
 }
 
 func TestDetectToolFormat(t *testing.T) {
-	dir := fixturesDir(t)
+	dir := fixtures.Dir(t, "templates")
 	cases := []struct {
 		file string
 		want grammar.ToolFormat
@@ -149,7 +136,7 @@ func TestDetectToolFormat(t *testing.T) {
 		{"google-gemma-2-2b-it.jinja", grammar.ToolFormatGeneric},
 	}
 	for _, c := range cases {
-		src, err := os.ReadFile(filepath.Join(dir, "templates", c.file))
+		src, err := os.ReadFile(filepath.Join(dir, c.file))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vkllm/vkllm/engine/tokenizer"
 	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/internal/fixtures"
 	"github.com/vkllm/vkllm/tools/modelgen"
 	"github.com/vkllm/vkllm/vk"
 	"github.com/vkllm/vkllm/vk/vktest"
@@ -217,7 +218,7 @@ func checkPerplexity(t *testing.T, m parityModel, gpu *GPUModel) {
 	if pr.Text == "" {
 		return
 	}
-	text, err := os.ReadFile(filepath.Join(fixturesDir(t), "models", pr.Text))
+	text, err := os.ReadFile(filepath.Join(fixtures.Dir(t, "models"), pr.Text))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vkllm/vkllm/engine/tokenizer"
 	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/internal/fixtures"
 )
 
 // refFile is a *.ref.json written by the reference implementation.
@@ -35,19 +36,6 @@ type refFile struct {
 	} `json:"perplexity"`
 }
 
-// fixturesDir returns the shared fixtures folder or skips the test.
-func fixturesDir(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("VKLLM_FIXTURES")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "fixtures")
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("fixtures folder %s absent (set VKLLM_FIXTURES): %v", dir, err)
-	}
-	return dir
-}
-
 type parityModel struct {
 	name   string
 	ref    refFile
@@ -59,7 +47,7 @@ type parityModel struct {
 }
 
 func loadParityModels(t *testing.T) []parityModel {
-	dir := filepath.Join(fixturesDir(t), "models")
+	dir := fixtures.Dir(t, "models")
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.ref.json"))
 	if len(paths) == 0 {
 		t.Fatalf("no *.ref.json in %s", dir)

@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vkllm/vkllm/internal/fixtures"
 )
 
 // sampleFile builds a small file with every metadata type and two tensors.
@@ -282,21 +284,8 @@ func TestDuplicates(t *testing.T) {
 	}
 }
 
-// fixturesDir returns the shared fixtures folder or skips the test.
-func fixturesDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("VKLLM_FIXTURES")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "fixtures")
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("fixtures folder %s absent (set VKLLM_FIXTURES): %v", dir, err)
-	}
-	return dir
-}
-
 func TestFixtureFiles(t *testing.T) {
-	dir := fixturesDir(t)
+	dir := fixtures.Dir(t, "")
 	paths, _ := filepath.Glob(filepath.Join(dir, "*", "*.gguf"))
 	if len(paths) == 0 {
 		t.Fatalf("no .gguf files under %s", dir)

@@ -2,29 +2,13 @@ package ops
 
 import (
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/internal/fixtures"
 	"github.com/vkllm/vkllm/vk"
 )
-
-// fixtureModels returns the directory of the shared model fixtures
-// ($VKLLM_FIXTURES/models, default ../shared/fixtures/models from the
-// repository root), or skips t when it is absent.
-func fixtureModels(t *testing.T) string {
-	t.Helper()
-	root := os.Getenv("VKLLM_FIXTURES")
-	if root == "" {
-		root = filepath.Join("..", "..", "..", "shared", "fixtures")
-	}
-	dir := filepath.Join(root, "models")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("model fixtures not found at %s (set VKLLM_FIXTURES): %v", dir, err)
-	}
-	return dir
-}
 
 // quantRelRMS is the largest relative RMS error allowed between a weight
 // quantized by the reference implementation and its f16 original: about
@@ -42,7 +26,7 @@ var quantRelRMS = map[gguf.GGMLType]float64{
 // the reference quantizer; then it runs GetRows and MatVec on the device
 // over one real tensor of each type.
 func TestFixtureWeights(t *testing.T) {
-	dir := fixtureModels(t)
+	dir := fixtures.Dir(t, "models")
 	orig, err := gguf.Open(filepath.Join(dir, "llama-spm-256x4-f16.gguf"))
 	if err != nil {
 		t.Fatal(err)

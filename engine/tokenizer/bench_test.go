@@ -5,12 +5,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vkllm/vkllm/internal/fixtures"
 )
 
 // benchText returns War and Peace chapter 1 repeated to at least 1 MiB.
 func benchText(b *testing.B) string {
 	b.Helper()
-	p := filepath.Join(fixturesDir(b), "models", "war-and-peace-ch1.txt")
+	p := filepath.Join(fixtures.Dir(b, "models"), "war-and-peace-ch1.txt")
 	raw, err := os.ReadFile(p)
 	if err != nil {
 		b.Skipf("%s: %v", p, err)

@@ -10,25 +10,12 @@ import (
 	"testing"
 
 	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/internal/fixtures"
 )
-
-// fixturesDir returns the shared fixtures folder ($VKLLM_FIXTURES, else
-// ../shared/fixtures from the repository root) or skips the test.
-func fixturesDir(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("VKLLM_FIXTURES")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "fixtures")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "vocab")); err != nil {
-		t.Skipf("fixtures not found at %s (set VKLLM_FIXTURES): %v", dir, err)
-	}
-	return dir
-}
 
 func loadVocab(t testing.TB, name string) *Tokenizer {
 	t.Helper()
-	path := filepath.Join(fixturesDir(t), "vocab", "ggml-vocab-"+name+".gguf")
+	path := filepath.Join(fixtures.Dir(t, "vocab"), "ggml-vocab-"+name+".gguf")
 	return loadFile(t, path)
 }
 
@@ -82,10 +69,10 @@ func readPairs(t *testing.T, gg string) ([]string, [][]int32) {
 // TestVocabFixtures checks every input of every reference vocabulary file:
 // no BOS/EOS, special text not parsed, ids identical.
 func TestVocabFixtures(t *testing.T) {
-	dir := fixturesDir(t)
-	files, _ := filepath.Glob(filepath.Join(dir, "vocab", "ggml-vocab-*.gguf"))
+	dir := fixtures.Dir(t, "vocab")
+	files, _ := filepath.Glob(filepath.Join(dir, "ggml-vocab-*.gguf"))
 	if len(files) == 0 {
-		t.Skipf("no ggml-vocab-*.gguf in %s/vocab", dir)
+		t.Skipf("no ggml-vocab-*.gguf in %s", dir)
 	}
 	for _, gg := range files {
 		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(gg), "ggml-vocab-"), ".gguf")
@@ -126,7 +113,7 @@ type refGreedy struct {
 // special text parsed) and the streamed continuation text against the
 // reference's outputs stored beside the model fixtures.
 func TestModelFixtures(t *testing.T) {
-	dir := filepath.Join(fixturesDir(t), "models")
+	dir := fixtures.Dir(t, "models")
 	files, _ := filepath.Glob(filepath.Join(dir, "*.ref.json"))
 	if len(files) == 0 {
 		t.Skipf("no *.ref.json in %s", dir)

@@ -3,6 +3,8 @@ package tokenizer
 import (
 	"testing"
 	"unicode/utf8"
+
+	"github.com/vkllm/vkllm/internal/fixtures"
 )
 
 // FuzzEncodeDecode encodes arbitrary bytes with every fixture vocabulary
@@ -11,7 +13,7 @@ import (
 // reference has them (SentencePiece and DeepSeek-Coder on valid UTF-8,
 // special text not parsed).
 func FuzzEncodeDecode(f *testing.F) {
-	fixturesDir(f)
+	fixtures.Dir(f, "vocab")
 	names := []string{"llama-spm", "phi-3", "gpt-2", "deepseek-coder", "falcon", "bert-bge"}
 	toks := make([]*Tokenizer, len(names))
 	for i, n := range names {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/vkllm/vkllm/internal/fixtures"
 )
 
 // TestRoundTrip checks Decode(Encode(s)) == s on every fixture input where
@@ -17,11 +19,11 @@ import (
 // apostrophe (the reference's clean-up removes it); WordPiece never
 // (it lower-cases and strips accents), so it is left out.
 func TestRoundTrip(t *testing.T) {
-	dir := fixturesDir(t)
+	dir := fixtures.Dir(t, "vocab")
 	for _, v := range []string{"llama-spm", "phi-3", "deepseek-coder", "gpt-2", "falcon"} {
 		t.Run(v, func(t *testing.T) {
 			tok := loadVocab(t, v)
-			inputs, _ := readPairs(t, filepath.Join(dir, "vocab", "ggml-vocab-"+v+".gguf"))
+			inputs, _ := readPairs(t, filepath.Join(dir, "ggml-vocab-"+v+".gguf"))
 			for _, in := range inputs {
 				if tok.cleanSpaces && strings.ContainsAny(in, "?!.,'") {
 					cleaned := false
@@ -49,7 +51,7 @@ func TestRoundTrip(t *testing.T) {
 // published ids of the Llama-2 and GPT-2 vocabularies, and the layout of
 // SentencePiece byte tokens (<0xXX> is id 3+XX in Llama-2's vocabulary).
 func TestCases(t *testing.T) {
-	fixturesDir(t)
+	fixtures.Dir(t, "vocab")
 	spm := loadVocab(t, "llama-spm")
 	gpt := loadVocab(t, "gpt-2")
 	bert := loadVocab(t, "bert-bge")
@@ -284,10 +286,10 @@ func TestDecoderSplitUTF8(t *testing.T) {
 // concatenation equals the pieces joined, each chunk being valid UTF-8
 // where the input was.
 func TestDecoderMatchesDecode(t *testing.T) {
-	dir := fixturesDir(t)
+	dir := fixtures.Dir(t, "vocab")
 	for _, v := range []string{"llama-spm", "gpt-2", "deepseek-coder"} {
 		tok := loadVocab(t, v)
-		inputs, _ := readPairs(t, filepath.Join(dir, "vocab", "ggml-vocab-"+v+".gguf"))
+		inputs, _ := readPairs(t, filepath.Join(dir, "ggml-vocab-"+v+".gguf"))
 		for _, in := range inputs {
 			ids, _ := tok.Encode(in, false, false)
 			d := tok.NewDecoder()

@@ -2,27 +2,13 @@ package quant
 
 import (
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/internal/fixtures"
 )
-
-// fixturesDir returns the shared quantization fixtures folder or skips.
-func fixturesDir(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("VKLLM_FIXTURES")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "fixtures")
-	}
-	dir = filepath.Join(dir, "quant")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("quant fixtures folder %s absent (set VKLLM_FIXTURES to the fixtures folder): %v", dir, err)
-	}
-	return dir
-}
 
 // openGGUF opens path and closes it at the end of the test.
 func openGGUF(t testing.TB, path string) *gguf.File {
@@ -81,7 +67,7 @@ func fixtureTypes(t testing.TB, dir string) []string {
 // every quant-<type>.gguf fixture and compares them bit for bit with the
 // reference's own dequantization in expected-<type>.gguf.
 func TestDequantizeMatchesReference(t *testing.T) {
-	dir := fixturesDir(t)
+	dir := fixtures.Dir(t, "quant")
 	for _, name := range fixtureTypes(t, dir) {
 		t.Run(name, func(t *testing.T) {
 			exp := openGGUF(t, filepath.Join(dir, "expected-"+name+".gguf"))

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/internal/fixtures"
 )
 
 // relRMS returns sqrt(sum((got-want)²) / sum(want²)), in float64.
@@ -69,7 +70,7 @@ var quantCases = []struct {
 // TestRoundTripFixture quantizes the fixture's F32 ffn_down weights with
 // every format and checks the relative RMS error bound.
 func TestRoundTripFixture(t *testing.T) {
-	dir := fixturesDir(t)
+	dir := fixtures.Dir(t, "quant")
 	srcFile := openGGUF(t, filepath.Join(dir, "source-f32.gguf"))
 	const name = "blk.0.ffn_down.weight"
 	x := f32Tensor(t, srcFile, name)
@@ -89,7 +90,7 @@ func TestRoundTripFixture(t *testing.T) {
 // source-f32.gguf and compares the bytes with the reference quantizer's
 // output in quant-<type>.gguf (made without an importance matrix).
 func TestQuantizeMatchesReference(t *testing.T) {
-	dir := fixturesDir(t)
+	dir := fixtures.Dir(t, "quant")
 	srcFile := openGGUF(t, filepath.Join(dir, "source-f32.gguf"))
 	for _, tc := range quantCases {
 		if tc.file == "" {
