@@ -12,13 +12,7 @@ type bpeScratch struct {
 	cache     wordCache
 }
 
-func (t *Tokenizer) encodeBPE(out []int32, text string, frags []fragment, addSpecial bool) ([]int32, error) {
-	if addSpecial && t.addBOS {
-		if err := t.need(t.bos, "BOS"); err != nil {
-			return nil, err
-		}
-		out = append(out, t.bos)
-	}
+func (t *Tokenizer) encodeBPE(out []int32, text string, frags []fragment) []int32 {
 	var sc bpeScratch
 	sc.cache.enable(len(text))
 	for _, fr := range frags {
@@ -28,13 +22,7 @@ func (t *Tokenizer) encodeBPE(out []int32, text string, frags []fragment, addSpe
 		}
 		out = t.bpeText(out, text[fr.s:fr.e], &sc)
 	}
-	if addSpecial && t.addEOS {
-		if err := t.need(t.eos, "EOS"); err != nil {
-			return nil, err
-		}
-		out = append(out, t.eos)
-	}
-	return out, nil
+	return out
 }
 
 // bpeText pre-tokenizes s into words and merges each word.

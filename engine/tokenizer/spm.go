@@ -149,13 +149,7 @@ func (c *wordCache) put(w []byte, ids []int32) {
 	c.m[string(w)] = span{s, int32(len(c.ids))}
 }
 
-func (t *Tokenizer) encodeSPM(out []int32, text string, frags []fragment, addSpecial bool) ([]int32, error) {
-	if addSpecial && t.addBOS {
-		if err := t.need(t.bos, "BOS"); err != nil {
-			return nil, err
-		}
-		out = append(out, t.bos)
-	}
+func (t *Tokenizer) encodeSPM(out []int32, text string, frags []fragment) []int32 {
 	var sc spmScratch
 	sc.cache.enable(len(text))
 	prevSpecial := true
@@ -183,13 +177,7 @@ func (t *Tokenizer) encodeSPM(out []int32, text string, frags []fragment, addSpe
 		out = t.spm(out, &sc)
 		prevSpecial = false
 	}
-	if addSpecial && t.addEOS {
-		if err := t.need(t.eos, "EOS"); err != nil {
-			return nil, err
-		}
-		out = append(out, t.eos)
-	}
-	return out, nil
+	return out
 }
 
 // spm tokenizes the escaped text in sc.text. The reference merges over the

@@ -607,16 +607,35 @@ func isSpaceC(c byte) bool { return c == ' ' || c >= '\t' && c <= '\r' }
 func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) ([]int32, error) {
 	frags := t.partition(text, parseSpecial)
 	out := make([]int32, 0, len(text)/3+4)
-	var err error
+	// The special tokens around the text: BOS and EOS as the metadata
+	// asks; WordPiece always wraps in CLS (its BOS) and SEP.
+	addBOS, addEOS := addSpecial && t.addBOS, addSpecial && t.addEOS
+	bosName, eos, eosName := "BOS", t.eos, "EOS"
+	if t.kind == kindWPM {
+		addBOS, addEOS = addSpecial, addSpecial
+		bosName, eos, eosName = "BOS (CLS)", t.sep, "SEP"
+	}
+	if addBOS {
+		if err := t.need(t.bos, bosName); err != nil {
+			return nil, err
+		}
+		out = append(out, t.bos)
+	}
 	switch t.kind {
 	case kindSPM:
-		out, err = t.encodeSPM(out, text, frags, addSpecial)
+		out = t.encodeSPM(out, text, frags)
 	case kindBPE:
-		out, err = t.encodeBPE(out, text, frags, addSpecial)
+		out = t.encodeBPE(out, text, frags)
 	case kindWPM:
-		out, err = t.encodeWPM(out, text, frags, addSpecial)
+		out = t.encodeWPM(out, text, frags)
 	}
-	return out, err
+	if addEOS {
+		if err := t.need(eos, eosName); err != nil {
+			return nil, err
+		}
+		out = append(out, eos)
+	}
+	return out, nil
 }
 
 func (t *Tokenizer) need(id int32, what string) error {

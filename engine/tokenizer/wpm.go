@@ -6,13 +6,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-func (t *Tokenizer) encodeWPM(out []int32, text string, frags []fragment, addSpecial bool) ([]int32, error) {
-	if addSpecial {
-		if err := t.need(t.bos, "BOS (CLS)"); err != nil {
-			return nil, err
-		}
-		out = append(out, t.bos)
-	}
+func (t *Tokenizer) encodeWPM(out []int32, text string, frags []fragment) []int32 {
 	for _, fr := range frags {
 		if fr.tok != null {
 			out = append(out, fr.tok)
@@ -22,13 +16,7 @@ func (t *Tokenizer) encodeWPM(out []int32, text string, frags []fragment, addSpe
 			out = t.wpmWord(out, w)
 		}
 	}
-	if addSpecial {
-		if err := t.need(t.sep, "SEP"); err != nil {
-			return nil, err
-		}
-		out = append(out, t.sep)
-	}
-	return out, nil
+	return out
 }
 
 // nfdFirst is the reference's NFD table: a code point maps to the first code
