@@ -163,18 +163,14 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 		pc.factory = f
 		return pc, nil
 	}
-	gr, err := grammar.Parse(src, root)
-	if err != nil {
-		return nil, badRequest(param, "%s: %v", param, err)
-	}
-	v, err := s.grammarVocab()
-	if err != nil {
-		return nil, errorf(500, "", "preparing the vocabulary for grammars: %v", err)
+	matcher, e := s.grammarMatchers(src, root, param)
+	if e != nil {
+		return nil, e
 	}
 	trigger := []byte(grammar.ToolCallTrigger(t.format))
 	pc.factory = func() (sampling.Constraint, error) {
 		return &lazyConstraint{trigger: trigger, piece: func(id int32) []byte { return s.piece(id, true) },
-			newMatcher: func() *grammar.Matcher { return grammar.NewMatcher(gr, v) }}, nil
+			newMatcher: matcher}, nil
 	}
 	return pc, nil
 }

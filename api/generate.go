@@ -161,6 +161,17 @@ func (s *Server) grammarConstraint(src, root, param string) (func() (sampling.Co
 	if src == "" {
 		return nil, nil
 	}
+	matcher, e := s.grammarMatchers(src, root, param)
+	if e != nil {
+		return nil, e
+	}
+	return func() (sampling.Constraint, error) { return matcher(), nil }, nil
+}
+
+// grammarMatchers parses src (the request field param) over the model's
+// vocabulary and returns a maker of fresh matchers, or a 400 when the
+// grammar does not parse.
+func (s *Server) grammarMatchers(src, root, param string) (func() *grammar.Matcher, *Error) {
 	gr, err := grammar.Parse(src, root)
 	if err != nil {
 		return nil, badRequest(param, "%s: %v", param, err)
@@ -169,5 +180,5 @@ func (s *Server) grammarConstraint(src, root, param string) (func() (sampling.Co
 	if err != nil {
 		return nil, errorf(500, "", "preparing the vocabulary for grammars: %v", err)
 	}
-	return func() (sampling.Constraint, error) { return grammar.NewMatcher(gr, v), nil }, nil
+	return func() *grammar.Matcher { return grammar.NewMatcher(gr, v) }, nil
 }

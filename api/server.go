@@ -357,15 +357,25 @@ func (s *Server) tokenize(text string) ([]int32, error) {
 	return s.backend.Tokenize(text, true, true)
 }
 
-func (s *Server) handleTokenize(ctx *fasthttp.RequestCtx) handlerResult {
+// tokenizeBody decodes a tokenize request and tokenizes its input; on an
+// error it writes the response and returns false.
+func (s *Server) tokenizeBody(ctx *fasthttp.RequestCtx) ([]int32, bool) {
 	in, e := decodeTokenize(ctx.PostBody())
 	if e != nil {
 		s.writeError(ctx, e)
-		return handlerResult{}
+		return nil, false
 	}
 	toks, err := s.tokenize(in)
 	if err != nil {
 		s.writeError(ctx, badRequest("input", "input: %v", err))
+		return nil, false
+	}
+	return toks, true
+}
+
+func (s *Server) handleTokenize(ctx *fasthttp.RequestCtx) handlerResult {
+	toks, ok := s.tokenizeBody(ctx)
+	if !ok {
 		return handlerResult{}
 	}
 	if toks == nil {
@@ -376,14 +386,8 @@ func (s *Server) handleTokenize(ctx *fasthttp.RequestCtx) handlerResult {
 }
 
 func (s *Server) handleTokenCount(ctx *fasthttp.RequestCtx) handlerResult {
-	in, e := decodeTokenize(ctx.PostBody())
-	if e != nil {
-		s.writeError(ctx, e)
-		return handlerResult{}
-	}
-	toks, err := s.tokenize(in)
-	if err != nil {
-		s.writeError(ctx, badRequest("input", "input: %v", err))
+	toks, ok := s.tokenizeBody(ctx)
+	if !ok {
 		return handlerResult{}
 	}
 	writeJSON(ctx, map[string]any{"count": len(toks)})
