@@ -116,8 +116,17 @@ func (v *jsonValue) get(key string) *jsonValue {
 	return nil
 }
 
-// encode writes v as compact JSON, keys in document order.
-func (v *jsonValue) encode(b *strings.Builder) {
+// encode writes v as compact JSON, keys in document order; escapeHTML
+// escapes <, > and & in strings as encoding/json does by default.
+func (v *jsonValue) encode(b *strings.Builder, escapeHTML bool) {
+	quote := func(s string) {
+		if escapeHTML {
+			q, _ := json.Marshal(s)
+			b.Write(q)
+		} else {
+			b.WriteString(jsonQuote(s))
+		}
+	}
 	switch v.kind {
 	case jsonNull:
 		b.WriteString("null")
@@ -126,15 +135,14 @@ func (v *jsonValue) encode(b *strings.Builder) {
 	case jsonNumber:
 		b.WriteString(v.num.String())
 	case jsonString:
-		s, _ := json.Marshal(v.str)
-		b.Write(s)
+		quote(v.str)
 	case jsonArray:
 		b.WriteByte('[')
 		for i, e := range v.arr {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			e.encode(b)
+			e.encode(b, escapeHTML)
 		}
 		b.WriteByte(']')
 	case jsonObject:
@@ -143,10 +151,9 @@ func (v *jsonValue) encode(b *strings.Builder) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			s, _ := json.Marshal(k)
-			b.Write(s)
+			quote(k)
 			b.WriteByte(':')
-			v.vals[i].encode(b)
+			v.vals[i].encode(b, escapeHTML)
 		}
 		b.WriteByte('}')
 	}
@@ -154,6 +161,6 @@ func (v *jsonValue) encode(b *strings.Builder) {
 
 func (v *jsonValue) String() string {
 	var b strings.Builder
-	v.encode(&b)
+	v.encode(&b, true)
 	return b.String()
 }

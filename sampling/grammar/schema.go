@@ -247,37 +247,8 @@ func jsonQuote(s string) string {
 // (written compactly), followed by space.
 func (c *schemaConverter) literalJSON(v *jsonValue) string {
 	var b strings.Builder
-	encodeNoHTML(v, &b)
+	v.encode(&b, false)
 	return gbnfLiteral(b.String()) + " " + c.prim("space")
-}
-
-func encodeNoHTML(v *jsonValue, b *strings.Builder) {
-	switch v.kind {
-	case jsonString:
-		b.WriteString(jsonQuote(v.str))
-	case jsonArray:
-		b.WriteByte('[')
-		for i, e := range v.arr {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			encodeNoHTML(e, b)
-		}
-		b.WriteByte(']')
-	case jsonObject:
-		b.WriteByte('{')
-		for i, k := range v.keys {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(jsonQuote(k))
-			b.WriteByte(':')
-			encodeNoHTML(v.vals[i], b)
-		}
-		b.WriteByte('}')
-	default:
-		v.encode(b)
-	}
 }
 
 // expr returns a grammar expression for schema s; name is the stem for any
@@ -357,7 +328,7 @@ func (c *schemaConverter) expr(s *jsonValue, name, path string) (string, error) 
 		var parts []string
 		for _, v := range en.arr {
 			var b strings.Builder
-			encodeNoHTML(v, &b)
+			v.encode(&b, false)
 			parts = append(parts, gbnfLiteral(b.String()))
 		}
 		return "(" + strings.Join(parts, " | ") + ") " + c.prim("space"), nil
