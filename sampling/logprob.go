@@ -93,7 +93,7 @@ func (c *Chain) TopLogprobs(dst []TokenLogprob, n int) ([]TokenLogprob, error) {
 	h := dst
 	for i, l := range c.raw[:n] {
 		h = append(h, TokenLogprob{ID: int32(i), Logprob: l})
-		lpUp(h[base:], i)
+		siftUp(h[base:], i, lpWorse)
 	}
 	heap := h[base:]
 	root := heap[0].Logprob
@@ -103,13 +103,13 @@ func (c *Chain) TopLogprobs(dst []TokenLogprob, n int) ([]TokenLogprob, error) {
 			continue
 		}
 		heap[0] = TokenLogprob{ID: int32(i), Logprob: l}
-		lpDown(heap, 0)
+		siftDown(heap, 0, lpWorse)
 		root = heap[0].Logprob
 	}
 	// Heap sort: repeatedly move the worst to the end, leaving best first.
 	for end := n - 1; end > 0; end-- {
 		heap[0], heap[end] = heap[end], heap[0]
-		lpDown(heap[:end], 0)
+		siftDown(heap[:end], 0, lpWorse)
 	}
 	for i := range heap {
 		heap[i].Logprob = c.rawLogprob(heap[i].Logprob)
@@ -127,34 +127,4 @@ func lpWorse(a, b *TokenLogprob) bool {
 		return false
 	}
 	return a.Logprob < b.Logprob || (a.Logprob == b.Logprob && a.ID > b.ID)
-}
-
-func lpUp(h []TokenLogprob, i int) {
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !lpWorse(&h[i], &h[parent]) {
-			return
-		}
-		h[i], h[parent] = h[parent], h[i]
-		i = parent
-	}
-}
-
-func lpDown(h []TokenLogprob, i int) {
-	n := len(h)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		w := l
-		if r := l + 1; r < n && lpWorse(&h[r], &h[l]) {
-			w = r
-		}
-		if !lpWorse(&h[w], &h[i]) {
-			return
-		}
-		h[i], h[w] = h[w], h[i]
-		i = w
-	}
 }

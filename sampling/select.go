@@ -138,12 +138,12 @@ func selectFirst(cs []cand, n int) {
 func heapSelect(cs []cand, n int) {
 	h := cs[:n]
 	for i := n/2 - 1; i >= 0; i-- {
-		heapDown(h, i)
+		siftDown(h, i, heapWorse)
 	}
 	for i := n; i < len(cs); i++ {
 		if candLess(&cs[i], &h[0]) {
 			h[0], cs[i] = cs[i], h[0]
-			heapDown(h, 0)
+			siftDown(h, 0, heapWorse)
 		}
 	}
 }
@@ -197,7 +197,7 @@ func topKFromLogits(logits []float32, k int, dst []cand) []cand {
 			continue
 		}
 		h = append(h, cand{id: int32(i), logit: l, key: -l})
-		heapUp(h, len(h)-1)
+		siftUp(h, len(h)-1, heapWorse)
 	}
 	if len(h) == k {
 		// The root is the worst kept candidate. Later ids lose ties, so a
@@ -209,7 +209,7 @@ func topKFromLogits(logits []float32, k int, dst []cand) []cand {
 				continue
 			}
 			h[0] = cand{id: int32(i), logit: l, key: -l}
-			heapDown(h, 0)
+			siftDown(h, 0, heapWorse)
 			root = h[0].logit
 		}
 	}
@@ -220,33 +220,3 @@ func topKFromLogits(logits []float32, k int, dst []cand) []cand {
 // The heap keeps the worst candidate (largest key, ties largest id) at the
 // root.
 func heapWorse(a, b *cand) bool { return candLess(b, a) }
-
-func heapUp(h []cand, i int) {
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !heapWorse(&h[i], &h[parent]) {
-			return
-		}
-		h[i], h[parent] = h[parent], h[i]
-		i = parent
-	}
-}
-
-func heapDown(h []cand, i int) {
-	n := len(h)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		w := l
-		if r := l + 1; r < n && heapWorse(&h[r], &h[l]) {
-			w = r
-		}
-		if !heapWorse(&h[w], &h[i]) {
-			return
-		}
-		h[i], h[w] = h[w], h[i]
-		i = w
-	}
-}
