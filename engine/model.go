@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/vkllm/vkllm/engine/tokenizer"
 	"github.com/vkllm/vkllm/gguf"
@@ -38,6 +37,7 @@ type Model struct {
 	// lens holds each slot's sequence length: positions 0..lens[s]-1 of
 	// slot s hold keys and values of one sequence.
 	lens []int
+	next []int // Forward's scratch for the lengths after a batch
 }
 
 // Load opens the GGUF file, builds its tokenizer, and puts the weights on
@@ -140,7 +140,11 @@ func (m *Model) Forward(b Batch) ([]float32, error) {
 	if err := b.check(m.Opts.Vocab, len(m.lens), m.CtxSize()); err != nil {
 		return nil, err
 	}
-	lens := slices.Clone(m.lens)
+	if len(m.next) != len(m.lens) {
+		m.next = make([]int, len(m.lens))
+	}
+	lens := m.next
+	copy(lens, m.lens)
 	for i, s := range b.Slots {
 		if p := int(b.Pos[i]); p < 0 || p > lens[s] {
 			return nil, fmt.Errorf("engine: batch row %d: position %d of slot %d, which holds %d positions (a row may extend a slot by one or rewrite it)", i, p, s, lens[s])
@@ -155,7 +159,7 @@ func (m *Model) Forward(b Batch) ([]float32, error) {
 		}
 		return nil, err
 	}
-	m.lens = lens
+	m.lens, m.next = lens, m.lens
 	return got, nil
 }
 
