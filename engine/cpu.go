@@ -11,12 +11,15 @@ import (
 // Pos[i] of sequence slot Slots[i]; rows of one slot must come in increasing
 // position order, and a row attends to the positions 0..Pos[i] of its own
 // slot (the earlier ones from the KV cache). Logits[i] asks for row i's
-// logits; Forward returns them in row order.
+// logits; Forward returns them in row order. Hidden, when not nil, asks
+// for rows' final hidden states (after the output norm) instead, for
+// embeddings: a row may want logits or its hidden state, not both.
 type Batch struct {
 	Tokens []int32
 	Slots  []int32
 	Pos    []int32
 	Logits []bool
+	Hidden []bool
 }
 
 // Len returns the number of rows.
@@ -28,8 +31,8 @@ func (b *Batch) check(vocab, slots, ctx int) error {
 	if n == 0 {
 		return fmt.Errorf("engine: empty batch")
 	}
-	if len(b.Slots) != n || len(b.Pos) != n || len(b.Logits) != n {
-		return fmt.Errorf("engine: batch has %d tokens but %d slots, %d positions, %d logit flags", n, len(b.Slots), len(b.Pos), len(b.Logits))
+	if len(b.Slots) != n || len(b.Pos) != n || len(b.Logits) != n || b.Hidden != nil && len(b.Hidden) != n {
+		return fmt.Errorf("engine: batch has %d tokens but %d slots, %d positions, %d logit flags, %d hidden flags", n, len(b.Slots), len(b.Pos), len(b.Logits), len(b.Hidden))
 	}
 	for i := range n {
 		switch {
@@ -39,6 +42,8 @@ func (b *Batch) check(vocab, slots, ctx int) error {
 			return fmt.Errorf("engine: batch row %d: slot %d outside 0..%d", i, b.Slots[i], slots-1)
 		case b.Pos[i] < 0 || int(b.Pos[i]) >= ctx:
 			return fmt.Errorf("engine: batch row %d: position %d outside the context of %d", i, b.Pos[i], ctx)
+		case b.Hidden != nil && b.Hidden[i] && b.Logits[i]:
+			return fmt.Errorf("engine: batch row %d asks for both logits and its hidden state", i)
 		}
 	}
 	return nil
@@ -315,5 +320,16 @@ func RefRoPE(x []float32, pos float64, dims int, base, scale float32, neox bool)
 		x0, x1 := float64(x[a]), float64(x[b])
 		x[a] = float32(x0*c - x1*s)
 		x[b] = float32(x0*s + x1*c)
+	}
+}
+
+// CopyPrefix copies the keys and values of positions 0..n-1 of slot src to
+// slot dst (GPUModel.CopyPrefix's reference).
+func (m *CPUModel) CopyPrefix(dst, src, n int) {
+	kw, vw := m.o.KVHeads*m.o.HeadDim, m.o.KVHeads*m.o.HeadDimV
+	for i := range m.blocks {
+		b := &m.blocks[i]
+		copy(b.kCache[dst*m.ctx*kw:(dst*m.ctx+n)*kw], b.kCache[src*m.ctx*kw:(src*m.ctx+n)*kw])
+		copy(b.vCache[dst*m.ctx*vw:(dst*m.ctx+n)*vw], b.vCache[src*m.ctx*vw:(src*m.ctx+n)*vw])
 	}
 }

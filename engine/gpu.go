@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"unsafe"
@@ -58,6 +57,8 @@ type GPUModel struct {
 	x, h, q, kAct, v, attn     vk.Range
 	gate, up, hOut             vk.Range
 	logits                     *vk.Buffer // [BatchSize][Vocab] f32, host-visible
+	hidden                     *vk.Buffer // [BatchSize][Embd] f32, host-visible
+	outRows                    []int32    // ForwardInto's scratch: the rows that want output
 }
 
 type gpuBlock struct {
@@ -122,7 +123,7 @@ func (m *GPUModel) deviceBytes(w *Weights) int64 {
 	}
 	o, B := m.o, int64(m.cfg.BatchSize)
 	total += 2 * int64(o.Layers) * m.kvBytes()
-	total += 4 * B * int64(3*o.Embd+o.Heads*o.HeadDim*2+2*o.KVHeads*o.HeadDim+2*o.FFN+o.Vocab+4)
+	total += 4 * B * int64(4*o.Embd+o.Heads*o.HeadDim*2+2*o.KVHeads*o.HeadDim+2*o.FFN+o.Vocab+4)
 	return total
 }
 
@@ -270,6 +271,10 @@ func (m *GPUModel) reserve() error {
 	if m.logits, err = m.newBuffer(4*B*uint64(o.Vocab), vk.HostBuffer); err != nil {
 		return fmt.Errorf("engine: logits buffer: %w", err)
 	}
+	if m.hidden, err = m.newBuffer(4*B*uint64(o.Embd), vk.HostBuffer); err != nil {
+		return fmt.Errorf("engine: hidden-state buffer: %w", err)
+	}
+	m.outRows = make([]int32, 0, B)
 	return nil
 }
 
@@ -289,78 +294,142 @@ func (m *GPUModel) Close() {
 	m.bufs = nil
 }
 
-func putInt32s(b *vk.Buffer, vals []int32) error {
-	raw := make([]byte, 4*len(vals))
-	for i, v := range vals {
-		binary.LittleEndian.PutUint32(raw[4*i:], uint32(v))
+// int32Bytes views vals as bytes (no copy).
+func int32Bytes(vals []int32) []byte {
+	if len(vals) == 0 {
+		return nil
 	}
-	return b.Write(0, raw)
+	return unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), 4*len(vals))
+}
+
+// float32Bytes views vals as bytes (no copy).
+func float32Bytes(vals []float32) []byte {
+	if len(vals) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), 4*len(vals))
+}
+
+// Output receives the results of a forward pass: Logits holds the logits of
+// the rows that asked for them ([rows][vocab], in row order) and Hidden the
+// final hidden states (after the output norm) of the rows that asked for
+// those ([rows][embd], in row order). ForwardInto reslices both within
+// their capacity and allocates only when it is too small, so a caller that
+// reserves BatchSize rows once never allocates per step.
+type Output struct {
+	Logits []float32
+	Hidden []float32
+}
+
+// resize returns s resized to n elements, reusing its memory when it can.
+func resize(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
 }
 
 // Forward runs the batch (at most BatchSize rows) and returns the logits of
 // the rows that asked for them, [rows][vocab] in row order.
 func (m *GPUModel) Forward(b Batch) ([]float32, error) {
-	out, err := m.run(b, false)
-	return out, err
+	var out Output
+	err := m.ForwardInto(b, &out)
+	return out.Logits, err
 }
 
 // Hidden runs the batch and returns the final hidden state (after the
 // output norm) of the rows whose Logits flag is set, [rows][embd].
 func (m *GPUModel) Hidden(b Batch) ([]float32, error) {
-	return m.run(b, true)
+	b.Hidden, b.Logits = b.Logits, make([]bool, len(b.Logits))
+	var out Output
+	err := m.ForwardInto(b, &out)
+	return out.Hidden, err
 }
 
-func (m *GPUModel) run(b Batch, hidden bool) ([]float32, error) {
+// ForwardInto runs the batch (at most BatchSize rows) and puts the logits
+// and hidden states its rows ask for into out. It reads them back from the
+// device once; it allocates nothing when out has room.
+func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 	o := m.o
 	if err := b.check(o.Vocab, m.cfg.Slots, m.cfg.CtxSize); err != nil {
-		return nil, err
+		return err
 	}
 	n := b.Len()
 	if n > m.cfg.BatchSize {
-		return nil, fmt.Errorf("engine: batch of %d rows exceeds the batch size %d", n, m.cfg.BatchSize)
+		return fmt.Errorf("engine: batch of %d rows exceeds the batch size %d", n, m.cfg.BatchSize)
 	}
-	var rows []int32
+	// The rows that want output, logits rows first.
+	rows := m.outRows[:0]
 	for i, want := range b.Logits {
 		if want {
 			rows = append(rows, int32(i))
 		}
 	}
+	nLogits := len(rows)
+	for i := range b.Hidden {
+		if b.Hidden[i] {
+			rows = append(rows, int32(i))
+		}
+	}
+	m.outRows = rows
+	nHidden := len(rows) - nLogits
 	for _, w := range []struct {
 		buf  *vk.Buffer
 		vals []int32
 	}{{m.ids, b.Tokens}, {m.slots, b.Slots}, {m.pos, b.Pos}, {m.logitRows, rows}} {
-		if err := putInt32s(w.buf, w.vals); err != nil {
-			return nil, err
+		if err := w.buf.Write(0, int32Bytes(w.vals)); err != nil {
+			return err
 		}
 	}
 	c, err := m.dev.Begin()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := m.record(c, n, len(rows), hidden); err != nil {
+	if err := m.record(c, n, nLogits, nHidden); err != nil {
 		c.Abort()
-		return nil, err
+		return err
 	}
 	if err := c.Submit(); err != nil {
-		return nil, err
+		return err
 	}
-	if len(rows) == 0 {
-		return nil, nil
+	out.Logits = resize(out.Logits, nLogits*o.Vocab)
+	out.Hidden = resize(out.Hidden, nHidden*o.Embd)
+	if err := m.logits.Read(0, float32Bytes(out.Logits)); err != nil {
+		return err
 	}
-	cols := o.Vocab
-	if hidden {
-		cols = o.Embd
-	}
-	out := make([]float32, len(rows)*cols)
-	if err := m.logits.Read(0, unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*len(out))); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return m.hidden.Read(0, float32Bytes(out.Hidden))
 }
 
-// record writes the whole forward pass of n rows into c; the last nOut rows
-// listed in logitRows get logits (or hidden states) in m.logits.
-func (m *GPUModel) record(c *vk.Cmd, n, nOut int, hidden bool) error {
+// CopyPrefix copies the keys and values of positions 0..n-1 of slot src to
+// the same positions of slot dst, in every layer, on the device.
+func (m *GPUModel) CopyPrefix(dst, src, n int) error {
+	if dst < 0 || src < 0 || dst >= m.cfg.Slots || src >= m.cfg.Slots || n < 0 || n > m.cfg.CtxSize {
+		return fmt.Errorf("engine: CopyPrefix(%d, %d, %d) outside %d slots of %d positions", dst, src, n, m.cfg.Slots, m.cfg.CtxSize)
+	}
+	if n == 0 || dst == src {
+		return nil
+	}
+	row := 2 * uint64(m.o.KVHeads*m.o.HeadDim) // f16 bytes per position
+	slotBytes := row * uint64(m.cfg.CtxSize)
+	c, err := m.dev.Begin()
+	if err != nil {
+		return err
+	}
+	for i := range m.blocks {
+		for j, cache := range []vk.Range{m.blocks[i].kCache, m.blocks[i].vCache} {
+			if i+j > 0 {
+				c.NoBarrier() // every copy touches its own bytes
+			}
+			c.Copy(cache.Sub(uint64(dst)*slotBytes, uint64(n)*row), cache.Sub(uint64(src)*slotBytes, uint64(n)*row))
+		}
+	}
+	return c.Submit()
+}
+
+// record writes the whole forward pass of n rows into c; the rows listed in
+// logitRows get logits (the first nLogits, into m.logits) or hidden states
+// (the next nHidden, into m.hidden).
+func (m *GPUModel) record(c *vk.Cmd, n, nLogits, nHidden int) error {
 	o, k := m.o, m.k
 	E := o.Embd
 	ids := m.ids.Range(0, 4*uint64(n))
@@ -384,21 +453,30 @@ func (m *GPUModel) record(c *vk.Cmd, n, nOut int, hidden bool) error {
 			return fmt.Errorf("engine: layer %d feed-forward: %w", l, err)
 		}
 	}
+	nOut := nLogits + nHidden
 	if nOut == 0 {
 		return nil
 	}
-	// Gather the rows that want output, then norm and project only those.
+	// Gather the rows that want output, then norm them and project only
+	// the logits rows.
 	rowsW := ops.Weight{Type: gguf.TypeF32, Rows: n, Cols: E, Data: m.x}
 	if err := k.GetRows(c, rowsW, m.logitRows.Range(0, 4*uint64(nOut)), nOut, m.hOut); err != nil {
 		return err
 	}
-	if hidden {
-		return k.RMSNorm(c, m.logits.Range(0, 4*uint64(nOut*E)), m.hOut, m.outNorm, nOut, E, o.NormEps)
-	}
 	if err := k.RMSNorm(c, m.h, m.hOut, m.outNorm, nOut, E, o.NormEps); err != nil {
 		return err
 	}
-	return k.MulMat(c, m.output, m.h, nOut, m.logits.Range(0, 4*uint64(nOut*o.Vocab)))
+	if nLogits > 0 {
+		if err := k.MulMat(c, m.output, m.h, nLogits, m.logits.Range(0, 4*uint64(nLogits*o.Vocab))); err != nil {
+			return err
+		}
+		c.NoBarrier() // the copy below reads the norm's output too
+	}
+	if nHidden > 0 {
+		size := 4 * uint64(nHidden*E)
+		c.Copy(m.hidden.Range(0, size), m.h.Sub(4*uint64(nLogits*E), size))
+	}
+	return nil
 }
 
 // attention records the self-attention sublayer for n rows reading m.h and

@@ -128,17 +128,27 @@ func (m *Model) Truncate(slot, n int) error {
 	return nil
 }
 
-// Forward runs one batch on the GPU; with Config.Verify it also runs the
-// CPU reference and fails when the logits differ by more than 1e-2
-// relative.
+// Forward runs one batch on the GPU and returns the logits of the rows
+// that ask for them; see ForwardInto.
+func (m *Model) Forward(b Batch) ([]float32, error) {
+	var out Output
+	err := m.ForwardInto(b, &out)
+	return out.Logits, err
+}
+
+// ForwardInto runs one batch on the GPU and puts the logits and hidden
+// states its rows ask for into out (see Output); with Config.Verify it also
+// runs the CPU reference and fails when the logits differ by more than 1e-2
+// relative. It allocates nothing when out has room for the batch (and
+// Verify is off).
 //
 // A row at position p of a slot needs the slot's positions before p: p may
 // be at most the slot's length (counting the batch's earlier rows of that
 // slot), and writing p ends the slot's sequence at p+1, dropping what came
 // after it.
-func (m *Model) Forward(b Batch) ([]float32, error) {
+func (m *Model) ForwardInto(b Batch, out *Output) error {
 	if err := b.check(m.Opts.Vocab, len(m.lens), m.CtxSize()); err != nil {
-		return nil, err
+		return err
 	}
 	if len(m.next) != len(m.lens) {
 		m.next = make([]int, len(m.lens))
@@ -147,35 +157,59 @@ func (m *Model) Forward(b Batch) ([]float32, error) {
 	copy(lens, m.lens)
 	for i, s := range b.Slots {
 		if p := int(b.Pos[i]); p < 0 || p > lens[s] {
-			return nil, fmt.Errorf("engine: batch row %d: position %d of slot %d, which holds %d positions (a row may extend a slot by one or rewrite it)", i, p, s, lens[s])
+			return fmt.Errorf("engine: batch row %d: position %d of slot %d, which holds %d positions (a row may extend a slot by one or rewrite it)", i, p, s, lens[s])
 		}
 		lens[s] = int(b.Pos[i]) + 1
 	}
-	got, err := m.forward(b)
-	if err != nil {
+	if err := m.forward(b, out); err != nil {
 		// The rows' cache entries are undefined: keep what precedes them.
 		for i, s := range b.Slots {
 			m.lens[s] = min(m.lens[s], int(b.Pos[i]))
 		}
-		return nil, err
+		return err
 	}
 	m.lens, m.next = lens, m.lens
-	return got, nil
+	return nil
 }
 
-func (m *Model) forward(b Batch) ([]float32, error) {
-	got, err := m.GPU.Forward(b)
+func (m *Model) forward(b Batch, out *Output) error {
+	err := m.GPU.ForwardInto(b, out)
 	if err != nil || m.CPU == nil {
-		return got, err
+		return err
 	}
 	want, err := m.CPU.Forward(b)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if e := maxRelError(got, want); e > 1e-2 || math.IsNaN(e) {
-		return nil, fmt.Errorf("engine: --verify: GPU logits differ from the CPU reference by %.3g (relative)", e)
+	if e := maxRelError(out.Logits, want); e > 1e-2 || math.IsNaN(e) {
+		return fmt.Errorf("engine: --verify: GPU logits differ from the CPU reference by %.3g (relative)", e)
 	}
-	return got, nil
+	return nil
+}
+
+// CopyPrefix makes slot dst hold the first n positions of slot src (keys
+// and values copied on the device), dropping what dst held. n may be at
+// most src's length. It is how sequences that share a prompt prefix (the
+// candidates of n/best_of, a repeated system prompt) skip its prefill.
+func (m *Model) CopyPrefix(dst, src, n int) error {
+	if src < 0 || src >= len(m.lens) || dst < 0 || dst >= len(m.lens) {
+		return fmt.Errorf("engine: CopyPrefix: slot %d or %d outside 0..%d", dst, src, len(m.lens)-1)
+	}
+	if n < 0 || n > m.lens[src] {
+		return fmt.Errorf("engine: CopyPrefix: slot %d holds %d positions, cannot copy %d", src, m.lens[src], n)
+	}
+	if dst == src {
+		return m.Truncate(dst, n)
+	}
+	m.lens[dst] = 0
+	if err := m.GPU.CopyPrefix(dst, src, n); err != nil {
+		return err
+	}
+	if m.CPU != nil {
+		m.CPU.CopyPrefix(dst, src, n)
+	}
+	m.lens[dst] = n
+	return nil
 }
 
 // maxRelError returns max |a-b| over max |b| (at least 1e-6).
@@ -244,7 +278,8 @@ const (
 )
 
 // Embed runs tokens through slot (from position 0) and pools the final
-// hidden states (after the output norm) into one vector of Embd values.
+// hidden states (after the output norm) into one vector of Embd values. The
+// slot then holds the tokens' keys and values.
 func (m *Model) Embed(ctx context.Context, slot int, tokens []int32, pool Pooling) ([]float32, error) {
 	if len(tokens) == 0 {
 		return nil, errors.New("engine: nothing to embed")
@@ -253,40 +288,66 @@ func (m *Model) Embed(ctx context.Context, slot int, tokens []int32, pool Poolin
 		return nil, fmt.Errorf("engine: %d tokens exceed the context of %d", len(tokens), m.CtxSize())
 	}
 	E := m.Opts.Embd
-	out := make([]float32, E)
-	sum := make([]float64, E)
+	pooler := newPooler(pool, len(tokens), E)
 	chunk := m.GPU.Config().BatchSize
+	var out Output
 	for off := 0; off < len(tokens); off += chunk {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		b := seqBatch(tokens[off:min(off+chunk, len(tokens))], slot, off)
+		b.Hidden = make([]bool, b.Len())
 		for i := range b.Tokens {
-			switch pool {
-			case PoolCLS:
-				b.Logits[i] = off+i == 0
-			case PoolLast:
-				b.Logits[i] = off+i == len(tokens)-1
-			default:
-				b.Logits[i] = true
-			}
+			b.Hidden[i] = pooler.wants(off + i)
 		}
-		h, err := m.GPU.Hidden(b)
-		if err != nil {
+		if err := m.ForwardInto(b, &out); err != nil {
 			return nil, err
 		}
-		for r := 0; r < len(h)/E; r++ {
-			for j := range E {
-				sum[j] += float64(h[r*E+j])
-			}
+		pooler.add(out.Hidden)
+	}
+	return pooler.result(make([]float32, E)), nil
+}
+
+// pooler reduces the hidden states of one sequence's rows to one vector.
+type pooler struct {
+	pool Pooling
+	n    int       // the sequence's tokens
+	sum  []float64 // [embd]
+}
+
+func newPooler(pool Pooling, n, embd int) pooler {
+	return pooler{pool: pool, n: n, sum: make([]float64, embd)}
+}
+
+// wants reports whether the row at position pos contributes.
+func (p *pooler) wants(pos int) bool {
+	switch p.pool {
+	case PoolCLS:
+		return pos == 0
+	case PoolLast:
+		return pos == p.n-1
+	}
+	return true
+}
+
+// add sums rows of hidden states ([rows][embd]).
+func (p *pooler) add(h []float32) {
+	E := len(p.sum)
+	for r := 0; r < len(h)/E; r++ {
+		for j, v := range h[r*E : (r+1)*E] {
+			p.sum[j] += float64(v)
 		}
 	}
+}
+
+// result writes the pooled vector into out and returns it.
+func (p *pooler) result(out []float32) []float32 {
 	div := 1.0
-	if pool == PoolMean || pool == PoolNone {
-		div = float64(len(tokens))
+	if p.pool == PoolMean || p.pool == PoolNone {
+		div = float64(p.n)
 	}
-	for j := range E {
-		out[j] = float32(sum[j] / div)
+	for j := range p.sum {
+		out[j] = float32(p.sum[j] / div)
 	}
-	return out, nil
+	return out
 }

@@ -1,0 +1,750 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vkllm/vkllm/sampling"
+)
+
+// SchedulerConfig tunes a Scheduler. The zero value is a safe default.
+type SchedulerConfig struct {
+	// Pooling is how embeddings reduce a sequence's hidden states
+	// (PoolNone: mean).
+	Pooling Pooling
+	// Workers is the number of goroutines that sample the rows of a step
+	// in parallel (0: GOMAXPROCS, at most 8).
+	Workers int
+	// PrefillChunk bounds the prompt tokens one step feeds while other
+	// sequences are decoding, so a long prompt that arrives stretches their
+	// inter-token latency by a bounded amount (0: the batch size, that is
+	// no bound beyond the step's token budget). When nothing decodes, a
+	// step feeds prompts up to the batch size.
+	PrefillChunk int
+}
+
+// GenRequest is one sequence to generate.
+type GenRequest struct {
+	// Prompt is the tokenized prompt: at least one token, shorter than the
+	// context size.
+	Prompt []int32
+	// Chain samples the sequence's tokens: built for the model's
+	// vocabulary and primed with the prompt. It belongs to the sequence
+	// from Generate on, and the scheduler uses it from one goroutine at a
+	// time.
+	Chain *sampling.Chain
+	// MaxTokens is the most tokens to generate (>= 1).
+	MaxTokens int
+	// Logprobs asks for Event.Logprob; TopLogprobs for that many
+	// alternatives in Event.Top.
+	Logprobs    bool
+	TopLogprobs int
+}
+
+// Event is one generated token of a Sequence.
+type Event struct {
+	// Token is the sampled token id; EOG reports that it ends generation.
+	Token int32
+	EOG   bool
+	// Logprob is Token's log-probability under the model distribution
+	// (GenRequest.Logprobs or TopLogprobs > 0).
+	Logprob float32
+	// Top holds the GenRequest.TopLogprobs most likely tokens, most likely
+	// first. The slice is reused for a later event once this one has been
+	// received and the consumer has received the next one: copy what you
+	// keep before receiving again.
+	Top []sampling.TokenLogprob
+}
+
+// ErrContextFull ends a sequence that has used every position of its slot.
+var ErrContextFull = errors.New("engine: context full")
+
+// ErrClosed ends the sequences still queued or running when the scheduler
+// closes.
+var ErrClosed = errors.New("engine: the scheduler is closed")
+
+// eventBuffer bounds the events a sequence may have waiting for its
+// consumer; a sequence whose consumer is that far behind sits out the
+// steps (it keeps its slot) until the consumer catches up.
+const eventBuffer = 1024
+
+// Sequence is one generation or embedding run by a Scheduler. Receive its
+// events until the channel closes, then read Err.
+type Sequence struct {
+	ctx    context.Context
+	stop   func() bool // unregisters the wake-up on ctx
+	grp    *group
+	prompt []int32
+	req    GenRequest
+	events chan Event
+	err    error // valid once events is closed
+	cancel atomic.Bool
+
+	embed    bool
+	pool     pooler
+	embedOut []float32
+
+	// Owned by the scheduler goroutine (and the sampling worker during a
+	// step).
+	slot      int
+	fed       int   // prompt tokens whose keys and values the slot holds
+	pos       int   // the next position to write
+	last      int32 // the token to feed next, once decoding
+	decoding  bool
+	generated int
+	top       []sampling.TokenLogprob // ring of (cap(events)+2) rows of TopLogprobs
+	topNext   int
+	stepRows  int // rows this sequence has in the current step
+	stepLogit int // its logits row in the step's output, or -1
+	stepHid   int // its first hidden-state row in the step's output
+	sampleErr error
+	done      bool // finish at the end of the step (sampleErr or nil)
+	doneErr   error
+}
+
+// Events returns the channel of generated tokens, closed after the last.
+func (q *Sequence) Events() <-chan Event { return q.events }
+
+// Err returns why the sequence ended, once Events is closed: nil after an
+// EOG token or MaxTokens tokens, ErrContextFull, the context's error, or
+// the model's or sampler's error.
+func (q *Sequence) Err() error { return q.err }
+
+// Cancel ends the sequence at the scheduler's next step (its error is then
+// context.Canceled). It is safe from any goroutine and at any time.
+func (q *Sequence) Cancel() {
+	q.cancel.Store(true)
+	if q.grp != nil {
+		q.grp.s.poke()
+	}
+}
+
+func (q *Sequence) cancelled() error {
+	if err := q.ctx.Err(); err != nil {
+		return err
+	}
+	if q.cancel.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+
+// group is the unit of the queue: the candidates of one request, which
+// share the prompt. The first is prefilled; the others are admitted once
+// its prompt is in the cache and copy it.
+type group struct {
+	s       *Scheduler
+	members []*Sequence
+	next    int // members admitted (or dropped) so far
+}
+
+// leaderReady reports whether the followers may be admitted: the leader's
+// prompt (all but its last token) is in the cache, or the leader is gone.
+func (g *group) leaderReady() bool {
+	l := g.members[0]
+	return l.slot < 0 && g.next > 0 || l.fed >= len(l.prompt)-1
+}
+
+// Stats are a Scheduler's counters.
+type Stats struct {
+	Queued, Active int   // sequences waiting and running now
+	Steps          int64 // forward passes run
+	DecodeRows     int64 // rows that fed a generated token
+	PrefillRows    int64 // rows that fed a prompt token
+	ReusedTokens   int64 // prompt tokens taken from the cache instead of being fed
+}
+
+// Scheduler runs every sequence of a Model: one goroutine owns the model
+// and builds each step's batch from one decode row per generating sequence
+// plus chunks of the prompts being prefilled (within the batch size), runs
+// one forward pass, and samples every sequence's next token in parallel on
+// a small pool of workers. Requests wait in a FIFO queue and are admitted
+// when a KV-cache slot is free. Each slot keeps the tokens of the last
+// sequence that ran in it, and a new prompt starts from the longest prefix
+// any slot holds (its keys and values copied on the device when it is
+// another slot's).
+//
+// Its methods are safe from any goroutine. The Model must not be used by
+// anything else until Close returns.
+type Scheduler struct {
+	m    *Model
+	cfg  SchedulerConfig
+	wake chan struct{}
+	quit chan struct{}
+	done chan struct{}
+
+	eventCap int // events a sequence may have waiting (eventBuffer; tests lower it)
+
+	mu     sync.Mutex
+	queue  []*group
+	closed bool
+	queued atomic.Int32
+
+	steps, decodeRows, prefillRows, reused atomic.Int64
+	nActive                                atomic.Int32
+
+	// Owned by the scheduler goroutine.
+	active   []*Sequence
+	slotSeq  []*Sequence // the sequence running in each slot, nil when free
+	cache    [][]int32   // the tokens each slot holds keys and values of
+	used     []uint64    // when each slot was last taken (LRU)
+	clock    uint64
+	batch    Batch
+	out      Output
+	stepSeqs []*Sequence // the sequences of the current step, in row order
+	sampled  []*Sequence
+	jobs     chan *Sequence
+	wg       sync.WaitGroup
+	idle     *time.Timer
+}
+
+// NewScheduler starts the scheduler goroutine and the sampling workers of
+// m. Close stops them.
+func NewScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
+	s := newScheduler(m, cfg)
+	s.run()
+	return s
+}
+
+// run starts the scheduler goroutine.
+func (s *Scheduler) run() { go s.loop() }
+
+func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
+	if cfg.Pooling == PoolNone {
+		cfg.Pooling = PoolMean
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = min(runtime.GOMAXPROCS(0), 8)
+	}
+	B := m.GPU.Config().BatchSize
+	if cfg.PrefillChunk <= 0 || cfg.PrefillChunk > B {
+		cfg.PrefillChunk = B
+	}
+	n := m.Slots()
+	s := &Scheduler{m: m, cfg: cfg, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+		slotSeq: make([]*Sequence, n), cache: make([][]int32, n), used: make([]uint64, n),
+		batch:    Batch{Tokens: make([]int32, 0, B), Slots: make([]int32, 0, B), Pos: make([]int32, 0, B), Logits: make([]bool, 0, B), Hidden: make([]bool, 0, B)},
+		out:      Output{Logits: make([]float32, 0, n*m.Opts.Vocab), Hidden: make([]float32, 0, B*m.Opts.Embd)},
+		stepSeqs: make([]*Sequence, 0, n), sampled: make([]*Sequence, 0, n), active: make([]*Sequence, 0, n),
+		jobs: make(chan *Sequence, n), idle: time.NewTimer(time.Hour), eventCap: eventBuffer}
+	for i := range s.cache {
+		s.cache[i] = make([]int32, 0, m.CtxSize())
+	}
+	for range cfg.Workers {
+		go s.worker()
+	}
+	return s
+}
+
+// Model returns the scheduled model (for its tokenizer and options; do not
+// run it).
+func (s *Scheduler) Model() *Model { return s.m }
+
+// Stats returns the scheduler's counters.
+func (s *Scheduler) Stats() Stats {
+	return Stats{Queued: int(s.queued.Load()), Active: int(s.nActive.Load()), Steps: s.steps.Load(),
+		DecodeRows: s.decodeRows.Load(), PrefillRows: s.prefillRows.Load(), ReusedTokens: s.reused.Load()}
+}
+
+func (s *Scheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Generate queues the candidates reqs of one request, which must share
+// their prompt, and returns their sequences. They run together: the prompt
+// is prefilled once and copied to the others' slots. Cancelling ctx ends
+// them all at the next step; Sequence.Cancel ends one. It fails when the
+// scheduler is closed, reqs is empty or larger than the number of slots,
+// or a request is malformed.
+func (s *Scheduler) Generate(ctx context.Context, reqs []GenRequest) ([]*Sequence, error) {
+	if len(reqs) == 0 || len(reqs) > s.m.Slots() {
+		return nil, fmt.Errorf("engine: %d candidates for %d slots", len(reqs), s.m.Slots())
+	}
+	g := &group{s: s, members: make([]*Sequence, len(reqs))}
+	for i, r := range reqs {
+		if err := s.checkPrompt(r.Prompt); err != nil {
+			return nil, err
+		}
+		if i > 0 && !equalTokens(r.Prompt, reqs[0].Prompt) {
+			return nil, fmt.Errorf("engine: candidate %d has another prompt than candidate 0", i)
+		}
+		if r.Chain == nil || r.MaxTokens < 1 || r.TopLogprobs < 0 {
+			return nil, fmt.Errorf("engine: candidate %d: no sampling chain, %d max tokens or %d top logprobs", i, r.MaxTokens, r.TopLogprobs)
+		}
+		q := &Sequence{ctx: ctx, grp: g, prompt: r.Prompt, req: r, slot: -1, stepLogit: -1,
+			events: make(chan Event, min(r.MaxTokens+1, s.eventCap))}
+		if r.TopLogprobs > 0 {
+			q.top = make([]sampling.TokenLogprob, (cap(q.events)+2)*r.TopLogprobs)
+		}
+		g.members[i] = q
+	}
+	if err := s.enqueue(g); err != nil {
+		return nil, err
+	}
+	return g.members, nil
+}
+
+// Embed runs tokens through the model and returns their pooled final
+// hidden state (after the output norm; pooled as SchedulerConfig.Pooling
+// says), [Embd]. It waits in the same queue and joins the same steps as
+// the generations. It returns ctx's error when cancelled.
+func (s *Scheduler) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
+	if len(tokens) == 0 {
+		return nil, errors.New("engine: nothing to embed")
+	}
+	if err := s.checkPrompt(tokens); err != nil {
+		return nil, err
+	}
+	g := &group{s: s}
+	q := &Sequence{ctx: ctx, grp: g, prompt: tokens, embed: true, slot: -1, stepLogit: -1, events: make(chan Event),
+		pool: newPooler(s.cfg.Pooling, len(tokens), s.m.Opts.Embd)}
+	g.members = []*Sequence{q}
+	if err := s.enqueue(g); err != nil {
+		return nil, err
+	}
+	for range q.events {
+	}
+	if q.err != nil {
+		return nil, q.err
+	}
+	return q.embedOut, nil
+}
+
+func (s *Scheduler) checkPrompt(p []int32) error {
+	if len(p) == 0 || len(p) > s.m.CtxSize() {
+		return fmt.Errorf("engine: a prompt of %d tokens for a context of %d", len(p), s.m.CtxSize())
+	}
+	for i, id := range p {
+		if id < 0 || int(id) >= s.m.Opts.Vocab {
+			return fmt.Errorf("engine: prompt token %d (index %d) outside the vocabulary of %d", id, i, s.m.Opts.Vocab)
+		}
+	}
+	return nil
+}
+
+func equalTokens(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Scheduler) enqueue(g *group) error {
+	for _, q := range g.members {
+		q.stop = context.AfterFunc(q.ctx, s.poke)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		for _, q := range g.members {
+			q.stop()
+		}
+		return ErrClosed
+	}
+	s.queue = append(s.queue, g)
+	s.queued.Add(int32(len(g.members)))
+	s.mu.Unlock()
+	s.poke()
+	return nil
+}
+
+// Close ends every queued and running sequence with ErrClosed and stops
+// the scheduler. The Model is free for other use once it returns.
+func (s *Scheduler) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.done
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.quit)
+	<-s.done
+}
+
+func (s *Scheduler) loop() {
+	defer close(s.done)
+	defer close(s.jobs)
+	for {
+		select {
+		case <-s.quit:
+			s.shutdown()
+			return
+		default:
+		}
+		s.dropCancelled()
+		s.admit()
+		if len(s.active) == 0 {
+			select {
+			case <-s.wake:
+			case <-s.quit:
+			}
+			continue
+		}
+		if !s.step() {
+			// Every running sequence waits for its consumer: look again
+			// soon (or when something new arrives).
+			s.idle.Reset(2 * time.Millisecond)
+			select {
+			case <-s.wake:
+			case <-s.idle.C:
+			case <-s.quit:
+			}
+			s.idle.Stop()
+		}
+	}
+}
+
+// shutdown ends everything with ErrClosed.
+func (s *Scheduler) shutdown() {
+	for _, q := range s.active {
+		s.finish(q, ErrClosed)
+	}
+	s.active = s.active[:0]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.queue {
+		for _, q := range g.members[g.next:] {
+			s.queued.Add(-1)
+			s.finish(q, ErrClosed)
+		}
+	}
+	s.queue = nil
+	s.nActive.Store(0)
+}
+
+// finish ends q with err and frees its slot.
+func (s *Scheduler) finish(q *Sequence, err error) {
+	if q.slot >= 0 && s.slotSeq[q.slot] == q {
+		s.slotSeq[q.slot] = nil
+	}
+	q.slot = -1
+	q.err = err
+	if q.stop != nil {
+		q.stop()
+	}
+	close(q.events)
+}
+
+// dropCancelled ends the running sequences whose context is done or that
+// were cancelled.
+func (s *Scheduler) dropCancelled() {
+	kept := s.active[:0]
+	for _, q := range s.active {
+		if err := q.cancelled(); err != nil {
+			s.finish(q, err)
+			continue
+		}
+		kept = append(kept, q)
+	}
+	clear(s.active[len(kept):])
+	s.active = kept
+	s.nActive.Store(int32(len(s.active)))
+}
+
+// admit moves queued sequences into free slots, in FIFO order. A group's
+// followers wait for their leader's prompt; slots are kept for them
+// meanwhile, and later requests take only the rest.
+func (s *Scheduler) admit() {
+	free := 0
+	for _, q := range s.slotSeq {
+		if q == nil {
+			free++
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	reserved := 0
+	for gi := 0; gi < len(s.queue); {
+		g := s.queue[gi]
+		for g.next < len(g.members) {
+			q := g.members[g.next]
+			if err := q.cancelled(); err != nil {
+				g.next++
+				s.queued.Add(-1)
+				s.finish(q, err)
+				continue
+			}
+			if free-reserved <= 0 || g.next > 0 && !g.leaderReady() {
+				break
+			}
+			g.next++
+			s.queued.Add(-1)
+			free--
+			s.start(q)
+		}
+		if g.next == len(g.members) {
+			s.queue = append(s.queue[:gi], s.queue[gi+1:]...)
+			continue
+		}
+		reserved += len(g.members) - g.next
+		gi++
+	}
+	s.nActive.Store(int32(len(s.active)))
+}
+
+// start binds q to a free slot, taking the longest cached prefix of its
+// prompt from any slot, and makes it active.
+func (s *Scheduler) start(q *Sequence) {
+	slot := s.pickSlot(q.prompt, q.embed)
+	s.slotSeq[slot] = q
+	q.slot = slot
+	m := s.m
+	for t := range s.cache {
+		s.cache[t] = s.cache[t][:min(len(s.cache[t]), m.SlotLen(t))]
+	}
+	reuse, src := 0, slot
+	if !q.embed {
+		// Every row of an embedding needs its hidden state: nothing is
+		// reused. A generation takes the longest prefix any slot holds.
+		reuse = sharedPrefix(s.cache[slot], q.prompt)
+		for t := range s.cache {
+			if n := sharedPrefix(s.cache[t], q.prompt); n > reuse {
+				reuse, src = n, t
+			}
+		}
+	}
+	var err error
+	if src != slot {
+		err = m.CopyPrefix(slot, src, reuse)
+		s.cache[slot] = append(s.cache[slot][:0], q.prompt[:reuse]...)
+	} else {
+		err = m.Truncate(slot, reuse)
+		s.cache[slot] = s.cache[slot][:reuse]
+	}
+	if err != nil {
+		s.cache[slot] = s.cache[slot][:0]
+		m.Truncate(slot, 0)
+		s.finish(q, err)
+		return
+	}
+	s.reused.Add(int64(reuse))
+	q.fed, q.pos = reuse, reuse
+	s.active = append(s.active, q)
+}
+
+// pickSlot returns a free slot for prompt. A generation goes to the free
+// slot whose tokens cover most of the prompt when they cover more than half
+// of it (a continuation of that slot's conversation: the reference server's
+// rule), else to the least recently used free slot, which an embedding
+// always takes.
+func (s *Scheduler) pickSlot(prompt []int32, embed bool) int {
+	best, reuse, lru := -1, 0, -1
+	for t, q := range s.slotSeq {
+		if q != nil {
+			continue
+		}
+		if lru < 0 || s.used[t] < s.used[lru] {
+			lru = t
+		}
+		if embed {
+			continue
+		}
+		if n := sharedPrefix(s.cache[t][:min(len(s.cache[t]), s.m.SlotLen(t))], prompt); 2*n > len(prompt) && n > reuse {
+			best, reuse = t, n
+		}
+	}
+	if best < 0 {
+		best = lru
+	}
+	s.clock++
+	s.used[best] = s.clock
+	return best
+}
+
+// sharedPrefix returns how many first tokens of prompt, short of its last
+// (fed again for its logits), cached holds.
+func sharedPrefix(cached, prompt []int32) int {
+	n := 0
+	for n < len(cached) && n < len(prompt)-1 && cached[n] == prompt[n] {
+		n++
+	}
+	return n
+}
+
+// addRow appends one row to the step's batch.
+func (s *Scheduler) addRow(tok int32, slot, pos int, logits, hidden bool) {
+	b := &s.batch
+	b.Tokens = append(b.Tokens, tok)
+	b.Slots = append(b.Slots, int32(slot))
+	b.Pos = append(b.Pos, int32(pos))
+	b.Logits = append(b.Logits, logits)
+	b.Hidden = append(b.Hidden, hidden)
+}
+
+// step runs one forward pass over every sequence that can advance and
+// samples their tokens; false means none could (every consumer is behind).
+func (s *Scheduler) step() bool {
+	b := &s.batch
+	b.Tokens, b.Slots, b.Pos, b.Logits, b.Hidden = b.Tokens[:0], b.Slots[:0], b.Pos[:0], b.Logits[:0], b.Hidden[:0]
+	s.stepSeqs = s.stepSeqs[:0]
+	budget := s.m.GPU.Config().BatchSize
+	nLogits, nHidden := 0, 0
+	for _, q := range s.active {
+		q.stepRows, q.stepLogit = 0, -1
+		if !q.decoding || len(q.events) == cap(q.events) || budget == 0 {
+			continue
+		}
+		s.addRow(q.last, q.slot, q.pos, true, false)
+		q.stepRows, q.stepLogit = 1, nLogits
+		nLogits++
+		budget--
+		s.stepSeqs = append(s.stepSeqs, q)
+	}
+	decodeRows := len(s.stepSeqs)
+	if decodeRows > 0 {
+		budget = min(budget, s.cfg.PrefillChunk)
+	}
+	for _, q := range s.active {
+		if q.decoding || budget == 0 {
+			continue
+		}
+		n := min(len(q.prompt)-q.fed, budget)
+		q.stepHid = nHidden
+		for i := range n {
+			p := q.fed + i
+			wantLogits := !q.embed && p == len(q.prompt)-1
+			wantHidden := q.embed && q.pool.wants(p)
+			s.addRow(q.prompt[p], q.slot, p, wantLogits, wantHidden)
+			if wantLogits {
+				q.stepLogit = nLogits
+				nLogits++
+			}
+			if wantHidden {
+				nHidden++
+			}
+		}
+		q.stepRows = n
+		budget -= n
+		s.stepSeqs = append(s.stepSeqs, q)
+	}
+	if b.Len() == 0 {
+		return false
+	}
+	s.steps.Add(1)
+	s.decodeRows.Add(int64(decodeRows))
+	s.prefillRows.Add(int64(b.Len() - decodeRows))
+	if err := s.m.ForwardInto(*b, &s.out); err != nil {
+		for _, q := range s.stepSeqs {
+			q.done, q.doneErr = true, err
+		}
+		s.reap()
+		return true
+	}
+	E := s.m.Opts.Embd
+	s.sampled = s.sampled[:0]
+	for _, q := range s.stepSeqs {
+		switch {
+		case q.decoding:
+			s.cache[q.slot] = append(s.cache[q.slot], q.last)
+			q.pos++
+		case q.embed:
+			s.cache[q.slot] = append(s.cache[q.slot], q.prompt[q.fed:q.fed+q.stepRows]...)
+			hid := 0
+			for p := q.fed; p < q.fed+q.stepRows; p++ {
+				if q.pool.wants(p) {
+					hid++
+				}
+			}
+			q.pool.add(s.out.Hidden[q.stepHid*E : (q.stepHid+hid)*E])
+			q.fed += q.stepRows
+			q.pos = q.fed
+			if q.fed == len(q.prompt) {
+				q.embedOut = q.pool.result(make([]float32, E))
+				q.done = true
+			}
+			continue
+		default:
+			s.cache[q.slot] = append(s.cache[q.slot], q.prompt[q.fed:q.fed+q.stepRows]...)
+			q.fed += q.stepRows
+			q.pos = q.fed
+		}
+		if q.stepLogit >= 0 {
+			s.sampled = append(s.sampled, q)
+		}
+	}
+	// Sampling (grammar masks included) runs on the workers, never here.
+	s.wg.Add(len(s.sampled))
+	for _, q := range s.sampled {
+		s.jobs <- q
+	}
+	s.wg.Wait()
+	s.reap()
+	return true
+}
+
+// reap ends the sequences marked done in this step and drops them from the
+// active list.
+func (s *Scheduler) reap() {
+	kept := s.active[:0]
+	for _, q := range s.active {
+		if q.done {
+			s.finish(q, q.doneErr)
+			continue
+		}
+		kept = append(kept, q)
+	}
+	clear(s.active[len(kept):])
+	s.active = kept
+	s.nActive.Store(int32(len(s.active)))
+}
+
+func (s *Scheduler) worker() {
+	for q := range s.jobs {
+		s.sample(q)
+		s.wg.Done()
+	}
+}
+
+// sample picks q's next token from its logits row and sends it.
+func (s *Scheduler) sample(q *Sequence) {
+	V := s.m.Opts.Vocab
+	row := s.out.Logits[q.stepLogit*V : (q.stepLogit+1)*V]
+	c := q.req.Chain
+	id, err := c.Sample(row)
+	if err == nil {
+		err = c.Accept(id)
+	}
+	if err != nil {
+		q.done, q.doneErr = true, err
+		return
+	}
+	ev := Event{Token: id, EOG: s.m.Tok.IsEOG(id)}
+	if q.req.Logprobs || q.req.TopLogprobs > 0 {
+		if ev.Logprob, err = c.Logprob(id); err != nil {
+			q.done, q.doneErr = true, err
+			return
+		}
+		if k := q.req.TopLogprobs; k > 0 {
+			dst := q.top[q.topNext*k : q.topNext*k : (q.topNext+1)*k]
+			if ev.Top, err = c.TopLogprobs(dst, k); err != nil {
+				q.done, q.doneErr = true, err
+				return
+			}
+			q.topNext = (q.topNext + 1) % (len(q.top) / k)
+		}
+	}
+	q.events <- ev // never blocks: a step feeds only sequences with room
+	q.generated++
+	q.last, q.decoding = id, true
+	switch {
+	case ev.EOG || q.generated >= q.req.MaxTokens:
+		q.done = true
+	case q.pos >= s.m.CtxSize():
+		q.done, q.doneErr = true, ErrContextFull
+	}
+}

@@ -1,0 +1,467 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/sampling"
+	"github.com/vkllm/vkllm/tools/modelgen"
+	"github.com/vkllm/vkllm/vk/vktest"
+)
+
+// schedModel loads a generated model of arch with slots sequence slots.
+func schedModel(t *testing.T, arch string, slots, batch int) *Model {
+	t.Helper()
+	path := genModel(t, modelgen.Options{Arch: arch, Embd: 64, Layers: 2, Type: gguf.TypeQ8_0})
+	m, err := Load(path, Config{CtxSize: 96, Parallel: slots, BatchSize: batch, Validation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// newChain returns a primed chain: greedy when seed is RandomSeed, else
+// temperature 1 with top_k 20 seeded with seed.
+func newChain(t *testing.T, m *Model, prompt []int32, seed int64) *sampling.Chain {
+	t.Helper()
+	return newChainParams(t, m, prompt, seed, nil)
+}
+
+// endlessChain is newChain's greedy chain with the end-of-generation tokens
+// banned, for sequences that must run to MaxTokens.
+func endlessChain(t *testing.T, m *Model, prompt []int32) *sampling.Chain {
+	t.Helper()
+	return newChainParams(t, m, prompt, sampling.RandomSeed, func(p *sampling.Params) {
+		p.LogitBias = map[string]float64{}
+		for _, id := range m.Tok.EOGIDs() {
+			p.LogitBias[fmt.Sprint(id)] = math.Inf(-1)
+		}
+	})
+}
+
+func newChainParams(t *testing.T, m *Model, prompt []int32, seed int64, edit func(*sampling.Params)) *sampling.Chain {
+	t.Helper()
+	p := sampling.DefaultParams()
+	p.Temperature, p.Logprobs = 0, true
+	if seed != sampling.RandomSeed {
+		p.Temperature, p.TopK, p.Seed = 1, 20, seed
+	}
+	if edit != nil {
+		edit(&p)
+	}
+	c, err := sampling.NewChain(p, sampling.Vocab{Size: m.Opts.Vocab, EOG: m.Tok.EOGIDs()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Prime(prompt); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type genResult struct {
+	tokens   []int32
+	logprobs []float32
+	err      error
+}
+
+// soloGenerate is the reference: the prompt prefilled in slot 0 and one
+// token per Step, no scheduler, nothing else running.
+func soloGenerate(t *testing.T, m *Model, prompt []int32, seed int64, maxTokens int) genResult {
+	t.Helper()
+	if err := m.Truncate(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := newChain(t, m, prompt, seed)
+	logits, err := m.Prefill(context.Background(), 0, 0, prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r genResult
+	for pos := len(prompt); ; pos++ {
+		id, err := c.Sample(logits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Accept(id)
+		lp, _ := c.Logprob(id)
+		r.tokens, r.logprobs = append(r.tokens, id), append(r.logprobs, lp)
+		if m.Tok.IsEOG(id) || len(r.tokens) == maxTokens {
+			return r
+		}
+		if pos >= m.CtxSize() {
+			r.err = ErrContextFull
+			return r
+		}
+		if logits, err = m.Step(0, pos, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// collect drains q.
+func collect(q *Sequence) genResult {
+	var r genResult
+	for ev := range q.Events() {
+		r.tokens, r.logprobs = append(r.tokens, ev.Token), append(r.logprobs, ev.Logprob)
+	}
+	r.err = q.Err()
+	return r
+}
+
+// testPrompt returns a prompt of n tokens that differs with i.
+func testPrompt(m *Model, i, n int) []int32 {
+	p := make([]int32, n)
+	for j := range p {
+		p[j] = int32(3 + (i*7+j*13)%(m.Opts.Vocab-3))
+	}
+	return p
+}
+
+// logprobBound is how far a token's log-probability may move when its row
+// runs in another batch: the matrix kernels differ with the batch's width
+// (matvec passes or tiles), so f32 sums are ordered differently.
+const logprobBound = 2e-3
+
+func compareRuns(t *testing.T, what string, got, want genResult) {
+	t.Helper()
+	if !errors.Is(got.err, want.err) {
+		t.Errorf("%s: error %v, want %v", what, got.err, want.err)
+	}
+	if fmt.Sprint(got.tokens) != fmt.Sprint(want.tokens) {
+		t.Errorf("%s: tokens %v, want (alone) %v", what, got.tokens, want.tokens)
+		return
+	}
+	for i := range got.logprobs {
+		if d := math.Abs(float64(got.logprobs[i] - want.logprobs[i])); d > logprobBound {
+			t.Errorf("%s: token %d logprob %v, want %v (alone), differ by %.2g", what, i, got.logprobs[i], want.logprobs[i], d)
+		}
+	}
+}
+
+// TestSchedulerMatchesSolo runs 16 greedy sequences of different prompt
+// lengths through the scheduler at once and checks each against the same
+// sequence run alone, for every architecture.
+func TestSchedulerMatchesSolo(t *testing.T) {
+	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
+		t.Run(arch, func(t *testing.T) {
+			m := schedModel(t, arch, 16, 32)
+			const n, maxTokens = 16, 12
+			prompts := make([][]int32, n)
+			want := make([]genResult, n)
+			for i := range prompts {
+				prompts[i] = testPrompt(m, i, 3+5*i) // 3..78 tokens: some span several chunks
+				want[i] = soloGenerate(t, m, prompts[i], sampling.RandomSeed, maxTokens)
+			}
+			m.Truncate(0, 0)
+			s := NewScheduler(m, SchedulerConfig{PrefillChunk: 8})
+			defer s.Close()
+			got := make([]genResult, n)
+			var wg sync.WaitGroup
+			for i := range prompts {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompts[i], Chain: newChain(t, m, prompts[i], sampling.RandomSeed), MaxTokens: maxTokens, Logprobs: true}})
+					if err != nil {
+						got[i].err = err
+						return
+					}
+					got[i] = collect(qs[0])
+				}()
+			}
+			wg.Wait()
+			for i := range got {
+				compareRuns(t, fmt.Sprintf("sequence %d", i), got[i], want[i])
+			}
+			st := s.Stats()
+			if st.Active != 0 || st.Queued != 0 {
+				t.Errorf("after all finished: %d active, %d queued", st.Active, st.Queued)
+			}
+			if st.Steps >= int64(n*maxTokens) {
+				t.Errorf("%d steps for %d sequences of %d tokens: they did not run together", st.Steps, n, maxTokens)
+			}
+			vktest.Check(t, m.Device())
+		})
+	}
+}
+
+// TestSchedulerCandidates runs n seeded candidates of one prompt: the
+// prompt is fed once (the others copy its keys and values and feed only
+// its last token) and each candidate equals the same seed run alone.
+func TestSchedulerCandidates(t *testing.T) {
+	m := schedModel(t, "llama", 4, 32)
+	prompt := testPrompt(m, 1, 40)
+	const n, maxTokens = 4, 10
+	want := make([]genResult, n)
+	for i := range want {
+		want[i] = soloGenerate(t, m, prompt, int64(100+i), maxTokens)
+	}
+	m.Truncate(0, 0)
+	// The solo runs left the prompt in slot 0's cache: Model.Truncate
+	// emptied it, so the scheduler, which trusts only positions the model
+	// holds, starts from nothing.
+	s := NewScheduler(m, SchedulerConfig{})
+	defer s.Close()
+	reqs := make([]GenRequest, n)
+	for i := range reqs {
+		reqs[i] = GenRequest{Prompt: prompt, Chain: newChain(t, m, prompt, int64(100+i)), MaxTokens: maxTokens, Logprobs: true}
+	}
+	qs, err := s.Generate(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]genResult, n)
+	var wg sync.WaitGroup
+	for i, q := range qs {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = collect(q) }()
+	}
+	wg.Wait()
+	for i := range got {
+		compareRuns(t, fmt.Sprintf("candidate %d", i), got[i], want[i])
+	}
+	st := s.Stats()
+	if wantRows := int64(len(prompt) + n - 1); st.PrefillRows != wantRows {
+		t.Errorf("prompt rows fed: %d, want %d (the prompt once, then its last token per other candidate)", st.PrefillRows, wantRows)
+	}
+	if wantReused := int64((n - 1) * (len(prompt) - 1)); st.ReusedTokens != wantReused {
+		t.Errorf("reused prompt tokens: %d, want %d", st.ReusedTokens, wantReused)
+	}
+	vktest.Check(t, m.Device())
+}
+
+// TestSchedulerEmbed checks an embedding that runs beside generations
+// against the CPU reference's mean of the final hidden states.
+func TestSchedulerEmbed(t *testing.T) {
+	m := schedModel(t, "qwen2", 3, 16)
+	tokens := testPrompt(m, 5, 37)
+	cpuRef, err := NewCPUModel(m.Opts, mustWeights(t, m), m.CtxSize(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := seqBatch(tokens, 0, 0)
+	h, err := cpuRef.Hidden(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	E := m.Opts.Embd
+	want := make([]float64, E)
+	for r := range len(tokens) {
+		for j := range E {
+			want[j] += float64(h[r*E+j]) / float64(len(tokens))
+		}
+	}
+	s := NewScheduler(m, SchedulerConfig{PrefillChunk: 4})
+	defer s.Close()
+	// Two generations keep decoding while the embedding is fed.
+	var qs []*Sequence
+	for i := range 2 {
+		p := testPrompt(m, i, 5)
+		q, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: newChain(t, m, p, sampling.RandomSeed), MaxTokens: 60}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs = append(qs, q...)
+	}
+	got, err := s.Embed(context.Background(), tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worst := 0.0
+	for j := range E {
+		worst = math.Max(worst, math.Abs(float64(got[j])-want[j]))
+	}
+	if worst > 2e-3 {
+		t.Errorf("embedding differs from the CPU reference by %.3g", worst)
+	}
+	for _, q := range qs {
+		if r := collect(q); r.err != nil {
+			t.Error(r.err)
+		}
+	}
+	vktest.Check(t, m.Device())
+}
+
+func mustWeights(t *testing.T, m *Model) *Weights {
+	t.Helper()
+	w, err := LoadWeights(m.File, m.Opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// TestSchedulerCancel cancels a queued and a running sequence: both end
+// with the context's error, their slots are free for the next request, and
+// a sequence's own Cancel ends only that one.
+func TestSchedulerCancel(t *testing.T) {
+	m := schedModel(t, "llama", 2, 16)
+	s := NewScheduler(m, SchedulerConfig{})
+	defer s.Close()
+	gen := func(ctx context.Context, i, max int) *Sequence {
+		p := testPrompt(m, i, 4)
+		qs, err := s.Generate(ctx, []GenRequest{{Prompt: p, Chain: newChain(t, m, p, sampling.RandomSeed), MaxTokens: max}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return qs[0]
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	running := []*Sequence{gen(ctx, 0, 90), gen(context.Background(), 1, 90)}
+	queued := gen(ctx, 2, 90) // both slots are taken
+	<-running[0].Events()     // running
+	cancel()
+	for _, q := range []*Sequence{running[0], queued} {
+		if r := collect(q); !errors.Is(r.err, context.Canceled) {
+			t.Errorf("cancelled sequence ended with %v, want context.Canceled", r.err)
+		}
+	}
+	<-running[1].Events()
+	running[1].Cancel()
+	if r := collect(running[1]); !errors.Is(r.err, context.Canceled) {
+		t.Errorf("Sequence.Cancel: ended with %v", r.err)
+	}
+	// Both slots are free again: two new sequences run to the end.
+	a, b := gen(context.Background(), 3, 5), gen(context.Background(), 4, 5)
+	for _, q := range []*Sequence{a, b} {
+		if r := collect(q); r.err != nil || len(r.tokens) == 0 {
+			t.Errorf("after cancellations: %d tokens, %v", len(r.tokens), r.err)
+		}
+	}
+	if st := s.Stats(); st.Active != 0 || st.Queued != 0 {
+		t.Errorf("%d active and %d queued after everything ended", st.Active, st.Queued)
+	}
+	vktest.Check(t, m.Device())
+}
+
+// TestSchedulerChunkedPrefill drives steps by hand: while sequences
+// decode, a long prompt is fed PrefillChunk tokens per step and every
+// decoding sequence gets a row in every step.
+func TestSchedulerChunkedPrefill(t *testing.T) {
+	m := schedModel(t, "llama", 3, 32)
+	s := newScheduler(m, SchedulerConfig{PrefillChunk: 5})
+	defer func() { close(s.quit); s.shutdown(); close(s.jobs) }()
+	var decoding []*Sequence
+	for i := range 2 {
+		p := testPrompt(m, i, 3)
+		qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: newChain(t, m, p, sampling.RandomSeed), MaxTokens: 40}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoding = append(decoding, qs[0])
+	}
+	s.admit()
+	if !s.step() || s.batch.Len() != 6 {
+		t.Fatalf("first step: %d rows, want both prompts (6)", s.batch.Len())
+	}
+	long := testPrompt(m, 9, 23)
+	qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: long, Chain: newChain(t, m, long, sampling.RandomSeed), MaxTokens: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.admit()
+	for fed := 0; fed < len(long); fed += 5 {
+		if !s.step() {
+			t.Fatal("step ran nothing")
+		}
+		if want := 2 + min(5, len(long)-fed); s.batch.Len() != want {
+			t.Fatalf("step with %d prompt tokens fed: %d rows, want %d (2 decode rows and a chunk of at most 5)", fed, s.batch.Len(), want)
+		}
+	}
+	for _, q := range decoding {
+		if n := len(q.Events()); n != 1+(len(long)+4)/5 {
+			t.Errorf("decoding sequence got %d tokens over %d steps", n, 1+(len(long)+4)/5)
+		}
+	}
+	if len(qs[0].Events()) != 1 {
+		t.Errorf("the long prompt's first token: %d events, want 1", len(qs[0].Events()))
+	}
+}
+
+// TestSchedulerStepAllocs holds a decode step of several sequences (the
+// forward pass, sampling on the workers, the events) to zero allocations.
+func TestSchedulerStepAllocs(t *testing.T) {
+	m := schedModel(t, "llama", 4, 16)
+	s := newScheduler(m, SchedulerConfig{})
+	defer func() { close(s.quit); s.shutdown(); close(s.jobs) }()
+	var qs []*Sequence
+	for i := range 4 {
+		p := testPrompt(m, i, 3)
+		q, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 80, Logprobs: true, TopLogprobs: 3}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs = append(qs, q...)
+	}
+	s.admit()
+	s.step() // the prompts, and pipelines and descriptor sets are created
+	s.step()
+	drain := func() {
+		for _, q := range qs {
+			for len(q.events) > 0 {
+				<-q.events
+			}
+		}
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		if !s.step() || s.batch.Len() != 4 {
+			t.Fatalf("a decode step ran %d rows, want 4", s.batch.Len())
+		}
+		drain()
+	})
+	if allocs != 0 {
+		t.Errorf("a decode step of 4 sequences: %v allocations, want 0", allocs)
+	}
+	if len(s.active) != 4 {
+		t.Errorf("%d sequences still running, want 4 (did one fail?)", len(s.active))
+	}
+}
+
+// TestSchedulerSlowConsumer: a sequence whose consumer does not read sits
+// out steps once its buffer is full, and the others finish.
+func TestSchedulerSlowConsumer(t *testing.T) {
+	m := schedModel(t, "llama", 2, 16)
+	s := newScheduler(m, SchedulerConfig{})
+	s.eventCap = 4
+	s.run()
+	defer s.Close()
+	p := testPrompt(m, 0, 3)
+	stalled, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 50}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2 := testPrompt(m, 1, 3)
+	other, err := s.Generate(context.Background(), []GenRequest{{Prompt: p2, Chain: endlessChain(t, m, p2), MaxTokens: 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := collect(other[0]); r.err != nil || len(r.tokens) != 30 {
+		t.Fatalf("the reading sequence: %d tokens, %v; want 30", len(r.tokens), r.err)
+	}
+	if n := len(stalled[0].Events()); n != 4 {
+		t.Errorf("the stalled sequence has %d events waiting, want its buffer's 4", n)
+	}
+	if st := s.Stats(); st.Active != 1 {
+		t.Errorf("%d sequences active, want the stalled one", st.Active)
+	}
+	stalled[0].Cancel()
+	deadline := time.After(time.Minute)
+	for range stalled[0].Events() {
+		select {
+		case <-deadline:
+			t.Fatal("the stalled sequence did not end after Cancel")
+		default:
+		}
+	}
+	if !errors.Is(stalled[0].Err(), context.Canceled) {
+		t.Errorf("stalled sequence: %v", stalled[0].Err())
+	}
+}
