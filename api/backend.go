@@ -46,12 +46,11 @@ type ModelInfo struct {
 // validation, templates, stop sequences, n/best_of, logprobs shaping and
 // queueing; the backend only tokenizes and runs sequences.
 //
-// Concurrency: Info, Tokenize, Detokenize, Piece and IsEOG are called from
-// any number of goroutines at once and must be safe for that. Generate and
-// Embed are called from request goroutines too, but the API never has more
-// than Server.Parallel of them in flight at once (a FIFO queue in front);
-// a backend with a batching scheduler may run those concurrently, a simple
-// one may serialize them with a mutex.
+// Concurrency: every method is called from any number of goroutines at
+// once. A backend with its own scheduler (BatchingBackend) runs Generate and
+// Embed calls together and queues them itself; for any other backend the
+// API lets at most Server.Parallel of them run at once (a FIFO queue in
+// front), and a simple one may serialize them with a mutex.
 type Backend interface {
 	// Info returns the model description.
 	Info() ModelInfo
@@ -77,29 +76,41 @@ type Backend interface {
 	// EOG returns every end-of-generation token id.
 	EOG() []int32
 
-	// Generate runs one sequence: it processes req.Prompt, then repeatedly
-	// samples a token with a sampling chain built from req.Params and
-	// req.Constraint (sampling.NewChain; Constraint may be nil) and calls
-	// emit with it, in order, from the calling goroutine. An EOG token is
-	// emitted too (Event.EOG true) and ends the sequence. Generate returns:
-	//   - nil after an EOG token, after req.MaxTokens tokens, or when emit
-	//     returned ErrStop (the API's stop sequences, a tool call finished);
-	//   - ErrContextFull when the sequence ran out of positions (the API
-	//     reports finish_reason "length");
+	// Generate runs the candidates reqs of one request, which share their
+	// prompt (n/best_of; usually one), together: it processes the prompt,
+	// then repeatedly samples a token for each candidate i with a sampling
+	// chain built from reqs[i].Params and reqs[i].Constraint
+	// (sampling.NewChain; Constraint may be nil) and calls emit(i, ev) with
+	// it, in order per candidate, from the calling goroutine. An EOG token
+	// is emitted too (Event.EOG true) and ends its candidate, as do
+	// reqs[i].MaxTokens tokens, emit returning ErrStop for it (the API's
+	// stop sequences, a tool call finished), and running out of positions
+	// (the API reports finish_reason "length" for that). Generate returns:
+	//   - nil when every candidate has ended so;
 	//   - ctx.Err() when ctx was cancelled (a disconnected client): the
 	//     backend checks ctx at least once per decode step and frees the
-	//     sequence's slot before returning;
-	//   - any other error when the model failed, or emit's error as is.
-	// Generate must not keep emit or req after it returns. A *sampling
+	//     candidates' slots before returning;
+	//   - any other error when the model failed, or emit's error (other
+	//     than ErrStop) as is, which ends every candidate.
+	// Generate must not keep emit or reqs after it returns. A *sampling
 	// ParamError from NewChain must be returned unwrapped or wrapped with
 	// %w so the API can answer 400 naming the field.
-	Generate(ctx context.Context, req *GenerateRequest, emit func(*Event) error) error
+	Generate(ctx context.Context, reqs []*GenerateRequest, emit func(i int, ev *Event) error) error
 
 	// Embed returns the pooled embedding (not normalized) of tokens over
 	// the model's last hidden states, pooled as the model says (GGUF
 	// {arch}.pooling_type, mean when absent, or the server's override). It
 	// returns ctx.Err() when cancelled.
 	Embed(ctx context.Context, tokens []int32) ([]float32, error)
+}
+
+// BatchingBackend is a Backend whose Generate and Embed calls run
+// together in shared forward passes and wait in the backend's own queue:
+// the API then lets every admitted request call it at once.
+type BatchingBackend interface {
+	Backend
+	// Batching reports that the backend schedules concurrent calls itself.
+	Batching() bool
 }
 
 // GenerateRequest is one sequence to run. The API fills it; the backend

@@ -200,16 +200,18 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 func (s *Server) chatWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *chatRequest, pc *preparedChat, id string, created int64) handlerResult {
 	resp := chatBody{ID: id, Object: "chat.completion", Created: created, Model: s.info.Name}
 	resp.Usage.PromptTokens = len(pc.prompt)
-	var cands []*candidate
-	for j := 0; j < req.bestOf; j++ {
-		c, err := s.generate(gctx, &genSpec{prompt: pc.prompt, g: req.genRequest, seed: seedFor(req.genRequest, j),
-			maxTokens: s.maxTokensFor(req.genRequest, len(pc.prompt)), constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive}, nil)
-		if err != nil {
-			s.writeError(ctx, modelError(err))
-			return handlerResult{}
-		}
+	specs := make([]*genSpec, req.bestOf)
+	for j := range specs {
+		specs[j] = &genSpec{prompt: pc.prompt, g: req.genRequest, seed: seedFor(req.genRequest, j),
+			maxTokens: s.maxTokensFor(req.genRequest, len(pc.prompt)), constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive}
+	}
+	cands, err := s.generateAll(gctx, specs, nil)
+	if err != nil {
+		s.writeError(ctx, modelError(err))
+		return handlerResult{}
+	}
+	for _, c := range cands {
 		resp.Usage.CompletionTokens += c.tokens
-		cands = append(cands, c)
 	}
 	cands = best(cands, req.n)
 	for j, c := range cands {
@@ -251,54 +253,64 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		return err
 	}
 	fast := newChunkBuf(id, "chat.completion.chunk", created, s.info.Name)
-	u := usage{PromptTokens: len(pc.prompt) * req.n}
+	u := usage{PromptTokens: len(pc.prompt)}
 	for j := 0; j < req.n; j++ {
 		if send(chatChunkChoice{Index: j, Delta: chatDelta{Role: "assistant"}}) != nil {
 			return u.CompletionTokens, 499
 		}
-		var held strings.Builder // text that may be a tool call
-		holding := pc.toolsActive
-		sendText := func(text []byte, lps []tokenLogprob) error {
-			if req.logprobs {
-				t := string(text)
-				return send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &t}, Logprobs: chatLP(true, lps)})
-			}
-			err := sse.data(fast.chatContent(j, text))
-			if err != nil {
-				cancel()
-			}
-			return err
+	}
+	// Each candidate holds back text that may be a tool call.
+	held := make([]strings.Builder, req.n)
+	holding := make([]bool, req.n)
+	for j := range holding {
+		holding[j] = pc.toolsActive
+	}
+	sendText := func(j int, text []byte, lps []tokenLogprob) error {
+		if req.logprobs {
+			t := string(text)
+			return send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &t}, Logprobs: chatLP(true, lps)})
 		}
-		onText := func(text []byte, lps []tokenLogprob) error {
-			if holding {
-				held.Write(text)
-				if mayStartToolCall(held.String()) {
-					return nil
-				}
-				holding = false
-				t := held.String()
-				held.Reset()
-				return sendText([]byte(t), lps)
-			}
-			if len(text) == 0 && len(lps) == 0 {
+		err := sse.data(fast.chatContent(j, text))
+		if err != nil {
+			cancel()
+		}
+		return err
+	}
+	onText := func(j int, text []byte, lps []tokenLogprob) error {
+		if holding[j] {
+			held[j].Write(text)
+			if mayStartToolCall(held[j].String()) {
 				return nil
 			}
-			return sendText(text, lps)
+			holding[j] = false
+			t := held[j].String()
+			held[j].Reset()
+			return sendText(j, []byte(t), lps)
 		}
-		c, err := s.generate(gctx, &genSpec{prompt: pc.prompt, g: req.genRequest, seed: seedFor(req.genRequest, j),
-			maxTokens: s.maxTokensFor(req.genRequest, len(pc.prompt)), constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive}, onText)
-		if err != nil {
-			if sse.err != nil {
-				return u.CompletionTokens, 499
-			}
-			e := modelError(err)
-			sse.error(e)
-			return u.CompletionTokens, e.Status
+		if len(text) == 0 && len(lps) == 0 {
+			return nil
 		}
+		return sendText(j, text, lps)
+	}
+	specs := make([]*genSpec, req.n)
+	for j := range specs {
+		specs[j] = &genSpec{prompt: pc.prompt, g: req.genRequest, seed: seedFor(req.genRequest, j),
+			maxTokens: s.maxTokensFor(req.genRequest, len(pc.prompt)), constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive}
+	}
+	cands, err := s.generateAll(gctx, specs, onText)
+	if err != nil {
+		if sse.err != nil {
+			return u.CompletionTokens, 499
+		}
+		e := modelError(err)
+		sse.error(e)
+		return u.CompletionTokens, e.Status
+	}
+	for j, c := range cands {
 		u.CompletionTokens += c.tokens
 		finish := c.finish
-		if holding && held.Len() > 0 {
-			prefix, calls := parseToolCalls(held.String(), req.tools)
+		if holding[j] && held[j].Len() > 0 {
+			prefix, calls := parseToolCalls(held[j].String(), req.tools)
 			if len(calls) > 0 {
 				finish = "tool_calls"
 				if prefix != "" && send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &prefix}}) != nil {
@@ -319,7 +331,7 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 					}
 				}
 			} else {
-				t := held.String()
+				t := held[j].String()
 				if send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &t}}) != nil {
 					return u.CompletionTokens, 499
 				}

@@ -128,21 +128,23 @@ func (s *Server) completeWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *com
 	u := &usage{}
 	for pi, p := range prompts {
 		u.PromptTokens += len(p.tokens)
-		var cands []*candidate
-		for j := 0; j < req.bestOf; j++ {
-			off := 0
-			if req.echo {
-				off = len(p.text)
-			}
-			c, err := s.generate(gctx, &genSpec{prompt: p.tokens, g: req.genRequest, seed: seedFor(req.genRequest, j),
+		off := 0
+		if req.echo {
+			off = len(p.text)
+		}
+		specs := make([]*genSpec, req.bestOf)
+		for j := range specs {
+			specs[j] = &genSpec{prompt: p.tokens, g: req.genRequest, seed: seedFor(req.genRequest, j),
 				maxTokens: s.maxTokensFor(req.genRequest, len(p.tokens)), constraint: factory,
-				textOffset: off, wantLogprob: req.logprobs}, nil)
-			if err != nil {
-				s.writeError(ctx, modelError(err))
-				return handlerResult{}
-			}
+				textOffset: off, wantLogprob: req.logprobs}
+		}
+		cands, err := s.generateAll(gctx, specs, nil)
+		if err != nil {
+			s.writeError(ctx, modelError(err))
+			return handlerResult{}
+		}
+		for _, c := range cands {
 			u.CompletionTokens += c.tokens
-			cands = append(cands, c)
 		}
 		cands = best(cands, req.n)
 		for j, c := range cands {
@@ -195,30 +197,38 @@ func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, 
 	u := usage{}
 	for pi, p := range prompts {
 		u.PromptTokens += len(p.tokens)
-		for j := 0; j < req.n; j++ {
-			index := pi*req.n + j
-			off := 0
-			if req.echo {
-				off = len(p.text)
-				if send(index, p.text, nil, nil) != nil {
+		off := 0
+		if req.echo {
+			off = len(p.text)
+			for j := 0; j < req.n; j++ {
+				if send(pi*req.n+j, p.text, nil, nil) != nil {
 					return u.CompletionTokens, 499
 				}
 			}
-			c, err := s.generate(gctx, &genSpec{prompt: p.tokens, g: req.genRequest, seed: seedFor(req.genRequest, j),
+		}
+		specs := make([]*genSpec, req.n)
+		for j := range specs {
+			specs[j] = &genSpec{prompt: p.tokens, g: req.genRequest, seed: seedFor(req.genRequest, j),
 				maxTokens: s.maxTokensFor(req.genRequest, len(p.tokens)), constraint: factory,
-				textOffset: off, wantLogprob: req.logprobs},
-				func(text []byte, lps []tokenLogprob) error { return sendText(index, text, lps) })
-			if err != nil {
-				if sse.err != nil {
-					return u.CompletionTokens, 499
-				}
-				e := modelError(err)
-				sse.error(e)
-				return u.CompletionTokens, e.Status
+				textOffset: off, wantLogprob: req.logprobs}
+		}
+		// The candidates' chunks interleave as they are generated, each
+		// with its choice index; each ends with its finish_reason.
+		cands, err := s.generateAll(gctx, specs, func(j int, text []byte, lps []tokenLogprob) error {
+			return sendText(pi*req.n+j, text, lps)
+		})
+		if err != nil {
+			if sse.err != nil {
+				return u.CompletionTokens, 499
 			}
+			e := modelError(err)
+			sse.error(e)
+			return u.CompletionTokens, e.Status
+		}
+		for j, c := range cands {
 			u.CompletionTokens += c.tokens
 			fr := c.finish
-			if send(index, "", nil, &fr) != nil {
+			if send(pi*req.n+j, "", nil, &fr) != nil {
 				return u.CompletionTokens, 499
 			}
 		}

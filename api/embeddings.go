@@ -1,6 +1,9 @@
 package api
 
 import (
+	"errors"
+	"sync"
+
 	"encoding/base64"
 	"encoding/binary"
 	"math"
@@ -36,14 +39,28 @@ func (s *Server) embedTexts(texts []string, param string, multi bool) ([][]float
 	defer cancel()
 	out := make([][]float32, len(texts))
 	err := s.run(ctx, func() error {
-		for i, tk := range toks {
-			v, err := s.backend.Embed(ctx, tk)
-			if err != nil {
-				return err
+		if !s.batching {
+			for i, tk := range toks {
+				v, err := s.backend.Embed(ctx, tk)
+				if err != nil {
+					return err
+				}
+				out[i] = v
 			}
-			out[i] = v
+			return nil
 		}
-		return nil
+		// A batching backend runs the inputs together.
+		errs := make([]error, len(toks))
+		var wg sync.WaitGroup
+		for i, tk := range toks {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out[i], errs[i] = s.backend.Embed(ctx, tk)
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
 	})
 	if err != nil {
 		return nil, 0, modelError(err)

@@ -2,90 +2,56 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync"
+	"reflect"
 
 	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/sampling"
 )
 
-// EngineBackend is the Backend of a model loaded by the engine. Sequences
-// run one at a time (the batching scheduler that runs several slots in one
-// forward pass is a later step); the tokenizer calls are safe from any
-// goroutine. Each of the model's KV-cache slots (--parallel) keeps the
-// tokens of the last sequence that ran in it: a prompt runs in the slot
-// that shares the longest prefix with it (the previous turn of the same
-// chat, another candidate of n/best_of), reuses those keys and values and
-// processes only the rest; a prompt that shares nothing takes the least
-// recently used slot, so several conversations keep their caches.
+// EngineBackend is the Backend of a model loaded by the engine. Its
+// engine.Scheduler owns the model: every request's sequences decode
+// together in shared forward passes, prompts are prefilled in chunks beside
+// them, and embeddings join the same steps. Each KV-cache slot (--parallel)
+// keeps the tokens of the last sequence that ran in it, and a prompt starts
+// from the longest prefix any slot holds (the previous turn of the same
+// chat, another candidate of n/best_of, a shared system prompt). The
+// tokenizer calls are safe from any goroutine.
 type EngineBackend struct {
-	m    *engine.Model
-	name string
-	pool engine.Pooling
-
-	mu     sync.Mutex // serializes the GPU: Generate and Embed
-	logits []float32  // Sample edits its row; it gets a copy
-	top    []sampling.TokenLogprob
-	slots  []slotCache
-	clock  uint64 // counts sequences, for slotCache.used
-	reused int    // prompt tokens the last Generate took from the cache
+	m     *engine.Model
+	s     *engine.Scheduler
+	name  string
+	vocab sampling.Vocab
 }
 
-// slotCache is what one KV-cache slot holds.
-type slotCache struct {
-	tokens []int32 // the tokens the slot holds keys and values of
-	used   uint64  // when a sequence last ran in it (0: never)
-}
-
-// pickSlot returns the slot for prompt and how many of its first tokens
-// that slot already holds (at most len(prompt)-1: the last prompt token is
-// fed again for its logits). A slot whose tokens cover more than half of
-// the prompt is a continuation of its sequence and the one covering most
-// wins (the reference server's rule); otherwise the least recently used
-// slot is taken. It trims each slot's tokens to what the model says the
-// slot holds, and marks the chosen slot used.
-func (b *EngineBackend) pickSlot(prompt []int32) (slot, reuse int) {
-	best, lru := -1, 0
-	for s := range b.slots {
-		sc := &b.slots[s]
-		sc.tokens = sc.tokens[:min(len(sc.tokens), b.m.SlotLen(s))]
-		if n := sharedPrefix(sc.tokens, prompt); 2*n > len(prompt) && n > reuse {
-			best, reuse = s, n
-		}
-		if sc.used < b.slots[lru].used {
-			lru = s
-		}
-	}
-	if best < 0 {
-		best, reuse = lru, sharedPrefix(b.slots[lru].tokens, prompt)
-	}
-	b.clock++
-	b.slots[best].used = b.clock
-	return best, reuse
-}
-
-// sharedPrefix returns how many first tokens of prompt, short of its last,
-// cached holds.
-func sharedPrefix(cached, prompt []int32) int {
-	n := 0
-	for n < len(cached) && n < len(prompt)-1 && cached[n] == prompt[n] {
-		n++
-	}
-	return n
-}
-
-// NewEngineBackend serves m under the model id name. pool is the embedding
-// pooling; PoolNone means the model's own ({arch}.pooling_type, mean when
-// absent).
-func NewEngineBackend(m *engine.Model, name string, pool engine.Pooling) *EngineBackend {
+// NewEngineBackend serves m under the model id name and starts its
+// scheduler; Close stops it. pool is the embedding pooling; PoolNone means
+// the model's own ({arch}.pooling_type, mean when absent). cfg.Pooling is
+// set from it.
+func NewEngineBackend(m *engine.Model, name string, pool engine.Pooling, cfg engine.SchedulerConfig) *EngineBackend {
 	if pool == engine.PoolNone {
 		pool = engine.PoolMean
 		if v, err := m.File.Int(m.Opts.Arch + ".pooling_type"); err == nil && v >= 1 && v <= 3 {
 			pool = engine.Pooling(v)
 		}
 	}
-	return &EngineBackend{m: m, name: name, pool: pool, logits: make([]float32, m.Opts.Vocab), slots: make([]slotCache, m.Slots())}
+	cfg.Pooling = pool
+	b := &EngineBackend{m: m, name: name, s: engine.NewScheduler(m, cfg)}
+	tokenize := func(text string) ([]int32, error) { return m.Tok.Encode(text, false, false) }
+	b.vocab = sampling.Vocab{Size: m.Opts.Vocab, EOG: m.Tok.EOGIDs(), Tokenize: tokenize}
+	return b
 }
+
+// Close stops the scheduler (ending what still runs with engine.ErrClosed).
+// The model is free for other use afterwards.
+func (b *EngineBackend) Close() { b.s.Close() }
+
+// Batching reports that the scheduler runs concurrent calls together.
+func (b *EngineBackend) Batching() bool { return true }
+
+// Stats returns the scheduler's counters.
+func (b *EngineBackend) Stats() engine.Stats { return b.s.Stats() }
 
 // Info returns the model description.
 func (b *EngineBackend) Info() ModelInfo {
@@ -127,86 +93,130 @@ func (b *EngineBackend) IsEOG(id int32) bool { return b.m.Tok.IsEOG(id) }
 // EOG returns the end-of-generation ids.
 func (b *EngineBackend) EOG() []int32 { return b.m.Tok.EOGIDs() }
 
-// Generate runs one sequence; see Backend.Generate.
-func (b *EngineBackend) Generate(ctx context.Context, req *GenerateRequest, emit func(*Event) error) error {
-	if len(req.Prompt) == 0 {
-		return fmt.Errorf("api: empty prompt")
+// Generate runs the candidates of one request; see Backend.Generate. More
+// candidates than the model has slots run in turns of that many.
+func (b *EngineBackend) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(i int, ev *Event) error) error {
+	if len(reqs) == 0 {
+		return fmt.Errorf("api: no candidates")
 	}
-	tokenize := func(text string) ([]int32, error) { return b.m.Tok.Encode(text, false, false) }
-	chain, err := sampling.NewChain(req.Params, sampling.Vocab{Size: b.m.Opts.Vocab, EOG: b.m.Tok.EOGIDs(), Tokenize: tokenize}, req.Constraint)
-	if err != nil {
-		return err
-	}
-	if err := chain.Prime(req.Prompt); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	slot, reuse := b.pickSlot(req.Prompt)
-	sc := &b.slots[slot]
-	if err := b.m.Truncate(slot, reuse); err != nil {
-		return err
-	}
-	sc.tokens, b.reused = sc.tokens[:reuse], reuse
-	logits, err := b.m.Prefill(ctx, slot, reuse, req.Prompt[reuse:])
-	if err != nil {
-		return err
-	}
-	sc.tokens = append(sc.tokens, req.Prompt[reuse:]...)
-	pos := len(req.Prompt)
-	var ev Event
-	for n := 0; ; n++ {
-		if err := ctx.Err(); err != nil {
-			return err
+	chains := make([]*sampling.Chain, len(reqs))
+	for i, r := range reqs {
+		if len(r.Prompt) == 0 {
+			return fmt.Errorf("api: empty prompt")
 		}
-		copy(b.logits, logits)
-		id, err := chain.Sample(b.logits)
+		c, err := sampling.NewChain(r.Params, b.vocab, r.Constraint)
 		if err != nil {
 			return err
 		}
-		if err := chain.Accept(id); err != nil {
+		if err := c.Prime(r.Prompt); err != nil {
 			return err
 		}
-		ev = Event{Token: id, EOG: b.m.Tok.IsEOG(id)}
-		if req.Logprobs || req.TopLogprobs > 0 {
-			if ev.Logprob, err = chain.Logprob(id); err != nil {
-				return err
-			}
-			if req.TopLogprobs > 0 {
-				if b.top, err = chain.TopLogprobs(b.top[:0], req.TopLogprobs); err != nil {
-					return err
-				}
-				ev.Top = b.top
-			}
-		}
-		if err := emit(&ev); err != nil {
-			if err == ErrStop {
-				return nil
-			}
-			return err
-		}
-		if ev.EOG || n+1 >= req.MaxTokens {
-			return nil
-		}
-		if pos >= b.m.CtxSize() {
-			return ErrContextFull
-		}
-		if logits, err = b.m.Step(slot, pos, id); err != nil {
-			return err
-		}
-		sc.tokens = append(sc.tokens, id)
-		pos++
+		chains[i] = c
 	}
+	turn := b.m.Slots()
+	for first := 0; first < len(reqs); first += turn {
+		last := min(first+turn, len(reqs))
+		ereqs := make([]engine.GenRequest, last-first)
+		for i, r := range reqs[first:last] {
+			ereqs[i] = engine.GenRequest{Prompt: r.Prompt, Chain: chains[first+i], MaxTokens: r.MaxTokens,
+				Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs}
+		}
+		seqs, err := b.s.Generate(ctx, ereqs)
+		if err != nil {
+			return err
+		}
+		if err := follow(ctx, seqs, func(i int, ev *Event) error { return emit(first+i, ev) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// follow relays the events of seqs to emit until every sequence ended. A
+// candidate whose emit returns ErrStop is cancelled alone; any other error
+// from emit, or ctx's, cancels them all, and follow waits until the
+// scheduler has dropped them (one step) before returning it.
+func follow(ctx context.Context, seqs []*engine.Sequence, emit func(i int, ev *Event) error) error {
+	var (
+		ev      Event
+		failed  error
+		stopped = make([]bool, len(seqs))
+		open    = len(seqs)
+	)
+	cancelAll := func(err error) {
+		if failed == nil {
+			failed = err
+		}
+		for _, q := range seqs {
+			q.Cancel()
+		}
+	}
+	handle := func(i int, e engine.Event, ok bool) {
+		q := seqs[i]
+		if !ok {
+			open--
+			switch err := q.Err(); {
+			case stopped[i] || failed != nil:
+			case err == nil, errors.Is(err, engine.ErrContextFull):
+			default:
+				cancelAll(err)
+			}
+			return
+		}
+		if stopped[i] || failed != nil {
+			return // cancelled: drain what was already sent
+		}
+		ev = Event{Token: e.Token, EOG: e.EOG, Logprob: e.Logprob, Top: e.Top}
+		if err := emit(i, &ev); err != nil {
+			if err == ErrStop {
+				stopped[i] = true
+				q.Cancel()
+				return
+			}
+			cancelAll(err)
+		}
+	}
+	if len(seqs) == 1 {
+		// The common case, without reflection.
+		q := seqs[0]
+		for open > 0 {
+			select {
+			case e, ok := <-q.Events():
+				handle(0, e, ok)
+			case <-ctx.Done():
+				cancelAll(ctx.Err())
+				for e := range q.Events() {
+					handle(0, e, true)
+				}
+				handle(0, engine.Event{}, false)
+			}
+		}
+		return failed
+	}
+	cases := make([]reflect.SelectCase, len(seqs)+1)
+	for i, q := range seqs {
+		cases[i] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(q.Events())}
+	}
+	cases[len(seqs)] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}
+	for open > 0 {
+		i, v, ok := reflect.Select(cases)
+		if i == len(seqs) {
+			cancelAll(ctx.Err())
+			cases[i].Chan = reflect.Value{} // a nil channel: never again
+			continue
+		}
+		var e engine.Event
+		if ok {
+			e = v.Interface().(engine.Event)
+		} else {
+			cases[i].Chan = reflect.Value{}
+		}
+		handle(i, e, ok)
+	}
+	return failed
 }
 
 // Embed returns the pooled embedding of tokens.
 func (b *EngineBackend) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	slot, _ := b.pickSlot(nil) // the least recently used slot
-	b.slots[slot].tokens = b.slots[slot].tokens[:0]
-	return b.m.Embed(ctx, slot, tokens, b.pool)
+	return b.s.Embed(ctx, tokens)
 }

@@ -61,9 +61,27 @@ func greedy(t *testing.T, m *engine.Model, prompt []int32, n int) string {
 	return string(out)
 }
 
+// newTestBackend starts the scheduler of m for the test's duration.
+func newTestBackend(t *testing.T, m *engine.Model, cfg engine.SchedulerConfig) *EngineBackend {
+	t.Helper()
+	b := NewEngineBackend(m, "tiny", engine.PoolNone, cfg)
+	t.Cleanup(b.Close)
+	return b
+}
+
+// reusedBy returns how many prompt tokens the requests f sends took from
+// the cache.
+func reusedBy(b *EngineBackend, f func()) int {
+	before := b.Stats().ReusedTokens
+	f()
+	return int(b.Stats().ReusedTokens - before)
+}
+
 func TestRealBackend(t *testing.T) {
 	m := loadTinyModel(t)
-	ts := newReadyServer(t, NewEngineBackend(m, "tiny", engine.PoolNone), Config{})
+	ref := loadTinyModel(t) // the same weights, for the expectations
+	be := newTestBackend(t, m, engine.SchedulerConfig{})
+	ts := newReadyServer(t, be, Config{})
 	b := ts.s.backend
 
 	if r := ts.do("GET", "/health", ""); r.status != 200 {
@@ -78,7 +96,7 @@ func TestRealBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := greedy(t, m, toks, 12)
+	want := greedy(t, ref, toks, 12)
 	body := `{"prompt":"` + prompt + `","max_tokens":12,"temperature":0,"logprobs":3}`
 	r := ts.post("/v1/completions", body)
 	mm := decodeBody(t, r.body)
@@ -102,7 +120,9 @@ func TestRealBackend(t *testing.T) {
 	}
 
 	// The stream carries the same text.
-	r = ts.post("/v1/completions", `{"prompt":"`+prompt+`","max_tokens":12,"temperature":0,"stream":true}`)
+	reused := reusedBy(be, func() {
+		r = ts.post("/v1/completions", `{"prompt":"`+prompt+`","max_tokens":12,"temperature":0,"stream":true}`)
+	})
 	var streamed strings.Builder
 	evs := parseSSE(t, r.body)
 	for _, ev := range evs[:len(evs)-1] {
@@ -112,9 +132,8 @@ func TestRealBackend(t *testing.T) {
 		t.Errorf("streamed text = %q, want the non-stream text %q", streamed.String(), jsonPath(mm, "choices", 0, "text"))
 	}
 	// The repeated prompt came from the cache, all but its last token.
-	be := b.(*EngineBackend)
-	if be.reused != len(toks)-1 {
-		t.Errorf("the repeated prompt reused %d cached tokens, want %d", be.reused, len(toks)-1)
+	if reused != len(toks)-1 {
+		t.Errorf("the repeated prompt reused %d cached tokens, want %d", reused, len(toks)-1)
 	}
 	// A prompt that continues the previous one (the next turn) reuses it and
 	// still gives the engine's greedy text.
@@ -123,13 +142,15 @@ func TestRealBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want2 := greedy(t, m, toks2, 8)
-	r = ts.post("/v1/completions", `{"prompt":`+jsonString(prompt2)+`,"max_tokens":8,"temperature":0}`)
+	want2 := greedy(t, ref, toks2, 8)
+	reused = reusedBy(be, func() {
+		r = ts.post("/v1/completions", `{"prompt":`+jsonString(prompt2)+`,"max_tokens":8,"temperature":0}`)
+	})
 	if got := jsonPath(decodeBody(t, r.body), "choices", 0, "text"); got != validText(want2) {
 		t.Errorf("greedy continuation = %q, want the engine's greedy %q", got, want2)
 	}
-	if be.reused < len(toks) {
-		t.Errorf("the continued prompt reused %d cached tokens, want at least the %d of the first prompt", be.reused, len(toks))
+	if reused < len(toks) {
+		t.Errorf("the continued prompt reused %d cached tokens, want at least the %d of the first prompt", reused, len(toks))
 	}
 
 	// Chat with the model's own template, streamed.
@@ -171,7 +192,7 @@ func TestRealBackend(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := m.Embed(context.Background(), 0, toks, engine.PoolMean)
+		v, err := ref.Embed(context.Background(), 0, toks, engine.PoolMean)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +279,7 @@ func TestSlotCaches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	b := NewEngineBackend(m, "tiny", engine.PoolNone)
+	b := newTestBackend(t, m, engine.SchedulerConfig{})
 	ts := newReadyServer(t, b, Config{Parallel: 2})
 	complete := func(prompt string) string {
 		r := ts.post("/v1/completions", `{"prompt":`+jsonString(prompt)+`,"max_tokens":10,"temperature":0}`)
@@ -267,19 +288,20 @@ func TestSlotCaches(t *testing.T) {
 	a, c := "the quick brown fox jumps over the lazy dog", "zz yy xx ww vv"
 	first := complete(a)
 	complete(c)
-	if got := complete(a); got != first {
+	var got string
+	reused := reusedBy(b, func() { got = complete(a) })
+	if got != first {
 		t.Errorf("repeated prompt gave %q, first %q", got, first)
 	}
 	toks, _ := b.Tokenize(a, true, true)
-	if b.reused != len(toks)-1 {
-		t.Errorf("the repeated prompt reused %d cached tokens, want %d: the other conversation took the other slot", b.reused, len(toks)-1)
+	if reused != len(toks)-1 {
+		t.Errorf("the repeated prompt reused %d cached tokens, want %d: the other conversation took the other slot", reused, len(toks)-1)
 	}
 	// An embedding takes the least recently used slot (c's), not a's.
 	if r := ts.post("/v1/embeddings", `{"input":"hello"}`); r.status != 200 {
 		t.Fatalf("embeddings: %d %s", r.status, r.body)
 	}
-	complete(a)
-	if b.reused != len(toks)-1 {
-		t.Errorf("after an embedding, the repeated prompt reused %d cached tokens, want %d", b.reused, len(toks)-1)
+	if reused := reusedBy(b, func() { complete(a) }); reused != len(toks)-1 {
+		t.Errorf("after an embedding, the repeated prompt reused %d cached tokens, want %d", reused, len(toks)-1)
 	}
 }

@@ -123,7 +123,20 @@ func (f *fakeBackend) TokenText(id int32) string {
 func (f *fakeBackend) IsEOG(id int32) bool { return id == 2 }
 func (f *fakeBackend) EOG() []int32        { return []int32{2} }
 
-func (f *fakeBackend) Generate(ctx context.Context, req *GenerateRequest, emit func(*Event) error) error {
+// fakeCand is one candidate's state in fakeBackend.Generate.
+type fakeCand struct {
+	req      *GenerateRequest
+	chain    *sampling.Chain
+	script   []int32
+	strength float32
+	i        int
+	done     bool
+	ev       Event
+}
+
+// Generate runs the candidates round-robin, one token each in turn, as a
+// batching backend interleaves them.
+func (f *fakeBackend) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(i int, ev *Event) error) error {
 	n := f.running.Add(1)
 	defer f.running.Add(-1)
 	for {
@@ -132,21 +145,25 @@ func (f *fakeBackend) Generate(ctx context.Context, req *GenerateRequest, emit f
 			break
 		}
 	}
-	prompt, err := f.Detokenize(req.Prompt)
-	if err != nil {
-		return err
-	}
-	script, _ := f.Tokenize(f.reply(prompt), false, true)
-	strength := float32(20)
-	if f.strength != nil {
-		strength = f.strength(req.Params.Seed)
-	}
-	chain, err := sampling.NewChain(req.Params, sampling.Vocab{Size: fakeVocab, EOG: []int32{2}}, req.Constraint)
-	if err != nil {
-		return err
-	}
-	if err := chain.Prime(req.Prompt); err != nil {
-		return err
+	cands := make([]*fakeCand, len(reqs))
+	for k, req := range reqs {
+		prompt, err := f.Detokenize(req.Prompt)
+		if err != nil {
+			return err
+		}
+		script, _ := f.Tokenize(f.reply(prompt), false, true)
+		strength := float32(20)
+		if f.strength != nil {
+			strength = f.strength(req.Params.Seed)
+		}
+		chain, err := sampling.NewChain(req.Params, sampling.Vocab{Size: fakeVocab, EOG: []int32{2}}, req.Constraint)
+		if err != nil {
+			return err
+		}
+		if err := chain.Prime(req.Prompt); err != nil {
+			return err
+		}
+		cands[k] = &fakeCand{req: req, chain: chain, script: script, strength: strength}
 	}
 	if f.gate != nil {
 		select {
@@ -157,8 +174,7 @@ func (f *fakeBackend) Generate(ctx context.Context, req *GenerateRequest, emit f
 		}
 	}
 	logits := make([]float32, fakeVocab)
-	ev := &Event{}
-	for i := 0; ; i++ {
+	for left := len(cands); left > 0; {
 		if f.delay > 0 {
 			time.Sleep(f.delay)
 		}
@@ -166,46 +182,58 @@ func (f *fakeBackend) Generate(ctx context.Context, req *GenerateRequest, emit f
 			f.cancelled.Add(1)
 			return err
 		}
-		if len(req.Prompt)+i >= f.ctxSize {
-			return ErrContextFull
-		}
-		for k := range logits {
-			logits[k] = 0
-		}
-		want := int32(2)
-		if i < len(script) {
-			want = script[i]
-		}
-		logits[want] = strength
-		id, err := chain.Sample(logits)
-		if err != nil {
-			return err
-		}
-		if err := chain.Accept(id); err != nil {
-			return err
-		}
-		*ev = Event{Token: id, EOG: id == 2}
-		if req.Logprobs || req.TopLogprobs > 0 {
-			if ev.Logprob, err = chain.Logprob(id); err != nil {
+		for k, c := range cands {
+			if c.done {
+				continue
+			}
+			if len(c.req.Prompt)+c.i >= f.ctxSize {
+				c.done = true // out of positions: finish_reason "length"
+				left--
+				continue
+			}
+			for j := range logits {
+				logits[j] = 0
+			}
+			want := int32(2)
+			if c.i < len(c.script) {
+				want = c.script[c.i]
+			}
+			logits[want] = c.strength
+			id, err := c.chain.Sample(logits)
+			if err != nil {
 				return err
 			}
-			if ev.Top, err = chain.TopLogprobs(ev.Top[:0], req.TopLogprobs); err != nil {
+			if err := c.chain.Accept(id); err != nil {
 				return err
 			}
-		}
-		if err := emit(ev); err != nil {
-			if ctx.Err() != nil {
-				f.cancelled.Add(1)
+			c.ev = Event{Token: id, EOG: id == 2, Top: c.ev.Top[:0]}
+			if c.req.Logprobs || c.req.TopLogprobs > 0 {
+				if c.ev.Logprob, err = c.chain.Logprob(id); err != nil {
+					return err
+				}
+				if c.ev.Top, err = c.chain.TopLogprobs(c.ev.Top, c.req.TopLogprobs); err != nil {
+					return err
+				}
 			}
-			return err
-		}
-		if ev.EOG {
-			return nil
-		}
-		if i+1 >= req.MaxTokens {
-			return nil
+			c.i++
+			err = emit(k, &c.ev)
+			switch {
+			case err == ErrStop:
+				c.done = true
+			case err != nil:
+				if ctx.Err() != nil {
+					f.cancelled.Add(1)
+				}
+				return err
+			case c.ev.EOG || c.i >= c.req.MaxTokens:
+				c.done = true
+			}
+			if c.done {
+				left--
+			}
 		}
 	}
+	return nil
 }
 
 // Embed returns a letter histogram over 8 buckets (byte % 8), so texts that

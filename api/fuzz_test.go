@@ -80,7 +80,7 @@ func FuzzServe(f *testing.F) {
 type panicky struct{ *fakeBackend }
 
 func (p panicky) Embed(context.Context, []int32) ([]float32, error) { panic("embed bug") }
-func (p panicky) Generate(context.Context, *GenerateRequest, func(*Event) error) error {
+func (p panicky) Generate(context.Context, []*GenerateRequest, func(int, *Event) error) error {
 	panic("generate bug")
 }
 

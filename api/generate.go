@@ -45,25 +45,52 @@ type genSpec struct {
 	tools       bool // render tool-call marker tokens
 }
 
-// generate runs one sequence. onText (may be nil) receives each releasable
-// piece of text and the logprobs of the tokens that completed since the
-// previous call; an error from it ends the sequence with that error.
+// genState is one candidate's progress while it generates.
+type genState struct {
+	sp      *genSpec
+	ts      *textStream
+	cand    *candidate
+	pending []tokenLogprob
+	offset  int
+}
+
+// generate runs one sequence; see generateAll.
 func (s *Server) generate(ctx context.Context, sp *genSpec, onText func(text []byte, lps []tokenLogprob) error) (*candidate, error) {
-	req := &GenerateRequest{Prompt: sp.prompt, Params: sp.g.params, MaxTokens: sp.maxTokens,
-		Logprobs: sp.g.params.Logprobs, TopLogprobs: sp.g.topLogprobs}
-	req.Params.Seed = sp.seed
-	if sp.constraint != nil {
-		c, err := sp.constraint()
-		if err != nil {
-			return nil, err
-		}
-		req.Constraint = c
+	var f func(int, []byte, []tokenLogprob) error
+	if onText != nil {
+		f = func(_ int, text []byte, lps []tokenLogprob) error { return onText(text, lps) }
 	}
-	ts := &textStream{stops: sp.g.stop}
-	cand := &candidate{finish: "length"}
-	var pending []tokenLogprob
-	offset := sp.textOffset
-	emit := func(ev *Event) error {
+	cands, err := s.generateAll(ctx, []*genSpec{sp}, f)
+	if err != nil {
+		return nil, err
+	}
+	return cands[0], nil
+}
+
+// generateAll runs the candidates sps of one prompt together. onText (may
+// be nil) receives candidate i's releasable pieces of text and the logprobs
+// of its tokens that completed since the previous call, from the calling
+// goroutine; an error from it ends every candidate with that error.
+func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i int, text []byte, lps []tokenLogprob) error) ([]*candidate, error) {
+	reqs := make([]*GenerateRequest, len(sps))
+	states := make([]*genState, len(sps))
+	for i, sp := range sps {
+		req := &GenerateRequest{Prompt: sp.prompt, Params: sp.g.params, MaxTokens: sp.maxTokens,
+			Logprobs: sp.g.params.Logprobs, TopLogprobs: sp.g.topLogprobs}
+		req.Params.Seed = sp.seed
+		if sp.constraint != nil {
+			c, err := sp.constraint()
+			if err != nil {
+				return nil, err
+			}
+			req.Constraint = c
+		}
+		reqs[i] = req
+		states[i] = &genState{sp: sp, ts: &textStream{stops: sp.g.stop}, cand: &candidate{finish: "length"}, offset: sp.textOffset}
+	}
+	emit := func(i int, ev *Event) error {
+		st := states[i]
+		sp, cand := st.sp, st.cand
 		if ev.EOG {
 			cand.finish = "stop"
 			return nil
@@ -72,23 +99,23 @@ func (s *Server) generate(ctx context.Context, sp *genSpec, onText func(text []b
 		piece := s.piece(ev.Token, sp.tools)
 		cand.sumLP += float64(ev.Logprob)
 		if sp.wantLogprob {
-			lp := tokenLogprob{text: string(piece), logprob: ev.Logprob, offset: offset}
+			lp := tokenLogprob{text: string(piece), logprob: ev.Logprob, offset: st.offset}
 			for _, t := range ev.Top {
 				lp.top = append(lp.top, topLogprob{text: string(s.backend.Piece(t.ID)), logprob: t.Logprob})
 			}
-			pending = append(pending, lp)
-			offset += len(piece)
+			st.pending = append(st.pending, lp)
+			st.offset += len(piece)
 		}
-		out, stopped := ts.add(piece)
+		out, stopped := st.ts.add(piece)
 		if stopped {
 			cand.finish = "stop"
 		}
-		if onText != nil && (len(out) > 0 || len(pending) > 0 && !stopped) {
-			if err := onText(out, pending); err != nil {
+		if onText != nil && (len(out) > 0 || len(st.pending) > 0 && !stopped) {
+			if err := onText(i, out, st.pending); err != nil {
 				return err
 			}
-			cand.logprobs = append(cand.logprobs, pending...)
-			pending = pending[:0]
+			cand.logprobs = append(cand.logprobs, st.pending...)
+			st.pending = st.pending[:0]
 		}
 		if stopped {
 			return ErrStop
@@ -99,22 +126,28 @@ func (s *Server) generate(ctx context.Context, sp *genSpec, onText func(text []b
 		}
 		return nil
 	}
-	err := s.run(ctx, func() error { return s.backend.Generate(ctx, req, emit) })
+	err := s.run(ctx, func() error { return s.backend.Generate(ctx, reqs, emit) })
 	switch {
 	case err == nil, errors.Is(err, ErrStop):
 	case errors.Is(err, ErrContextFull):
-		cand.finish = "length"
+		for _, st := range states {
+			st.cand.finish = "length"
+		}
 	default:
 		return nil, err
 	}
-	if rest := ts.flush(); onText != nil && (len(rest) > 0 || len(pending) > 0) {
-		if err := onText(rest, pending); err != nil {
-			return nil, err
+	cands := make([]*candidate, len(states))
+	for i, st := range states {
+		if rest := st.ts.flush(); onText != nil && (len(rest) > 0 || len(st.pending) > 0) {
+			if err := onText(i, rest, st.pending); err != nil {
+				return nil, err
+			}
 		}
+		st.cand.logprobs = append(st.cand.logprobs, st.pending...)
+		st.cand.text = st.ts.text()
+		cands[i] = st.cand
 	}
-	cand.logprobs = append(cand.logprobs, pending...)
-	cand.text = ts.text()
-	return cand, nil
+	return cands, nil
 }
 
 // meanLogprob ranks best_of candidates.

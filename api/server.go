@@ -75,7 +75,8 @@ type Server struct {
 	// requests with tools render them (llama.cpp's preserved tokens).
 	preserved map[int32][]byte
 
-	slots   chan struct{} // one per parallel sequence
+	slots    chan struct{} // one per parallel sequence (backends that do not batch)
+	batching bool          // the backend is a BatchingBackend
 	waiting atomic.Int32  // requests queued or running
 
 	baseCtx context.Context
@@ -154,6 +155,9 @@ func (s *Server) Ready(b Backend) error {
 		return fmt.Errorf("--chat-template: %v", err)
 	}
 	s.backend, s.info, s.defTmpl = b, info, t
+	if bb, ok := b.(BatchingBackend); ok && bb.Batching() {
+		s.batching = true
+	}
 	s.preserved = map[int32][]byte{}
 	for id := range int32(info.VocabSize) {
 		if len(b.Piece(id)) > 0 {
@@ -322,9 +326,13 @@ func (s *Server) reserve() bool {
 // unreserve gives back a place taken by reserve.
 func (s *Server) unreserve() { s.waiting.Add(-1) }
 
-// run waits (FIFO) for a model slot and runs f in it. Work cancelled
+// run waits (FIFO) for a model slot and runs f in it; a BatchingBackend
+// queues and schedules the calls itself, so f runs at once. Work cancelled
 // because the server shuts down reports errShuttingDown.
 func (s *Server) run(ctx context.Context, f func() error) error {
+	if s.batching {
+		return s.cancelled(f())
+	}
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():

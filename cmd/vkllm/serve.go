@@ -23,7 +23,7 @@ import (
 type serveFlags struct {
 	modelFlags
 	host, apiKey, alias, template, mmproj, pooling string
-	port, parallel, queueSize, maxBody             int
+	port, parallel, queueSize, maxBody, prefill    int
 	readTimeout, writeTimeout, shutdownTimeout     time.Duration
 	logJSON                                        bool
 }
@@ -51,7 +51,8 @@ func cmdServe(args []string) error {
 	f.register(fs, envInt("VKLLM_CTX_SIZE", 0))
 	fs.StringVar(&f.host, "host", envOr("VKLLM_HOST", "127.0.0.1"), "listen `address` ($VKLLM_HOST)")
 	fs.IntVar(&f.port, "port", envInt("VKLLM_PORT", 8080), "listen `port` ($VKLLM_PORT)")
-	fs.IntVar(&f.parallel, "parallel", envInt("VKLLM_PARALLEL", 1), "KV-cache slots (each keeps the cache of one conversation) and requests admitted to the model at once; the rest wait in the FIFO queue ($VKLLM_PARALLEL)")
+	fs.IntVar(&f.parallel, "parallel", envInt("VKLLM_PARALLEL", 4), "sequences decoded together, one KV-cache slot each (a slot keeps the cache of its last conversation); more requests wait in the FIFO queue ($VKLLM_PARALLEL)")
+	fs.IntVar(&f.prefill, "prefill-chunk", envInt("VKLLM_PREFILL_CHUNK", 0), "most prompt `tokens` one step feeds while other sequences are decoding, which bounds how much a long prompt that arrives slows their tokens (default: the batch size; the step's budget is always --batch-size) ($VKLLM_PREFILL_CHUNK)")
 	fs.IntVar(&f.queueSize, "queue-size", envInt("VKLLM_QUEUE_SIZE", 64), "requests that may wait for the model; more get 503 at once ($VKLLM_QUEUE_SIZE)")
 	fs.StringVar(&f.apiKey, "api-key", os.Getenv("VKLLM_API_KEY"), "require \"Authorization: Bearer `key`\" on every request ($VKLLM_API_KEY; default none)")
 	fs.StringVar(&f.alias, "model-alias", os.Getenv("VKLLM_MODEL_ALIAS"), "model `id` in /v1/models and responses ($VKLLM_MODEL_ALIAS; default the file name)")
@@ -91,6 +92,9 @@ func cmdServe(args []string) error {
 	if f.parallel < 1 {
 		return fmt.Errorf("--parallel: %d, want >= 1", f.parallel)
 	}
+	if f.prefill < 0 {
+		return fmt.Errorf("--prefill-chunk: %d, want >= 0", f.prefill)
+	}
 
 	srv := api.NewServer(api.Config{
 		APIKey: f.apiKey, ModelAlias: f.alias, ChatTemplate: f.template, Parallel: f.parallel,
@@ -107,7 +111,10 @@ func cmdServe(args []string) error {
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	loaded := make(chan error, 1)
-	var model *engine.Model
+	var (
+		model   *engine.Model
+		backend *api.EngineBackend
+	)
 	go func() {
 		m, err := engine.Load(f.model, engine.Config{
 			Device: f.device, CtxSize: f.ctxSize, Parallel: f.parallel, BatchSize: f.batchSize,
@@ -124,7 +131,8 @@ func cmdServe(args []string) error {
 		}
 		model = m
 		name := strings.TrimSuffix(filepath.Base(f.model), filepath.Ext(f.model))
-		loaded <- srv.Ready(api.NewEngineBackend(m, name, pool))
+		backend = api.NewEngineBackend(m, name, pool, engine.SchedulerConfig{PrefillChunk: f.prefill})
+		loaded <- srv.Ready(backend)
 	}()
 
 	sig := make(chan os.Signal, 1)
@@ -157,6 +165,9 @@ func cmdServe(args []string) error {
 	if loaded != nil && runErr == nil {
 		// Still loading: wait for the loader so the device is released cleanly.
 		<-loaded
+	}
+	if backend != nil {
+		backend.Close()
 	}
 	if model != nil {
 		model.Close()
