@@ -77,7 +77,7 @@ type Server struct {
 
 	slots    chan struct{} // one per parallel sequence (backends that do not batch)
 	batching bool          // the backend is a BatchingBackend
-	waiting atomic.Int32  // requests queued or running
+	waiting  atomic.Int32  // requests queued or running
 
 	baseCtx context.Context
 	cancel  context.CancelFunc
