@@ -489,10 +489,13 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 		s.writeError(ctx, errQueueFull)
 		return handlerResult{}
 	}
+	conn := ctx.Conn()
 	if !stream {
 		defer s.unreserve()
 		gctx, cancel := contextWithCancel(s)
 		defer cancel()
+		stop := watchClose(conn, cancel)
+		defer stop()
 		return whole(gctx)
 	}
 	start := time.Now()
@@ -503,6 +506,10 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 		defer s.unreserve()
 		gctx, cancel := contextWithCancel(s)
 		defer cancel()
+		// A client that leaves while its request waits or its prompt is
+		// prefilled (nothing written yet) is noticed too.
+		stop := watchClose(conn, cancel)
+		defer stop()
 		sse := newSSEWriter(w)
 		defer s.recoverStream(route, sse)
 		tokens, status := streamFn(gctx, cancel, sse)
