@@ -110,7 +110,7 @@ func (m *Model) Device() *vk.Device { return m.dev }
 func (m *Model) CtxSize() int { return m.GPU.Config().CtxSize }
 
 // Slots returns the number of sequence slots of the KV cache.
-func (m *Model) Slots() int { return len(m.lens) }
+func (m *Model) Slots() int { return m.GPU.Config().Slots }
 
 // SlotLen returns the number of positions slot holds.
 func (m *Model) SlotLen(slot int) int { return m.lens[slot] }
