@@ -188,7 +188,11 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
 	id := newID("chatcmpl-")
 	created := s.cfg.Now().Unix()
-	return s.serve(ctx, "chat", stream, e,
+	seqs := 0
+	if req != nil {
+		seqs = req.bestOf
+	}
+	return s.serve(ctx, "chat", stream, e, seqs,
 		func(gctx contextT, cancel func(), sse *sseWriter) (int, int) {
 			return s.streamChat(gctx, cancel, sse, req, pc, id, created)
 		},

@@ -111,7 +111,11 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
 	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
 	id := newID("cmpl-")
 	created := s.cfg.Now().Unix()
-	return s.serve(ctx, "completions", stream, e,
+	seqs := 0
+	if req != nil {
+		seqs = len(prompts) * req.bestOf
+	}
+	return s.serve(ctx, "completions", stream, e, seqs,
 		func(gctx contextT, cancel func(), sse *sseWriter) (int, int) {
 			return s.streamCompletion(gctx, cancel, sse, req, prompts, factory, id, created)
 		},

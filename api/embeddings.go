@@ -31,10 +31,10 @@ func (s *Server) embedTexts(texts []string, param string, multi bool) ([][]float
 		toks[i] = tk
 		n += len(tk)
 	}
-	if !s.reserve() {
+	if !s.reserve(len(toks)) {
 		return nil, 0, errQueueFull
 	}
-	defer s.unreserve()
+	defer s.unreserve(len(toks))
 	ctx, cancel := contextWithCancel(s)
 	defer cancel()
 	out := make([][]float32, len(texts))

@@ -519,6 +519,31 @@ func TestQueueFull(t *testing.T) {
 	}
 }
 
+// TestQueueCountsSequences: the queue holds sequences, so a request for
+// 3 candidates does not fit where one more request would, and one larger
+// than the whole queue still runs on an idle server.
+func TestQueueCountsSequences(t *testing.T) {
+	f := newFake()
+	f.gate = make(chan struct{})
+	ts := newReadyServer(t, f, Config{Parallel: 1, QueueSize: 2})
+	done := make(chan response, 1)
+	go func() { done <- ts.post("/v1/completions", `{"prompt":"x","max_tokens":2}`) }()
+	waitFor(t, "the first request to queue", func() bool { return ts.s.waiting.Load() == 1 })
+	r := ts.post("/v1/completions", `{"prompt":"x","max_tokens":2,"n":3}`)
+	if r.status != 503 || !strings.Contains(errorOf(t, r.body)["message"].(string), "queue is full") {
+		t.Errorf("3 candidates behind 1 request with room for 3 = %d %s, want 503 queue full", r.status, r.body)
+	}
+	close(f.gate)
+	if r := <-done; r.status != 200 {
+		t.Errorf("queued request = %d %s", r.status, r.body)
+	}
+	waitFor(t, "the queue to empty", func() bool { return ts.s.waiting.Load() == 0 })
+	r = ts.post("/v1/completions", `{"prompt":["a","b"],"max_tokens":2,"n":2}`)
+	if r.status != 200 || len(jsonPath(decodeBody(t, r.body), "choices").([]any)) != 4 {
+		t.Errorf("4 sequences on an idle server with a queue of 3 = %d %s, want 200 with 4 choices", r.status, r.body)
+	}
+}
+
 func TestDisconnectCancels(t *testing.T) {
 	f := newFake()
 	f.delay = 5 * time.Millisecond

@@ -314,17 +314,21 @@ func writeJSON(ctx *fasthttp.RequestCtx, v any) {
 	ctx.SetBody(b)
 }
 
-// acquire reserves a place in the FIFO queue; false means the queue is full.
-func (s *Server) reserve() bool {
-	if int(s.waiting.Add(1)) > s.cfg.QueueSize+s.cfg.Parallel {
-		s.waiting.Add(-1)
+// reserve takes places for seqs sequences (prompts times candidates) in the
+// FIFO queue; false means the queue is full. A request larger than the
+// whole queue is admitted only into an empty server, so it is served
+// eventually without crowding out others.
+func (s *Server) reserve(seqs int) bool {
+	seqs = max(seqs, 1)
+	if now := int(s.waiting.Add(int32(seqs))); now > s.cfg.QueueSize+s.cfg.Parallel && now != seqs {
+		s.waiting.Add(-int32(seqs))
 		return false
 	}
 	return true
 }
 
-// unreserve gives back a place taken by reserve.
-func (s *Server) unreserve() { s.waiting.Add(-1) }
+// unreserve gives back the places taken by reserve.
+func (s *Server) unreserve(seqs int) { s.waiting.Add(-int32(max(seqs, 1))) }
 
 // run waits (FIFO) for a model slot and runs f in it; a BatchingBackend
 // queues and schedules the calls itself, so f runs at once. Work cancelled
@@ -470,11 +474,11 @@ func modelError(err error) *Error {
 
 // serve answers a generation request once it is decoded: e (a validation
 // error) goes out as JSON or, for a streamed request, as an SSE error event;
-// otherwise the request takes a queue place and runs stream (which writes
+// otherwise the request takes seqs queue places and runs stream (which writes
 // SSE events and returns completion tokens and status) or whole (which
 // writes the JSON body), with a context cancelled when the server shuts
 // down or the client goes away.
-func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *Error,
+func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *Error, seqs int,
 	streamFn func(gctx contextT, cancel func(), sse *sseWriter) (tokens, status int),
 	whole func(gctx contextT) handlerResult) handlerResult {
 	if e != nil {
@@ -485,13 +489,13 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 		}
 		return handlerResult{}
 	}
-	if !s.reserve() {
+	if !s.reserve(seqs) {
 		s.writeError(ctx, errQueueFull)
 		return handlerResult{}
 	}
 	conn := ctx.Conn()
 	if !stream {
-		defer s.unreserve()
+		defer s.unreserve(seqs)
 		gctx, cancel := contextWithCancel(s)
 		defer cancel()
 		stop := watchClose(conn, cancel)
@@ -503,7 +507,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer s.unreserve()
+		defer s.unreserve(seqs)
 		gctx, cancel := contextWithCancel(s)
 		defer cancel()
 		// A client that leaves while its request waits or its prompt is
