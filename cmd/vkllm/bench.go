@@ -5,11 +5,16 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/vkllm/vkllm/engine"
 )
 
 // benchResult is one test of cmdBench.
@@ -27,7 +32,10 @@ type benchResult struct {
 // cmdBench measures prompt processing and generation speed like the
 // reference implementation's bench tool: random tokens, an empty context
 // each repetition, mean and standard deviation of tokens per second.
-func cmdBench(args []string) error {
+func cmdBench(args []string) error { return bench(os.Stdout, args) }
+
+// bench is cmdBench writing its table or JSON to w.
+func bench(w io.Writer, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var mf modelFlags
 	mf.register(fs, 0)
@@ -35,11 +43,22 @@ func cmdBench(args []string) error {
 	tg := fs.Int("n", 128, "tokens to generate (0 = skip)")
 	reps := fs.Int("r", 5, "repetitions")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	parallel := fs.String("parallel", "", "comma-separated `counts` of sequences run together (e.g. 1,2,4,8,16): each prefills its prompt of -p tokens, then all decode -n tokens in one batch per step")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *reps < 1 {
 		return fmt.Errorf("-r must be at least 1")
+	}
+	if *pp < 0 || *tg < 0 {
+		return fmt.Errorf("-p %d and -n %d must not be negative", *pp, *tg)
+	}
+	if *parallel != "" {
+		seqs, err := parseCounts(*parallel)
+		if err != nil {
+			return fmt.Errorf("--parallel: %w", err)
+		}
+		return benchParallel(w, &mf, seqs, *pp, *tg, *reps, *asJSON)
 	}
 	if mf.ctxSize == 0 {
 		mf.ctxSize = max(*pp, *tg) + 1
@@ -96,16 +115,237 @@ func cmdBench(args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(results)
 	}
-	fmt.Printf("| %-34s | %-32s | %6s | %18s |\n", "model", "device", "test", "t/s")
-	fmt.Printf("|%s|%s|%s|%s|\n", dashes(36), dashes(34), dashes(8), dashes(20))
+	fmt.Fprintf(w, "| %-34s | %-32s | %6s | %18s |\n", "model", "device", "test", "t/s")
+	fmt.Fprintf(w, "|%s|%s|%s|%s|\n", dashes(36), dashes(34), dashes(8), dashes(20))
 	for _, r := range results {
-		fmt.Printf("| %-34s | %-32s | %6s | %9.2f ± %6.2f |\n", r.Model, r.Device, r.Test, r.Mean, r.StdDev)
+		fmt.Fprintf(w, "| %-34s | %-32s | %6s | %9.2f ± %6.2f |\n", r.Model, r.Device, r.Test, r.Mean, r.StdDev)
 	}
 	return nil
+}
+
+// parseCounts parses a comma-separated list of sequence counts, each at
+// least 1, such as "1,2,4,8,16".
+func parseCounts(s string) ([]int, error) {
+	var out []int
+	for i, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("item %d %q of %q is not a count of at least 1", i, f, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// tokenRate is tokens per second over repetitions, named like the
+// reference's bench JSON.
+type tokenRate struct {
+	Tokens  int       `json:"n_tokens"` // tokens of one repetition
+	Mean    float64   `json:"avg_ts"`
+	StdDev  float64   `json:"stddev_ts"`
+	Samples []float64 `json:"samples_ts"`
+}
+
+func newTokenRate(tokens int, samples []float64) *tokenRate {
+	r := &tokenRate{Tokens: tokens, Samples: samples}
+	r.Mean, r.StdDev = meanSD(samples)
+	return r
+}
+
+// parallelResult is one sequence count of `bench --parallel`.
+type parallelResult struct {
+	Model    string `json:"model"`
+	Device   string `json:"device"`
+	Parallel int    `json:"n_parallel"` // sequences run together
+	Prompt   int    `json:"n_prompt"`   // prompt tokens per sequence
+	Gen      int    `json:"n_gen"`      // generated tokens per sequence
+	Reps     int    `json:"repetitions"`
+	// PP is the prompt processing of all Parallel prompts (Parallel*Prompt
+	// tokens in chunks of the batch size); nil with -p 0.
+	PP *tokenRate `json:"pp,omitempty"`
+	// TG is the aggregate generation rate, Parallel*Gen tokens over the
+	// time of Gen steps of Parallel rows; nil with -n 0.
+	TG *tokenRate `json:"tg,omitempty"`
+	// TGSeq is the generation rate one sequence sees (TG / Parallel).
+	TGSeq *tokenRate `json:"tg_per_seq,omitempty"`
+}
+
+// benchParallel measures prompt processing and batched generation for each
+// count of sequences in seqs, like the reference's batched bench. The model
+// is loaded once with max(seqs) KV slots.
+func benchParallel(w io.Writer, mf *modelFlags, seqs []int, pp, tg, reps int, asJSON bool) error {
+	if pp+tg == 0 {
+		return fmt.Errorf("--parallel: -p and -n are both 0: nothing to measure")
+	}
+	most := 0
+	for _, n := range seqs {
+		most = max(most, n)
+	}
+	if mf.ctxSize == 0 {
+		mf.ctxSize = pp + tg
+	}
+	if mf.ctxSize < pp+tg {
+		return fmt.Errorf("--parallel: --ctx-size %d cannot hold -p %d plus -n %d tokens per sequence", mf.ctxSize, pp, tg)
+	}
+	model, err := mf.load(most)
+	if err != nil {
+		return err
+	}
+	defer model.Close()
+	batchSize := model.GPU.Config().BatchSize
+	if most > batchSize {
+		return fmt.Errorf("--parallel: %d sequences decode %d rows per step, more than --batch-size %d", most, most, batchSize)
+	}
+	b := newBatchBench(model, pp, tg, most, batchSize)
+	var results []parallelResult
+	for _, n := range seqs {
+		if _, _, err := b.run(n); err != nil { // warm-up
+			return fmt.Errorf("--parallel %d: %w", n, err)
+		}
+		var ppS, tgS []float64
+		for range reps {
+			ppT, tgT, err := b.run(n)
+			if err != nil {
+				return fmt.Errorf("--parallel %d: %w", n, err)
+			}
+			if pp > 0 {
+				ppS = append(ppS, float64(n*pp)/ppT.Seconds())
+			}
+			if tg > 0 {
+				tgS = append(tgS, float64(n*tg)/tgT.Seconds())
+			}
+		}
+		r := parallelResult{Model: filepath.Base(mf.model), Device: model.Device().Info().Name, Parallel: n, Prompt: pp, Gen: tg, Reps: reps}
+		if pp > 0 {
+			r.PP = newTokenRate(n*pp, ppS)
+		}
+		if tg > 0 {
+			perSeq := make([]float64, len(tgS))
+			for i, v := range tgS {
+				perSeq[i] = v / float64(n)
+			}
+			r.TG, r.TGSeq = newTokenRate(n*tg, tgS), newTokenRate(tg, perSeq)
+		}
+		results = append(results, r)
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(results)
+	}
+	writeParallelTable(w, results)
+	return nil
+}
+
+func writeParallelTable(w io.Writer, results []parallelResult) {
+	rate := func(r *tokenRate) string {
+		if r == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%9.2f ± %6.2f", r.Mean, r.StdDev)
+	}
+	fmt.Fprintf(w, "| %-34s | %-32s | %-13s | %4s | %18s | %18s | %18s |\n", "model", "device", "test", "seqs", "pp t/s", "tg t/s", "tg t/s per seq")
+	fmt.Fprintf(w, "|%s|%s|%s|%s|%s|%s|%s|\n", dashes(36), dashes(34), dashes(15), dashes(6), dashes(20), dashes(20), dashes(20))
+	for _, r := range results {
+		fmt.Fprintf(w, "| %-34s | %-32s | %-13s | %4d | %18s | %18s | %18s |\n", r.Model, r.Device,
+			fmt.Sprintf("pp%d+tg%d", r.Prompt, r.Gen), r.Parallel, rate(r.PP), rate(r.TG), rate(r.TGSeq))
+	}
+}
+
+// batchBench runs the batched-bench workload on one model: its batches and
+// random prompts are reserved once for the largest sequence count.
+type batchBench struct {
+	model     *engine.Model
+	pp, tg    int
+	batchSize int
+	rng       *rand.Rand
+	prompt    engine.Batch // every sequence's prompt rows, sequence after sequence
+	step      engine.Batch // one decode row per sequence
+}
+
+func newBatchBench(model *engine.Model, pp, tg, most, batchSize int) *batchBench {
+	rows := most * pp
+	return &batchBench{
+		model: model, pp: pp, tg: tg, batchSize: batchSize,
+		rng:    rand.New(rand.NewPCG(1, 2)),
+		prompt: engine.Batch{Tokens: make([]int32, rows), Slots: make([]int32, rows), Pos: make([]int32, rows), Logits: make([]bool, rows)},
+		step:   engine.Batch{Tokens: make([]int32, most), Slots: make([]int32, most), Pos: make([]int32, most), Logits: make([]bool, most)},
+	}
+}
+
+// run clears n slots, prefills a random prompt of pp tokens into each (all
+// prompts together, cut into chunks of the batch size, logits for each
+// prompt's last token), then decodes tg steps of n rows, each row taking
+// the greedy token of its sequence's last logits. It returns the time of
+// the prefill and of the decode.
+func (b *batchBench) run(n int) (prefill, decode time.Duration, err error) {
+	m, vocab := b.model, b.model.Opts.Vocab
+	for s := range n {
+		if err := m.Truncate(s, 0); err != nil {
+			return 0, 0, err
+		}
+		b.step.Tokens[s] = int32(b.rng.IntN(vocab)) // the first decode token when there is no prompt
+	}
+	rows := n * b.pp
+	for i := range rows {
+		b.prompt.Tokens[i] = int32(b.rng.IntN(vocab))
+		b.prompt.Slots[i] = int32(i / b.pp)
+		b.prompt.Pos[i] = int32(i % b.pp)
+		b.prompt.Logits[i] = i%b.pp == b.pp-1
+	}
+	t0 := time.Now()
+	seq := 0 // the sequence whose prompt logits come next
+	for off := 0; off < rows; off += b.batchSize {
+		end := min(off+b.batchSize, rows)
+		chunk := engine.Batch{Tokens: b.prompt.Tokens[off:end], Slots: b.prompt.Slots[off:end], Pos: b.prompt.Pos[off:end], Logits: b.prompt.Logits[off:end]}
+		logits, err := m.Forward(chunk)
+		if err != nil {
+			return 0, 0, fmt.Errorf("prefill rows %d..%d: %w", off, end-1, err)
+		}
+		for r := 0; r < len(logits)/vocab; r++ {
+			b.step.Tokens[seq] = argmax(logits[r*vocab : (r+1)*vocab])
+			seq++
+		}
+	}
+	prefill = time.Since(t0)
+	if seq != n && b.pp > 0 {
+		return 0, 0, fmt.Errorf("BUG: prefill returned logits for %d of %d sequences", seq, n)
+	}
+	step := engine.Batch{Tokens: b.step.Tokens[:n], Slots: b.step.Slots[:n], Pos: b.step.Pos[:n], Logits: b.step.Logits[:n]}
+	for s := range n {
+		step.Slots[s] = int32(s)
+		step.Logits[s] = true
+	}
+	t0 = time.Now()
+	for i := range b.tg {
+		for s := range n {
+			step.Pos[s] = int32(b.pp + i)
+		}
+		logits, err := m.Forward(step)
+		if err != nil {
+			return 0, 0, fmt.Errorf("decode step %d: %w", i, err)
+		}
+		for s := range n {
+			step.Tokens[s] = argmax(logits[s*vocab : (s+1)*vocab])
+		}
+	}
+	return prefill, time.Since(t0), nil
+}
+
+// argmax returns the index of the largest value of x (the first of equal
+// ones).
+func argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
 }
 
 func dashes(n int) string {
