@@ -318,11 +318,16 @@ func TestSchedulerCancel(t *testing.T) {
 	running := []*Sequence{gen(ctx, 0, 90), gen(context.Background(), 1, 90)}
 	queued := gen(ctx, 2, 90) // both slots are taken
 	<-running[0].Events()     // running
+	steps := s.Stats().Steps
 	cancel()
 	for _, q := range []*Sequence{running[0], queued} {
 		if r := collect(q); !errors.Is(r.err, context.Canceled) {
 			t.Errorf("cancelled sequence ended with %v, want context.Canceled", r.err)
 		}
+	}
+	// Dropped before the next step: at most the step in flight ran.
+	if n := s.Stats().Steps - steps; n > 1 {
+		t.Errorf("%d steps ran between the cancellation and the end of the sequence, want at most 1", n)
 	}
 	<-running[1].Events()
 	running[1].Cancel()
