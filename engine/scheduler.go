@@ -22,10 +22,14 @@ type SchedulerConfig struct {
 	Workers int
 	// PrefillChunk bounds the prompt tokens one step feeds while other
 	// sequences are decoding, so a long prompt that arrives stretches their
-	// inter-token latency by a bounded amount (0: the batch size, that is
-	// no bound beyond the step's token budget). When nothing decodes, a
+	// inter-token latency by a bounded amount. 0 chooses it from measured
+	// step times: as many prompt tokens as keep a step within
+	// StepLatencyFactor times a decode-only step. When nothing decodes, a
 	// step feeds prompts up to the batch size.
 	PrefillChunk int
+	// StepLatencyFactor is how much longer than a decode-only step a step
+	// that also feeds prompts may take, with PrefillChunk 0 (0: 1.5).
+	StepLatencyFactor float64
 }
 
 // GenRequest is one sequence to generate.
@@ -201,6 +205,50 @@ type Scheduler struct {
 	jobs     chan *Sequence
 	wg       sync.WaitGroup
 	idle     *time.Timer
+	cost     stepCost
+}
+
+// stepCost learns what steps cost, for the automatic prefill chunk: a
+// moving average of decode-only steps and of the extra time per prompt
+// row in steps that feed prompts too.
+type stepCost struct {
+	decode float64 // seconds per decode-only step
+	row    float64 // seconds per prompt row
+}
+
+// minAutoChunk is the smallest automatic prefill chunk: a long prompt
+// always makes progress.
+const minAutoChunk = 4
+
+// observe records a step of decodeRows decode rows and prefillRows prompt
+// rows that took d.
+func (c *stepCost) observe(decodeRows, prefillRows int, d time.Duration) {
+	const w = 0.2 // weight of the newest step
+	sec := d.Seconds()
+	switch {
+	case prefillRows == 0:
+		c.decode = ewma(c.decode, sec, w)
+	case decodeRows == 0:
+		c.row = ewma(c.row, sec/float64(prefillRows), w)
+	case c.decode > 0:
+		c.row = ewma(c.row, max(sec-c.decode, 0)/float64(prefillRows), w)
+	}
+}
+
+func ewma(avg, v, w float64) float64 {
+	if avg == 0 {
+		return v
+	}
+	return avg + w*(v-avg)
+}
+
+// chunk returns how many prompt rows keep a step within factor times a
+// decode-only step.
+func (c *stepCost) chunk(factor float64) int {
+	if c.decode == 0 || c.row == 0 {
+		return minAutoChunk
+	}
+	return max(minAutoChunk, int((factor-1)*c.decode/c.row))
 }
 
 // NewScheduler starts the scheduler goroutine and the sampling workers of
@@ -222,8 +270,11 @@ func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
 		cfg.Workers = min(runtime.GOMAXPROCS(0), 8)
 	}
 	B := m.GPU.Config().BatchSize
-	if cfg.PrefillChunk <= 0 || cfg.PrefillChunk > B {
+	if cfg.PrefillChunk > B {
 		cfg.PrefillChunk = B
+	}
+	if cfg.StepLatencyFactor <= 1 {
+		cfg.StepLatencyFactor = 1.5
 	}
 	n := m.Slots()
 	s := &Scheduler{m: m, cfg: cfg, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
@@ -607,7 +658,11 @@ func (s *Scheduler) step() bool {
 	}
 	decodeRows := len(s.stepSeqs)
 	if decodeRows > 0 {
-		budget = min(budget, s.cfg.PrefillChunk)
+		chunk := s.cfg.PrefillChunk
+		if chunk == 0 {
+			chunk = s.cost.chunk(s.cfg.StepLatencyFactor)
+		}
+		budget = min(budget, chunk)
 	}
 	for _, q := range s.active {
 		if q.decoding || budget == 0 {
@@ -638,7 +693,10 @@ func (s *Scheduler) step() bool {
 	s.steps.Add(1)
 	s.decodeRows.Add(int64(decodeRows))
 	s.prefillRows.Add(int64(b.Len() - decodeRows))
-	if err := s.m.ForwardInto(*b, &s.out); err != nil {
+	start := time.Now()
+	err := s.m.ForwardInto(*b, &s.out)
+	s.cost.observe(decodeRows, b.Len()-decodeRows, time.Since(start))
+	if err != nil {
 		for _, q := range s.stepSeqs {
 			q.done, q.doneErr = true, err
 		}

@@ -470,3 +470,28 @@ func TestSchedulerSlowConsumer(t *testing.T) {
 		t.Errorf("stalled sequence: %v", stalled[0].Err())
 	}
 }
+
+// TestStepCost checks the automatic prefill chunk against step times
+// given by hand.
+func TestStepCost(t *testing.T) {
+	var c stepCost
+	if got := c.chunk(1.5); got != minAutoChunk {
+		t.Errorf("chunk before any step = %d, want %d", got, minAutoChunk)
+	}
+	for range 50 {
+		c.observe(2, 0, 10*time.Millisecond)  // decode-only steps: 10 ms
+		c.observe(2, 20, 30*time.Millisecond) // 20 prompt rows add 20 ms
+	}
+	if got := c.chunk(1.5); got != 5 {
+		t.Errorf("chunk(1.5) with 10 ms decode steps and 1 ms per prompt row = %d, want 5", got)
+	}
+	if got := c.chunk(3); got != 20 {
+		t.Errorf("chunk(3) = %d, want 20", got)
+	}
+	for range 50 {
+		c.observe(0, 100, 400*time.Millisecond) // prompt-only steps: 4 ms a row
+	}
+	if got := c.chunk(1.5); got != minAutoChunk {
+		t.Errorf("chunk(1.5) with 4 ms per prompt row = %d, want the minimum %d", got, minAutoChunk)
+	}
+}

@@ -52,7 +52,7 @@ func cmdServe(args []string) error {
 	fs.StringVar(&f.host, "host", envOr("VKLLM_HOST", "127.0.0.1"), "listen `address` ($VKLLM_HOST)")
 	fs.IntVar(&f.port, "port", envInt("VKLLM_PORT", 8080), "listen `port` ($VKLLM_PORT)")
 	fs.IntVar(&f.parallel, "parallel", envInt("VKLLM_PARALLEL", 4), "sequences decoded together, one KV-cache slot each (a slot keeps the cache of its last conversation); more requests wait in the FIFO queue ($VKLLM_PARALLEL)")
-	fs.IntVar(&f.prefill, "prefill-chunk", envInt("VKLLM_PREFILL_CHUNK", 0), "most prompt `tokens` one step feeds while other sequences are decoding, which bounds how much a long prompt that arrives slows their tokens (default: the batch size; the step's budget is always --batch-size) ($VKLLM_PREFILL_CHUNK)")
+	fs.IntVar(&f.prefill, "prefill-chunk", envInt("VKLLM_PREFILL_CHUNK", 0), "most prompt `tokens` one step feeds while other sequences are decoding, which bounds how much a long prompt that arrives slows their tokens (default 0: chosen from measured step times so that such a step takes at most 1.5x a decode-only step; the step's budget is always --batch-size) ($VKLLM_PREFILL_CHUNK)")
 	fs.IntVar(&f.queueSize, "queue-size", envInt("VKLLM_QUEUE_SIZE", 64), "requests that may wait for the model; more get 503 at once ($VKLLM_QUEUE_SIZE)")
 	fs.StringVar(&f.apiKey, "api-key", os.Getenv("VKLLM_API_KEY"), "require \"Authorization: Bearer `key`\" on every request ($VKLLM_API_KEY; default none)")
 	fs.StringVar(&f.alias, "model-alias", os.Getenv("VKLLM_MODEL_ALIAS"), "model `id` in /v1/models and responses ($VKLLM_MODEL_ALIAS; default the file name)")
