@@ -262,3 +262,28 @@ func TestSchemaErrorNamesCause(t *testing.T) {
 		t.Errorf(`SchemaToGrammar({"$ref":"#"}) = %v, want it to say the grammar matches no text`, err)
 	}
 }
+
+// TestDeadEndAmbiguity checks that a grammar that becomes too ambiguous
+// after its first step (which Parse checks) fails Accept with an error
+// marked ErrDeadEnd.
+func TestDeadEndAmbiguity(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("root ::= \"x\" (a | b)\n")
+	for _, r := range []string{"a", "b"} {
+		b.WriteString(r + " ::= ")
+		for i := range 3000 {
+			if i > 0 {
+				b.WriteString(" | ")
+			}
+			fmt.Fprintf(&b, `"%s%d"`, r, i)
+		}
+		b.WriteString("\n")
+	}
+	g, err := Parse(b.String(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := NewMatcher(g, nil).AcceptBytes([]byte("x")); !errors.Is(err, ErrDeadEnd) {
+		t.Errorf("AcceptBytes(x) into 6,000 parallel parses = %v, want an error marked ErrDeadEnd", err)
+	}
+}
