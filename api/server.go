@@ -466,6 +466,12 @@ func modelError(err error) *Error {
 	if pe := paramError(err); pe.Param != "" {
 		return pe
 	}
+	if errors.Is(err, grammar.ErrDeadEnd) {
+		// The request's grammar (grammar, json_schema, response_format or
+		// the tools) cannot be followed with this model's vocabulary: the
+		// request's fault, not the server's.
+		return errorf(422, "", "generation stopped: the request's grammar cannot be followed with this model: %v", err)
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return errorf(503, "", "generation cancelled: %v", err)
 	}

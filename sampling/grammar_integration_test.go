@@ -1,6 +1,7 @@
 package sampling_test
 
 import (
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -82,6 +83,50 @@ func TestGrammarMatcherDrivesChain(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestGrammarDeadEnd checks that a grammar the vocabulary cannot finish
+// makes Sample fail with an error marked grammar.ErrDeadEnd, which the API
+// reports as the request's fault rather than a server error.
+func TestGrammarDeadEnd(t *testing.T) {
+	pieces := []string{"a", "b", ""}
+	const eos = 2
+	tokens := make([][]byte, len(pieces))
+	for i, s := range pieces {
+		tokens[i] = []byte(s)
+	}
+	v, err := grammar.NewVocab(tokens, []int32{eos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := grammar.Parse(`root ::= "a" "q"`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, checked := range []bool{false, true} {
+		m := grammar.NewMatcher(g, v)
+		var con sampling.Constraint = maskOnly{m}
+		if checked {
+			con = m
+		}
+		p := sampling.DefaultParams()
+		p.Temperature = 0
+		c, err := sampling.NewChain(p, sampling.Vocab{Size: len(pieces), EOG: []int32{eos}}, con)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := c.Sample([]float32{0, 1, 0})
+		if err != nil || id != 0 {
+			t.Fatalf("first Sample = %d, %v, want token 0 (a)", id, err)
+		}
+		if err := c.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Sample([]float32{1, 1, 1})
+		if !errors.Is(err, grammar.ErrDeadEnd) {
+			t.Errorf("Sample where no token can continue (checked %v) = %v, want an error marked grammar.ErrDeadEnd", checked, err)
 		}
 	}
 }

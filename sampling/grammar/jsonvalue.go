@@ -20,7 +20,14 @@ type jsonValue struct {
 	arr  []*jsonValue
 	keys []string
 	vals []*jsonValue
+	// index maps each key to its position once an object has more than
+	// indexFrom members, so that get stays O(1) on the huge objects a
+	// hostile schema may hold. Members are added only with add.
+	index map[string]int
 }
+
+// indexFrom is the member count from which an object keeps an index.
+const indexFrom = 8
 
 type jsonKind uint8
 
@@ -94,8 +101,7 @@ func decodeJSONValue(dec *json.Decoder, depth int) (*jsonValue, error) {
 			if v.get(k) != nil {
 				return nil, fmt.Errorf("duplicate key %q at offset %d", k, dec.InputOffset())
 			}
-			v.keys = append(v.keys, k)
-			v.vals = append(v.vals, e)
+			v.add(k, e)
 		}
 		_, err := dec.Token()
 		return v, err
@@ -103,9 +109,31 @@ func decodeJSONValue(dec *json.Decoder, depth int) (*jsonValue, error) {
 	return nil, fmt.Errorf("unexpected token %v", tok)
 }
 
+// add appends the member key: val to an object; the caller makes sure key
+// is not there yet.
+func (v *jsonValue) add(key string, val *jsonValue) {
+	v.keys = append(v.keys, key)
+	v.vals = append(v.vals, val)
+	switch {
+	case v.index != nil:
+		v.index[key] = len(v.keys) - 1
+	case len(v.keys) > indexFrom:
+		v.index = make(map[string]int, 2*len(v.keys))
+		for i, k := range v.keys {
+			v.index[k] = i
+		}
+	}
+}
+
 // get returns the member key of an object, or nil.
 func (v *jsonValue) get(key string) *jsonValue {
 	if v == nil || v.kind != jsonObject {
+		return nil
+	}
+	if v.index != nil {
+		if i, ok := v.index[key]; ok {
+			return v.vals[i]
+		}
 		return nil
 	}
 	for i, k := range v.keys {

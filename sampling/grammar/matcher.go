@@ -162,6 +162,31 @@ func (m *Matcher) complete(s int32) bool {
 // input the grammar does not allow.
 var ErrRejected = errors.New("rejected by grammar")
 
+// ErrDeadEnd is wrapped by the errors Mask, Allowed, Allows, Accept and
+// AcceptBytes return when generation cannot go on under the grammar: no
+// token of the vocabulary can come next, or the parse became too ambiguous
+// to follow. The grammar a request gave (with the model's vocabulary)
+// causes it, not a fault of the server: report it as the client's error,
+// naming the field the grammar came from. Test with errors.Is.
+var ErrDeadEnd = errors.New("grammar dead end")
+
+// deadEnd is the error of a dead end; rejected says the matcher's input
+// was refused too (Mask's "no token", which ErrRejected has always
+// marked).
+type deadEnd struct {
+	msg      string
+	rejected bool
+}
+
+func (e *deadEnd) Error() string { return "grammar: dead end: " + e.msg }
+
+func (e *deadEnd) Unwrap() []error {
+	if e.rejected {
+		return []error{ErrDeadEnd, ErrRejected}
+	}
+	return []error{ErrDeadEnd}
+}
+
 // AcceptBytes advances the matcher over raw output bytes. On error the state
 // is unchanged.
 func (m *Matcher) AcceptBytes(b []byte) error {
@@ -293,7 +318,7 @@ func (m *Matcher) Mask(logits []float32) error {
 		logits[i] = ninf
 	}
 	if !any {
-		return fmt.Errorf("grammar: no token of the vocabulary can continue the grammar: %w", ErrRejected)
+		return &deadEnd{msg: "no token of the vocabulary can continue the grammar", rejected: true}
 	}
 	return nil
 }
@@ -569,7 +594,7 @@ func (m *Matcher) addStack(id int32) {
 	}
 	if len(m.scratch) >= maxStackSet {
 		if m.err == nil {
-			m.err = fmt.Errorf("grammar: more than %d parallel parses; the grammar is too ambiguous", maxStackSet)
+			m.err = &deadEnd{msg: fmt.Sprintf("more than %d parallel parses; the grammar is too ambiguous", maxStackSet)}
 		}
 		return
 	}

@@ -7,10 +7,16 @@ import (
 	"unicode/utf8"
 )
 
-// Limits that keep hostile grammars from exhausting memory.
+// Limits that keep hostile grammars from exhausting memory or time: parsing
+// and checking are linear in the source, and these bound the source's
+// consequences.
 const (
 	maxRepeat = 1000    // largest m or n in x{m,n}
 	maxElems  = 1 << 20 // largest flattened grammar
+	maxRules  = 1 << 16 // most rules, the synthesized ones included
+	// maxAlternatives bounds one rule's alternatives: each can be a parse
+	// the matcher follows in parallel, and it follows at most maxStackSet.
+	maxAlternatives = maxStackSet
 )
 
 // SyntaxError reports a GBNF parse or check error at a line and column
@@ -49,9 +55,13 @@ type parser struct {
 }
 
 // Parse parses GBNF source text and checks it: every referenced rule must be
-// defined, the start rule must exist, and no rule may be left-recursive.
-// root names the start rule; "" means "root". Errors are *SyntaxError with
-// the line and column of the problem.
+// defined, the start rule must exist, no rule may be left-recursive, the
+// start rule must match some text, and the matcher must be able to follow
+// the grammar's first step. Grammars no output can ever satisfy are errors
+// too: a character class that holds no character, a UTF-16 surrogate
+// (which UTF-8 cannot carry) as a character. root names the start rule; ""
+// means "root". Errors are *SyntaxError with the line and column of the
+// problem. Parsing and checking take time linear in the size of src.
 func Parse(src, root string) (*Grammar, error) {
 	if root == "" {
 		root = "root"
@@ -79,6 +89,12 @@ func Parse(src, root string) (*Grammar, error) {
 			pos = p.rules[id].defPos
 		}
 		return nil, p.errAt(pos, "rule %q is left-recursive", name)
+	}
+	if !g.closure(true)[rootID] {
+		return nil, p.errAt(p.rules[rootID].defPos, "rule %q matches no text: each of its alternatives needs a rule that never completes", root)
+	}
+	if m := NewMatcher(g, nil); m.err != nil {
+		return nil, p.errAt(p.rules[rootID].defPos, "grammar too ambiguous: its first character can start over %d different parses", maxStackSet)
 	}
 	return g, nil
 }
@@ -168,6 +184,9 @@ func (p *parser) addElems(n int) error {
 	if p.nelems > maxElems {
 		return p.errAt(p.pos, "grammar too large (over %d elements)", maxElems)
 	}
+	if len(p.rules) > maxRules {
+		return p.errAt(p.pos, "grammar too large (over %d rules, counting groups and repetitions)", maxRules)
+	}
 	return nil
 }
 
@@ -229,6 +248,9 @@ func (p *parser) parseAlternates(name string, nested bool) ([][]sym, error) {
 		if err := p.addElems(len(seq) + 1); err != nil {
 			return nil, err
 		}
+		if len(alts) > maxAlternatives {
+			return nil, p.errAt(p.pos, "rule %q has over %d alternatives in one group", name, maxAlternatives)
+		}
 		if p.peek() != '|' {
 			return alts, nil
 		}
@@ -254,9 +276,13 @@ func (p *parser) parseSequence(name string, nested bool) ([]sym, error) {
 					p.pos++
 					break
 				}
+				charPos := p.pos
 				r, err := p.parseChar()
 				if err != nil {
 					return nil, err
+				}
+				if isSurrogate(r) {
+					return nil, p.errSurrogate(charPos, r)
 				}
 				seq = append(seq, p.classSym([]runeRange{{r, r}}, false))
 			}
@@ -425,6 +451,7 @@ func (p *parser) parseClass() (sym, error) {
 			p.pos++
 			break
 		}
+		charPos := p.pos
 		lo, err := p.parseChar()
 		if err != nil {
 			return sym{}, err
@@ -440,9 +467,24 @@ func (p *parser) parseClass() (sym, error) {
 				return sym{}, p.errAt(rangePos, "character range %q-%q is reversed", lo, hi)
 			}
 		}
+		if isSurrogate(lo) && isSurrogate(hi) {
+			// A range partly in the surrogates just skips them; one
+			// wholly inside holds no character.
+			return sym{}, p.errSurrogate(charPos, lo)
+		}
 		ranges = append(ranges, runeRange{lo, hi})
 	}
-	return p.classSym(ranges, negated), nil
+	s := p.classSym(ranges, negated)
+	if len(p.classes[s.id].ranges) == 0 {
+		return sym{}, p.errAt(start, "character class matches no character")
+	}
+	return s, nil
+}
+
+func isSurrogate(r rune) bool { return r >= 0xD800 && r <= 0xDFFF }
+
+func (p *parser) errSurrogate(pos int, r rune) error {
+	return p.errAt(pos, "U+%04X is a UTF-16 surrogate, not a character: no UTF-8 output can contain it (write the character itself, or \\U%08X for one beyond U+FFFF)", r, r)
 }
 
 // parseChar parses one possibly escaped character of a literal or class.
@@ -528,66 +570,146 @@ func (p *parser) flatten(root int32) *Grammar {
 	return g
 }
 
-// leftRecursive reports the name of a left-recursive rule, if any: a rule
-// that can reach itself without consuming a character. Such rules would make
-// the matcher's expansion loop forever, so Parse rejects them.
-func (g *Grammar) leftRecursive() (string, bool) {
-	nullable := make([]bool, len(g.rules))
-	for changed := true; changed; {
-		changed = false
-		for i, r := range g.rules {
-			if nullable[i] {
-				continue
+// closure returns, per rule, whether it can match the empty string
+// (charsOK false: nullable) or match some finite text (charsOK true:
+// productive). It is the least fixed point, computed with a work list in
+// time linear in the grammar: each alternative counts the elements not
+// yet known to qualify, and a rule that qualifies decrements the count of
+// every alternative that refers to it.
+func (g *Grammar) closure(charsOK bool) []bool {
+	type occurrence struct{ rule, alt int32 }
+	ok := make([]bool, len(g.rules))
+	uses := make([][]occurrence, len(g.rules)) // rule -> the alternatives that refer to it, once per reference
+	var pending []int32                        // per alternative (numbered across rules): elements left
+	var queue []int32
+	for i, r := range g.rules {
+		for _, start := range r.alts {
+			a := int32(len(pending))
+			n := int32(0)
+			for p := start; g.elems[p].kind != elemEnd; p++ {
+				e := g.elems[p]
+				switch {
+				case e.kind == elemRef:
+					uses[e.id] = append(uses[e.id], occurrence{int32(i), a})
+					n++
+				case !charsOK:
+					n = -1 << 30 // a character: never empty
+				}
 			}
-			for _, start := range r.alts {
-				ok := true
-				for p := start; g.elems[p].kind != elemEnd; p++ {
-					e := g.elems[p]
-					if e.kind == elemChar || !nullable[e.id] {
-						ok = false
-						break
-					}
-				}
-				if ok {
-					nullable[i] = true
-					changed = true
-					break
-				}
+			pending = append(pending, n)
+			if n == 0 && !ok[i] {
+				ok[i] = true
+				queue = append(queue, int32(i))
 			}
 		}
 	}
-	// Edges: rule -> rules it can start with (after a nullable prefix).
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := make([]uint8, len(g.rules))
-	var bad int32 = -1
-	var visit func(int32) bool
-	visit = func(i int32) bool {
-		color[i] = grey
-		for _, start := range g.rules[i].alts {
+	for len(queue) > 0 {
+		j := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		for _, o := range uses[j] {
+			if pending[o.alt]--; pending[o.alt] == 0 && !ok[o.rule] {
+				ok[o.rule] = true
+				queue = append(queue, o.rule)
+			}
+		}
+	}
+	return ok
+}
+
+// leftRecursive reports the name of a left-recursive rule, if any: a rule
+// that can reach itself without consuming a character in a way that grows
+// the matcher's stack, so that the matcher's expansion would never end.
+// Parse rejects such grammars. A rule that reaches itself only through
+// references in tail position (the last element of an alternative, as in
+// the rule x* becomes when x can be empty: star ::= x star | ε) does not
+// grow the stack, and the matcher's expansion stops at the repeated
+// position, so that form is allowed. It runs in time linear in the
+// grammar.
+func (g *Grammar) leftRecursive() (string, bool) {
+	nullable := g.closure(false)
+	// Edges: rule -> rules it can start with (after a nullable prefix);
+	// tail when the reference ends its alternative.
+	type edge struct {
+		to   int32
+		tail bool
+	}
+	edges := make([][]edge, len(g.rules))
+	for i, r := range g.rules {
+		for _, start := range r.alts {
 			for p := start; g.elems[p].kind == elemRef; p++ {
 				j := g.elems[p].id
-				if color[j] == grey {
-					bad = j
-					return true
-				}
-				if color[j] == white && visit(j) {
-					return true
-				}
+				edges[i] = append(edges[i], edge{j, g.elems[p+1].kind == elemEnd})
 				if !nullable[j] {
 					break
 				}
 			}
 		}
-		color[i] = black
-		return false
 	}
-	for i := range g.rules {
-		if color[i] == white && visit(int32(i)) {
-			return g.rules[bad].name, true
+	// Tarjan's strongly connected components, iteratively; a non-tail edge
+	// inside a component lies on a cycle that grows the stack.
+	n := len(g.rules)
+	index := make([]int32, n) // 0: unvisited; else visit order + 1
+	low := make([]int32, n)
+	comp := make([]int32, n)
+	onStack := make([]bool, n)
+	var stack []int32
+	type frame struct {
+		v    int32
+		next int
+	}
+	var calls []frame
+	counter, ncomp := int32(0), int32(0)
+	for root := range n {
+		if index[root] != 0 {
+			continue
+		}
+		counter++
+		index[root], low[root] = counter, counter
+		stack = append(stack, int32(root))
+		onStack[root] = true
+		calls = append(calls[:0], frame{int32(root), 0})
+		for len(calls) > 0 {
+			f := &calls[len(calls)-1]
+			v := f.v
+			if f.next < len(edges[v]) {
+				w := edges[v][f.next].to
+				f.next++
+				switch {
+				case index[w] == 0:
+					counter++
+					index[w], low[w] = counter, counter
+					stack = append(stack, w)
+					onStack[w] = true
+					calls = append(calls, frame{w, 0})
+				case onStack[w]:
+					low[v] = min(low[v], index[w])
+				}
+				continue
+			}
+			if low[v] == index[v] {
+				for {
+					w := stack[len(stack)-1]
+					stack = stack[:len(stack)-1]
+					onStack[w] = false
+					comp[w] = ncomp
+					if w == v {
+						break
+					}
+				}
+				ncomp++
+			}
+			calls = calls[:len(calls)-1]
+			if len(calls) > 0 {
+				u := calls[len(calls)-1].v
+				low[u] = min(low[u], low[v])
+			}
+		}
+	}
+	for i := range edges {
+		for _, e := range edges[i] {
+			if !e.tail && comp[i] == comp[e.to] {
+				return g.rules[i].name, true
+			}
 		}
 	}
 	return "", false

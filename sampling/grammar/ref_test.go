@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"fmt"
 	"slices"
 	"unicode/utf8"
 )
@@ -15,13 +16,19 @@ type refStack []int32
 // refStart returns the stacks at the start of g.
 func refStart(g *Grammar) []refStack {
 	var out []refStack
+	seen := map[string]bool{}
 	for _, a := range g.rules[g.root].alts {
-		refContinue(g, nil, a, &out)
+		refContinue(g, nil, a, &out, seen)
 	}
 	return out
 }
 
-func refContinue(g *Grammar, rest refStack, pos int32, out *[]refStack) {
+// refContinue adds to out every stack reachable from pos with rest below
+// it. seen holds the references already expanded in this step (position
+// and whole stack), which ends the expansion of rules that reach
+// themselves through references in tail position, as star ::= x star | ε
+// does when x can be empty; such a reference pushes nothing.
+func refContinue(g *Grammar, rest refStack, pos int32, out *[]refStack, seen map[string]bool) {
 	switch e := g.elems[pos]; e.kind {
 	case elemChar:
 		s := append(slices.Clone(rest), pos)
@@ -41,11 +48,19 @@ func refContinue(g *Grammar, rest refStack, pos int32, out *[]refStack) {
 			*out = append(*out, refStack{})
 			return
 		}
-		refContinue(g, rest[:len(rest)-1], rest[len(rest)-1], out)
+		refContinue(g, rest[:len(rest)-1], rest[len(rest)-1], out, seen)
 	case elemRef:
+		key := fmt.Sprint(pos, rest)
+		if seen[key] {
+			return
+		}
+		seen[key] = true
 		ret := append(slices.Clone(rest), pos+1)
+		if g.elems[pos+1].kind == elemEnd {
+			ret = rest
+		}
 		for _, a := range g.rules[e.id].alts {
-			refContinue(g, ret, a, out)
+			refContinue(g, ret, a, out, seen)
 		}
 	}
 }
@@ -61,13 +76,14 @@ func refClassMatch(c *charClass, r rune) bool {
 
 func refAdvance(g *Grammar, stacks []refStack, r rune) []refStack {
 	var out []refStack
+	seen := map[string]bool{}
 	for _, s := range stacks {
 		if len(s) == 0 {
 			continue
 		}
 		top := s[len(s)-1]
 		if refClassMatch(&g.classes[g.elems[top].id], r) {
-			refContinue(g, s[:len(s)-1], top+1, &out)
+			refContinue(g, s[:len(s)-1], top+1, &out, seen)
 		}
 	}
 	return out

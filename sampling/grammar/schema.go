@@ -100,16 +100,43 @@ func JSONObjectGrammar() string {
 	return c.format()
 }
 
+// Limits that keep a schema's compilation linear in its size and bounded:
+// a request's schema is compiled before it is admitted, so its cost must
+// not depend on anything but these.
+const (
+	// MaxSchemaProperties bounds the properties and the required names of
+	// one object schema.
+	MaxSchemaProperties = 1000
+	// MaxSchemaAlternatives bounds the members of one enum, anyOf or
+	// oneOf: each is a parse the matcher follows in parallel.
+	MaxSchemaAlternatives = 1000
+	// MaxSchemaRules bounds the rules of the grammar a schema (or a set of
+	// tools) compiles to.
+	MaxSchemaRules = 10000
+	// maxSchemaSteps bounds the subschemas the converter visits; a schema
+	// that reuses large parts through allOf could otherwise cost the
+	// product of their sizes.
+	maxSchemaSteps = 100000
+)
+
 type schemaConverter struct {
 	root     *jsonValue
 	rules    map[string]string
 	order    []string
 	refNames map[string]string // scope + "$ref" pointer -> rule name
 	scope    string            // tells apart the documents of several tools
+	steps    int               // subschemas visited, against maxSchemaSteps
+
+	// For addRule: the rule of each base name and body, the next numeric
+	// suffix to try per base name, and the base name of each added rule.
+	byBody  map[string]string
+	nextSfx map[string]int
+	baseOf  map[string]string
 }
 
 func newSchemaConverter(root *jsonValue) *schemaConverter {
-	return &schemaConverter{root: root, rules: map[string]string{}, refNames: map[string]string{}}
+	return &schemaConverter{root: root, rules: map[string]string{}, refNames: map[string]string{},
+		byBody: map[string]string{}, nextSfx: map[string]int{}, baseOf: map[string]string{}}
 }
 
 // format writes root first, then the other rules by name.
@@ -148,33 +175,37 @@ func (c *schemaConverter) setRule(name, body string) {
 		c.order = append(c.order, name)
 	}
 	c.rules[name] = body
+	if base, ok := c.baseOf[name]; ok {
+		c.byBody[base+"\x00"+body] = name
+	}
 }
 
 var ruleNameBad = regexp.MustCompile(`[^a-zA-Z0-9-]+`)
 
 // addRule adds body under a name derived from want and returns the name; an
-// identical existing rule is reused.
+// identical existing rule of the same base name is reused. Each base name
+// keeps a counter of the suffixes it used, so that adding n rules of one
+// base name costs O(n), not O(n²).
 func (c *schemaConverter) addRule(want, body string) string {
 	base := strings.Trim(ruleNameBad.ReplaceAllString(want, "-"), "-")
 	if base == "" {
 		base = "r"
 	}
-	name := base
-	for i := 1; ; i++ {
-		old, ok := c.rules[name]
-		if !ok && isPrimitive(name) {
-			name = base + strconv.Itoa(i)
-			continue
-		}
-		if !ok {
-			c.setRule(name, body)
-			return name
-		}
-		if old == body {
-			return name
-		}
-		name = base + strconv.Itoa(i)
+	if name, ok := c.byBody[base+"\x00"+body]; ok && c.rules[name] == body {
+		return name
 	}
+	name := base
+	for {
+		_, taken := c.rules[name]
+		if !taken && !isPrimitive(name) {
+			break
+		}
+		c.nextSfx[base]++
+		name = base + strconv.Itoa(c.nextSfx[base])
+	}
+	c.baseOf[name] = base
+	c.setRule(name, body)
+	return name
 }
 
 // isPrimitive reports whether name is reserved for a primitive rule.
@@ -187,12 +218,14 @@ func isPrimitive(name string) bool {
 	return false
 }
 
-// check parses the generated grammar: a schema whose references loop
-// without consuming input (for example {"$ref": "#"}) gives a left-recursive
-// grammar, reported here as a schema error.
+// check parses the generated grammar, which Parse also checks: a schema
+// whose references loop without consuming input (for example {"$ref":
+// "#"}) gives a grammar that matches nothing or is left-recursive, and
+// one with too many optional members a grammar too ambiguous to follow,
+// reported here as schema errors that quote the grammar's own complaint.
 func check(src, path string) error {
 	if _, err := Parse(src, ""); err != nil {
-		return schemaErr(path, "schema gives an unusable grammar (a $ref cycle that consumes nothing?): %v", err)
+		return schemaErr(path, "schema gives an unusable grammar: %v", err)
 	}
 	return nil
 }
@@ -254,6 +287,12 @@ func (c *schemaConverter) literalJSON(v *jsonValue) string {
 // expr returns a grammar expression for schema s; name is the stem for any
 // rules it adds and path the schema location for errors.
 func (c *schemaConverter) expr(s *jsonValue, name, path string) (string, error) {
+	if c.steps++; c.steps > maxSchemaSteps {
+		return "", schemaErr(path, "schema too large: over %d subschemas to compile", maxSchemaSteps)
+	}
+	if len(c.order) > MaxSchemaRules {
+		return "", schemaErr(path, "schema too large: it needs over %d grammar rules", MaxSchemaRules)
+	}
 	switch s.kind {
 	case jsonBool:
 		if !s.b {
@@ -296,6 +335,9 @@ func (c *schemaConverter) expr(s *jsonValue, name, path string) (string, error) 
 		if alts.kind != jsonArray || len(alts.arr) == 0 {
 			return "", schemaErr(pathJoin(path, kw), "%s must be a non-empty array", kw)
 		}
+		if len(alts.arr) > MaxSchemaAlternatives {
+			return "", schemaErr(pathJoin(path, kw), "%s has %d members; at most %d are supported", kw, len(alts.arr), MaxSchemaAlternatives)
+		}
 		for _, k := range s.keys {
 			if k != kw && isConstraintKeyword(k) {
 				return "", schemaErr(pathJoin(path, k), "keyword %q beside %s is not supported", k, kw)
@@ -325,6 +367,9 @@ func (c *schemaConverter) expr(s *jsonValue, name, path string) (string, error) 
 		if en.kind != jsonArray || len(en.arr) == 0 {
 			return "", schemaErr(pathJoin(path, "enum"), "enum must be a non-empty array")
 		}
+		if len(en.arr) > MaxSchemaAlternatives {
+			return "", schemaErr(pathJoin(path, "enum"), "enum has %d values; at most %d are supported", len(en.arr), MaxSchemaAlternatives)
+		}
 		var parts []string
 		for _, v := range en.arr {
 			var b strings.Builder
@@ -340,10 +385,15 @@ func (c *schemaConverter) expr(s *jsonValue, name, path string) (string, error) 
 			return "", schemaErr(pathJoin(path, "type"), "type must not be an empty list")
 		}
 		var parts []string
+		seen := map[string]bool{}
 		for i, t := range typ.arr {
 			if t.kind != jsonString {
 				return "", schemaErr(pathJoin(path, "type", strconv.Itoa(i)), "type must be a string")
 			}
+			if seen[t.str] {
+				return "", schemaErr(pathJoin(path, "type", strconv.Itoa(i)), "type %q listed twice", t.str)
+			}
+			seen[t.str] = true
 			one := withKey(s, "type", t)
 			e, err := c.expr(one, name+"-"+t.str, path)
 			if err != nil {
@@ -408,8 +458,7 @@ func withoutKey(s *jsonValue, key string) *jsonValue {
 	out := &jsonValue{kind: jsonObject}
 	for i, k := range s.keys {
 		if k != key {
-			out.keys = append(out.keys, k)
-			out.vals = append(out.vals, s.vals[i])
+			out.add(k, s.vals[i])
 		}
 	}
 	return out
@@ -417,8 +466,7 @@ func withoutKey(s *jsonValue, key string) *jsonValue {
 
 func withKey(s *jsonValue, key string, v *jsonValue) *jsonValue {
 	out := withoutKey(s, key)
-	out.keys = append(out.keys, key)
-	out.vals = append(out.vals, v)
+	out.add(key, v)
 	return out
 }
 
@@ -505,8 +553,7 @@ func (c *schemaConverter) mergeAllOf(s *jsonValue, path string) (*jsonValue, err
 					if props.get(pk) != nil {
 						return schemaErr(pathJoin(p, k, pk), "property %q defined by two allOf members", pk)
 					}
-					props.keys = append(props.keys, pk)
-					props.vals = append(props.vals, v.vals[j])
+					props.add(pk, v.vals[j])
 				}
 			case k == "required":
 				for _, r := range v.arr {
@@ -556,12 +603,12 @@ func (c *schemaConverter) mergeAllOf(s *jsonValue, path string) (*jsonValue, err
 			return nil, err
 		}
 	}
-	out := &jsonValue{kind: jsonObject,
-		keys: []string{"type", "properties", "required"},
-		vals: []*jsonValue{{kind: jsonString, str: "object"}, props, required}}
+	out := &jsonValue{kind: jsonObject}
+	out.add("type", &jsonValue{kind: jsonString, str: "object"})
+	out.add("properties", props)
+	out.add("required", required)
 	if addl != nil {
-		out.keys = append(out.keys, "additionalProperties")
-		out.vals = append(out.vals, addl)
+		out.add("additionalProperties", addl)
 	}
 	return out, nil
 }
@@ -571,28 +618,47 @@ func (c *schemaConverter) object(s *jsonValue, name, path string) (string, error
 	if props != nil && props.kind != jsonObject {
 		return "", schemaErr(pathJoin(path, "properties"), "properties must be an object")
 	}
+	if props != nil && len(props.keys) > MaxSchemaProperties {
+		return "", schemaErr(pathJoin(path, "properties"), "%d properties; at most %d are supported", len(props.keys), MaxSchemaProperties)
+	}
 	required := map[string]bool{}
 	if r := s.get("required"); r != nil {
 		if r.kind != jsonArray {
 			return "", schemaErr(pathJoin(path, "required"), "required must be an array")
 		}
+		if len(r.arr) > MaxSchemaProperties {
+			return "", schemaErr(pathJoin(path, "required"), "%d required names; at most %d are supported", len(r.arr), MaxSchemaProperties)
+		}
+		var extra *jsonValue // props plus the required names it lacks
 		for i, e := range r.arr {
 			if e.kind != jsonString {
 				return "", schemaErr(pathJoin(path, "required", strconv.Itoa(i)), "required entries must be strings")
 			}
-			if props.get(e.str) == nil {
-				// A required name without a schema may hold any value,
-				// unless additional properties are explicitly banned.
-				if a := s.get("additionalProperties"); a != nil && a.kind == jsonBool && !a.b {
-					return "", schemaErr(pathJoin(path, "required", strconv.Itoa(i)),
-						"required property %q has no schema in properties and additionalProperties is false", e.str)
-				}
-				if props == nil {
-					props = &jsonValue{kind: jsonObject}
-				}
-				props = withKey(props, e.str, &jsonValue{kind: jsonBool, b: true})
+			if required[e.str] {
+				continue
 			}
 			required[e.str] = true
+			if props.get(e.str) != nil {
+				continue
+			}
+			// A required name without a schema may hold any value,
+			// unless additional properties are explicitly banned.
+			if a := s.get("additionalProperties"); a != nil && a.kind == jsonBool && !a.b {
+				return "", schemaErr(pathJoin(path, "required", strconv.Itoa(i)),
+					"required property %q has no schema in properties and additionalProperties is false", e.str)
+			}
+			if extra == nil {
+				extra = &jsonValue{kind: jsonObject}
+				if props != nil {
+					for j, k := range props.keys {
+						extra.add(k, props.vals[j])
+					}
+				}
+			}
+			extra.add(e.str, &jsonValue{kind: jsonBool, b: true})
+		}
+		if extra != nil {
+			props = extra
 		}
 	}
 	addl := s.get("additionalProperties")
