@@ -204,11 +204,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 func (s *Server) chatWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *chatRequest, pc *preparedChat, id string, created int64) handlerResult {
 	resp := chatBody{ID: id, Object: "chat.completion", Created: created, Model: s.info.Name}
 	resp.Usage.PromptTokens = len(pc.prompt)
-	specs := make([]*genSpec, req.bestOf)
-	for j := range specs {
-		specs[j] = &genSpec{prompt: pc.prompt, g: req.genRequest, seed: seedFor(req.genRequest, j),
-			maxTokens: s.maxTokensFor(req.genRequest, len(pc.prompt)), constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive}
-	}
+	specs := s.candidateSpecs(req.bestOf, genSpec{prompt: pc.prompt, g: req.genRequest, constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive})
 	cands, err := s.generateAll(gctx, specs, nil)
 	if err != nil {
 		s.writeError(ctx, modelError(err))
@@ -296,19 +292,10 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		}
 		return sendText(j, text, lps)
 	}
-	specs := make([]*genSpec, req.n)
-	for j := range specs {
-		specs[j] = &genSpec{prompt: pc.prompt, g: req.genRequest, seed: seedFor(req.genRequest, j),
-			maxTokens: s.maxTokensFor(req.genRequest, len(pc.prompt)), constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive}
-	}
+	specs := s.candidateSpecs(req.n, genSpec{prompt: pc.prompt, g: req.genRequest, constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive})
 	cands, err := s.generateAll(gctx, specs, onText)
 	if err != nil {
-		if sse.err != nil {
-			return u.CompletionTokens, 499
-		}
-		e := modelError(err)
-		sse.error(e)
-		return u.CompletionTokens, e.Status
+		return u.CompletionTokens, streamFailed(sse, err)
 	}
 	for j, c := range cands {
 		u.CompletionTokens += c.tokens

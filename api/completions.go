@@ -136,12 +136,8 @@ func (s *Server) completeWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *com
 		if req.echo {
 			off = len(p.text)
 		}
-		specs := make([]*genSpec, req.bestOf)
-		for j := range specs {
-			specs[j] = &genSpec{prompt: p.tokens, g: req.genRequest, seed: seedFor(req.genRequest, j),
-				maxTokens: s.maxTokensFor(req.genRequest, len(p.tokens)), constraint: factory,
-				textOffset: off, wantLogprob: req.logprobs}
-		}
+		specs := s.candidateSpecs(req.bestOf, genSpec{prompt: p.tokens, g: req.genRequest, constraint: factory,
+			textOffset: off, wantLogprob: req.logprobs})
 		cands, err := s.generateAll(gctx, specs, nil)
 		if err != nil {
 			s.writeError(ctx, modelError(err))
@@ -210,24 +206,15 @@ func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, 
 				}
 			}
 		}
-		specs := make([]*genSpec, req.n)
-		for j := range specs {
-			specs[j] = &genSpec{prompt: p.tokens, g: req.genRequest, seed: seedFor(req.genRequest, j),
-				maxTokens: s.maxTokensFor(req.genRequest, len(p.tokens)), constraint: factory,
-				textOffset: off, wantLogprob: req.logprobs}
-		}
+		specs := s.candidateSpecs(req.n, genSpec{prompt: p.tokens, g: req.genRequest, constraint: factory,
+			textOffset: off, wantLogprob: req.logprobs})
 		// The candidates' chunks interleave as they are generated, each
 		// with its choice index; each ends with its finish_reason.
 		cands, err := s.generateAll(gctx, specs, func(j int, text []byte, lps []tokenLogprob) error {
 			return sendText(pi*req.n+j, text, lps)
 		})
 		if err != nil {
-			if sse.err != nil {
-				return u.CompletionTokens, 499
-			}
-			e := modelError(err)
-			sse.error(e)
-			return u.CompletionTokens, e.Status
+			return u.CompletionTokens, streamFailed(sse, err)
 		}
 		for j, c := range cands {
 			u.CompletionTokens += c.tokens

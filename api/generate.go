@@ -150,6 +150,30 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 	return cands, nil
 }
 
+// candidateSpecs returns the specs of count candidates of one prompt: the
+// same request, candidate j seeded with seedFor(g, j).
+func (s *Server) candidateSpecs(count int, sp genSpec) []*genSpec {
+	specs := make([]*genSpec, count)
+	for j := range specs {
+		c := sp
+		c.seed = seedFor(sp.g, j)
+		c.maxTokens = s.maxTokensFor(sp.g, len(sp.prompt))
+		specs[j] = &c
+	}
+	return specs
+}
+
+// streamFailed ends a stream whose generation failed with err: an error
+// event, unless the client is gone (499). It returns the status to log.
+func streamFailed(sse *sseWriter, err error) int {
+	if sse.err != nil {
+		return 499
+	}
+	e := modelError(err)
+	sse.error(e)
+	return e.Status
+}
+
 // meanLogprob ranks best_of candidates.
 func (c *candidate) meanLogprob() float64 {
 	if c.tokens == 0 {
