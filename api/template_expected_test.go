@@ -23,8 +23,8 @@ type expectedPrompts struct {
 	Context struct {
 		DateString string `json:"date_string"`
 	} `json:"context"`
-	ThinkingTemplates []string                              `json:"thinking_templates"`
-	Requests          map[string]json.RawMessage            `json:"requests"`
+	ThinkingTemplates []string                             `json:"thinking_templates"`
+	Requests          map[string]json.RawMessage           `json:"requests"`
 	Templates         map[string]map[string]expectedPrompt `json:"templates"`
 }
 

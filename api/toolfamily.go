@@ -14,18 +14,18 @@ import (
 type toolFamily int
 
 const (
-	familyGeneric        toolFamily = iota // {"tool_call": {...}} (vkllm's own prompt)
-	familyHermes                           // Hermes 2/3, Qwen 2.5/3: <tool_call>{json}</tool_call>
-	familyQwen3Coder                       // <tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>
-	familyLlama3                           // Llama 3.x: {"name", "parameters"}, <|python_tag|>
-	familyMistral                          // [TOOL_CALLS][{...}] or [TOOL_CALLS]NAME[ARGS]{...}
-	familyDeepSeek                         // DeepSeek R1/V3/V3.1: <｜tool▁calls▁begin｜>...
-	familyHarmony                          // gpt-oss: <|channel|>commentary to=functions.NAME ... <|message|>{...}<|call|>
-	familyGLM                              // GLM 4.5+: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>
-	familyKimi                             // Kimi K2: <|tool_call_begin|>functions.NAME:i<|tool_call_argument_begin|>{...}<|tool_call_end|>
-	familyFunctionary                      // Functionary v3.1: <function=NAME>{...}</function>
-	familyCommandR7B                       // Command R7B: <|START_ACTION|>[{"tool_name", "parameters"}]<|END_ACTION|>
-	familyFirefunction                     // Firefunction v2: functools[{...}]
+	familyGeneric      toolFamily = iota // {"tool_call": {...}} (vkllm's own prompt)
+	familyHermes                         // Hermes 2/3, Qwen 2.5/3: <tool_call>{json}</tool_call>
+	familyQwen3Coder                     // <tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>
+	familyLlama3                         // Llama 3.x: {"name", "parameters"}, <|python_tag|>
+	familyMistral                        // [TOOL_CALLS][{...}] or [TOOL_CALLS]NAME[ARGS]{...}
+	familyDeepSeek                       // DeepSeek R1/V3/V3.1: <｜tool▁calls▁begin｜>...
+	familyHarmony                        // gpt-oss: <|channel|>commentary to=functions.NAME ... <|message|>{...}<|call|>
+	familyGLM                            // GLM 4.5+: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>
+	familyKimi                           // Kimi K2: <|tool_call_begin|>functions.NAME:i<|tool_call_argument_begin|>{...}<|tool_call_end|>
+	familyFunctionary                    // Functionary v3.1: <function=NAME>{...}</function>
+	familyCommandR7B                     // Command R7B: <|START_ACTION|>[{"tool_name", "parameters"}]<|END_ACTION|>
+	familyFirefunction                   // Firefunction v2: functools[{...}]
 )
 
 // String names the family.

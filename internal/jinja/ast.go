@@ -42,8 +42,8 @@ type (
 		body    []node
 	}
 	macroNode struct {
-		pos  int
-		name string
+		pos    int
+		name   string
 		params []param
 		body   []node
 	}

@@ -10,17 +10,17 @@ import (
 type tokKind int
 
 const (
-	tokEOF       tokKind = iota
-	tokText              // template text between tags
-	tokVarBegin          // {{
-	tokVarEnd            // }}
-	tokBlockBegin        // {%
-	tokBlockEnd          // %}
-	tokName              // identifier or keyword
-	tokString            // string literal (val holds the decoded text)
-	tokInt               // integer literal
-	tokFloat             // float literal
-	tokOp                // operator or punctuation
+	tokEOF        tokKind = iota
+	tokText               // template text between tags
+	tokVarBegin           // {{
+	tokVarEnd             // }}
+	tokBlockBegin         // {%
+	tokBlockEnd           // %}
+	tokName               // identifier or keyword
+	tokString             // string literal (val holds the decoded text)
+	tokInt                // integer literal
+	tokFloat              // float literal
+	tokOp                 // operator or punctuation
 )
 
 func (k tokKind) String() string {
@@ -87,7 +87,7 @@ func lex(src string) ([]token, error) {
 // run scans text up to each tag, applying the whitespace rules of the tag
 // that ends it and of the tag before it, then the tag itself.
 func (l *lexer) run() error {
-	trimNext := false   // the previous tag ended with "-": strip leading whitespace
+	trimNext := false    // the previous tag ended with "-": strip leading whitespace
 	newlineNext := false // the previous block tag ended without "+": drop one newline
 	for l.pos < len(l.src) {
 		start := l.pos
@@ -446,7 +446,9 @@ func (l *lexer) str() error {
 	return nil
 }
 
-func isSpace(c byte) bool  { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' }
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+}
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 func isDigit(c byte) bool  { return c >= '0' && c <= '9' }
 
