@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/vkllm/vkllm/internal/jinja"
 	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
@@ -15,7 +16,8 @@ type message struct {
 	toolCalls  []toolCall
 	toolCallID string
 	name       string
-	images     int // image_url parts
+	reasoning  string // reasoning_content of an earlier assistant turn
+	images     int    // image_url parts
 }
 
 // toolCall is a function call, in messages and in output.
@@ -49,10 +51,15 @@ type chatRequest struct {
 	toolChoice   int
 	toolName     string // for toolChoiceNamed
 	parallelCall bool
+	// toolsValue is the tools array as the client sent it (key order
+	// kept), for templates; nil when there are no tools.
+	toolsValue any
+	// kwargs is chat_template_kwargs: extra template variables.
+	kwargs *jinja.Dict
 }
 
 var chatFields = append([]string{"messages", "template", "chat_template", "tools", "tool_choice",
-	"function_call", "functions", "parallel_tool_calls"}, genFields...)
+	"function_call", "functions", "parallel_tool_calls", "chat_template_kwargs"}, genFields...)
 
 func decodeChat(body []byte) (*chatRequest, *Error) {
 	v, e := parseJSON(body)
@@ -101,9 +108,17 @@ func decodeChat(body []byte) (*chatRequest, *Error) {
 	} else if fc, ok := m["function_call"]; ok && fc != nil {
 		r.readToolChoice(req, fc, "function_call")
 	}
+	if kw, ok := m["chat_template_kwargs"]; ok && kw != nil {
+		if _, isObj := kw.(map[string]any); !isObj {
+			r.typeErr("chat_template_kwargs", "object (template variables)", kw)
+		}
+	}
 	req.genRequest = r.readGen(m, false)
 	if r.err != nil {
 		return nil, r.err
+	}
+	if e := req.readOrdered(body); e != nil {
+		return nil, e
 	}
 	if len(req.tools) == 0 && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed) {
 		if req.toolChoice == toolChoiceNamed {
@@ -124,6 +139,52 @@ func decodeChat(body []byte) (*chatRequest, *Error) {
 		return nil, badRequest("tools", "tools cannot be combined with grammar, json_schema or response_format")
 	}
 	return req, nil
+}
+
+// readOrdered decodes the parts of the body that templates print with
+// their key order kept: the tools (as the client wrote them) and
+// chat_template_kwargs.
+func (req *chatRequest) readOrdered(body []byte) *Error {
+	var raw struct {
+		Tools     json.RawMessage `json:"tools"`
+		Functions json.RawMessage `json:"functions"`
+		Kwargs    json.RawMessage `json:"chat_template_kwargs"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return badRequest("", "malformed JSON: %v", err)
+	}
+	if len(req.tools) > 0 {
+		src, param := raw.Tools, "tools"
+		if len(raw.Functions) > 0 && string(raw.Functions) != "null" && (len(raw.Tools) == 0 || string(raw.Tools) == "null") {
+			src, param = raw.Functions, "functions"
+		}
+		v, err := jinja.ParseJSON(src)
+		if err != nil {
+			return badRequest(param, "%s: %v", param, err)
+		}
+		if l, ok := v.(*jinja.List); ok && param == "functions" {
+			// Legacy functions are tools without the wrapper.
+			for i, f := range l.Items {
+				w := jinja.NewDict()
+				w.Set("type", "function")
+				w.Set("function", f)
+				l.Items[i] = w
+			}
+		}
+		req.toolsValue = v
+	}
+	if len(raw.Kwargs) > 0 && string(raw.Kwargs) != "null" {
+		v, err := jinja.ParseJSON(raw.Kwargs)
+		if err != nil {
+			return badRequest("chat_template_kwargs", "chat_template_kwargs: %v", err)
+		}
+		d, ok := v.(*jinja.Dict)
+		if !ok {
+			return badRequest("chat_template_kwargs", "chat_template_kwargs: want an object")
+		}
+		req.kwargs = d
+	}
+	return nil
 }
 
 func (r *reader) readToolChoice(req *chatRequest, v any, path string) {
@@ -229,7 +290,7 @@ func (r *reader) readMessage(v any, path string) message {
 	}
 	msg.name = r.str(m, path, "name", "")
 	msg.toolCallID = r.str(m, path, "tool_call_id", "")
-	r.str(m, path, "reasoning_content", "")
+	msg.reasoning = r.str(m, path, "reasoning_content", "")
 	cpath := path + ".content"
 	switch c := m["content"].(type) {
 	case nil:

@@ -111,23 +111,11 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 			return nil, badRequest(p, "%s: image input needs a server started with --mmproj (multimodal support); this server has no projector", p)
 		}
 	}
-	t := s.defTmpl
-	if req.template != "" && req.template != t.name {
-		var err error
-		t, err = newChatTemplate(req.template, s.info.ChatTemplate)
-		if err != nil {
-			return nil, badRequest("template", "template: %v", err)
-		}
+	text, t, e := s.chatPrompt(req)
+	if e != nil {
+		return nil, e
 	}
 	pc := &preparedChat{tmpl: t, toolsActive: len(req.tools) > 0 && req.toolChoice != toolChoiceNone}
-	in := renderInput{messages: req.messages, bos: s.info.BOSText, eos: s.info.EOSText, now: s.cfg.Now()}
-	if pc.toolsActive {
-		in.tools = req.tools
-	}
-	text, err := t.render(in)
-	if err != nil {
-		return nil, badRequest("messages", "messages: %v", err)
-	}
 	addSpecial := !(s.info.BOSText != "" && strings.HasPrefix(text, s.info.BOSText))
 	toks, err := s.backend.Tokenize(text, addSpecial, true)
 	if err != nil {
@@ -139,9 +127,10 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 	pc.prompt = toks
 	src, root, param := req.grammar, req.grammarRoot, "grammar"
 	lazy := false
-	if pc.toolsActive {
+	if pc.toolsActive && (req.toolChoice != toolChoiceAuto || t.family.constrainsAuto()) {
 		// Calls are grammar-constrained: from the start when a call is
-		// required, from the format's trigger on for "auto".
+		// required, from the format's trigger on for "auto" (where the
+		// grammar writes the family's own format).
 		opts := grammar.ToolCallOptions{Format: t.format, Parallel: req.parallelCall}
 		if req.toolChoice == toolChoiceNamed || t.format == grammar.ToolFormatGeneric {
 			// The generic prompt asks for {"tool_call": ...}: one call.
@@ -218,7 +207,7 @@ func (s *Server) chatWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *chatReq
 		ch := chatChoice{Index: j, FinishReason: c.finish, Message: chatMessage{Role: "assistant"}}
 		content := c.text
 		if pc.toolsActive {
-			prefix, calls := parseToolCalls(c.text, req.tools)
+			prefix, calls := pc.tmpl.family.parse(c.text, req.tools)
 			if len(calls) > 0 {
 				content = prefix
 				ch.FinishReason = "tool_calls"
@@ -279,7 +268,7 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 	onText := func(j int, text []byte, lps []tokenLogprob) error {
 		if holding[j] {
 			held[j].Write(text)
-			if mayStartToolCall(held[j].String()) {
+			if pc.tmpl.family.mayStart(held[j].String()) {
 				return nil
 			}
 			holding[j] = false
@@ -301,7 +290,7 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		u.CompletionTokens += c.tokens
 		finish := c.finish
 		if holding[j] && held[j].Len() > 0 {
-			prefix, calls := parseToolCalls(held[j].String(), req.tools)
+			prefix, calls := pc.tmpl.family.parse(held[j].String(), req.tools)
 			if len(calls) > 0 {
 				finish = "tool_calls"
 				if prefix != "" && send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &prefix}}) != nil {

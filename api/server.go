@@ -163,8 +163,7 @@ func (s *Server) Ready(b Backend) error {
 		if len(b.Piece(id)) > 0 {
 			continue
 		}
-		switch txt := b.TokenText(id); txt {
-		case "[TOOL_CALLS]", "<|python_tag|>", "<tool_call>", "</tool_call>":
+		if txt := b.TokenText(id); isToolMarkupToken(txt) {
 			s.preserved[id] = []byte(txt)
 		}
 	}
@@ -213,6 +212,7 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r.POST("/extras/tokenize", s.wrap("tokenize", s.handleTokenize))
 	r.POST("/extras/tokenize/count", s.wrap("tokenize_count", s.handleTokenCount))
 	r.POST("/extras/detokenize", s.wrap("detokenize", s.handleDetokenize))
+	r.POST("/apply-template", s.wrap("apply_template", s.handleApplyTemplate))
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
 		s.writeError(ctx, errorf(404, "", "no route %s %s", ctx.Method(), ctx.Path()))
 		s.logRequest(ctx, "not_found", time.Now(), 0)

@@ -1,17 +1,12 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/nikolalohinski/gonja/v2"
-	"github.com/nikolalohinski/gonja/v2/builtins"
-	"github.com/nikolalohinski/gonja/v2/exec"
-	"github.com/nikolalohinski/gonja/v2/loaders"
+	"github.com/vkllm/vkllm/internal/jinja"
 	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
@@ -22,11 +17,31 @@ var TemplateNames = []string{"plain", "chatml", "llama-2", "llama-3", "mistral-i
 // chatTemplate renders a conversation into a prompt.
 type chatTemplate struct {
 	name   string
-	jinja  *exec.Template // for "jinja"
+	jinja  *jinja.Template // for "jinja"
 	source string
-	format grammar.ToolFormat // how the model writes tool calls
-	// nativeTools: the Jinja source presents tools itself.
+	format grammar.ToolFormat // how the grammar constrains tool calls
+	family toolFamily         // how the model writes tool calls, for parsing
+	caps   templateCaps       // for "jinja"
+}
+
+// templateCaps is what a Jinja template does with the parts of a chat
+// request, found as the reference finds it: from the source and from
+// renders of probe conversations.
+type templateCaps struct {
+	// nativeTools: the source handles tools or tool calls itself, so
+	// tools, tool calls and tool results go to it unchanged; otherwise
+	// vkllm's own tool prompt and a text form of the calls are used.
 	nativeTools bool
+	// systemRole: a system message is rendered; otherwise it is folded
+	// into the first user message, separated by a newline.
+	systemRole bool
+	// objectArguments: tool-call arguments must be objects (the template
+	// prints them with tojson); otherwise the JSON text is passed.
+	objectArguments bool
+	// typedContent: content must be a list of {type: text, text} parts.
+	typedContent bool
+	// thinking: the template supports reasoning (enable_thinking is set).
+	thinking bool
 }
 
 // newChatTemplate returns the template called name; src is the model's
@@ -35,148 +50,259 @@ func newChatTemplate(name, src string) (*chatTemplate, error) {
 	t := &chatTemplate{name: name}
 	switch name {
 	case "chatml":
-		t.format = grammar.ToolFormatHermes
+		t.format, t.family = grammar.ToolFormatHermes, familyHermes
 	case "llama-3":
-		t.format = grammar.ToolFormatLlama3
+		t.format, t.family = grammar.ToolFormatLlama3, familyLlama3
 	case "mistral-instruct":
-		t.format = grammar.ToolFormatMistral
+		t.format, t.family = grammar.ToolFormatMistral, familyMistral
 	case "plain", "llama-2", "gemma", "phi-3", "zephyr", "vicuna", "alpaca":
-		t.format = grammar.ToolFormatGeneric
+		t.format, t.family = grammar.ToolFormatGeneric, familyGeneric
 	case "jinja":
 		if src == "" {
 			return nil, errors.New("the model has no tokenizer.chat_template")
 		}
-		tpl, err := compileJinja(src)
+		tpl, err := jinja.Parse(src)
 		if err != nil {
 			return nil, fmt.Errorf("the model's chat template does not parse: %v", err)
 		}
 		t.jinja, t.source = tpl, src
-		t.format = detectToolFormat(src)
-		t.nativeTools = strings.Contains(src, "tools")
+		t.family = detectToolFamily(src)
+		t.format = t.family.grammarFormat()
+		t.caps = probeCaps(tpl, src)
 	default:
 		return nil, fmt.Errorf("unknown template %q, want one of %s", name, strings.Join(TemplateNames, ", "))
 	}
 	return t, nil
 }
 
-func detectToolFormat(src string) grammar.ToolFormat {
-	switch {
-	case strings.Contains(src, "<tool_call>"):
-		return grammar.ToolFormatHermes
-	case strings.Contains(src, "[TOOL_CALLS]"):
-		return grammar.ToolFormatMistral
-	case strings.Contains(src, "<|python_tag|>") || strings.Contains(src, "ipython"):
-		return grammar.ToolFormatLlama3
-	}
-	return grammar.ToolFormatGeneric
-}
+// detectToolFormat returns the grammar format of the tool calls a
+// template's model writes.
+func detectToolFormat(src string) grammar.ToolFormat { return detectToolFamily(src).grammarFormat() }
 
-// compileJinja parses src with gonja in an environment of our own (no
-// global registries touched): Jinja2's undefined-tolerant trim, plus
-// raise_exception and strftime_now given per render.
-func compileJinja(src string) (*exec.Template, error) {
-	filters := exec.NewFilterSet(map[string]exec.FilterFunction{}).Update(builtins.Filters)
-	trim, _ := builtins.Filters.Get("trim")
-	_ = filters.Replace("trim", func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
-		if !in.IsString() && (in.IsNil() || in.String() == "") {
-			return exec.AsValue("")
-		}
-		return trim(e, in, params)
-	})
-	tojson, _ := builtins.Filters.Get("tojson")
-	_ = filters.Replace("tojson", func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
-		out := tojson(e, in, params)
-		if !out.IsString() {
-			return out
-		}
-		return exec.AsValue(pythonJSON(out.String()))
-	})
-	env := &exec.Environment{
-		Context:           exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables),
-		Filters:           filters,
-		Tests:             builtins.Tests,
-		ControlStructures: builtins.ControlStructures,
-		Methods:           builtins.Methods,
-	}
-	loader, err := loaders.NewFileSystemLoader("")
-	if err != nil {
-		return nil, err
-	}
-	sl, err := loaders.NewShiftedLoader("chat_template", bytes.NewReader([]byte(src)), loader)
-	if err != nil {
-		return nil, err
-	}
-	return exec.NewTemplate("chat_template", gonja.DefaultConfig, sl, env)
-}
+// Probe texts: unlikely in any template.
+const (
+	probeSystem = "<vkllm-probe-system>"
+	probeUser   = "<vkllm-probe-user>"
+	probeArg    = "vkllm_probe_argument"
+)
 
-// pythonJSON rewrites Go's JSON as Python's json.dumps (which Hugging Face's
-// tojson uses) writes it: no HTML escapes, and ", " and ": " separators in
-// the compact form. Map keys stay sorted (Go maps have no order).
-func pythonJSON(s string) string {
-	s = strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&", `\u0027`, "'").Replace(s)
-	if strings.Contains(s, "\n") {
-		return s // indented: Go's form already matches
+// probeCaps finds what tpl supports by rendering probe conversations, as
+// the reference does; a probe that fails counts as "not supported".
+func probeCaps(tpl *jinja.Template, src string) templateCaps {
+	c := templateCaps{
+		nativeTools: strings.Contains(src, "tools") || strings.Contains(src, "tool_calls"),
+		thinking:    strings.Contains(src, "enable_thinking") || strings.Contains(src, "<think>"),
 	}
-	var b strings.Builder
-	inStr, esc := false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		b.WriteByte(c)
-		switch {
-		case esc:
-			esc = false
-		case inStr && c == '\\':
-			esc = true
-		case c == '"':
-			inStr = !inStr
-		case !inStr && (c == ',' || c == ':'):
-			b.WriteByte(' ')
+	try := func(msgs ...*jinja.Dict) string {
+		l := jinja.NewList()
+		for _, m := range msgs {
+			l.Items = append(l.Items, m)
 		}
+		out, err := tpl.Render(map[string]any{"messages": l, "add_generation_prompt": false,
+			"bos_token": "", "eos_token": ""}, jinja.Options{MaxWork: 1_000_000, MaxOutput: 1 << 20})
+		if err != nil {
+			return ""
+		}
+		return out
 	}
-	return b.String()
+	msg := func(role string, content any) *jinja.Dict {
+		d := jinja.NewDict()
+		d.Set("role", role)
+		d.Set("content", content)
+		return d
+	}
+	c.systemRole = strings.Contains(try(msg("system", probeSystem), msg("user", probeUser)), probeSystem)
+	if !strings.Contains(try(msg("user", probeUser)), probeUser) {
+		part := jinja.NewDict()
+		part.Set("type", "text")
+		part.Set("text", probeUser)
+		c.typedContent = strings.Contains(try(msg("user", jinja.NewList(part))), probeUser)
+	}
+	if c.nativeTools {
+		renders := func(args any) bool {
+			for _, content := range []any{"", nil} {
+				fn := jinja.NewDict()
+				fn.Set("name", "vkllm_probe_tool")
+				fn.Set("arguments", args)
+				call := jinja.NewDict()
+				call.Set("id", "call00001")
+				call.Set("type", "function")
+				call.Set("function", fn)
+				a := msg("assistant", content)
+				a.Set("tool_calls", jinja.NewList(call))
+				out := try(msg("user", probeUser), a)
+				if strings.Contains(out, `"`+probeArg+`":`) || strings.Contains(out, `'`+probeArg+`':`) {
+					return true
+				}
+			}
+			return false
+		}
+		obj := jinja.NewDict()
+		obj.Set(probeArg, "x")
+		c.objectArguments = !renders(`{"`+probeArg+`": "x"}`) && renders(obj)
+	}
+	return c
 }
 
 // renderInput is what a template renders.
 type renderInput struct {
 	messages []message
 	tools    []tool
+	// toolsValue is the request's tools array as the client sent it (key
+	// order kept); nil builds it from tools.
+	toolsValue any
+	// kwargs are the request's chat_template_kwargs: extra template
+	// variables, overriding the others.
+	kwargs   *jinja.Dict
 	bos, eos string
 	now      time.Time
+	// maxOutput bounds the rendered text (0: the engine's default).
+	maxOutput int
 }
+
+// templateError is a render failure: raised is set when the template
+// itself refused the conversation with raise_exception.
+type templateError struct {
+	msg    string
+	raised bool
+}
+
+func (e *templateError) Error() string { return e.msg }
 
 // render returns the prompt text with the generation prompt for the
 // assistant appended.
 func (t *chatTemplate) render(in renderInput) (string, error) {
 	msgs := in.messages
-	if len(in.tools) > 0 && !t.nativeTools {
-		msgs = withToolSystem(msgs, toolSystemPrompt(in.tools, t.format))
+	if t.jinja == nil {
+		if len(in.tools) > 0 {
+			msgs = withToolSystem(msgs, toolSystemPrompt(in.tools, t.format))
+		}
+		return renderNamed(t.name, msgs, t.format, in.bos, in.eos), nil
 	}
-	if t.jinja != nil {
-		if !strings.Contains(t.source, "tool_calls") && hasToolUse(msgs) {
-			// The template cannot show earlier calls: write them as text.
-			msgs = polyfillTools(msgs, t.format)
-		}
-		out, err := t.renderJinja(in, msgs)
-		if err == nil {
-			return out, nil
-		}
-		// Templates without a system role (Gemma) or without tool messages
-		// raise; retry as llama.cpp's polyfills do: the system text folded
-		// into the first user message, then also tool calls written into
-		// the assistant's content and tool results sent as user messages.
-		if hasSystem(msgs) {
-			if out2, err2 := t.renderJinja(in, foldSystem(msgs)); err2 == nil {
-				return out2, nil
-			}
+	if !t.caps.nativeTools {
+		// A template that knows nothing of tools gets vkllm's tool prompt
+		// and earlier calls and results as text.
+		if len(in.tools) > 0 {
+			msgs = withToolSystem(msgs, toolSystemPrompt(in.tools, t.format))
 		}
 		if hasToolUse(msgs) {
-			if out2, err2 := t.renderJinja(in, foldSystemIf(polyfillTools(msgs, t.format))); err2 == nil {
-				return out2, nil
-			}
+			msgs = polyfillTools(msgs, t.format)
 		}
-		return out, err
 	}
-	return renderNamed(t.name, msgs, t.format, in.bos, in.eos), nil
+	if !t.caps.systemRole && hasSystem(msgs) {
+		msgs = foldSystem(msgs, "\n")
+	}
+	vars := map[string]any{
+		"messages":              t.messagesValue(msgs),
+		"add_generation_prompt": true,
+		"bos_token":             in.bos,
+		"eos_token":             in.eos,
+		"date_string":           jinja.Strftime(in.now, "%d %b %Y"),
+	}
+	if t.caps.thinking {
+		vars["enable_thinking"] = true
+	}
+	if len(in.tools) > 0 {
+		tv := in.toolsValue
+		if tv == nil {
+			tv = toolsValue(in.tools)
+		}
+		vars["tools"] = tv
+	}
+	if in.kwargs != nil {
+		for _, k := range in.kwargs.Keys() {
+			v, _ := in.kwargs.Get(k)
+			vars[k.(string)] = v
+		}
+	}
+	out, err := t.jinja.Render(vars, jinja.Options{Now: in.now, MaxOutput: in.maxOutput})
+	if err != nil {
+		var re *jinja.RaiseError
+		if errors.As(err, &re) {
+			return "", &templateError{msg: "the chat template raised an error: " + re.Msg, raised: true}
+		}
+		return "", &templateError{msg: "rendering the chat template: " + err.Error()}
+	}
+	return out, nil
+}
+
+// messagesValue converts the conversation as the reference passes it to
+// templates: null content as "", tool-call arguments as JSON text or as
+// objects (caps.objectArguments), content as typed parts when required.
+func (t *chatTemplate) messagesValue(msgs []message) *jinja.List {
+	l := &jinja.List{Items: make([]any, len(msgs))}
+	for i, m := range msgs {
+		o := jinja.NewDict()
+		o.Set("role", m.role)
+		if t.caps.typedContent {
+			part := jinja.NewDict()
+			part.Set("type", "text")
+			part.Set("text", m.content)
+			o.Set("content", jinja.NewList(part))
+		} else {
+			o.Set("content", m.content)
+		}
+		if m.reasoning != "" {
+			o.Set("reasoning_content", m.reasoning)
+		}
+		if len(m.toolCalls) > 0 {
+			calls := jinja.NewList()
+			for _, c := range m.toolCalls {
+				var args any = c.arguments
+				if t.caps.objectArguments {
+					if v, err := jinja.ParseJSON([]byte(c.arguments)); err == nil {
+						args = v
+					}
+				}
+				fn := jinja.NewDict()
+				fn.Set("name", c.name)
+				fn.Set("arguments", args)
+				call := jinja.NewDict()
+				if c.id != "" {
+					call.Set("id", c.id)
+				}
+				call.Set("type", "function")
+				call.Set("function", fn)
+				calls.Items = append(calls.Items, call)
+			}
+			o.Set("tool_calls", calls)
+		}
+		if m.toolCallID != "" {
+			o.Set("tool_call_id", m.toolCallID)
+		}
+		if m.name != "" {
+			o.Set("name", m.name)
+		}
+		l.Items[i] = o
+	}
+	return l
+}
+
+// toolsValue builds the tools array from decoded tools (parameter keys
+// sorted: the client's order is lost).
+func toolsValue(tools []tool) any {
+	l := jinja.NewList()
+	for _, t := range tools {
+		fn := jinja.NewDict()
+		fn.Set("name", t.name)
+		fn.Set("description", t.description)
+		var params any
+		if t.parameters != nil {
+			params, _ = jinja.FromGo(toPlain(t.parameters))
+		}
+		if params == nil {
+			d := jinja.NewDict()
+			d.Set("type", "object")
+			d.Set("properties", jinja.NewDict())
+			params = d
+		}
+		fn.Set("parameters", params)
+		w := jinja.NewDict()
+		w.Set("type", "function")
+		w.Set("function", fn)
+		l.Items = append(l.Items, w)
+	}
+	return l
 }
 
 func hasToolUse(msgs []message) bool {
@@ -189,18 +315,22 @@ func hasToolUse(msgs []message) bool {
 }
 
 // polyfillTools rewrites tool use for templates that know only user and
-// assistant: calls become assistant text, results become user messages.
+// assistant: calls become assistant text, results become user messages
+// (merged with a neighbouring user message, so roles still alternate).
 func polyfillTools(msgs []message, f grammar.ToolFormat) []message {
 	out := make([]message, 0, len(msgs))
 	for _, m := range msgs {
 		switch {
-		case m.role == "tool":
-			text := prefixTool(m) + m.content
+		case m.role == "tool" || m.role == "user":
+			text := m.content
+			if m.role == "tool" {
+				text = prefixTool(m) + m.content
+			}
 			if n := len(out); n > 0 && out[n-1].role == "user" {
 				out[n-1].content += "\n" + text
 				continue
 			}
-			out = append(out, message{role: "user", content: text})
+			out = append(out, message{role: "user", content: text, name: m.name})
 		case len(m.toolCalls) > 0:
 			c := formatToolCalls(m.toolCalls, f)
 			if m.content != "" {
@@ -223,8 +353,10 @@ func hasSystem(msgs []message) bool {
 	return false
 }
 
-// foldSystem merges system messages into the first user message.
-func foldSystem(msgs []message) []message {
+// foldSystem merges system messages into the first user message, sep
+// between them (the reference uses one newline for Jinja templates without
+// a system role).
+func foldSystem(msgs []message, sep string) []message {
 	var sys []string
 	var out []message
 	for _, m := range msgs {
@@ -236,11 +368,15 @@ func foldSystem(msgs []message) []message {
 	}
 	for i := range out {
 		if out[i].role == "user" {
-			out[i].content = strings.Join(sys, "\n\n") + "\n\n" + out[i].content
+			if out[i].content == "" {
+				out[i].content = strings.Join(sys, sep)
+			} else {
+				out[i].content = strings.Join(sys, sep) + sep + out[i].content
+			}
 			return out
 		}
 	}
-	return append([]message{{role: "user", content: strings.Join(sys, "\n\n")}}, out...)
+	return append([]message{{role: "user", content: strings.Join(sys, sep)}}, out...)
 }
 
 func withToolSystem(msgs []message, text string) []message {
@@ -255,65 +391,6 @@ func withToolSystem(msgs []message, text string) []message {
 	return append(out, msgs...)
 }
 
-func (t *chatTemplate) renderJinja(in renderInput, msgs []message) (string, error) {
-	jm := make([]any, len(msgs))
-	for i, m := range msgs {
-		o := map[string]any{"role": m.role}
-		if m.null {
-			o["content"] = nil
-		} else {
-			o["content"] = m.content
-		}
-		if m.name != "" {
-			o["name"] = m.name
-		}
-		if m.toolCallID != "" {
-			o["tool_call_id"] = m.toolCallID
-		}
-		if len(m.toolCalls) > 0 {
-			calls := make([]any, len(m.toolCalls))
-			for j, c := range m.toolCalls {
-				var args any = c.arguments
-				var parsed map[string]any
-				if json.Unmarshal([]byte(c.arguments), &parsed) == nil {
-					args = parsed
-				}
-				calls[j] = map[string]any{"id": c.id, "type": "function",
-					"function": map[string]any{"name": c.name, "arguments": args}}
-			}
-			o["tool_calls"] = calls
-		}
-		jm[i] = o
-	}
-	data := map[string]any{
-		"messages":              jm,
-		"add_generation_prompt": true,
-		"bos_token":             in.bos,
-		"eos_token":             in.eos,
-		"raise_exception": func(msg string) (string, error) {
-			return "", fmt.Errorf("template raised: %s", msg)
-		},
-		"strftime_now": func(f string) string { return strftime(in.now, f) },
-	}
-	if len(in.tools) > 0 {
-		data["tools"] = toolsJSON(in.tools)
-	}
-	out, err := t.jinja.ExecuteToString(exec.NewContext(data))
-	if err != nil {
-		return "", fmt.Errorf("rendering the chat template: %v", lastLine(err.Error()))
-	}
-	return out, nil
-}
-
-func lastLine(s string) string {
-	if i := strings.LastIndex(s, ": "); i >= 0 && strings.Contains(s, "raised") {
-		if j := strings.Index(s, "template raised"); j >= 0 {
-			return s[j:]
-		}
-	}
-	return s
-}
-
 func toolsJSON(tools []tool) []any {
 	out := make([]any, len(tools))
 	for i, t := range tools {
@@ -326,14 +403,6 @@ func toolsJSON(tools []tool) []any {
 		out[i] = map[string]any{"type": "function", "function": f}
 	}
 	return out
-}
-
-// strftime implements the directives chat templates use.
-func strftime(t time.Time, f string) string {
-	r := strings.NewReplacer("%d", t.Format("02"), "%b", t.Format("Jan"), "%B", t.Format("January"),
-		"%Y", t.Format("2006"), "%m", t.Format("01"), "%H", t.Format("15"), "%M", t.Format("04"),
-		"%S", t.Format("05"), "%y", t.Format("06"), "%a", t.Format("Mon"), "%A", t.Format("Monday"), "%%", "%")
-	return r.Replace(f)
 }
 
 // toolSystemPrompt is the generic presentation of tools for templates
@@ -546,7 +615,7 @@ func splitSystem(msgs []message) (string, []message) {
 
 func foldSystemIf(msgs []message) []message {
 	if hasSystem(msgs) {
-		return foldSystem(msgs)
+		return foldSystem(msgs, "\n\n")
 	}
 	return msgs
 }

@@ -27,10 +27,19 @@ func toolConversation() renderInput {
 	}
 }
 
+// TestFixtureTemplates loads every fixture template and renders a system +
+// user + assistant-with-tool-call + tool-result conversation: each renders
+// (keeping the user's text) or fails as the reference does, with the line
+// and column of the failure. TestExpectedPrompts checks the exact texts.
 func TestFixtureTemplates(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(fixtures.Dir(t, "templates"), "*.jinja"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no templates in the fixtures: %v", err)
+	}
+	// Templates the reference cannot render at all: the error they give.
+	wantErr := map[string]string{
+		// It reads the variables functions and datetime, which no server sets.
+		"fireworks-ai-llama-3-firefunction-v2.jinja": "line 21, column 60: 'functions' is undefined",
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -43,18 +52,17 @@ func TestFixtureTemplates(t *testing.T) {
 				t.Fatalf("newChatTemplate(jinja, %s) = %v", filepath.Base(f), err)
 			}
 			out, err := tmpl.render(toolConversation())
+			if want, ok := wantErr[filepath.Base(f)]; ok {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("render(%s) = %q, %v, want an error saying %q", filepath.Base(f), out, err, want)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatalf("render(%s) = %v", filepath.Base(f), err)
 			}
-			// Some templates (DeepSeek R1, Phi 3.5) drop system or tool
-			// messages by design; every one keeps the user's text.
-			for _, want := range []string{"USER-TEXT"} {
-				if !strings.Contains(out, want) {
-					t.Errorf("render(%s) = %q, want it to contain %q", filepath.Base(f), out, want)
-				}
-			}
-			if !strings.Contains(out, "get_weather") {
-				t.Errorf("render(%s) = %q, want the tool name get_weather", filepath.Base(f), out)
+			if !strings.Contains(out, "USER-TEXT") {
+				t.Errorf("render(%s) = %q, want it to contain USER-TEXT", filepath.Base(f), out)
 			}
 		})
 	}

@@ -1,0 +1,575 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/vkllm/vkllm/sampling/grammar"
+)
+
+// toolFamily is how a model family writes tool calls in its output, as
+// its chat template shows them. Parsing tries the family's own format
+// first and then the formats parseToolCalls knows.
+type toolFamily int
+
+const (
+	familyGeneric      toolFamily = iota // {"tool_call": {...}} (vkllm's own prompt)
+	familyHermes                         // Hermes 2/3, Qwen 2.5/3: <tool_call>{json}</tool_call>
+	familyQwen3Coder                     // <tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>
+	familyLlama3                         // Llama 3.x: {"name", "parameters"}, <|python_tag|>
+	familyMistral                        // [TOOL_CALLS][{...}] or [TOOL_CALLS]NAME[ARGS]{...}
+	familyDeepSeek                       // DeepSeek R1/V3/V3.1: <｜tool▁calls▁begin｜>...
+	familyHarmony                        // gpt-oss: <|channel|>commentary to=functions.NAME ... <|message|>{...}<|call|>
+	familyGLM                            // GLM 4.5+: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>
+	familyKimi                           // Kimi K2: <|tool_call_begin|>functions.NAME:i<|tool_call_argument_begin|>{...}<|tool_call_end|>
+	familyFunctionary                    // Functionary v3.1: <function=NAME>{...}</function>
+	familyCommandR7B                     // Command R7B: <|START_ACTION|>[{"tool_name", "parameters"}]<|END_ACTION|>
+	familyFirefunction                   // Firefunction v2: functools[{...}]
+)
+
+// String names the family.
+func (f toolFamily) String() string {
+	return [...]string{"generic", "hermes", "qwen3-coder", "llama3", "mistral", "deepseek", "gpt-oss",
+		"glm", "kimi", "functionary", "command-r7b", "firefunction"}[f]
+}
+
+// detectToolFamily reads the tool-call format from a template's source.
+func detectToolFamily(src string) toolFamily {
+	has := func(s ...string) bool {
+		for _, x := range s {
+			if !strings.Contains(src, x) {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case has("<|tool_calls_section_begin|>"):
+		return familyKimi
+	case has("tool▁calls▁begin"):
+		return familyDeepSeek
+	case has("<|channel|>"), has("to=functions."):
+		return familyHarmony
+	case has("<arg_key>"):
+		return familyGLM
+	case has("<tool_call>", "<function="):
+		return familyQwen3Coder
+	case has("<tool_call>"):
+		return familyHermes
+	case has("[TOOL_CALLS]"):
+		return familyMistral
+	case has("<|START_ACTION|>"):
+		return familyCommandR7B
+	case has("functools["):
+		return familyFirefunction
+	case has("<function="):
+		return familyFunctionary
+	case has("<|python_tag|>"), has("ipython"):
+		return familyLlama3
+	}
+	return familyGeneric
+}
+
+// grammarFormat is the grammar format that constrains the family's calls;
+// families the grammar cannot write use the generic JSON form when a call
+// is required, and are left unconstrained under "auto" (see
+// constrainsAuto).
+func (f toolFamily) grammarFormat() grammar.ToolFormat {
+	switch f {
+	case familyHermes:
+		return grammar.ToolFormatHermes
+	case familyLlama3:
+		return grammar.ToolFormatLlama3
+	case familyMistral:
+		return grammar.ToolFormatMistral
+	}
+	return grammar.ToolFormatGeneric
+}
+
+// constrainsAuto reports whether tool_choice "auto" constrains calls with
+// the grammar from its trigger on: only where the grammar writes the
+// family's own format, or the family is vkllm's generic one.
+func (f toolFamily) constrainsAuto() bool {
+	switch f {
+	case familyHermes, familyLlama3, familyMistral, familyGeneric:
+		return true
+	}
+	return false
+}
+
+// triggers are the texts that start a call in the family's output.
+func (f toolFamily) triggers() []string {
+	switch f {
+	case familyHermes, familyQwen3Coder, familyGLM:
+		return []string{"<tool_call>"}
+	case familyMistral:
+		return []string{"[TOOL_CALLS]"}
+	case familyDeepSeek:
+		return []string{"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>"}
+	case familyHarmony:
+		return []string{"<|channel|>commentary to=functions.", "<|start|>assistant<|channel|>commentary to=", " to=functions."}
+	case familyKimi:
+		return []string{"<|tool_calls_section_begin|>", "<|tool_call_begin|>"}
+	case familyFunctionary:
+		return []string{"<function=", "<|python_tag|>"}
+	case familyCommandR7B:
+		return []string{"<|START_ACTION|>", "<|START_THINKING|>"}
+	case familyFirefunction:
+		return []string{"functools["}
+	case familyLlama3:
+		return []string{"<|python_tag|>", "{"}
+	}
+	return nil
+}
+
+// mayStart reports whether text (the output so far) is or may become the
+// start of a tool call, so streaming holds it back.
+func (f toolFamily) mayStart(text string) bool {
+	if mayStartToolCall(text) {
+		return true
+	}
+	t := strings.TrimLeft(text, " \t\r\n")
+	for _, p := range f.triggers() {
+		if strings.HasPrefix(t, p) || strings.HasPrefix(p, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// parse extracts tool calls from generated text in the family's format,
+// falling back to the formats parseToolCalls knows. It returns the text
+// before the calls (reasoning markup of the family removed) and the calls.
+func (f toolFamily) parse(text string, known []tool) (string, []toolCall) {
+	isKnown := func(name string) bool {
+		for _, t := range known {
+			if t.name == name {
+				return true
+			}
+		}
+		return false
+	}
+	var prefix string
+	var calls []toolCall
+	ok := false
+	switch f {
+	case familyDeepSeek:
+		prefix, calls, ok = parseDeepSeek(text)
+	case familyHarmony:
+		prefix, calls, ok = parseHarmony(text)
+	case familyGLM:
+		prefix, calls, ok = parseGLM(text)
+	case familyQwen3Coder:
+		prefix, calls, ok = parseQwen3Coder(text)
+	case familyKimi:
+		prefix, calls, ok = parseKimi(text)
+	case familyFunctionary:
+		prefix, calls, ok = parseFunctionary(text)
+	case familyCommandR7B:
+		prefix, calls, ok = parseCommandR7B(text)
+	case familyFirefunction:
+		if i := strings.Index(text, "functools["); i >= 0 {
+			_, calls = parseToolCalls("[TOOL_CALLS]"+text[i+len("functools"):], known)
+			prefix, ok = strings.TrimSpace(text[:i]), len(calls) > 0
+		}
+	case familyMistral:
+		prefix, calls, ok = parseMistralArgs(text)
+	}
+	if ok {
+		for _, c := range calls {
+			if !isKnown(c.name) {
+				return text, nil
+			}
+		}
+		return prefix, calls
+	}
+	return parseToolCalls(text, known)
+}
+
+// newCall builds a call with compact JSON arguments; args that are not
+// JSON fail.
+func newCall(name, args string) (toolCall, bool) {
+	args = strings.TrimSpace(args)
+	if args == "" {
+		args = "{}"
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, []byte(args)) != nil {
+		return toolCall{}, false
+	}
+	return toolCall{id: newCallID(), name: strings.TrimSpace(name), arguments: buf.String()}, true
+}
+
+// cut returns what lies between open and close in s after from, and the
+// offset after close (the end of s when close is missing).
+func between(s, open, close string) (string, int, bool) {
+	i := strings.Index(s, open)
+	if i < 0 {
+		return "", 0, false
+	}
+	rest := s[i+len(open):]
+	j := strings.Index(rest, close)
+	if j < 0 {
+		return rest, len(s), true
+	}
+	return rest[:j], i + len(open) + j + len(close), true
+}
+
+func parseDeepSeek(text string) (string, []toolCall, bool) {
+	start := strings.Index(text, "<｜tool▁calls▁begin｜>")
+	if start < 0 {
+		start = strings.Index(text, "<｜tool▁call▁begin｜>")
+	}
+	if start < 0 {
+		return "", nil, false
+	}
+	var calls []toolCall
+	rest := text[start:]
+	for {
+		body, end, ok := between(rest, "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>")
+		if !ok {
+			break
+		}
+		rest = rest[end:]
+		head, args, found := strings.Cut(body, "<｜tool▁sep｜>")
+		if !found {
+			return "", nil, false
+		}
+		name := head
+		if strings.TrimSpace(head) == "function" { // R1/V3: function<sep>NAME\n```json\nARGS\n```
+			name, args, _ = strings.Cut(args, "\n")
+			args = strings.TrimSpace(args)
+			args = strings.TrimPrefix(args, "```json")
+			args = strings.TrimSuffix(strings.TrimSpace(args), "```")
+		}
+		c, ok := newCall(name, args)
+		if !ok {
+			return "", nil, false
+		}
+		calls = append(calls, c)
+	}
+	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+}
+
+func parseHarmony(text string) (string, []toolCall, bool) {
+	var calls []toolCall
+	first := -1
+	rest := text
+	off := 0
+	for {
+		i := strings.Index(rest, "to=functions.")
+		if i < 0 {
+			break
+		}
+		if first < 0 {
+			first = off + i
+			if j := strings.LastIndex(text[:first], "<|start|>"); j >= 0 {
+				first = j
+			} else if j := strings.LastIndex(text[:first], "<|channel|>"); j >= 0 {
+				first = j
+			}
+		}
+		after := rest[i+len("to=functions."):]
+		n := strings.IndexAny(after, " <")
+		if n < 0 {
+			return "", nil, false
+		}
+		name := after[:n]
+		body, end, ok := between(after, "<|message|>", "<|call|>")
+		if !ok {
+			return "", nil, false
+		}
+		c, ok := newCall(name, body)
+		if !ok {
+			return "", nil, false
+		}
+		calls = append(calls, c)
+		consumed := i + len("to=functions.") + end
+		off += consumed
+		rest = rest[consumed:]
+	}
+	if len(calls) == 0 {
+		return "", nil, false
+	}
+	prefix := text[:first]
+	// The final channel's text, when the analysis channel came first.
+	if _, m, ok := strings.Cut(prefix, "<|channel|>final<|message|>"); ok {
+		prefix = m
+	} else if strings.Contains(prefix, "<|channel|>analysis") {
+		prefix = ""
+	}
+	return strings.TrimSpace(prefix), calls, true
+}
+
+// argValue turns a GLM/Qwen3-Coder argument value into JSON: JSON values
+// as they are, other text as a string.
+func argValue(v string) json.RawMessage {
+	v = strings.TrimSpace(v)
+	if json.Valid([]byte(v)) {
+		return json.RawMessage(v)
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// objectJSON writes keys and values as a JSON object in the given order.
+func objectJSON(keys []string, vals []json.RawMessage) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(appendJSONString(nil, k))
+		b.WriteByte(':')
+		b.Write(vals[i])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+func parseGLM(text string) (string, []toolCall, bool) {
+	start := strings.Index(text, "<tool_call>")
+	if start < 0 {
+		return "", nil, false
+	}
+	var calls []toolCall
+	rest := text[start:]
+	for {
+		body, end, ok := between(rest, "<tool_call>", "</tool_call>")
+		if !ok {
+			break
+		}
+		rest = rest[end:]
+		name, args, _ := strings.Cut(body, "<arg_key>")
+		name = strings.TrimSpace(name)
+		if strings.HasPrefix(name, "{") {
+			return "", nil, false // Hermes JSON inside: leave it to parseToolCalls
+		}
+		var keys []string
+		var vals []json.RawMessage
+		args = "<arg_key>" + args
+		for {
+			k, e1, ok := between(args, "<arg_key>", "</arg_key>")
+			if !ok || e1 == len(args) && !strings.Contains(args, "</arg_key>") {
+				break
+			}
+			args = args[e1:]
+			v, e2, ok := between(args, "<arg_value>", "</arg_value>")
+			if !ok {
+				return "", nil, false
+			}
+			args = args[e2:]
+			keys, vals = append(keys, strings.TrimSpace(k)), append(vals, argValue(v))
+		}
+		c, ok := newCall(name, objectJSON(keys, vals))
+		if !ok {
+			return "", nil, false
+		}
+		calls = append(calls, c)
+	}
+	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+}
+
+func parseQwen3Coder(text string) (string, []toolCall, bool) {
+	start := strings.Index(text, "<tool_call>")
+	if start < 0 || !strings.Contains(text[start:], "<function=") {
+		return "", nil, false
+	}
+	var calls []toolCall
+	rest := text[start:]
+	for {
+		i := strings.Index(rest, "<function=")
+		if i < 0 {
+			break
+		}
+		rest = rest[i+len("<function="):]
+		j := strings.IndexByte(rest, '>')
+		if j < 0 {
+			return "", nil, false
+		}
+		name := rest[:j]
+		body := rest[j+1:]
+		if k := strings.Index(body, "</function>"); k >= 0 {
+			body, rest = body[:k], body[k+len("</function>"):]
+		} else {
+			rest = ""
+		}
+		var keys []string
+		var vals []json.RawMessage
+		for {
+			p := strings.Index(body, "<parameter=")
+			if p < 0 {
+				break
+			}
+			body = body[p+len("<parameter="):]
+			q := strings.IndexByte(body, '>')
+			if q < 0 {
+				return "", nil, false
+			}
+			key := body[:q]
+			body = body[q+1:]
+			val := body
+			if e := strings.Index(body, "</parameter>"); e >= 0 {
+				val, body = body[:e], body[e+len("</parameter>"):]
+			} else {
+				body = ""
+			}
+			val = strings.TrimPrefix(strings.TrimSuffix(val, "\n"), "\n")
+			keys, vals = append(keys, key), append(vals, argValue(val))
+		}
+		c, ok := newCall(name, objectJSON(keys, vals))
+		if !ok {
+			return "", nil, false
+		}
+		calls = append(calls, c)
+	}
+	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+}
+
+func parseKimi(text string) (string, []toolCall, bool) {
+	start := strings.Index(text, "<|tool_calls_section_begin|>")
+	if start < 0 {
+		start = strings.Index(text, "<|tool_call_begin|>")
+	}
+	if start < 0 {
+		return "", nil, false
+	}
+	var calls []toolCall
+	rest := text[start:]
+	for {
+		body, end, ok := between(rest, "<|tool_call_begin|>", "<|tool_call_end|>")
+		if !ok {
+			break
+		}
+		rest = rest[end:]
+		id, args, found := strings.Cut(body, "<|tool_call_argument_begin|>")
+		if !found {
+			return "", nil, false
+		}
+		name := strings.TrimSpace(id)
+		name = strings.TrimPrefix(name, "functions.")
+		if k := strings.LastIndexByte(name, ':'); k >= 0 {
+			name = name[:k]
+		}
+		c, ok := newCall(name, args)
+		if !ok {
+			return "", nil, false
+		}
+		calls = append(calls, c)
+	}
+	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+}
+
+func parseFunctionary(text string) (string, []toolCall, bool) {
+	start := strings.Index(text, "<function=")
+	if start < 0 {
+		return "", nil, false
+	}
+	var calls []toolCall
+	rest := text[start:]
+	for {
+		i := strings.Index(rest, "<function=")
+		if i < 0 {
+			break
+		}
+		rest = rest[i+len("<function="):]
+		j := strings.IndexByte(rest, '>')
+		if j < 0 {
+			return "", nil, false
+		}
+		name, body := rest[:j], rest[j+1:]
+		if k := strings.Index(body, "</function>"); k >= 0 {
+			body, rest = body[:k], body[k+len("</function>"):]
+		} else {
+			rest = ""
+		}
+		c, ok := newCall(name, body)
+		if !ok {
+			return "", nil, false
+		}
+		calls = append(calls, c)
+	}
+	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+}
+
+func parseCommandR7B(text string) (string, []toolCall, bool) {
+	body, _, ok := between(text, "<|START_ACTION|>", "<|END_ACTION|>")
+	if !ok {
+		return "", nil, false
+	}
+	var items []struct {
+		ToolName   string          `json:"tool_name"`
+		Parameters json.RawMessage `json:"parameters"`
+	}
+	if json.Unmarshal([]byte(strings.TrimSpace(body)), &items) != nil || len(items) == 0 {
+		return "", nil, false
+	}
+	var calls []toolCall
+	for _, it := range items {
+		c, ok := newCall(it.ToolName, string(it.Parameters))
+		if !ok || c.name == "" {
+			return "", nil, false
+		}
+		calls = append(calls, c)
+	}
+	prefix := text[:strings.Index(text, "<|START_ACTION|>")]
+	if _, after, found := strings.Cut(prefix, "<|END_THINKING|>"); found {
+		prefix = after
+	} else if strings.Contains(prefix, "<|START_THINKING|>") {
+		prefix = ""
+	}
+	return strings.TrimSpace(prefix), calls, true
+}
+
+// parseMistralArgs reads Mistral Small 3.2 / Magistral calls,
+// [TOOL_CALLS]NAME[ARGS]{...}; the JSON-array form goes to parseToolCalls.
+func parseMistralArgs(text string) (string, []toolCall, bool) {
+	start := strings.Index(text, "[TOOL_CALLS]")
+	if start < 0 || !strings.Contains(text[start:], "[ARGS]") {
+		return "", nil, false
+	}
+	var calls []toolCall
+	rest := text[start:]
+	for {
+		i := strings.Index(rest, "[TOOL_CALLS]")
+		if i < 0 {
+			break
+		}
+		rest = rest[i+len("[TOOL_CALLS]"):]
+		name, after, ok := strings.Cut(rest, "[ARGS]")
+		if !ok {
+			return "", nil, false
+		}
+		dec := json.NewDecoder(strings.NewReader(after))
+		var raw json.RawMessage
+		if dec.Decode(&raw) != nil {
+			return "", nil, false
+		}
+		c, ok := newCall(name, string(raw))
+		if !ok {
+			return "", nil, false
+		}
+		calls = append(calls, c)
+		rest = after[dec.InputOffset():]
+	}
+	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+}
+
+// isToolMarkupToken reports whether a control token's text marks tool
+// calls in some family, so that requests with tools render it in the
+// output for the parser (llama.cpp's preserved tokens).
+func isToolMarkupToken(txt string) bool {
+	switch txt {
+	case "[TOOL_CALLS]", "[ARGS]", "<|python_tag|>", "<tool_call>", "</tool_call>",
+		"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>",
+		"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+		"<|tool_call_argument_begin|>", "<|tool_call_end|>",
+		"<|START_ACTION|>", "<|END_ACTION|>", "<|START_THINKING|>", "<|END_THINKING|>",
+		"<|channel|>", "<|message|>", "<|call|>", "<|constrain|>", "<|start|>",
+		"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>":
+		return true
+	}
+	return false
+}
