@@ -1,11 +1,15 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -252,5 +256,64 @@ func TestRouteVariants(t *testing.T) {
 		if r.status != 404 || errorOf(t, r.body)["type"] != "not_found_error" {
 			t.Errorf("%s %s = %d %s, want 404 not_found_error", c.method, c.path, r.status, r.body)
 		}
+	}
+}
+
+// nanLogprobs is a backend whose log-probabilities are NaN, which JSON
+// cannot carry.
+type nanLogprobs struct{ *fakeBackend }
+
+func (n nanLogprobs) Generate(ctx context.Context, req *GenerateRequest, emit func(*Event) error) error {
+	return n.fakeBackend.Generate(ctx, req, func(ev *Event) error {
+		ev.Logprob = float32(math.NaN())
+		return emit(ev)
+	})
+}
+
+// TestStreamChunkEncodeError checks that a chunk json.Marshal refuses (a
+// NaN logprob) ends the stream with an error event, never a "data: "
+// frame without data.
+func TestStreamChunkEncodeError(t *testing.T) {
+	ts := newReadyServer(t, nanLogprobs{newFake()}, Config{})
+	for _, body := range []string{
+		`{"prompt":"x","max_tokens":3,"stream":true,"logprobs":1}`,
+		`{"messages":[{"role":"user","content":"x"}],"max_tokens":3,"stream":true,"logprobs":true}`,
+	} {
+		path := "/v1/completions"
+		if strings.Contains(body, "messages") {
+			path = "/v1/chat/completions"
+		}
+		r := ts.post(path, body)
+		evs := parseSSE(t, r.body)
+		for _, ev := range evs {
+			if ev.event == "" && ev.data == "" {
+				t.Errorf("POST %s %s: stream %q has a frame without data", path, body, r.body)
+			}
+		}
+		if last := evs[len(evs)-1]; last.event != "error" || errorOf(t, []byte(last.data))["code"] != 500.0 {
+			t.Errorf("POST %s %s: stream ends %+v, want an error event with code 500", path, body, last)
+		}
+	}
+}
+
+// TestSSEWriterJSON checks sseWriter.json, the call the stream paths use
+// for encoded chunks: a value JSON cannot carry ends the stream with an
+// error event naming the cause, and nothing is written after it.
+func TestSSEWriterJSON(t *testing.T) {
+	var buf bytes.Buffer
+	s := newSSEWriter(bufio.NewWriter(&buf))
+	if err := s.json(map[string]float64{"a": 1}); err != nil || buf.String() != "data: {\"a\":1}\n\n" {
+		t.Fatalf("json({a:1}) = %v, wire %q", err, buf.String())
+	}
+	buf.Reset()
+	if err := s.json(map[string]float64{"a": math.NaN()}); !errors.Is(err, errEncode) {
+		t.Errorf("json(NaN) = %v, want errEncode", err)
+	}
+	if got := buf.String(); !strings.HasPrefix(got, "event: error\ndata: ") || !strings.Contains(got, "NaN") || !strings.Contains(got, `"code":500`) {
+		t.Errorf("json(NaN) wrote %q, want an error event with code 500 naming NaN", got)
+	}
+	buf.Reset()
+	if err := s.done(); err == nil || buf.Len() != 0 {
+		t.Errorf("done after an encoding error = %v and %q, want the error and nothing written", err, buf.String())
 	}
 }
