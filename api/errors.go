@@ -37,10 +37,12 @@ func badRequest(param, format string, args ...any) *Error {
 // errorType returns the error type string of API-NOTES.md for status.
 func errorType(status int) string {
 	switch status {
-	case 400, 413:
+	case 400, 408, 413, 415, 431:
 		return "invalid_request_error"
 	case 401:
 		return "authentication_error"
+	case 403:
+		return "permission_error"
 	case 404:
 		return "not_found_error"
 	case 422:

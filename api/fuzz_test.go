@@ -46,6 +46,7 @@ func FuzzServe(f *testing.F) {
 		path := fuzzRoutes[int(route)%len(fuzzRoutes)]
 		var ctx fasthttp.RequestCtx
 		ctx.Request.Header.SetMethod("POST")
+		ctx.Request.Header.SetContentType("application/json")
 		ctx.Request.SetRequestURI(path)
 		ctx.Request.SetBody(body)
 		h(&ctx)

@@ -1,9 +1,19 @@
 package api
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -58,5 +68,252 @@ func TestUnsatisfiableGrammarRequests(t *testing.T) {
 	evs := parseSSE(t, r.body)
 	if last := evs[len(evs)-1]; last.event != "error" || errorOf(t, []byte(last.data))["code"] != 422.0 {
 		t.Errorf("streamed completion with a grammar that dead-ends ends %+v, want an error event with code 422", last)
+	}
+}
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// rawRequest sends req on a new connection and returns everything the
+// server writes until it closes the connection (after logging).
+func rawRequest(t *testing.T, ts *testServer, req string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(ts.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(c)
+	return string(out)
+}
+
+// TestRequestBytesNeverEchoed checks that a request fasthttp cannot parse
+// is answered and logged without its raw bytes: an API key in it appears
+// in neither the response nor the log.
+func TestRequestBytesNeverEchoed(t *testing.T) {
+	var logs syncBuffer
+	ts := newReadyServer(t, newFake(), Config{APIKey: "SECRET-KEY-123", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for _, req := range []string{
+		"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer SECRET-KEY-123\r\nContent-Length: zz\r\n\r\n",
+		"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer SECRET-KEY-123\r\nno colon here\r\n\r\n",
+		"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer SECRET-KEY-123\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+	} {
+		out := rawRequest(t, ts, req)
+		if !strings.HasPrefix(out, "HTTP/1.1 4") {
+			t.Errorf("malformed request %q answered %.80q, want a 4xx", req, out)
+		}
+		if strings.Contains(out, "SECRET") {
+			t.Errorf("malformed request %q answered with its bytes: %q", req, out)
+		}
+	}
+	if strings.Contains(logs.String(), "SECRET") {
+		t.Errorf("the log holds request bytes:\n%s", logs.String())
+	}
+}
+
+// doHost sends a request with the given Host header and extra headers
+// (pairs); contentType "" sends none.
+func (ts *testServer) doHost(method, path, body, host, contentType string, hdr ...string) response {
+	ts.t.Helper()
+	req, err := http.NewRequest(method, ts.base+path, strings.NewReader(body))
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		ts.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{resp.StatusCode, resp.Header, b}
+}
+
+// TestBrowserGuard drives the server as a web page of another origin
+// would: text/plain bodies (sent without a preflight), a rebound Host name,
+// foreign Origin headers and preflights are refused; listed origins and
+// hosts get through, with CORS headers.
+func TestBrowserGuard(t *testing.T) {
+	const body = `{"prompt":"x","max_tokens":2}`
+	ts := newReadyServer(t, newFake(), Config{})
+	self := strings.TrimPrefix(ts.base, "http://")
+	for _, tc := range []struct {
+		name, method, path, host, ctype string
+		hdr                             []string
+		status                          int
+	}{
+		{"text/plain body", "POST", "/v1/completions", "", "text/plain", nil, 415},
+		{"form body", "POST", "/v1/completions", "", "application/x-www-form-urlencoded", nil, 415},
+		{"no content type", "POST", "/v1/completions", "", "", nil, 415},
+		{"json with charset", "POST", "/v1/completions", "", "application/json; charset=utf-8", nil, 200},
+		{"rebound host", "POST", "/v1/completions", "evil.example:8080", "application/json", nil, 403},
+		{"rebound host, health", "GET", "/health", "evil.example", "", nil, 403},
+		{"localhost", "POST", "/v1/completions", "localhost:1234", "application/json", nil, 200},
+		{"loopback ip", "GET", "/v1/models", "127.0.0.1", "", nil, 200},
+		{"foreign origin", "POST", "/v1/completions", "", "application/json", []string{"Origin", "http://evil.example"}, 403},
+		{"foreign origin get", "GET", "/v1/models", "", "", []string{"Origin", "http://evil.example"}, 403},
+		{"foreign preflight", "OPTIONS", "/v1/completions", "", "", []string{"Origin", "http://evil.example", "Access-Control-Request-Method", "POST"}, 403},
+		{"same origin", "POST", "/v1/completions", "", "application/json", []string{"Origin", "http://" + self}, 200},
+	} {
+		r := ts.doHost(tc.method, tc.path, body, tc.host, tc.ctype, tc.hdr...)
+		if r.status != tc.status {
+			t.Errorf("%s: %s %s = %d %s, want %d", tc.name, tc.method, tc.path, r.status, r.body, tc.status)
+		}
+		if got := r.header.Get("Access-Control-Allow-Origin"); got != "" {
+			t.Errorf("%s: Access-Control-Allow-Origin %q, want none (no --cors-origins)", tc.name, got)
+		}
+		if tc.status >= 400 && errorOf(t, r.body)["message"] == "" {
+			t.Errorf("%s: %d without an error message", tc.name, r.status)
+		}
+	}
+
+	ts = newReadyServer(t, newFake(), Config{CORSOrigins: []string{"http://app.example"}, AllowedHosts: []string{"box.lan"}})
+	r := ts.doHost("OPTIONS", "/v1/chat/completions", "", "", "", "Origin", "http://app.example", "Access-Control-Request-Method", "POST",
+		"Access-Control-Request-Headers", "authorization,content-type")
+	if r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != "http://app.example" ||
+		!strings.Contains(r.header.Get("Access-Control-Allow-Headers"), "Content-Type") {
+		t.Errorf("preflight from a listed origin = %d %v, want 204 with CORS headers", r.status, r.header)
+	}
+	r = ts.doHost("POST", "/v1/completions", body, "box.lan:8080", "application/json", "Origin", "http://app.example")
+	if r.status != 200 || r.header.Get("Access-Control-Allow-Origin") != "http://app.example" {
+		t.Errorf("POST from a listed origin to an allowed host = %d %v %s, want 200 with Access-Control-Allow-Origin", r.status, r.header, r.body)
+	}
+	if r := ts.doHost("POST", "/v1/completions", body, "", "application/json", "Origin", "http://evil.example"); r.status != 403 {
+		t.Errorf("POST from an unlisted origin = %d, want 403", r.status)
+	}
+}
+
+// TestAuthScheme checks the Bearer scheme in any letter case (RFC 7235),
+// wrong keys of every length, and /health open without a key.
+func TestAuthScheme(t *testing.T) {
+	ts := newReadyServer(t, newFake(), Config{APIKey: "sekret"})
+	for _, tc := range []struct {
+		auth   string
+		status int
+	}{
+		{"Bearer sekret", 200}, {"bearer sekret", 200}, {"BEARER sekret", 200},
+		{"Bearer sekre", 401}, {"Bearer sekrets", 401}, {"Bearer ", 401}, {"Basic sekret", 401}, {"sekret", 401}, {"", 401},
+	} {
+		if r := ts.do("GET", "/v1/models", "", "Authorization", tc.auth); r.status != tc.status {
+			t.Errorf("GET /v1/models with Authorization %q = %d, want %d", tc.auth, r.status, tc.status)
+		}
+	}
+	if r := ts.do("GET", "/health", ""); r.status != 200 {
+		t.Errorf("GET /health without a key = %d, want 200 (open)", r.status)
+	}
+}
+
+// TestLargeHeaders checks that headers of some KiB are read, and larger
+// ones answered 431 with a plain message.
+func TestLargeHeaders(t *testing.T) {
+	ts := newReadyServer(t, newFake(), Config{})
+	if r := ts.do("GET", "/v1/models", "", "X-Big", strings.Repeat("a", 8<<10)); r.status != 200 {
+		t.Errorf("GET with an 8 KiB header = %d %s, want 200", r.status, r.body)
+	}
+	r := ts.do("GET", "/v1/models", "", "X-Big", strings.Repeat("a", 64<<10))
+	if r.status != 431 {
+		t.Fatalf("GET with a 64 KiB header = %d %s, want 431", r.status, r.body)
+	}
+	if msg := errorOf(t, r.body)["message"].(string); !strings.Contains(msg, "headers too large") || strings.Contains(msg, "aaaa") {
+		t.Errorf("431 message %q, want a plain message without request bytes", msg)
+	}
+}
+
+// TestRouteVariants checks that trailing-slash and letter-case variants of
+// routes are 404s with the error body, not redirects.
+func TestRouteVariants(t *testing.T) {
+	ts := newReadyServer(t, newFake(), Config{})
+	for _, c := range []struct{ method, path string }{
+		{"POST", "/v1/completions/"}, {"GET", "/v1/models/"}, {"GET", "/V1/Models"}, {"POST", "/v1/Chat/Completions"}, {"GET", "/health/"},
+	} {
+		r := ts.do(c.method, c.path, `{"prompt":"x"}`)
+		if r.status != 404 || errorOf(t, r.body)["type"] != "not_found_error" {
+			t.Errorf("%s %s = %d %s, want 404 not_found_error", c.method, c.path, r.status, r.body)
+		}
+	}
+}
+
+// nanLogprobs is a backend whose log-probabilities are NaN, which JSON
+// cannot carry.
+type nanLogprobs struct{ *fakeBackend }
+
+func (n nanLogprobs) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(int, *Event) error) error {
+	return n.fakeBackend.Generate(ctx, reqs, func(i int, ev *Event) error {
+		ev.Logprob = float32(math.NaN())
+		return emit(i, ev)
+	})
+}
+
+// TestStreamChunkEncodeError checks that a chunk json.Marshal refuses (a
+// NaN logprob) ends the stream with an error event, never a "data: "
+// frame without data.
+func TestStreamChunkEncodeError(t *testing.T) {
+	ts := newReadyServer(t, nanLogprobs{newFake()}, Config{})
+	for _, body := range []string{
+		`{"prompt":"x","max_tokens":3,"stream":true,"logprobs":1}`,
+		`{"messages":[{"role":"user","content":"x"}],"max_tokens":3,"stream":true,"logprobs":true}`,
+	} {
+		path := "/v1/completions"
+		if strings.Contains(body, "messages") {
+			path = "/v1/chat/completions"
+		}
+		r := ts.post(path, body)
+		evs := parseSSE(t, r.body)
+		for _, ev := range evs {
+			if ev.event == "" && ev.data == "" {
+				t.Errorf("POST %s %s: stream %q has a frame without data", path, body, r.body)
+			}
+		}
+		if last := evs[len(evs)-1]; last.event != "error" || errorOf(t, []byte(last.data))["code"] != 500.0 {
+			t.Errorf("POST %s %s: stream ends %+v, want an error event with code 500", path, body, last)
+		}
+	}
+}
+
+// TestSSEWriterJSON checks sseWriter.json, the call the stream paths use
+// for encoded chunks: a value JSON cannot carry ends the stream with an
+// error event naming the cause, and nothing is written after it.
+func TestSSEWriterJSON(t *testing.T) {
+	var buf bytes.Buffer
+	s := newSSEWriter(bufio.NewWriter(&buf))
+	if err := s.json(map[string]float64{"a": 1}); err != nil || buf.String() != "data: {\"a\":1}\n\n" {
+		t.Fatalf("json({a:1}) = %v, wire %q", err, buf.String())
+	}
+	buf.Reset()
+	if err := s.json(map[string]float64{"a": math.NaN()}); !errors.Is(err, errEncode) {
+		t.Errorf("json(NaN) = %v, want errEncode", err)
+	}
+	if got := buf.String(); !strings.HasPrefix(got, "event: error\ndata: ") || !strings.Contains(got, "NaN") || !strings.Contains(got, `"code":500`) {
+		t.Errorf("json(NaN) wrote %q, want an error event with code 500 naming NaN", got)
+	}
+	buf.Reset()
+	if err := s.done(); err == nil || buf.Len() != 0 {
+		t.Errorf("done after an encoding error = %v and %q, want the error and nothing written", err, buf.String())
 	}
 }

@@ -3,7 +3,6 @@ package api
 import (
 	"bufio"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"math"
 	"net"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,8 +22,21 @@ import (
 // Config holds the server settings. The zero value of each field is a safe
 // default.
 type Config struct {
-	// APIKey, when set, is required as "Authorization: Bearer <key>".
+	// APIKey, when set, is required as "Authorization: Bearer <key>" on
+	// every route but /health.
 	APIKey string
+	// AllowedHosts are Host names answered besides the loopback names when
+	// the server listens on a loopback address (then any other Host is a
+	// 403, which defeats DNS rebinding); when set, they are enforced on
+	// any address. "*" allows every Host.
+	AllowedHosts []string
+	// CORSOrigins are the web origins ("https://app.example") that may use
+	// the server from a browser and get CORS headers; "*" allows any.
+	// Requests from other origins, except the server's own, are a 403.
+	CORSOrigins []string
+	// MaxHeaderBytes caps the request line and headers (default 16 KiB);
+	// larger ones are answered 431.
+	MaxHeaderBytes int
 	// ModelAlias is the model id in responses; "" uses ModelInfo.Name.
 	ModelAlias string
 	// ChatTemplate is the template of requests without one; "" means
@@ -64,6 +75,10 @@ type Server struct {
 	state    atomic.Int32
 	progress atomic.Uint64 // float64 bits
 
+	// loopbackOnly says Serve listens on a loopback address, so that
+	// only loopback Host names are answered (set before serving).
+	loopbackOnly bool
+
 	backend Backend // set once by Ready, read after state is ready
 	info    ModelInfo
 	defTmpl *chatTemplate
@@ -95,6 +110,9 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = 16 << 20
 	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = 16 << 10
+	}
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = 60 * time.Second
 	}
@@ -113,25 +131,40 @@ func NewServer(cfg Config) *Server {
 		Handler:            s.Handler(),
 		Name:               "vkllm",
 		MaxRequestBodySize: cfg.MaxRequestBytes,
+		ReadBufferSize:     cfg.MaxHeaderBytes,
 		ReadTimeout:        cfg.ReadTimeout,
 		WriteTimeout:       cfg.WriteTimeout,
 		CloseOnShutdown:    true,
 		Logger:             fasthttpLogger{cfg.Logger},
-		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
-			// Requests fasthttp cannot read get the API's error body too.
-			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-				s.writeError(ctx, errorf(413, "", "request body too large: the limit is %d bytes", cfg.MaxRequestBytes))
-				return
-			}
-			s.writeError(ctx, badRequest("", "cannot read the request: %v", err))
-		},
+		ErrorHandler:       s.readError,
 	}
 	return s
 }
 
+// readError answers a request fasthttp cannot read with the API's error
+// body. fasthttp's errors quote the raw request (API keys included), so
+// neither the answer nor the log carries their text.
+func (s *Server) readError(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		s.writeError(ctx, errorf(413, "", "request body too large: the limit is %d bytes", s.cfg.MaxRequestBytes))
+	case errors.As(err, &small):
+		s.writeError(ctx, errorf(431, "", "request headers too large: the limit is %d bytes", s.cfg.MaxHeaderBytes))
+	case errors.As(err, &netErr) && netErr.Timeout():
+		s.writeError(ctx, errorf(408, "", "timed out reading the request"))
+	default:
+		s.writeError(ctx, badRequest("", "malformed HTTP request"))
+	}
+	s.cfg.Logger.Info("request", "route", "unreadable", "status", ctx.Response.StatusCode(), "err", redact(err.Error()))
+}
+
 type fasthttpLogger struct{ l *slog.Logger }
 
-func (f fasthttpLogger) Printf(format string, args ...any) { f.l.Warn(fmt.Sprintf(format, args...)) }
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Warn(redact(fmt.Sprintf(format, args...)))
+}
 
 // SetProgress reports the load progress in [0, 1] for /health.
 func (s *Server) SetProgress(p float64) { s.progress.Store(math.Float64bits(p)) }
@@ -171,8 +204,12 @@ func (s *Server) Ready(b Backend) error {
 	return nil
 }
 
-// Serve accepts connections on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+// Serve accepts connections on ln until Shutdown. On a loopback address
+// only loopback Host names (and Config.AllowedHosts) are answered.
+func (s *Server) Serve(ln net.Listener) error {
+	s.loopbackOnly = isLoopbackAddr(ln.Addr())
+	return s.srv.Serve(ln)
+}
 
 // Shutdown stops accepting connections and lets the requests in flight
 // finish until ctx is done; then it cancels the generations still running
@@ -222,7 +259,17 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 		s.logRequest(ctx, "not_found", time.Now(), 0)
 	}
 	r.HandleMethodNotAllowed = true
-	return r.Handler
+	// Variants of a route (a trailing slash, other letter case) are
+	// unknown routes too: a 404 with the error body, not a redirect.
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	return func(ctx *fasthttp.RequestCtx) {
+		if !s.guard(ctx) {
+			s.logRequest(ctx, "guard", time.Now(), 0)
+			return
+		}
+		r.Handler(ctx)
+	}
 }
 
 // handlerResult is what a route handler reports for the request log.
@@ -267,15 +314,6 @@ func (s *Server) wrap(route string, h func(ctx *fasthttp.RequestCtx) handlerResu
 func (s *Server) logRequest(ctx *fasthttp.RequestCtx, route string, start time.Time, tokens int) {
 	s.cfg.Logger.Info("request", "route", route, "method", string(ctx.Method()), "path", string(ctx.Path()),
 		"status", ctx.Response.StatusCode(), "tokens", tokens, "duration", time.Since(start))
-}
-
-func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
-	if s.cfg.APIKey == "" {
-		return true
-	}
-	h := string(ctx.Request.Header.Peek("Authorization"))
-	key, ok := strings.CutPrefix(h, "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) == 1
 }
 
 func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {

@@ -2,6 +2,9 @@ package api
 
 import (
 	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
 )
 
 // sseWriter writes Server-Sent Events frames: "data: <json>\n\n", flushed
@@ -15,10 +18,19 @@ type sseWriter struct {
 
 func newSSEWriter(w *bufio.Writer) *sseWriter { return &sseWriter{w: w, buf: make([]byte, 0, 512)} }
 
-// data writes one data frame holding payload and flushes it.
+// errEncode ends a stream whose chunk did not encode.
+var errEncode = errors.New("api: a stream chunk could not be encoded")
+
+// data writes one data frame holding payload and flushes it. An empty
+// payload is what a failed json.Marshal leaves: instead of an empty "data: "
+// frame the stream gets a 500 error event and ends (every later call
+// returns errEncode).
 func (s *sseWriter) data(payload []byte) error {
 	if s.err != nil {
 		return s.err
+	}
+	if len(payload) == 0 {
+		return s.fail(errEncode)
 	}
 	s.buf = append(s.buf[:0], "data: "...)
 	s.buf = append(s.buf, payload...)
@@ -49,4 +61,28 @@ func (s *sseWriter) error(e *Error) error {
 	s.buf = appendErrorBody(s.buf, e)
 	s.buf = append(s.buf, '\n', '\n')
 	return s.write()
+}
+
+// json writes v, encoded as JSON, as one data frame. A value that does not
+// encode (a NaN or infinite number) ends the stream with a 500 error event
+// naming the cause, never a frame without data.
+func (s *sseWriter) json(v any) error {
+	if s.err != nil {
+		return s.err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return s.fail(fmt.Errorf("%w: %v", errEncode, err))
+	}
+	return s.data(b)
+}
+
+// fail ends the stream with a 500 error event for cause and returns cause
+// from then on.
+func (s *sseWriter) fail(cause error) error {
+	s.error(errorf(500, "", "internal error: %v", cause))
+	if s.err == nil {
+		s.err = cause
+	}
+	return s.err
 }

@@ -23,6 +23,7 @@ import (
 type serveFlags struct {
 	modelFlags
 	host, apiKey, alias, template, mmproj, pooling string
+	allowedHosts, corsOrigins                      string
 	port, parallel, queueSize, maxBody, prefill    int
 	readTimeout, writeTimeout, shutdownTimeout     time.Duration
 	logJSON                                        bool
@@ -54,7 +55,9 @@ func cmdServe(args []string) error {
 	fs.IntVar(&f.parallel, "parallel", envInt("VKLLM_PARALLEL", 4), "sequences decoded together, one KV-cache slot each (a slot keeps the cache of its last conversation); more requests wait in the FIFO queue ($VKLLM_PARALLEL)")
 	fs.IntVar(&f.prefill, "prefill-chunk", envInt("VKLLM_PREFILL_CHUNK", 0), "most prompt `tokens` one step feeds while other sequences are decoding, which bounds how much a long prompt that arrives slows their tokens (default 0: chosen from measured step times so that such a step takes at most 1.5x a decode-only step; the step's budget is always --batch-size) ($VKLLM_PREFILL_CHUNK)")
 	fs.IntVar(&f.queueSize, "queue-size", envInt("VKLLM_QUEUE_SIZE", 64), "requests that may wait for the model; more get 503 at once ($VKLLM_QUEUE_SIZE)")
-	fs.StringVar(&f.apiKey, "api-key", os.Getenv("VKLLM_API_KEY"), "require \"Authorization: Bearer `key`\" on every request ($VKLLM_API_KEY; default none)")
+	fs.StringVar(&f.apiKey, "api-key", os.Getenv("VKLLM_API_KEY"), "require \"Authorization: Bearer `key`\" on every route but /health ($VKLLM_API_KEY; default none)")
+	fs.StringVar(&f.allowedHosts, "allowed-hosts", os.Getenv("VKLLM_ALLOWED_HOSTS"), "comma-separated Host `names` answered besides localhost and 127.0.0.1 when listening on loopback (other Hosts get 403, against DNS rebinding); when set, enforced on any address; * allows all ($VKLLM_ALLOWED_HOSTS)")
+	fs.StringVar(&f.corsOrigins, "cors-origins", os.Getenv("VKLLM_CORS_ORIGINS"), "comma-separated web `origins` (https://app.example) allowed to call the server from a browser, with CORS headers; * allows any ($VKLLM_CORS_ORIGINS; default none: requests from other origins' pages get 403)")
 	fs.StringVar(&f.alias, "model-alias", os.Getenv("VKLLM_MODEL_ALIAS"), "model `id` in /v1/models and responses ($VKLLM_MODEL_ALIAS; default the file name)")
 	fs.StringVar(&f.template, "chat-template", os.Getenv("VKLLM_CHAT_TEMPLATE"), "default chat `template`: "+strings.Join(api.TemplateNames, ", ")+" ($VKLLM_CHAT_TEMPLATE; default jinja when the model has a template, else plain)")
 	fs.StringVar(&f.mmproj, "mmproj", os.Getenv("VKLLM_MMPROJ"), "multimodal projector `file` (not supported yet: multimodal input comes in a later release)")
@@ -69,6 +72,9 @@ func cmdServe(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := f.validate(); err != nil {
+		return err
 	}
 	if f.mmproj != "" {
 		return errors.New("--mmproj: multimodal input is not supported yet (it comes in a later release); start without --mmproj")
@@ -89,17 +95,20 @@ func cmdServe(args []string) error {
 		h = slog.NewJSONHandler(os.Stderr, nil)
 	}
 	log := slog.New(h)
-	if f.parallel < 1 {
-		return fmt.Errorf("--parallel: %d, want >= 1", f.parallel)
-	}
 	if f.prefill < 0 {
 		return fmt.Errorf("--prefill-chunk: %d, want >= 0", f.prefill)
 	}
+	// Catch the signals before anything starts: a SIGTERM that arrives
+	// while the model loads must shut down gracefully, not kill the process.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
 
 	srv := api.NewServer(api.Config{
 		APIKey: f.apiKey, ModelAlias: f.alias, ChatTemplate: f.template, Parallel: f.parallel,
 		QueueSize: f.queueSize, MaxRequestBytes: f.maxBody, ReadTimeout: f.readTimeout,
 		WriteTimeout: f.writeTimeout, Logger: log,
+		AllowedHosts: splitList(f.allowedHosts), CORSOrigins: splitList(f.corsOrigins),
 	})
 	addr := net.JoinHostPort(f.host, strconv.Itoa(f.port))
 	ln, err := net.Listen("tcp", addr)
@@ -135,9 +144,6 @@ func cmdServe(args []string) error {
 		loaded <- srv.Ready(backend)
 	}()
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	var runErr error
 	for done := false; !done; {
 		select {
@@ -173,6 +179,60 @@ func cmdServe(args []string) error {
 		model.Close()
 	}
 	return runErr
+}
+
+// validate refuses settings that would otherwise be replaced by a default
+// without a word: zero or negative sizes and timeouts, and environment
+// values that do not parse.
+func (f *serveFlags) validate() error {
+	for _, key := range []string{"VKLLM_CTX_SIZE", "VKLLM_PORT", "VKLLM_PARALLEL", "VKLLM_QUEUE_SIZE", "VKLLM_MAX_REQUEST_BYTES"} {
+		if v := os.Getenv(key); v != "" {
+			if _, err := strconv.Atoi(v); err != nil {
+				return fmt.Errorf("$%s: %q is not an integer", key, v)
+			}
+		}
+	}
+	for _, key := range []string{"VKLLM_READ_TIMEOUT", "VKLLM_TIMEOUT", "VKLLM_SHUTDOWN_TIMEOUT"} {
+		if v := os.Getenv(key); v != "" {
+			if _, err := time.ParseDuration(v); err != nil {
+				return fmt.Errorf("$%s: %q is not a duration (like 30s or 5m)", key, v)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"--parallel", f.parallel}, {"--queue-size", f.queueSize}, {"--max-request-bytes", f.maxBody}} {
+		if c.v < 1 {
+			return fmt.Errorf("%s: %d, want >= 1", c.name, c.v)
+		}
+	}
+	if f.port < 0 || f.port > 65535 {
+		return fmt.Errorf("--port: %d, want 0 to 65535", f.port)
+	}
+	for _, c := range []struct {
+		name string
+		v    time.Duration
+	}{{"--read-timeout", f.readTimeout}, {"--timeout", f.writeTimeout}} {
+		if c.v <= 0 {
+			return fmt.Errorf("%s: %v, want > 0", c.name, c.v)
+		}
+	}
+	if f.shutdownTimeout < 0 {
+		return fmt.Errorf("--shutdown-timeout: %v, want >= 0", f.shutdownTimeout)
+	}
+	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func parsePooling(s string) (engine.Pooling, error) {

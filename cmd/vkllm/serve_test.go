@@ -100,3 +100,35 @@ func TestServeErrors(t *testing.T) {
 		t.Errorf("serve --mmproj = %v, want it refused with a reason", err)
 	}
 }
+
+// TestServeFlagErrors checks that settings a default would silently
+// replace are refused, naming the flag or variable.
+func TestServeFlagErrors(t *testing.T) {
+	port := strconv.Itoa(freePort(t))
+	for _, tc := range []struct {
+		args []string
+		env  [2]string
+		want string
+	}{
+		{[]string{"--queue-size", "0"}, [2]string{}, "--queue-size"},
+		{[]string{"--queue-size", "-3"}, [2]string{}, "--queue-size"},
+		{[]string{"--max-request-bytes", "0"}, [2]string{}, "--max-request-bytes"},
+		{[]string{"--parallel", "0"}, [2]string{}, "--parallel"},
+		{[]string{"--timeout", "0s"}, [2]string{}, "--timeout"},
+		{[]string{"--read-timeout", "-1s"}, [2]string{}, "--read-timeout"},
+		{[]string{"--shutdown-timeout", "-1s"}, [2]string{}, "--shutdown-timeout"},
+		{nil, [2]string{"VKLLM_QUEUE_SIZE", "many"}, "$VKLLM_QUEUE_SIZE"},
+		{nil, [2]string{"VKLLM_TIMEOUT", "10"}, "$VKLLM_TIMEOUT"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			if tc.env[0] != "" {
+				t.Setenv(tc.env[0], tc.env[1])
+			}
+			args := append([]string{"-m", "/nonexistent/model.gguf", "--port", port}, tc.args...)
+			err := cmdServe(args)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("serve %v (env %v) = %v, want an error naming %s", tc.args, tc.env, err, tc.want)
+			}
+		})
+	}
+}
