@@ -156,7 +156,7 @@ func openRawStream(t *testing.T, ts *testServer, body string) net.Conn {
 		t.Fatal(err)
 	}
 	c.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	return c
 }
 
@@ -210,7 +210,7 @@ func TestDisconnectsFreeSlots(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		rows := b.Stats().DecodeRows
 		waitFor(t, "the request to decode", func() bool { return b.Stats().DecodeRows > rows+2 })
 		steps := b.Stats().Steps
