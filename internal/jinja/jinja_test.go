@@ -200,9 +200,9 @@ func TestMethods(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	cases := []struct {
-		name, src       string
-		line, col       int
-		contains        string
+		name, src string
+		line, col int
+		contains  string
 	}{
 		{"unclosed if", "A\n{% if x %}B", 2, 4, "unclosed 'if'"},
 		{"unknown statement", "{% frobnicate %}", 1, 4, "unknown statement"},
