@@ -57,6 +57,9 @@ func TestApplyTemplate(t *testing.T) {
 			}
 		})
 	}
+	if r := ts.do("POST", "/apply-template", cases[len(cases)-1].body); string(r.body) != `{"prompt":"<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"}` {
+		t.Errorf("POST /apply-template body = %s, want the prompt's markup unescaped", r.body)
+	}
 	// The chat route renders the same prompt and refuses the same way.
 	r := ts.do("POST", "/v1/chat/completions", cases[3].body)
 	if r.status != 400 || !strings.Contains(string(r.body), "too many messages: 4") {
