@@ -66,7 +66,8 @@ bench: deps shaders
 
 FUZZ_TARGETS = gguf:FuzzRead gguf/quant:FuzzDequantize gguf/quant:FuzzQuantize \
 	engine/tokenizer:FuzzEncodeDecode api:FuzzDecodeChat api:FuzzServe \
-	sampling:FuzzSample sampling/grammar:FuzzParse sampling/grammar:FuzzSchemaToGrammar
+	sampling:FuzzSample sampling/grammar:FuzzParse sampling/grammar:FuzzSchemaToGrammar \
+	internal/jinja:FuzzRender
 
 # fuzz runs every fuzz target for FUZZTIME each (5m by default).
 fuzz: shaders

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -63,6 +65,14 @@ func (s *Server) handleApplyTemplate(ctx *fasthttp.RequestCtx) handlerResult {
 		s.writeError(ctx, e)
 		return handlerResult{}
 	}
-	writeJSON(ctx, applyTemplateBody{Prompt: text})
+	// The prompt is written as it is: no \u003c escapes of its markup.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(applyTemplateBody{Prompt: text}); err != nil {
+		panic("BUG: prompt does not marshal: " + err.Error())
+	}
+	ctx.SetContentType("application/json")
+	ctx.SetBody(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 	return handlerResult{}
 }

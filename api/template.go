@@ -119,7 +119,10 @@ func probeCaps(tpl *jinja.Template, src string) templateCaps {
 		c.typedContent = strings.Contains(try(msg("user", jinja.NewList(part))), probeUser)
 	}
 	if c.nativeTools {
-		renders := func(args any) bool {
+		// shows renders a call with args and returns whether the argument
+		// name appears, and whether only JSON-escaped (a string printed
+		// with tojson).
+		shows := func(args any) (shown, escaped bool) {
 			for _, content := range []any{"", nil} {
 				fn := jinja.NewDict()
 				fn.Set("name", "vkllm_probe_tool")
@@ -131,15 +134,17 @@ func probeCaps(tpl *jinja.Template, src string) templateCaps {
 				a := msg("assistant", content)
 				a.Set("tool_calls", jinja.NewList(call))
 				out := try(msg("user", probeUser), a)
-				if strings.Contains(out, `"`+probeArg+`":`) || strings.Contains(out, `'`+probeArg+`':`) {
-					return true
+				if strings.Contains(out, probeArg) {
+					return true, strings.Contains(out, `\"`+probeArg)
 				}
 			}
-			return false
+			return false, false
 		}
 		obj := jinja.NewDict()
 		obj.Set(probeArg, "x")
-		c.objectArguments = !renders(`{"`+probeArg+`": "x"}`) && renders(obj)
+		strShown, strEscaped := shows(`{"` + probeArg + `": "x"}`)
+		objShown, _ := shows(obj)
+		c.objectArguments = objShown && (!strShown || strEscaped)
 	}
 	return c
 }

@@ -58,13 +58,19 @@ func builtinRange(r *renderer, pos int, args []any, kwargs []kwValue) (any, erro
 	if step == 0 {
 		return nil, fmt.Errorf("range() arg 3 must not be zero")
 	}
+	// In float64 first: the int64 difference of extreme bounds overflows.
+	span := (float64(stop) - float64(start)) / float64(step)
+	if span > float64(r.opt.MaxWork) {
+		return nil, r.step(r.opt.MaxWork + 1)
+	}
+	// Unsigned differences cannot overflow once the sign is known.
 	count := int64(0)
 	if step > 0 && stop > start {
-		count = (stop - start + step - 1) / step
+		count = int64((uint64(stop)-uint64(start)-1)/uint64(step) + 1)
 	} else if step < 0 && stop < start {
-		count = (start - stop - step - 1) / -step
+		count = int64((uint64(start)-uint64(stop)-1)/(uint64(-(step+1))+1) + 1)
 	}
-	if count > int64(r.opt.MaxWork) {
+	if count < 0 || count > int64(r.opt.MaxWork) {
 		return nil, r.step(r.opt.MaxWork + 1)
 	}
 	if err := r.step(int(count)); err != nil {

@@ -254,18 +254,24 @@ func (l *lexer) raw() (trim, newline bool, err error) {
 // tag lexes one {{ ... }} or {% ... %} tag from l.pos and reports whether
 // it ended with "-".
 func (l *lexer) tag(begin, end tokKind, closer string) (bool, error) {
+	start := l.pos
 	l.toks = append(l.toks, token{kind: begin, pos: l.pos})
 	l.pos += 2
 	if l.pos < len(l.src) && (l.src[l.pos] == '-' || l.src[l.pos] == '+') {
 		l.pos++
 	}
-	depth := 0
+	var open []int // offsets of the brackets not closed yet
 	for {
+		depth := len(open)
 		for l.pos < len(l.src) && isSpace(l.src[l.pos]) {
 			l.pos++
 		}
 		if l.pos >= len(l.src) {
-			return false, errAt(l.src, l.toks[len(l.toks)-1].pos, "unclosed tag: missing '"+closer+"'")
+			if depth > 0 {
+				p := open[depth-1]
+				return false, errAt(l.src, p, "unclosed '"+l.src[p:p+1]+"'")
+			}
+			return false, errAt(l.src, start, "unclosed tag: missing '"+closer+"'")
 		}
 		s := l.src[l.pos:]
 		if depth == 0 {
@@ -313,10 +319,14 @@ func (l *lexer) tag(begin, end tokKind, closer string) (bool, error) {
 			}
 			switch op {
 			case "(", "[", "{":
-				depth++
+				open = append(open, l.pos)
 			case ")", "]", "}":
 				if depth > 0 {
-					depth--
+					p := open[depth-1]
+					if closing(l.src[p]) != op[0] {
+						return false, errAt(l.src, p, "unclosed '"+l.src[p:p+1]+"': found '"+op+"' first")
+					}
+					open = open[:depth-1]
 				}
 			}
 			l.toks = append(l.toks, token{kind: tokOp, val: op, pos: l.pos})
@@ -444,6 +454,17 @@ func (l *lexer) str() error {
 	l.toks = append(l.toks, token{kind: tokString, val: b.String(), pos: start})
 	l.pos = i
 	return nil
+}
+
+// closing returns the bracket that closes open.
+func closing(open byte) byte {
+	switch open {
+	case '(':
+		return ')'
+	case '[':
+		return ']'
+	}
+	return '}'
 }
 
 func isSpace(c byte) bool {

@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -246,18 +247,29 @@ func str(v any) string {
 		return ""
 	}
 	var b strings.Builder
-	writeRepr(&b, v, false)
+	writeRepr(&b, v, false, 0)
 	return b.String()
 }
 
 // repr is Python's repr(v).
 func repr(v any) string {
 	var b strings.Builder
-	writeRepr(&b, v, true)
+	writeRepr(&b, v, true, 0)
 	return b.String()
 }
 
-func writeRepr(b *strings.Builder, v any, quote bool) {
+// maxReprDepth bounds the nesting repr and equality follow, so a list
+// that contains itself prints as [...] instead of recursing forever.
+const maxReprDepth = 64
+
+func writeRepr(b *strings.Builder, v any, quote bool, depth int) {
+	if depth > maxReprDepth {
+		b.WriteString("...")
+		return
+	}
+	if b.Len() > maxReprLen {
+		return
+	}
 	switch x := v.(type) {
 	case nil:
 		b.WriteString("None")
@@ -291,7 +303,7 @@ func writeRepr(b *strings.Builder, v any, quote bool) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writeRepr(b, e, true)
+			writeRepr(b, e, true, depth+1)
 		}
 		if x.Tuple && len(x.Items) == 1 {
 			b.WriteByte(',')
@@ -303,19 +315,26 @@ func writeRepr(b *strings.Builder, v any, quote bool) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writeRepr(b, k, true)
+			writeRepr(b, k, true, depth+1)
 			b.WriteString(": ")
-			writeRepr(b, x.m[k], true)
+			writeRepr(b, x.m[k], true, depth+1)
 		}
 		b.WriteByte('}')
 	case *Namespace:
 		b.WriteString("<Namespace ")
-		writeRepr(b, x.attrs, true)
+		writeRepr(b, x.attrs, true, depth+1)
 		b.WriteByte('>')
 	default:
 		fmt.Fprintf(b, "<%s>", typeName(v))
 	}
 }
+
+// maxReprLen stops repr of huge nested values (lists sharing items can
+// describe exponentially long text) at 1 MiB.
+const maxReprLen = 1 << 20
+
+// maxEqualNodes bounds the items one == compares, for the same reason.
+const maxEqualNodes = 1 << 20
 
 // pyQuote is Python's repr of a string: single quotes unless the text has
 // single quotes and no double quotes.
@@ -391,6 +410,15 @@ func pyFloat(f float64) string {
 
 // equal is Python's ==.
 func equal(a, b any) bool {
+	budget := maxEqualNodes
+	return equalDepth(a, b, 0, &budget)
+}
+
+func equalDepth(a, b any, depth int, budget *int) bool {
+	*budget--
+	if depth > maxReprDepth || *budget < 0 {
+		return false
+	}
 	switch x := a.(type) {
 	case nil:
 		return b == nil
@@ -418,7 +446,7 @@ func equal(a, b any) bool {
 			return false
 		}
 		for i := range x.Items {
-			if !equal(x.Items[i], y.Items[i]) {
+			if !equalDepth(x.Items[i], y.Items[i], depth+1, budget) {
 				return false
 			}
 		}
@@ -430,7 +458,7 @@ func equal(a, b any) bool {
 		}
 		for _, k := range x.keys {
 			w, ok := y.m[k]
-			if !ok || !equal(x.m[k], w) {
+			if !ok || !equalDepth(x.m[k], w, depth+1, budget) {
 				return false
 			}
 		}
@@ -470,7 +498,12 @@ func toInt(v any) (int64, bool) {
 }
 
 // compare orders numbers, strings and sequences as Python's <.
-func compare(a, b any) (int, error) {
+func compare(a, b any) (int, error) { return compareDepth(a, b, 0) }
+
+func compareDepth(a, b any, depth int) (int, error) {
+	if depth > maxReprDepth {
+		return 0, errors.New("comparison nested too deeply")
+	}
 	if fa, ok := toFloat(a); ok {
 		if fb, ok := toFloat(b); ok {
 			ia, ia1 := toInt(a)
@@ -495,7 +528,7 @@ func compare(a, b any) (int, error) {
 				if equal(x.Items[i], y.Items[i]) {
 					continue
 				}
-				return compare(x.Items[i], y.Items[i])
+				return compareDepth(x.Items[i], y.Items[i], depth+1)
 			}
 			return len(x.Items) - len(y.Items), nil
 		}
