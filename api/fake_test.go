@@ -27,6 +27,12 @@ type fakeBackend struct {
 	// before the first token.
 	delay time.Duration
 	gate  chan struct{}
+	// hold, when set, is received from after the first token (the
+	// generation waits there until the test releases it or ctx ends);
+	// ended, when set, receives what each Generate call returns. With
+	// them tests follow a generation by events, not by the clock.
+	hold  chan struct{}
+	ended chan error
 
 	cancelled atomic.Int32 // Generate calls that ended by ctx
 	running   atomic.Int32
@@ -124,6 +130,14 @@ func (f *fakeBackend) IsEOG(id int32) bool { return id == 2 }
 func (f *fakeBackend) EOG() []int32        { return []int32{2} }
 
 func (f *fakeBackend) Generate(ctx context.Context, req *GenerateRequest, emit func(*Event) error) error {
+	err := f.generate(ctx, req, emit)
+	if f.ended != nil {
+		f.ended <- err
+	}
+	return err
+}
+
+func (f *fakeBackend) generate(ctx context.Context, req *GenerateRequest, emit func(*Event) error) error {
 	n := f.running.Add(1)
 	defer f.running.Add(-1)
 	for {
@@ -204,6 +218,14 @@ func (f *fakeBackend) Generate(ctx context.Context, req *GenerateRequest, emit f
 		}
 		if i+1 >= req.MaxTokens {
 			return nil
+		}
+		if i == 0 && f.hold != nil {
+			select {
+			case <-f.hold:
+			case <-ctx.Done():
+				f.cancelled.Add(1)
+				return ctx.Err()
+			}
 		}
 	}
 }
