@@ -27,6 +27,12 @@ type fakeBackend struct {
 	// before the first token.
 	delay time.Duration
 	gate  chan struct{}
+	// hold, when set, is received from after the first token (the
+	// generation waits there until the test releases it or ctx ends);
+	// ended, when set, receives what each Generate call returns. With
+	// them tests follow a generation by events, not by the clock.
+	hold  chan struct{}
+	ended chan error
 
 	cancelled atomic.Int32 // Generate calls that ended by ctx
 	running   atomic.Int32
@@ -137,6 +143,14 @@ type fakeCand struct {
 // Generate runs the candidates round-robin, one token each in turn, as a
 // batching backend interleaves them.
 func (f *fakeBackend) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(i int, ev *Event) error) error {
+	err := f.generate(ctx, reqs, emit)
+	if f.ended != nil {
+		f.ended <- err
+	}
+	return err
+}
+
+func (f *fakeBackend) generate(ctx context.Context, reqs []*GenerateRequest, emit func(i int, ev *Event) error) error {
 	n := f.running.Add(1)
 	defer f.running.Add(-1)
 	for {
@@ -174,7 +188,15 @@ func (f *fakeBackend) Generate(ctx context.Context, reqs []*GenerateRequest, emi
 		}
 	}
 	logits := make([]float32, fakeVocab)
-	for left := len(cands); left > 0; {
+	for round, left := 0, len(cands); left > 0; round++ {
+		if round == 1 && f.hold != nil {
+			select {
+			case <-f.hold:
+			case <-ctx.Done():
+				f.cancelled.Add(1)
+				return ctx.Err()
+			}
+		}
 		if f.delay > 0 {
 			time.Sleep(f.delay)
 		}

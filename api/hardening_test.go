@@ -317,3 +317,49 @@ func TestSSEWriterJSON(t *testing.T) {
 		t.Errorf("done after an encoding error = %v and %q, want the error and nothing written", err, buf.String())
 	}
 }
+
+// referenceDetok is the fake backend with the reference's detokenizer, as
+// the engine's: control tokens produce nothing, and the first token of a
+// call loses one leading space (SentencePiece's add_space_prefix).
+type referenceDetok struct{ *fakeBackend }
+
+func (r referenceDetok) Detokenize(tokens []int32) (string, error) {
+	var b strings.Builder
+	for i, id := range tokens {
+		p := r.Piece(id)
+		if id < 0 || id >= fakeVocab {
+			return "", fmt.Errorf("token %d is outside the vocabulary", id)
+		}
+		if i == 0 && len(p) > 0 && p[0] == ' ' {
+			p = p[1:]
+		}
+		b.Write(p)
+	}
+	return b.String(), nil
+}
+
+// TestDetokenizeSpecial checks that /extras/detokenize returns the text of
+// special tokens, as /extras/tokenize parses it, and keeps the spaces the
+// backend's decoder keeps.
+func TestDetokenizeSpecial(t *testing.T) {
+	ts := newReadyServer(t, referenceDetok{newFake()}, Config{})
+	for _, tc := range []struct {
+		tokens, want string
+	}{
+		{"[1,35,107,108,259,2]", "<s> hi[TOOL_CALLS]</s>"}, // <s> " hi" [TOOL_CALLS] </s>
+		{"[35,107,108]", "hi"},                             // a first token loses its space
+		{"[107,259,259,35,108]", "h[TOOL_CALLS][TOOL_CALLS] i"},
+		{"[]", ""},
+	} {
+		r := ts.post("/extras/detokenize", `{"tokens":`+tc.tokens+`}`)
+		if got := decodeBody(t, r.body)["text"]; got != tc.want {
+			t.Errorf("detokenize %s = %q (%s), want %q", tc.tokens, got, r.body, tc.want)
+		}
+	}
+	r := ts.post("/extras/tokenize", `{"input":"<s>hi</s>"}`)
+	toks, _ := json.Marshal(decodeBody(t, r.body)["tokens"])
+	r = ts.post("/extras/detokenize", `{"tokens":`+string(toks)+`}`)
+	if got := decodeBody(t, r.body)["text"]; got != "<s><s>hi</s>" {
+		t.Errorf("detokenize(tokenize(<s>hi</s>)) = %q, want <s><s>hi</s> (BOS added, then the text)", got)
+	}
+}

@@ -450,7 +450,7 @@ func (s *Server) handleDetokenize(ctx *fasthttp.RequestCtx) handlerResult {
 		s.writeError(ctx, e)
 		return handlerResult{}
 	}
-	text, err := s.backend.Detokenize(toks)
+	text, err := s.detokenize(toks)
 	if err != nil {
 		s.writeError(ctx, badRequest("tokens", "tokens: %v", err))
 		return handlerResult{}

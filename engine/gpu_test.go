@@ -95,9 +95,9 @@ func TestGPUMatchesCPU(t *testing.T) {
 					batch.Pos = append(batch.Pos, int32(i))
 					batch.Logits = append(batch.Logits, i == 8)
 				}
-				for s := range []int{0, 2} { // slots 0 and 2: one token each
-					batch.Tokens = append(batch.Tokens, int32(11+s))
-					batch.Slots = append(batch.Slots, int32(2*s))
+				for i, slot := range []int32{0, 2} { // slots 0 and 2: one token each
+					batch.Tokens = append(batch.Tokens, int32(11+i))
+					batch.Slots = append(batch.Slots, slot)
 					batch.Pos = append(batch.Pos, 0)
 					batch.Logits = append(batch.Logits, true)
 				}

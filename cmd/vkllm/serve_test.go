@@ -26,7 +26,9 @@ func freePort(t *testing.T) int {
 
 // TestServeSignal runs `vkllm serve` on a generated model, waits for it to
 // be ready, starts a streamed completion, sends the process SIGTERM and
-// checks that the stream still finishes and serve returns cleanly.
+// checks that the stream still finishes and serve returns cleanly. Nothing
+// in it waits for a time: the grace period outlasts any machine's stream
+// and a hang is go test's -timeout to catch.
 func TestServeSignal(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
 	if err := modelgen.WriteFile(path, modelgen.Options{Arch: "llama", Embd: 64, Layers: 1, Seed: 3}); err != nil {
@@ -36,9 +38,8 @@ func TestServeSignal(t *testing.T) {
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	done := make(chan error, 1)
 	go func() {
-		done <- cmdServe([]string{"-m", path, "--port", strconv.Itoa(port), "--ctx-size", "256", "--shutdown-timeout", "20s"})
+		done <- cmdServe([]string{"-m", path, "--port", strconv.Itoa(port), "--ctx-size", "256", "--shutdown-timeout", "1h"})
 	}()
-	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(base + "/health")
 		if err == nil {
@@ -51,9 +52,6 @@ func TestServeSignal(t *testing.T) {
 		case err := <-done:
 			t.Fatalf("serve ended before it was ready: %v", err)
 		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("serve not ready after 30 s")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -74,13 +72,8 @@ func TestServeSignal(t *testing.T) {
 	if err != nil || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
 		t.Errorf("stream after SIGTERM ends %q (%v), want it to finish with [DONE]", rest[max(0, len(rest)-100):], err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve after SIGTERM = %v, want nil", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve still running 30 s after SIGTERM")
+	if err := <-done; err != nil {
+		t.Errorf("serve after SIGTERM = %v, want nil", err)
 	}
 	if _, err := http.Get(base + "/health"); err == nil {
 		t.Error("the server still accepts connections after shutdown")

@@ -20,18 +20,33 @@ func TestStepRecordAllocs(t *testing.T) {
 	kc, vc := g.buf(2*2*16*2*dim), g.buf(2*2*16*2*dim)
 	slot, pos := g.upI32([]int32{0, 1}), g.upI32([]int32{3, 7})
 	rope := RoPEParams{Rows: rows, Heads: heads, HeadDim: dim, FreqBase: 10000}
+	// Every op's error is checked: a step whose recording failed would
+	// allocate nothing too.
+	record := func(c *vk.Cmd) error {
+		for _, err := range []error{
+			g.k.RMSNorm(c, y, x, w, rows, heads*dim, 1e-5),
+			g.k.RoPE(c, y, y, pos, vk.Range{}, rope),
+			g.k.KVWrite(c, kc, y.Sub(0, 4*rows*2*dim), slot, pos, rows, p.Cache),
+			g.k.KVWrite(c, vc, y.Sub(0, 4*rows*2*dim), slot, pos, rows, p.Cache),
+			g.k.Attention(c, x, y, kc, vc, slot, pos, p),
+			g.k.SwiGLU(c, y, x, y, rows*heads*dim),
+			g.k.Add(c, x, x, y, rows*heads*dim, rows*heads*dim),
+		} {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	step := func() {
 		c, err := g.k.dev.Begin()
 		if err != nil {
 			t.Fatal(err)
 		}
-		g.k.RMSNorm(c, y, x, w, rows, heads*dim, 1e-5)
-		g.k.RoPE(c, y, y, pos, vk.Range{}, rope)
-		g.k.KVWrite(c, kc, y.Sub(0, 4*rows*2*dim), slot, pos, rows, p.Cache)
-		g.k.KVWrite(c, vc, y.Sub(0, 4*rows*2*dim), slot, pos, rows, p.Cache)
-		g.k.Attention(c, x, y, kc, vc, slot, pos, p)
-		g.k.SwiGLU(c, y, x, y, rows*heads*dim)
-		g.k.Add(c, x, x, y, rows*heads*dim, rows*heads*dim)
+		if err := record(c); err != nil {
+			c.Abort()
+			t.Fatalf("recording a step: %v", err)
+		}
 		if err := c.Submit(); err != nil {
 			t.Fatal(err)
 		}

@@ -54,7 +54,7 @@ func TestUnary(t *testing.T) {
 				g.run(func(c *vk.Cmd) error { return op.gpu(c, dst, src, n) })
 				want := make([]float32, n)
 				op.ref(want, x)
-				closeTo(t, op.name, g.downF32(dst, n), want, op.tol)
+				closeToInput(t, op.name, g.downF32(dst, n), want, x, op.tol)
 			})
 		}
 	}

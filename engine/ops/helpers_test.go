@@ -4,11 +4,9 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
-	"time"
 
+	"github.com/vkllm/vkllm/internal/testseed"
 	"github.com/vkllm/vkllm/vk"
 	"github.com/vkllm/vkllm/vk/vktest"
 )
@@ -24,7 +22,7 @@ type rig struct {
 }
 
 // newRig opens the validated test device (skipping when there is none) and
-// a seeded RNG: the seed is $VKLLM_SEED or the time, and is logged.
+// a seeded RNG (internal/testseed: a fixed seed, or $VKLLM_SEED; logged).
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	d := vktest.Open(t, vk.Options{})
@@ -34,14 +32,8 @@ func newRig(t *testing.T) *rig {
 }
 
 func newRand(t testing.TB) *rand.Rand {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("VKLLM_SEED"); s != "" {
-		if v, err := strconv.ParseUint(s, 10, 64); err == nil {
-			seed = v
-		}
-	}
-	t.Logf("seed %d (rerun with VKLLM_SEED=%d)", seed, seed)
-	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	t.Helper()
+	return testseed.Rand(t, 0)
 }
 
 // randn returns n normal floats times scale.
@@ -195,6 +187,34 @@ func closeTo(t *testing.T, what string, got, want []float32, tol float64) {
 	}
 	if bad > 0 {
 		t.Errorf("%s: %d of %d values off; worst [%d] = %g, want %g (tolerance %g relative)", what, bad, len(got), wi, got[wi], want[wi], tol)
+	}
+}
+
+// closeToInput compares an elementwise op's output with the reference,
+// allowing each value an error of tol times (|want| + |input|): the
+// rounding of f(x) computed in f32 scales with the input (GELU's 1 + tanh
+// cancels to about eps·|x| where the result is near 0), so a bound
+// relative to the result alone fails on tiny results.
+func closeToInput(t *testing.T, what string, got, want, in []float32, tol float64) {
+	t.Helper()
+	if len(got) != len(want) || len(in) != len(want) {
+		t.Fatalf("%s: %d values and %d inputs, want %d", what, len(got), len(in), len(want))
+	}
+	bad, worst, wi := 0, 0.0, -1
+	for i := range got {
+		g, w := float64(got[i]), float64(want[i])
+		d := math.Abs(g - w)
+		lim := tol * (math.Abs(w) + math.Abs(float64(in[i])))
+		if math.IsNaN(g) || math.IsInf(g, 0) && !math.IsInf(w, 0) || d > lim {
+			if bad == 0 || d/lim > worst || math.IsNaN(g) {
+				worst, wi = d/lim, i
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%s: %d of %d values off; worst [%d] = %g for input %g, want %g (tolerance %g of |want| + |input|)",
+			what, bad, len(got), wi, got[wi], in[wi], want[wi], tol)
 	}
 }
 

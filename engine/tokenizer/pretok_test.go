@@ -1,12 +1,12 @@
 package tokenizer
 
 import (
-	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/vkllm/vkllm/internal/testseed"
 )
 
 // ws is the reference's \s (Unicode White_Space) as a Go regexp class body;
@@ -113,9 +113,7 @@ func ourSplit(t *testing.T, pre, s string) []string {
 // TestPreTokenizersAgainstRegexp compares each hand-written pipeline with
 // Go's regexp engine running the reference's expressions on random text.
 func TestPreTokenizersAgainstRegexp(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 2))
+	rng := testseed.Rand(t, 2)
 	atoms := []string{"a", "z", "A", "Z", "hello", "World", "HTTPServer", "é", "É", "ß", "日本", "한", "ŉ", "ǅ",
 		"0", "7", "123", "4567", "٣", "½", "Ⅻ", ".", ",", "'", "'s", "'S", "'ll", "'RE", "'d", "!", "?", "(", ")", "…",
 		"。", "$", "+", "~", "`", "€", "/", "\u0301", "\u200d", "🦙", "\x7f", "\u0378", "_", "-", "＠", "Ａ"}

@@ -2,7 +2,6 @@ package tokenizer
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/vkllm/vkllm/internal/fixtures"
+	"github.com/vkllm/vkllm/internal/testseed"
 )
 
 // TestRoundTrip checks Decode(Encode(s)) == s on every fixture input where
@@ -199,9 +199,7 @@ func naiveSPM(t *Tokenizer, text string) []int32 {
 // naive whole-text loop on random text.
 func TestSPMAgainstNaive(t *testing.T) {
 	tok := loadVocab(t, "llama-spm")
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 1))
+	rng := testseed.Rand(t, 1)
 	alphabet := []string{"a", "b", "e", "n", "t", "th", " ", " ", "  ", ".", ",", "é", "日", "🦙", "\xe2", "\x96", "▁", "\n", "1", "Hello"}
 	for i := 0; i < 200; i++ {
 		var sb strings.Builder

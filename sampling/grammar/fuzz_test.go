@@ -25,6 +25,8 @@ func FuzzParse(f *testing.F) {
 		"root ::= (a | b)+\na ::= \"x\"\nb ::= a? \"y\"",
 		`root ::= [\]\-]? . "\U0001F600"`,
 		"root ::= r\nr ::= r \"x\"",
+		`root ::= ("a"* "b"?)+ "c" | [\uD7FF-\uE000] "\uD800"`,
+		"root ::= x\nx ::= \"a\"? y\ny ::= \"b\" | x",
 	} {
 		f.Add(s, "xyé😀")
 	}
