@@ -175,10 +175,11 @@ type InjectResult struct {
 	TTFT   float64 `json:"ttft_ms"` // 0 without a content chunk
 	Tokens int     `json:"tokens"`
 	Error  string  `json:"error,omitempty"`
-	// ITLDuringPrefill holds the gaps of the ordinary streams that overlap
-	// the injected prompt's prefill: from sending it to its first content
-	// chunk (or its end, without one).
-	ITLDuringPrefill Latency `json:"itl_during_prefill"`
+	// ITLUntilFirstToken holds the gaps of the ordinary streams that
+	// overlap the time from sending the injected request to its first
+	// content chunk (or its end, without one): its prefill, and its wait
+	// in the server's queue before that.
+	ITLUntilFirstToken Latency `json:"itl_until_first_token"`
 }
 
 // stream is what one request received.
@@ -430,16 +431,16 @@ func summarizeInject(cfg *Config, s *stream, streams []stream, start time.Time) 
 	if s.err != nil {
 		r.Error = s.err.Error()
 	}
-	prefillEnd := s.ended
+	firstToken := s.ended
 	if len(s.times) > 0 {
-		prefillEnd = s.times[0]
+		firstToken = s.times[0]
 		r.TTFT = ms(s.times[0].Sub(s.sent))
 	}
 	var arrivals [][]time.Time
 	for i := range streams {
 		arrivals = append(arrivals, streams[i].times)
 	}
-	r.ITLDuringPrefill = latencyOf(gapsOverlapping(arrivals, s.sent, prefillEnd))
+	r.ITLUntilFirstToken = latencyOf(gapsOverlapping(arrivals, s.sent, firstToken))
 	return r
 }
 

@@ -493,8 +493,8 @@ func TestRunInject(t *testing.T) {
 	if in == nil || !in.Sent || in.PromptWords != 50 || in.Tokens != 3 || in.Error != "" {
 		t.Fatalf("Run inject = %+v, want a sent 50-word request with 3 content chunks", in)
 	}
-	if in.ITLDuringPrefill.Count > res.ITL.Count {
-		t.Errorf("ITL during prefill over %d gaps, more than the %d of the whole run", in.ITLDuringPrefill.Count, res.ITL.Count)
+	if in.ITLUntilFirstToken.Count > res.ITL.Count {
+		t.Errorf("ITL until the injected first token over %d gaps, more than the %d of the whole run", in.ITLUntilFirstToken.Count, res.ITL.Count)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -553,8 +553,8 @@ func TestCommand(t *testing.T) {
 		want []string
 	}{
 		{"text", []string{"-url", srv.URL, "-c", "2", "-r", "3", "-n", "4"}, []string{
-			"/v1/completions: 3 requests, 2 concurrent, max_tokens 4", "completed  3 in", "0 errors",
-			"tokens     12 content chunks (server usage: 12 tokens)", "TTFT", "(3 streams)", "ITL", "(9 gaps)"}},
+			"/v1/completions: 3 requests, 2 concurrent, max_tokens 4", "completed     3 in", "0 errors",
+			"tokens        12 content chunks (server usage: 12 tokens)", "TTFT", "(3 streams)", "ITL", "(9 gaps)"}},
 		{"json", []string{"-url", srv.URL, "-chat", "-r", "2", "-n", "3", "-json"}, []string{
 			`"completed": 2`, `"tokens": 6`, `"p99_ms"`, `"url": "` + srv.URL + `/v1/chat/completions"`}},
 	} {
@@ -570,6 +570,19 @@ func TestCommand(t *testing.T) {
 			}
 		})
 	}
+	t.Run("inject", func(t *testing.T) {
+		srv := httptest.NewServer(&fakeServer{longWords: 30, long: make(chan struct{})})
+		defer srv.Close()
+		var out bytes.Buffer
+		if err := run([]string{"-url", srv.URL, "-c", "2", "-r", "2", "-n", "3", "-inject-prompt-words", "30", "-inject-after", "0s"}, &out); err != nil {
+			t.Fatalf("loadtest: %v\n%s", err, out.String())
+		}
+		for _, w := range []string{"injected      30-word prompt sent at", "3 content chunks", "ITL meanwhile"} {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("loadtest -inject-prompt-words 30 printed\n%s\nwant it to contain %q", out.String(), w)
+			}
+		}
+	})
 	t.Run("failures", func(t *testing.T) {
 		down := httptest.NewServer(http.NotFoundHandler())
 		down.Close()

@@ -7,7 +7,8 @@
 // Tokens are counted as stream chunks with non-empty text (see Result).
 // With -inject-prompt-words K -inject-after D one extra request with a
 // K-word prompt arrives D after the start, and the inter-token latency of
-// the other streams during its prefill is reported on its own line. Every
+// the other streams until its first token (its prefill, and its wait in
+// the server's queue) is reported on its own line. Every
 // run ends by itself: after -r requests or -timeout, whichever comes first.
 // It talks to the -url server only.
 package main
@@ -93,7 +94,7 @@ func writeText(w io.Writer, cfg *Config, res *Result) {
 		prompt = fmt.Sprintf("prompts of %d words", cfg.PromptWords)
 	}
 	fmt.Fprintf(w, "%s: %d requests, %d concurrent, max_tokens %d, %s\n", res.URL, res.Requests, res.Concurrency, res.MaxTokens, prompt)
-	fmt.Fprintf(w, "completed  %d in %.2f s, %d errors, %d not started", res.Completed, res.Elapsed, res.Errors, res.NotStarted)
+	fmt.Fprintf(w, "completed     %d in %.2f s, %d errors, %d not started", res.Completed, res.Elapsed, res.Errors, res.NotStarted)
 	if res.TimedOut {
 		fmt.Fprintf(w, " (stopped by -timeout)")
 	}
@@ -101,24 +102,24 @@ func writeText(w io.Writer, cfg *Config, res *Result) {
 	for _, e := range res.ErrorSamples {
 		fmt.Fprintf(w, "  error: %s\n", e)
 	}
-	fmt.Fprintf(w, "tokens     %d content chunks (server usage: %d tokens), %.2f tokens/s, %.2f requests/s\n",
+	fmt.Fprintf(w, "tokens        %d content chunks (server usage: %d tokens), %.2f tokens/s, %.2f requests/s\n",
 		res.Tokens, res.UsageTokens, res.TokensPerSec, res.RequestsPerSec)
 	writeLatency(w, "TTFT", res.TTFT, "streams")
 	writeLatency(w, "ITL", res.ITL, "gaps")
 	if in := res.Inject; in != nil {
 		if !in.Sent {
-			fmt.Fprintf(w, "injected   %d-word prompt not sent: the ordinary requests ended first\n", in.PromptWords)
+			fmt.Fprintf(w, "injected      %d-word prompt not sent: the ordinary requests ended first\n", in.PromptWords)
 			return
 		}
-		fmt.Fprintf(w, "injected   %d-word prompt sent at %.2f s: TTFT %.1f ms, %d content chunks", in.PromptWords, in.At, in.TTFT, in.Tokens)
+		fmt.Fprintf(w, "injected      %d-word prompt sent at %.2f s: TTFT %.1f ms, %d content chunks", in.PromptWords, in.At, in.TTFT, in.Tokens)
 		if in.Error != "" {
 			fmt.Fprintf(w, ", error: %s", in.Error)
 		}
 		fmt.Fprintln(w)
-		writeLatency(w, "ITL while it was prefilled", in.ITLDuringPrefill, "gaps of the ordinary streams")
+		writeLatency(w, "ITL meanwhile", in.ITLUntilFirstToken, "gaps of the ordinary streams from sending it to its first token")
 	}
 }
 
 func writeLatency(w io.Writer, name string, l Latency, of string) {
-	fmt.Fprintf(w, "%-10s p50 %8.1f ms  p99 %8.1f ms  max %8.1f ms  (%d %s)\n", name, l.P50, l.P99, l.Max, l.Count, of)
+	fmt.Fprintf(w, "%-13s p50 %8.1f ms  p99 %8.1f ms  max %8.1f ms  (%d %s)\n", name, l.P50, l.P99, l.Max, l.Count, of)
 }
