@@ -217,9 +217,34 @@ func between(s, open, close string) (string, int, bool) {
 }
 
 func parseDeepSeek(text string) (string, []toolCall, bool) {
-	start := strings.Index(text, "<｜tool▁calls▁begin｜>")
-	if start < 0 {
-		start = strings.Index(text, "<｜tool▁call▁begin｜>")
+	return blockCalls(text, []string{"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>"}, "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
+		func(body string) (string, string, bool) {
+			head, args, found := strings.Cut(body, "<｜tool▁sep｜>")
+			if !found {
+				return "", "", false
+			}
+			name := head
+			if strings.TrimSpace(head) == "function" { // R1/V3: function<sep>NAME\n```json\nARGS\n```
+				name, args, _ = strings.Cut(args, "\n")
+				args = strings.TrimSpace(args)
+				args = strings.TrimPrefix(args, "```json")
+				args = strings.TrimSuffix(strings.TrimSpace(args), "```")
+			}
+			return name, args, true
+		})
+}
+
+// blockCalls parses tool calls written as blocks open...close, from the
+// first of starts (the section's opening markers, in order of preference)
+// on; the text before it is the content. decode turns a block's body into
+// the call's name and JSON arguments; false, or arguments that are not
+// JSON, mean the text is not this family's calls.
+func blockCalls(text string, starts []string, open, close string, decode func(body string) (name, args string, ok bool)) (string, []toolCall, bool) {
+	start := -1
+	for _, m := range starts {
+		if start = strings.Index(text, m); start >= 0 {
+			break
+		}
 	}
 	if start < 0 {
 		return "", nil, false
@@ -227,21 +252,14 @@ func parseDeepSeek(text string) (string, []toolCall, bool) {
 	var calls []toolCall
 	rest := text[start:]
 	for {
-		body, end, ok := between(rest, "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>")
+		body, end, ok := between(rest, open, close)
 		if !ok {
 			break
 		}
 		rest = rest[end:]
-		head, args, found := strings.Cut(body, "<｜tool▁sep｜>")
-		if !found {
+		name, args, ok := decode(body)
+		if !ok {
 			return "", nil, false
-		}
-		name := head
-		if strings.TrimSpace(head) == "function" { // R1/V3: function<sep>NAME\n```json\nARGS\n```
-			name, args, _ = strings.Cut(args, "\n")
-			args = strings.TrimSpace(args)
-			args = strings.TrimPrefix(args, "```json")
-			args = strings.TrimSuffix(strings.TrimSpace(args), "```")
 		}
 		c, ok := newCall(name, args)
 		if !ok {
@@ -330,22 +348,11 @@ func objectJSON(keys []string, vals []json.RawMessage) string {
 }
 
 func parseGLM(text string) (string, []toolCall, bool) {
-	start := strings.Index(text, "<tool_call>")
-	if start < 0 {
-		return "", nil, false
-	}
-	var calls []toolCall
-	rest := text[start:]
-	for {
-		body, end, ok := between(rest, "<tool_call>", "</tool_call>")
-		if !ok {
-			break
-		}
-		rest = rest[end:]
+	return blockCalls(text, []string{"<tool_call>"}, "<tool_call>", "</tool_call>", func(body string) (string, string, bool) {
 		name, args, _ := strings.Cut(body, "<arg_key>")
 		name = strings.TrimSpace(name)
 		if strings.HasPrefix(name, "{") {
-			return "", nil, false // Hermes JSON inside: leave it to parseToolCalls
+			return "", "", false // Hermes JSON inside: leave it to parseToolCalls
 		}
 		var keys []string
 		var vals []json.RawMessage
@@ -358,18 +365,13 @@ func parseGLM(text string) (string, []toolCall, bool) {
 			args = args[e1:]
 			v, e2, ok := between(args, "<arg_value>", "</arg_value>")
 			if !ok {
-				return "", nil, false
+				return "", "", false
 			}
 			args = args[e2:]
 			keys, vals = append(keys, strings.TrimSpace(k)), append(vals, argValue(v))
 		}
-		c, ok := newCall(name, objectJSON(keys, vals))
-		if !ok {
-			return "", nil, false
-		}
-		calls = append(calls, c)
-	}
-	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+		return name, objectJSON(keys, vals), true
+	})
 }
 
 func parseQwen3Coder(text string) (string, []toolCall, bool) {
@@ -429,37 +431,19 @@ func parseQwen3Coder(text string) (string, []toolCall, bool) {
 }
 
 func parseKimi(text string) (string, []toolCall, bool) {
-	start := strings.Index(text, "<|tool_calls_section_begin|>")
-	if start < 0 {
-		start = strings.Index(text, "<|tool_call_begin|>")
-	}
-	if start < 0 {
-		return "", nil, false
-	}
-	var calls []toolCall
-	rest := text[start:]
-	for {
-		body, end, ok := between(rest, "<|tool_call_begin|>", "<|tool_call_end|>")
-		if !ok {
-			break
-		}
-		rest = rest[end:]
-		id, args, found := strings.Cut(body, "<|tool_call_argument_begin|>")
-		if !found {
-			return "", nil, false
-		}
-		name := strings.TrimSpace(id)
-		name = strings.TrimPrefix(name, "functions.")
-		if k := strings.LastIndexByte(name, ':'); k >= 0 {
-			name = name[:k]
-		}
-		c, ok := newCall(name, args)
-		if !ok {
-			return "", nil, false
-		}
-		calls = append(calls, c)
-	}
-	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+	return blockCalls(text, []string{"<|tool_calls_section_begin|>", "<|tool_call_begin|>"}, "<|tool_call_begin|>", "<|tool_call_end|>",
+		func(body string) (string, string, bool) {
+			id, args, found := strings.Cut(body, "<|tool_call_argument_begin|>")
+			if !found {
+				return "", "", false
+			}
+			name := strings.TrimSpace(id)
+			name = strings.TrimPrefix(name, "functions.")
+			if k := strings.LastIndexByte(name, ':'); k >= 0 {
+				name = name[:k]
+			}
+			return name, args, true
+		})
 }
 
 func parseFunctionary(text string) (string, []toolCall, bool) {
