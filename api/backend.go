@@ -149,7 +149,3 @@ type Event struct {
 
 // ErrStop is returned by emit to end a sequence normally.
 var ErrStop = errors.New("api: stop generation")
-
-// ErrContextFull is returned by Generate when the sequence has used every
-// position of the context.
-var ErrContextFull = errors.New("api: context full")

@@ -54,19 +54,6 @@ type genState struct {
 	offset  int
 }
 
-// generate runs one sequence; see generateAll.
-func (s *Server) generate(ctx context.Context, sp *genSpec, onText func(text []byte, lps []tokenLogprob) error) (*candidate, error) {
-	var f func(int, []byte, []tokenLogprob) error
-	if onText != nil {
-		f = func(_ int, text []byte, lps []tokenLogprob) error { return onText(text, lps) }
-	}
-	cands, err := s.generateAll(ctx, []*genSpec{sp}, f)
-	if err != nil {
-		return nil, err
-	}
-	return cands[0], nil
-}
-
 // generateAll runs the candidates sps of one prompt together. onText (may
 // be nil) receives candidate i's releasable pieces of text and the logprobs
 // of its tokens that completed since the previous call, from the calling
@@ -127,13 +114,7 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 		return nil
 	}
 	err := s.run(ctx, func() error { return s.backend.Generate(ctx, reqs, emit) })
-	switch {
-	case err == nil, errors.Is(err, ErrStop):
-	case errors.Is(err, ErrContextFull):
-		for _, st := range states {
-			st.cand.finish = "length"
-		}
-	default:
+	if err != nil && !errors.Is(err, ErrStop) {
 		return nil, err
 	}
 	cands := make([]*candidate, len(states))

@@ -337,15 +337,6 @@ func (m *GPUModel) Forward(b Batch) ([]float32, error) {
 	return out.Logits, err
 }
 
-// Hidden runs the batch and returns the final hidden state (after the
-// output norm) of the rows whose Logits flag is set, [rows][embd].
-func (m *GPUModel) Hidden(b Batch) ([]float32, error) {
-	b.Hidden, b.Logits = b.Logits, make([]bool, len(b.Logits))
-	var out Output
-	err := m.ForwardInto(b, &out)
-	return out.Hidden, err
-}
-
 // ForwardInto runs the batch (at most BatchSize rows) and puts the logits
 // and hidden states its rows ask for into out. It reads them back from the
 // device once; it allocates nothing when out has room.

@@ -106,6 +106,7 @@ type Sequence struct {
 	stepRows  int // rows this sequence has in the current step
 	stepLogit int // its logits row in the step's output, or -1
 	stepHid   int // its first hidden-state row in the step's output
+	stepHidN  int // and how many hidden-state rows it has
 	sampleErr error
 	done      bool // finish at the end of the step (sampleErr or nil)
 	doneErr   error
@@ -292,10 +293,6 @@ func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
 	return s
 }
 
-// Model returns the scheduled model (for its tokenizer and options; do not
-// run it).
-func (s *Scheduler) Model() *Model { return s.m }
-
 // Stats returns the scheduler's counters.
 func (s *Scheduler) Stats() Stats {
 	return Stats{Queued: int(s.queued.Load()), Active: int(s.nActive.Load()), Steps: s.steps.Load(),
@@ -462,10 +459,7 @@ func (s *Scheduler) loop() {
 
 // shutdown ends everything with ErrClosed.
 func (s *Scheduler) shutdown() {
-	for _, q := range s.active {
-		s.finish(q, ErrClosed)
-	}
-	s.active = s.active[:0]
+	s.retire(func(*Sequence) (bool, error) { return true, ErrClosed })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, g := range s.queue {
@@ -475,7 +469,6 @@ func (s *Scheduler) shutdown() {
 		}
 	}
 	s.queue = nil
-	s.nActive.Store(0)
 }
 
 // finish ends q with err and frees its slot.
@@ -494,9 +487,18 @@ func (s *Scheduler) finish(q *Sequence, err error) {
 // dropCancelled ends the running sequences whose context is done or that
 // were cancelled.
 func (s *Scheduler) dropCancelled() {
+	s.retire(func(q *Sequence) (bool, error) {
+		err := q.cancelled()
+		return err != nil, err
+	})
+}
+
+// retire ends the running sequences for which ended reports true, with the
+// error it gives, and drops them from the active list.
+func (s *Scheduler) retire(ended func(q *Sequence) (bool, error)) {
 	kept := s.active[:0]
 	for _, q := range s.active {
-		if err := q.cancelled(); err != nil {
+		if end, err := ended(q); end {
 			s.finish(q, err)
 			continue
 		}
@@ -683,7 +685,7 @@ func (s *Scheduler) step() bool {
 				nHidden++
 			}
 		}
-		q.stepRows = n
+		q.stepRows, q.stepHidN = n, nHidden-q.stepHid
 		budget -= n
 		s.stepSeqs = append(s.stepSeqs, q)
 	}
@@ -712,13 +714,7 @@ func (s *Scheduler) step() bool {
 			q.pos++
 		case q.embed:
 			s.cache[q.slot] = append(s.cache[q.slot], q.prompt[q.fed:q.fed+q.stepRows]...)
-			hid := 0
-			for p := q.fed; p < q.fed+q.stepRows; p++ {
-				if q.pool.wants(p) {
-					hid++
-				}
-			}
-			q.pool.add(s.out.Hidden[q.stepHid*E : (q.stepHid+hid)*E])
+			q.pool.add(s.out.Hidden[q.stepHid*E : (q.stepHid+q.stepHidN)*E])
 			q.fed += q.stepRows
 			q.pos = q.fed
 			if q.fed == len(q.prompt) {
@@ -745,20 +741,9 @@ func (s *Scheduler) step() bool {
 	return true
 }
 
-// reap ends the sequences marked done in this step and drops them from the
-// active list.
+// reap ends the sequences marked done in this step.
 func (s *Scheduler) reap() {
-	kept := s.active[:0]
-	for _, q := range s.active {
-		if q.done {
-			s.finish(q, q.doneErr)
-			continue
-		}
-		kept = append(kept, q)
-	}
-	clear(s.active[len(kept):])
-	s.active = kept
-	s.nActive.Store(int32(len(s.active)))
+	s.retire(func(q *Sequence) (bool, error) { return q.done, q.doneErr })
 }
 
 func (s *Scheduler) worker() {
