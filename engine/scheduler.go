@@ -203,6 +203,7 @@ type Scheduler struct {
 	out      Output
 	stepSeqs []*Sequence // the sequences of the current step, in row order
 	sampled  []*Sequence
+	gone     []*Sequence // retire's scratch
 	jobs     chan *Sequence
 	wg       sync.WaitGroup
 	idle     *time.Timer
@@ -282,7 +283,7 @@ func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
 		slotSeq: make([]*Sequence, n), cache: make([][]int32, n), used: make([]uint64, n),
 		batch:    Batch{Tokens: make([]int32, 0, B), Slots: make([]int32, 0, B), Pos: make([]int32, 0, B), Logits: make([]bool, 0, B), Hidden: make([]bool, 0, B)},
 		out:      Output{Logits: make([]float32, 0, n*m.Opts.Vocab), Hidden: make([]float32, 0, B*m.Opts.Embd)},
-		stepSeqs: make([]*Sequence, 0, n), sampled: make([]*Sequence, 0, n), active: make([]*Sequence, 0, n),
+		stepSeqs: make([]*Sequence, 0, n), sampled: make([]*Sequence, 0, n), gone: make([]*Sequence, 0, n), active: make([]*Sequence, 0, n),
 		jobs: make(chan *Sequence, n), idle: time.NewTimer(time.Hour), eventCap: eventBuffer}
 	for i := range s.cache {
 		s.cache[i] = make([]int32, 0, m.CtxSize())
@@ -495,11 +496,15 @@ func (s *Scheduler) dropCancelled() {
 
 // retire ends the running sequences for which ended reports true, with the
 // error it gives, and drops them from the active list.
+//
+// The count Stats reports is updated before the sequences' channels close,
+// so a consumer that sees its channel closed never sees it still counted.
 func (s *Scheduler) retire(ended func(q *Sequence) (bool, error)) {
-	kept := s.active[:0]
+	kept, gone := s.active[:0], s.gone[:0]
 	for _, q := range s.active {
 		if end, err := ended(q); end {
-			s.finish(q, err)
+			q.err = err
+			gone = append(gone, q)
 			continue
 		}
 		kept = append(kept, q)
@@ -507,6 +512,11 @@ func (s *Scheduler) retire(ended func(q *Sequence) (bool, error)) {
 	clear(s.active[len(kept):])
 	s.active = kept
 	s.nActive.Store(int32(len(s.active)))
+	for _, q := range gone {
+		s.finish(q, q.err)
+	}
+	clear(gone)
+	s.gone = gone[:0]
 }
 
 // admit moves queued sequences into free slots, in FIFO order. A group's
