@@ -200,25 +200,25 @@ func (m *GPUModel) upload(w *Weights) error {
 // first request does not pay for pipeline creation.
 func (m *GPUModel) prepare() error {
 	type shape struct {
-		t    gguf.GGMLType
-		cols int
-		add  bool // MulMatAdd (the projections onto the residual stream)
+		t          gguf.GGMLType
+		rows, cols int
+		add        bool // MulMatAdd (the projections onto the residual stream)
 	}
 	seen := map[shape]bool{}
-	shapes := []shape{{m.output.Type, m.output.Cols, false}}
+	shapes := []shape{{m.output.Type, m.output.Rows, m.output.Cols, false}}
 	for i := range m.blocks {
 		g := &m.blocks[i]
 		for _, w := range []ops.Weight{g.q, g.k, g.v, g.gate, g.up} {
-			shapes = append(shapes, shape{w.Type, w.Cols, false})
+			shapes = append(shapes, shape{w.Type, w.Rows, w.Cols, false})
 		}
-		shapes = append(shapes, shape{g.out.Type, g.out.Cols, true}, shape{g.down.Type, g.down.Cols, true})
+		shapes = append(shapes, shape{g.out.Type, g.out.Rows, g.out.Cols, true}, shape{g.down.Type, g.down.Rows, g.down.Cols, true})
 	}
 	for _, s := range shapes {
 		if seen[s] {
 			continue
 		}
 		seen[s] = true
-		if err := m.k.PrepareWeight(s.t, s.cols, s.add); err != nil {
+		if err := m.k.PrepareWeight(s.t, s.rows, s.cols, s.add); err != nil {
 			return fmt.Errorf("engine: kernels for %v weights of %d columns: %w", s.t, s.cols, err)
 		}
 	}

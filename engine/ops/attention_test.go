@@ -183,14 +183,23 @@ func TestAttention(t *testing.T) {
 			append(append([]int32{290, 17, 5}, run(39, 0)...), 250, 60, 299), append(append([]int32{0, 2, 9}, fill(39, 1)...), 2, -1, 0)},
 		{"decode-many-slots", AttnParams{Rows: 40, Heads: 4, KVHeads: 2, HeadDim: 64, Causal: true}, shuffled(40, 300), cycle(40, 3)},
 	}
-	// The CPU and the GPU workgroup sizes, whichever this device is.
-	defer func(wg uint32) { g.k.attnWG = wg }(g.k.attnWG)
-	for _, wg := range []uint32{min(g.k.wg, cpuAttnWG), min(g.k.wg, 128)} {
-		g.k.attnWG = wg
+	// The CPU and the GPU workgroup sizes, whichever this device is, and
+	// the CPU devices' per-row kernel (flash_attn_rows, no subgroup
+	// variant).
+	defer func(wg uint32, rows bool) { g.k.attnWG, g.k.attnRows = wg, rows }(g.k.attnWG, g.k.attnRows)
+	for _, cfg := range []struct {
+		wg   uint32
+		rows bool
+	}{{min(g.k.wg, cpuAttnWG), false}, {min(g.k.wg, 128), false}, {min(g.k.wg, cpuAttnWG), true}} {
+		g.k.attnWG, g.k.attnRows = cfg.wg, cfg.rows
+		wg, variants := cfg.wg, both
+		if cfg.rows {
+			variants = func(t *testing.T, _ *rig, f func(t *testing.T)) { t.Run("rows", f) }
+		}
 		for _, tc := range cases {
 			for _, splits := range []int{0, 3, 7} {
 				t.Run(fmt.Sprintf("wg%d/%s/splits=%d", wg, tc.name, splits), func(t *testing.T) {
-					both(t, g, func(t *testing.T) {
+					variants(t, g, func(t *testing.T) {
 						p := tc.p
 						p.Cache = KVParams{Slots: 3, NCtx: 301, KVDim: p.KVHeads * p.HeadDim}
 						p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))

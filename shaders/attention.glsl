@@ -1,0 +1,50 @@
+// attention.glsl declares the bindings and push constants that flash_attn
+// (attention.comp) and flash_attn_rows (attention_rows.comp) share, mirrored
+// by engine/ops AttnPush, and the test for rows that flash_attn_tiled
+// serves.
+
+layout(binding = 0) readonly buffer Q { float data_q[]; };
+layout(binding = 1) readonly buffer K { float16_t data_k[]; };
+layout(binding = 1) readonly buffer K4 { f16vec4 data_k4[]; }; // same cache, 4 at a time
+layout(binding = 2) readonly buffer V { float16_t data_v[]; };
+layout(binding = 2) readonly buffer V4 { f16vec4 data_v4[]; };
+layout(binding = 3) readonly buffer S { int data_slot[]; };
+layout(binding = 4) readonly buffer P { int data_pos[]; };
+layout(binding = 5) writeonly buffer O { float data_o[]; };
+
+layout(push_constant) uniform Params {
+	uint rows;
+	uint heads;
+	uint kv_heads;
+	uint head_dim;
+	uint n_ctx;
+	uint n_slots;
+	uint n_kv; // keys seen by non-causal rows
+	uint causal;
+	float scale;
+	uint split_len; // keys per split (_split variants)
+	uint n_split;
+	uint tile_rows; // rows per tile of flash_attn_tiled; 0: serve every row
+} p;
+
+// tiled reports whether flash_attn_tiled serves row: whether the rows of
+// its tile that have an in-range slot share one (tile_slot of
+// attention_tiled.comp).
+bool tiled(uint row) {
+	if (p.tile_rows == 0) {
+		return false;
+	}
+	const uint row0 = row - row % p.tile_rows;
+	int s = -1;
+	for (uint r = row0; r < min(row0 + p.tile_rows, p.rows); r++) {
+		const int sr = data_slot[r];
+		if (sr < 0 || uint(sr) >= p.n_slots) {
+			continue;
+		}
+		if (s >= 0 && sr != s) {
+			return false;
+		}
+		s = sr;
+	}
+	return true;
+}
