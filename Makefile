@@ -51,8 +51,10 @@ $(MODEL):
 run: build default-model
 	$(BIN) serve -m $(MODEL) $(ARGS)
 
-# conformance-client installs the pinned official openai npm client that
-# api's conformance test drives (api/conformance/node_modules, git-ignored).
+# conformance-client installs the pinned npm clients that api's conformance
+# test drives: openai, the Vercel AI SDK (ai, @ai-sdk/openai), LangChain
+# (@langchain/openai, @langchain/core) and zod (api/conformance/node_modules,
+# git-ignored).
 conformance-client: deps
 	cd api/conformance && npm ci --no-audit --no-fund --loglevel=error
 

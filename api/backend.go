@@ -40,6 +40,14 @@ type ModelInfo struct {
 	BOSText, EOSText string
 	// AddBOS reports whether tokenizing with addSpecial prepends BOS.
 	AddBOS bool
+	// TrainContextSize, Params, SizeBytes and EmbeddingSize describe the
+	// model in /v1/models (meta): the context it was trained with, its
+	// weight count, the bytes of its tensors and its hidden size; 0 when
+	// unknown.
+	TrainContextSize int
+	Params           int64
+	SizeBytes        int64
+	EmbeddingSize    int
 }
 
 // Backend is what the API needs from the model side. The API owns request

@@ -207,7 +207,7 @@ func (s *Server) chatWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *chatReq
 		ch := chatChoice{Index: j, FinishReason: c.finish, Message: chatMessage{Role: "assistant"}}
 		content := c.text
 		if pc.toolsActive {
-			prefix, calls := pc.tmpl.family.parse(c.text, req.tools)
+			prefix, calls := req.parseCalls(pc, c.text)
 			if len(calls) > 0 {
 				content = prefix
 				ch.FinishReason = "tool_calls"
@@ -290,7 +290,7 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		u.CompletionTokens += c.tokens
 		finish := c.finish
 		if holding[j] && held[j].Len() > 0 {
-			prefix, calls := pc.tmpl.family.parse(held[j].String(), req.tools)
+			prefix, calls := req.parseCalls(pc, held[j].String())
 			if len(calls) > 0 {
 				finish = "tool_calls"
 				if prefix != "" && send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &prefix}}) != nil {

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"encoding/json"
+	"slices"
 
 	"github.com/valyala/fasthttp"
 )
@@ -68,21 +69,60 @@ type preparedPrompt struct {
 func (s *Server) prepareCompletion(req *completionRequest) ([]preparedPrompt, *Error) {
 	out := make([]preparedPrompt, len(req.prompts))
 	for i, p := range req.prompts {
-		text := p + req.suffix
-		toks, err := s.tokenize(text)
-		if err != nil {
-			return nil, badRequest("prompt", "prompt: %v", err)
-		}
 		param := "prompt"
 		if len(req.prompts) > 1 {
 			param = indexPath("prompt", i)
 		}
+		toks, text, e := s.promptTokens(p, req.suffix, param)
+		if e != nil {
+			return nil, e
+		}
 		if e := s.checkPrompt(param, len(toks)); e != nil {
 			return nil, e
 		}
-		out[i] = preparedPrompt{text: p, tokens: toks}
+		out[i] = preparedPrompt{text: text, tokens: toks}
 	}
 	return out, nil
+}
+
+// promptTokens returns the tokens of prompt p (the field param) followed
+// by suffix, and its text (for echo). Token ids are used as given, after a
+// check against the vocabulary; their text is their detokenization.
+func (s *Server) promptTokens(p promptInput, suffix, param string) ([]int32, string, *Error) {
+	if !p.isTokens {
+		toks, err := s.tokenize(p.text + suffix)
+		if err != nil {
+			return nil, "", badRequest(param, "%s: %v", param, err)
+		}
+		return toks, p.text, nil
+	}
+	if e := s.checkTokenIDs(p.tokens, param); e != nil {
+		return nil, "", e
+	}
+	text, err := s.detokenize(p.tokens)
+	if err != nil {
+		return nil, "", badRequest(param, "%s: %v", param, err)
+	}
+	toks := p.tokens
+	if suffix != "" {
+		st, err := s.backend.Tokenize(suffix, false, true)
+		if err != nil {
+			return nil, "", badRequest("suffix", "suffix: %v", err)
+		}
+		toks = append(slices.Clip(toks), st...)
+	}
+	return toks, text, nil
+}
+
+// checkTokenIDs checks client-sent token ids against the vocabulary.
+func (s *Server) checkTokenIDs(toks []int32, param string) *Error {
+	for i, id := range toks {
+		if id < 0 || int(id) >= s.info.VocabSize {
+			p := indexPath(param, i)
+			return badRequest(p, "%s: token id %d is outside the vocabulary [0, %d)", p, id, s.info.VocabSize)
+		}
+	}
+	return nil
 }
 
 // streamRequested peeks at a body that failed to decode: true when it is a

@@ -14,6 +14,16 @@ import (
 
 // embedTexts tokenizes and embeds each text in one queue slot.
 func (s *Server) embedTexts(texts []string, param string, multi bool) ([][]float32, int, *Error) {
+	in := make([]promptInput, len(texts))
+	for i, t := range texts {
+		in[i].text = t
+	}
+	return s.embedInputs(in, param, multi)
+}
+
+// embedInputs tokenizes (or checks the token ids of) each input and embeds
+// them in one queue slot.
+func (s *Server) embedInputs(texts []promptInput, param string, multi bool) ([][]float32, int, *Error) {
 	toks := make([][]int32, len(texts))
 	n := 0
 	for i, t := range texts {
@@ -21,9 +31,9 @@ func (s *Server) embedTexts(texts []string, param string, multi bool) ([][]float
 		if multi {
 			p = indexPath(param, i)
 		}
-		tk, err := s.tokenize(t)
-		if err != nil {
-			return nil, 0, badRequest(p, "%s: %v", p, err)
+		tk, _, e := s.promptTokens(t, "", p)
+		if e != nil {
+			return nil, 0, e
 		}
 		if e := s.checkPrompt(p, len(tk)); e != nil {
 			return nil, 0, e
@@ -37,7 +47,7 @@ func (s *Server) embedTexts(texts []string, param string, multi bool) ([][]float
 	defer s.unreserve(len(toks))
 	ctx, cancel := contextWithCancel(s)
 	defer cancel()
-	out := make([][]float32, len(texts))
+	out := make([][]float32, len(toks))
 	err := s.run(ctx, func() error {
 		if !s.batching {
 			for i, tk := range toks {
@@ -88,7 +98,7 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx) handlerResult {
 		s.writeError(ctx, e)
 		return handlerResult{}
 	}
-	vecs, n, e := s.embedTexts(req.input, "input", len(req.input) > 1)
+	vecs, n, e := s.embedInputs(req.input, "input", len(req.input) > 1)
 	if e != nil {
 		s.writeError(ctx, e)
 		return handlerResult{}

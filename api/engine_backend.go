@@ -56,7 +56,12 @@ func (b *EngineBackend) Stats() engine.Stats { return b.s.Stats() }
 // Info returns the model description.
 func (b *EngineBackend) Info() ModelInfo {
 	tok := b.m.Tok
-	info := ModelInfo{Name: b.name, ContextSize: b.m.CtxSize(), VocabSize: b.m.Opts.Vocab, ChatTemplate: tok.ChatTemplate(), AddBOS: tok.AddBOS()}
+	info := ModelInfo{Name: b.name, ContextSize: b.m.CtxSize(), VocabSize: b.m.Opts.Vocab, ChatTemplate: tok.ChatTemplate(), AddBOS: tok.AddBOS(),
+		TrainContextSize: b.m.Opts.CtxTrain, EmbeddingSize: b.m.Opts.Embd}
+	for _, t := range b.m.File.Tensors {
+		info.Params += int64(t.NumElements())
+		info.SizeBytes += int64(t.Size)
+	}
 	if id, ok := tok.BOS(); ok {
 		info.BOSText = tok.TokenText(id)
 	}

@@ -90,6 +90,10 @@ type Server struct {
 	// requests with tools render them (llama.cpp's preserved tokens).
 	preserved map[int32][]byte
 
+	// respStore keeps recent /v1/responses items (previous_response_id,
+	// item_reference).
+	respStore responseStore
+
 	slots    chan struct{} // one per parallel sequence (backends that do not batch)
 	batching bool          // the backend is a BatchingBackend
 	waiting  atomic.Int32  // requests queued or running
@@ -240,6 +244,8 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r := router.New()
 	r.GET("/health", s.handleHealth)
 	r.GET("/v1/models", s.wrap("models", s.handleModels))
+	r.GET("/v1/models/{id:*}", s.wrap("model", s.handleModel))
+	r.POST("/v1/responses", s.wrap("responses", s.handleResponses))
 	r.POST("/v1/completions", s.wrap("completions", s.handleCompletions))
 	r.POST("/v1/chat/completions", s.wrap("chat", s.handleChat))
 	r.POST("/v1/embeddings", s.wrap("embeddings", s.handleEmbeddings))
@@ -396,11 +402,40 @@ var errShuttingDown = errorf(503, "", "the server is shutting down; the generati
 var errQueueFull = errorf(503, "", "the request queue is full; try again later")
 
 func (s *Server) handleModels(ctx *fasthttp.RequestCtx) handlerResult {
-	writeJSON(ctx, map[string]any{"object": "list", "data": []any{map[string]any{
+	writeJSON(ctx, map[string]any{"object": "list", "data": []any{s.modelEntry()}})
+	return handlerResult{}
+}
+
+// handleModel answers GET /v1/models/{id}: the model's entry, or a 404
+// for another id.
+func (s *Server) handleModel(ctx *fasthttp.RequestCtx) handlerResult {
+	id, _ := ctx.UserValue("id").(string)
+	if id != s.info.Name {
+		s.writeError(ctx, errorf(404, "model", "model %q not found: this server serves %q", id, s.info.Name))
+		return handlerResult{}
+	}
+	writeJSON(ctx, s.modelEntry())
+	return handlerResult{}
+}
+
+// modelMeta is the meta object of a /v1/models entry, named as the
+// reference server (llama.cpp) names it; unknown sizes are left out.
+type modelMeta struct {
+	NCtx      int   `json:"n_ctx"`
+	NCtxTrain int   `json:"n_ctx_train,omitempty"`
+	NVocab    int   `json:"n_vocab"`
+	NEmbd     int   `json:"n_embd,omitempty"`
+	NParams   int64 `json:"n_params,omitempty"`
+	Size      int64 `json:"size,omitempty"`
+}
+
+func (s *Server) modelEntry() map[string]any {
+	return map[string]any{
 		"id": s.info.Name, "object": "model", "owned_by": "vkllm", "permissions": []any{},
 		"created": s.cfg.Now().Unix(),
-	}}})
-	return handlerResult{}
+		"meta": modelMeta{NCtx: s.info.ContextSize, NCtxTrain: s.info.TrainContextSize, NVocab: s.info.VocabSize,
+			NEmbd: s.info.EmbeddingSize, NParams: s.info.Params, Size: s.info.SizeBytes},
+	}
 }
 
 func (s *Server) tokenize(text string) ([]int32, error) {
