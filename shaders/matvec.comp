@@ -96,7 +96,7 @@ layout(constant_id = 3) const uint TPR = 32;
 // arithmetic; computing RPL rows per invocation makes each activation load
 // serve RPL rows.
 layout(constant_id = 5) const uint RPL = 1;
-#define MAX_RPL 8u
+#define MAX_RPL 16u
 
 // red holds per-invocation (shared-memory path) or per-subgroup partial
 // sums; WG entries per column is enough for any subgroup size.

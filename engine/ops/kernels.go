@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math/bits"
+	"runtime"
 	"unsafe"
 
 	"github.com/vkllm/vkllm/shaders"
@@ -49,6 +50,9 @@ type Kernels struct {
 	// cpuRows lets one matvec invocation compute several rows (see
 	// rowsPerLane): on CPU devices.
 	cpuRows bool
+	// cpuThreads is the number of threads a CPU device runs workgroups on
+	// (lavapipe starts one per CPU).
+	cpuThreads int
 }
 
 // cpuMatVecCols is MulMat's crossover on CPU devices: the tiled kernel
@@ -81,7 +85,8 @@ func New(dev *vk.Device) *Kernels {
 		wg /= 2
 	}
 	k := &Kernels{dev: dev, pipes: map[pipeKey]*vk.Pipeline{}, wg: wg, sg: dev.Features().SubgroupArithmetic,
-		rowThreads: matvecWG, attnWG: min(wg, 128), matvecCols: gpuMatVecPass, matvecPass: gpuMatVecPass}
+		rowThreads: matvecWG, attnWG: min(wg, 128), matvecCols: gpuMatVecPass, matvecPass: gpuMatVecPass,
+		cpuThreads: runtime.NumCPU()}
 	if dev.Info().Type == vk.TypeCPU {
 		k.rowThreads, k.attnWG, k.matvecCols, k.cpuRows = cpuRowThreads, min(wg, cpuAttnWG), cpuMatVecCols, true
 		k.matvecPass, k.attnRows = MatVecMaxCols, true

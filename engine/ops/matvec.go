@@ -163,9 +163,10 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 				fast = 1
 			}
 			rpl := k.rowsPerLane(tpr, rows, nc)
-			groups := k.Groups(ceilDiv(uint32(rows), matvecWG/tpr*rpl))
+			wg := k.matvecGroup(tpr)
+			groups := k.Groups(ceilDiv(uint32(rows), wg/tpr*rpl))
 			acc := b2u(o.acc)
-			spec := [6]uint32{matvecWG, uint32(nc), fast, tpr, acc, rpl}
+			spec := [6]uint32{wg, uint32(nc), fast, tpr, acc, rpl}
 			nspec := 6
 			if tiled {
 				groups = [3]uint32{ceilDiv(uint32(rows), matmulBM), ceilDiv(uint32(nc), matmulBN), 1}
@@ -203,23 +204,39 @@ func (k *Kernels) matvecTPR(t gguf.GGMLType, cols int) uint32 {
 // specialization constant of shaders/matvec.comp) for a window of rows
 // weight rows and n activation columns. Only CPU devices (k.cpuRows) compute
 // several rows per invocation, and only where one invocation does a whole
-// row (tpr 1): 4 rows, 8 for wide batches of long matrices, fewer for
-// short matrices so that at least 4 workgroups share the driver's threads.
-// BenchmarkMatVecRows (lavapipe, 2 threads, Q8_0): 8000 x 256 at 8
-// columns 8.1 ms with 1 row, 3.0 ms with 4, 2.3 ms with 8.
+// row (tpr 1): 4 rows for one to three columns, 16 for more, fewer for
+// short matrices so that every CPU thread gets about two workgroups.
+// Process CPU time per product on lavapipe (Q8_0 8000 x 256, 16 columns,
+// workgroups of 8): 11.8 ms with 4 rows per invocation, 7.2-7.9 ms with
+// 8, 5.3-6.6 ms with 16 (BenchmarkMatVecRows).
 func (k *Kernels) rowsPerLane(tpr uint32, rows, n int) uint32 {
 	if tpr != 1 || !k.cpuRows {
 		return 1
 	}
 	rpl := 4
-	if n >= 4 && rows >= 4*8*matvecWG {
-		rpl = 8
+	if n >= 4 {
+		rpl = 16
 	}
-	for rpl > 1 && rows < 2*rpl*matvecWG {
+	for rpl > 1 && rows < 2*k.cpuThreads*rpl*cpuMatVecWG {
 		rpl /= 2
 	}
 	return uint32(rpl)
 }
+
+// matvecGroup returns the matvec workgroup size for tpr invocations per
+// row: cpuMatVecWG where a CPU device computes whole rows per invocation,
+// matvecWG otherwise.
+func (k *Kernels) matvecGroup(tpr uint32) uint32 {
+	if tpr == 1 && k.cpuRows {
+		return cpuMatVecWG
+	}
+	return matvecWG
+}
+
+// cpuMatVecWG is the matvec workgroup size on CPU devices: one subgroup of
+// lavapipe (8 lanes), so that short matrices still make enough workgroups
+// for the driver's threads.
+const cpuMatVecWG = 8
 
 // PrepareWeight creates, ahead of the first step, the pipelines that MatVec
 // (1..MatVecMaxCols columns) and MatMul use for weights of type t with rows
@@ -250,7 +267,7 @@ func (k *Kernels) PrepareWeight(t gguf.GGMLType, rows, cols int, accumulate bool
 	tpr, acc := k.matvecTPR(t, cols), b2u(accumulate)
 	for n := uint32(1); n <= uint32(k.matvecPass); n++ {
 		rpl := k.rowsPerLane(tpr, rows, int(n))
-		if _, err := k.Pipeline(name, 3, push, matvecWG, n, fast, tpr, acc, rpl); err != nil {
+		if _, err := k.Pipeline(name, 3, push, k.matvecGroup(tpr), n, fast, tpr, acc, rpl); err != nil {
 			return err
 		}
 	}

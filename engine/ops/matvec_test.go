@@ -103,12 +103,19 @@ func TestMatVec(t *testing.T) {
 				{rows: 600, cols: cols, n: 1, lead: 2, acc: true},
 				{rows: 700, cols: vecCols(typ), n: 4, slow: true},
 				{rows: 1100, cols: cols, n: 5, xyLead: 4},
+				{rows: 260, cols: cols, n: 4},
+				{rows: 100, cols: cols, n: 2},
 			}
 			both(t, g, func(t *testing.T) {
 				// The device's layout, and the other one: CPU devices
 				// cap the invocations per row, GPUs do not.
-				// CPU devices also compute several rows per invocation.
-				defer func(cap uint32, rows bool) { g.k.rowThreads, g.k.cpuRows = cap, rows }(g.k.rowThreads, g.k.cpuRows)
+				// CPU devices also compute several rows per invocation
+				// (how many depends on the thread count: 2 here, so the
+				// cases below cover 2, 4, 8 and 16 on any machine).
+				defer func(cap uint32, rows bool, threads int) {
+					g.k.rowThreads, g.k.cpuRows, g.k.cpuThreads = cap, rows, threads
+				}(g.k.rowThreads, g.k.cpuRows, g.k.cpuThreads)
+				g.k.cpuThreads = 2
 				for _, cap := range []uint32{g.k.rowThreads, matvecWG + cpuRowThreads - g.k.rowThreads} {
 					g.k.rowThreads, g.k.cpuRows = cap, cap == cpuRowThreads
 					t.Run(fmt.Sprintf("tpr%d", cap), func(t *testing.T) {
