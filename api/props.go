@@ -69,19 +69,19 @@ type deviceProps struct {
 // (default_generation_settings, total_slots, chat_template, bos_token,
 // eos_token, build_info, modalities), plus the model's shape and the device.
 type propsBody struct {
-	Model                     string        `json:"model"`
-	ModelPath                 string        `json:"model_path"`
-	NCtx                      int           `json:"n_ctx"`
-	NVocab                    int           `json:"n_vocab"`
-	TotalSlots                int           `json:"total_slots"`
-	ChatTemplateName          string        `json:"chat_template_name"`
-	ChatTemplate              string        `json:"chat_template"`
-	BOSToken                  string        `json:"bos_token"`
-	EOSToken                  string        `json:"eos_token"`
-	BuildInfo                 string        `json:"build_info"`
-	Features                  []string      `json:"features"`
-	Modalities                modalities    `json:"modalities"`
-	DefaultGenerationSettings genSettings   `json:"default_generation_settings"`
+	Model                     string      `json:"model"`
+	ModelPath                 string      `json:"model_path"`
+	NCtx                      int         `json:"n_ctx"`
+	NVocab                    int         `json:"n_vocab"`
+	TotalSlots                int         `json:"total_slots"`
+	ChatTemplateName          string      `json:"chat_template_name"`
+	ChatTemplate              string      `json:"chat_template"`
+	BOSToken                  string      `json:"bos_token"`
+	EOSToken                  string      `json:"eos_token"`
+	BuildInfo                 string      `json:"build_info"`
+	Features                  []string    `json:"features"`
+	Modalities                modalities  `json:"modalities"`
+	DefaultGenerationSettings genSettings `json:"default_generation_settings"`
 	backendProps
 }
 
