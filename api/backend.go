@@ -8,6 +8,7 @@ package api
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/vkllm/vkllm/sampling"
 )
@@ -139,6 +140,9 @@ type GenerateRequest struct {
 	// Event.Top (0 none). Logprobs asks for Event.Logprob.
 	Logprobs    bool
 	TopLogprobs int
+	// ID is the request's id (its response id), for reports such as
+	// /slots; opaque to the backend.
+	ID string
 }
 
 // Event is one generated token. The backend may reuse the Event and its
@@ -153,6 +157,11 @@ type Event struct {
 	Logprob float32
 	// Top holds the TopLogprobs most likely tokens, most likely first.
 	Top []sampling.TokenLogprob
+	// Admitted is when the sequence got its place in the model (after any
+	// queueing) and Reused how many prompt tokens it took from a cache
+	// there; zero when the backend does not know. For timings.
+	Admitted time.Time
+	Reused   int
 }
 
 // ErrStop is returned by emit to end a sequence normally.

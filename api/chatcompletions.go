@@ -72,6 +72,7 @@ type chatBody struct {
 	Model   string       `json:"model"`
 	Choices []chatChoice `json:"choices"`
 	Usage   usage        `json:"usage"`
+	Timings *timings     `json:"timings,omitempty"`
 }
 
 type chatDelta struct {
@@ -94,6 +95,7 @@ type chatChunk struct {
 	Model   string            `json:"model"`
 	Choices []chatChunkChoice `json:"choices"`
 	Usage   *usage            `json:"usage,omitempty"`
+	Timings *timings          `json:"timings,omitempty"`
 }
 
 // preparedChat is a validated chat request ready to generate.
@@ -176,6 +178,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 	}
 	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
 	id := newID("chatcmpl-")
+	ctx.SetUserValue(requestIDKey, id)
 	created := s.cfg.Now().Unix()
 	seqs := 0
 	if req != nil {
@@ -226,6 +229,7 @@ func (s *Server) chatWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *chatReq
 		resp.Choices = append(resp.Choices, ch)
 	}
 	resp.Usage.TotalTokens = resp.Usage.PromptTokens + resp.Usage.CompletionTokens
+	resp.Timings = reqStatsOf(gctx).timings()
 	writeJSON(ctx, resp)
 	return handlerResult{tokens: resp.Usage.TotalTokens}
 }
@@ -317,6 +321,9 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 				}
 			}
 		}
+		if !req.includeUsage && j == len(cands)-1 {
+			chunk.Timings = reqStatsOf(gctx).timings() // the final chunk carries the request's speed
+		}
 		if send(chatChunkChoice{Index: j, Delta: chatDelta{}, FinishReason: &finish}) != nil {
 			return u.CompletionTokens, 499
 		}
@@ -324,7 +331,7 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 	if req.includeUsage {
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		b, _ := json.Marshal(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.info.Name,
-			Choices: []chatChunkChoice{}, Usage: &u})
+			Choices: []chatChunkChoice{}, Usage: &u, Timings: reqStatsOf(gctx).timings()})
 		sse.data(b)
 	}
 	sse.done()

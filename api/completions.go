@@ -55,6 +55,7 @@ type completionBody struct {
 	Model   string             `json:"model"`
 	Choices []completionChoice `json:"choices"`
 	Usage   *usage             `json:"usage,omitempty"`
+	Timings *timings           `json:"timings,omitempty"`
 }
 
 // newID returns a response id with prefix.
@@ -150,6 +151,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
 	}
 	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
 	id := newID("cmpl-")
+	ctx.SetUserValue(requestIDKey, id)
 	created := s.cfg.Now().Unix()
 	seqs := 0
 	if req != nil {
@@ -202,6 +204,7 @@ func (s *Server) completeWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *com
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	resp.Usage = u
+	resp.Timings = reqStatsOf(gctx).timings()
 	writeJSON(ctx, resp)
 	return handlerResult{tokens: u.TotalTokens}
 }
@@ -259,6 +262,9 @@ func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, 
 		for j, c := range cands {
 			u.CompletionTokens += c.tokens
 			fr := c.finish
+			if !req.includeUsage && pi == len(prompts)-1 && j == len(cands)-1 {
+				chunk.Timings = reqStatsOf(gctx).timings() // the final chunk carries the request's speed
+			}
 			if send(pi*req.n+j, "", nil, &fr) != nil {
 				return u.CompletionTokens, 499
 			}
@@ -267,7 +273,7 @@ func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, 
 	if req.includeUsage {
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		b, _ := json.Marshal(completionBody{ID: id, Object: "text_completion", Created: created, Model: s.info.Name,
-			Choices: []completionChoice{}, Usage: &u})
+			Choices: []completionChoice{}, Usage: &u, Timings: reqStatsOf(gctx).timings()})
 		sse.data(b)
 	}
 	sse.done()
@@ -283,4 +289,5 @@ func (s *Server) streamError(ctx *fasthttp.RequestCtx, route string, e *Error) {
 		newSSEWriter(w).error(e)
 	})
 	s.cfg.Logger.Info("request", "route", route, "status", 200, "stream_error", e.Status, "error", e.Error())
+	s.metrics.request(route, e.Status, 0)
 }

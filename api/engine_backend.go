@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/sampling"
@@ -23,6 +26,7 @@ type EngineBackend struct {
 	s     *engine.Scheduler
 	name  string
 	vocab sampling.Vocab
+	steps prometheus.Histogram // forward-pass times, for /metrics
 }
 
 // NewEngineBackend serves m under the model id name and starts its
@@ -37,7 +41,15 @@ func NewEngineBackend(m *engine.Model, name string, pool engine.Pooling, cfg eng
 		}
 	}
 	cfg.Pooling = pool
-	b := &EngineBackend{m: m, name: name, s: engine.NewScheduler(m, cfg)}
+	b := &EngineBackend{m: m, name: name, steps: newStepHistogram()}
+	onStep := cfg.OnStep
+	cfg.OnStep = func(d time.Duration, decodeRows, prefillRows int) {
+		b.steps.Observe(d.Seconds())
+		if onStep != nil {
+			onStep(d, decodeRows, prefillRows)
+		}
+	}
+	b.s = engine.NewScheduler(m, cfg)
 	tokenize := func(text string) ([]int32, error) { return m.Tok.Encode(text, false, false) }
 	b.vocab = sampling.Vocab{Size: m.Opts.Vocab, EOG: m.Tok.EOGIDs(), Tokenize: tokenize}
 	return b
@@ -124,7 +136,7 @@ func (b *EngineBackend) Generate(ctx context.Context, reqs []*GenerateRequest, e
 		ereqs := make([]engine.GenRequest, last-first)
 		for i, r := range reqs[first:last] {
 			ereqs[i] = engine.GenRequest{Prompt: r.Prompt, Chain: chains[first+i], MaxTokens: r.MaxTokens,
-				Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs}
+				Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs, Label: r.ID}
 		}
 		seqs, err := b.s.Generate(ctx, ereqs)
 		if err != nil {
@@ -172,6 +184,7 @@ func follow(ctx context.Context, seqs []*engine.Sequence, emit func(i int, ev *E
 			return // cancelled: drain what was already sent
 		}
 		ev = Event{Token: e.Token, EOG: e.EOG, Logprob: e.Logprob, Top: e.Top}
+		ev.Admitted, ev.Reused = q.Admission()
 		if err := emit(i, &ev); err != nil {
 			if err == ErrStop {
 				stopped[i] = true

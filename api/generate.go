@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/vkllm/vkllm/sampling"
 	"github.com/vkllm/vkllm/sampling/grammar"
@@ -52,6 +53,8 @@ type genState struct {
 	cand    *candidate
 	pending []tokenLogprob
 	offset  int
+
+	lastToken time.Time // when its last token arrived (metrics)
 }
 
 // generateAll runs the candidates sps of one prompt together. onText (may
@@ -61,9 +64,14 @@ type genState struct {
 func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i int, text []byte, lps []tokenLogprob) error) ([]*candidate, error) {
 	reqs := make([]*GenerateRequest, len(sps))
 	states := make([]*genState, len(sps))
+	timer := &genTimer{m: s.metrics, start: time.Now()}
+	rs := reqStatsOf(ctx)
 	for i, sp := range sps {
 		req := &GenerateRequest{Prompt: sp.prompt, Params: sp.g.params, MaxTokens: sp.maxTokens,
 			Logprobs: sp.g.params.Logprobs, TopLogprobs: sp.g.topLogprobs}
+		if rs != nil {
+			req.ID = rs.id
+		}
 		req.Params.Seed = sp.seed
 		if sp.constraint != nil {
 			c, err := sp.constraint()
@@ -77,6 +85,7 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 	}
 	emit := func(i int, ev *Event) error {
 		st := states[i]
+		timer.event(st, ev, time.Now())
 		sp, cand := st.sp, st.cand
 		if ev.EOG {
 			cand.finish = "stop"
@@ -115,6 +124,7 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 	}
 	err := s.run(ctx, func() error { return s.backend.Generate(ctx, reqs, emit) })
 	if err != nil && !errors.Is(err, ErrStop) {
+		timer.finish(nil, len(sps[0].prompt), nil)
 		return nil, err
 	}
 	cands := make([]*candidate, len(states))
@@ -128,6 +138,7 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 		st.cand.text = st.ts.text()
 		cands[i] = st.cand
 	}
+	timer.finish(rs, len(sps[0].prompt), cands)
 	return cands, nil
 }
 

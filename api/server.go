@@ -42,6 +42,13 @@ type Config struct {
 	// ChatTemplate is the template of requests without one; "" means
 	// "jinja" when the model has a template and "plain" otherwise.
 	ChatTemplate string
+	// ChatTemplateText, when set, is a Jinja chat template that replaces
+	// the model's tokenizer.chat_template (--chat-template-file).
+	ChatTemplateText string
+	// Version is the build's version, reported by /props and /metrics.
+	Version string
+	// ModelPath is the model file, reported by /props.
+	ModelPath string
 	// Parallel is how many Generate/Embed calls run at once (default 1).
 	Parallel int
 	// QueueSize is how many requests may wait for the model; more are
@@ -101,6 +108,7 @@ type Server struct {
 	baseCtx context.Context
 	cancel  context.CancelFunc
 	srv     *fasthttp.Server
+	metrics *metrics
 }
 
 // NewServer returns a server in the loading state.
@@ -130,6 +138,7 @@ func NewServer(cfg Config) *Server {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Parallel)}
+	s.metrics = newMetrics(s)
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.srv = &fasthttp.Server{
 		Handler:            s.Handler(),
@@ -186,6 +195,9 @@ func (s *Server) Ready(b Backend) error {
 		if info.ChatTemplate != "" {
 			name = "jinja"
 		}
+	}
+	if s.cfg.ChatTemplateText != "" {
+		info.ChatTemplate = s.cfg.ChatTemplateText
 	}
 	t, err := newChatTemplate(name, info.ChatTemplate)
 	if err != nil {
@@ -256,6 +268,7 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r.POST("/extras/tokenize/count", s.wrap("tokenize_count", s.handleTokenCount))
 	r.POST("/extras/detokenize", s.wrap("detokenize", s.handleDetokenize))
 	r.POST("/apply-template", s.wrap("apply_template", s.handleApplyTemplate))
+	s.opsRoutes(r)
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
 		s.writeError(ctx, errorf(404, "", "no route %s %s", ctx.Method(), ctx.Path()))
 		s.logRequest(ctx, "not_found", time.Now(), 0)
@@ -320,6 +333,7 @@ func (s *Server) wrap(route string, h func(ctx *fasthttp.RequestCtx) handlerResu
 func (s *Server) logRequest(ctx *fasthttp.RequestCtx, route string, start time.Time, tokens int) {
 	s.cfg.Logger.Info("request", "route", route, "method", string(ctx.Method()), "path", string(ctx.Path()),
 		"status", ctx.Response.StatusCode(), "tokens", tokens, "duration", time.Since(start))
+	s.metrics.request(route, ctx.Response.StatusCode(), time.Since(start))
 }
 
 func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {
@@ -573,10 +587,12 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 		return handlerResult{}
 	}
 	conn := ctx.Conn()
+	id := requestID(ctx)
 	if !stream {
 		defer s.unreserve(seqs)
 		gctx, cancel := contextWithCancel(s)
 		defer cancel()
+		gctx = withReqStats(gctx, id)
 		stop := watchClose(conn, cancel)
 		defer stop()
 		return whole(gctx)
@@ -589,6 +605,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 		defer s.unreserve(seqs)
 		gctx, cancel := contextWithCancel(s)
 		defer cancel()
+		gctx = withReqStats(gctx, id)
 		// A client that leaves while its request waits or its prompt is
 		// prefilled (nothing written yet) is noticed too.
 		stop := watchClose(conn, cancel)
@@ -598,6 +615,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 		tokens, status := streamFn(gctx, cancel, sse)
 		s.cfg.Logger.Info("request", "route", route, "method", method, "path", path,
 			"status", status, "stream", true, "tokens", tokens, "duration", time.Since(start))
+		s.metrics.request(route, status, time.Since(start))
 	})
 	return handlerResult{}
 }
