@@ -59,6 +59,7 @@ type CPUModel struct {
 	embd   []float32 // [vocab][embd]
 	outN   []float32
 	output []float32 // [vocab][embd]
+	freqs  []float32 // rope_freqs.weight, nil when absent
 	blocks []cpuBlock
 }
 
@@ -96,6 +97,7 @@ func NewCPUModel(o Options, w *Weights, ctx, slots int) (*CPUModel, error) {
 	load(&m.embd, w.TokenEmbd)
 	load(&m.outN, w.OutputNorm)
 	load(&m.output, w.OutputMatrix())
+	load(&m.freqs, w.RopeFreqs)
 	for i := range m.blocks {
 		b, wb := &m.blocks[i], &w.Blocks[i]
 		for _, p := range []struct {
@@ -199,10 +201,10 @@ func (m *CPUModel) attention(blk *cpuBlock, h []float32, b Batch) []float32 {
 	for i := range n {
 		pos := float64(b.Pos[i])
 		for hd := range o.Heads {
-			RefRoPE(q[i*qw+hd*D:i*qw+(hd+1)*D], pos, o.RopeDim, o.RopeBase, o.RopeScale, o.RopeNeoX)
+			RefRoPE(q[i*qw+hd*D:i*qw+(hd+1)*D], pos, o.RopeDim, o.RopeBase, o.RopeScale, o.RopeNeoX, m.freqs)
 		}
 		for hd := range o.KVHeads {
-			RefRoPE(k[i*kw+hd*D:i*kw+(hd+1)*D], pos, o.RopeDim, o.RopeBase, o.RopeScale, o.RopeNeoX)
+			RefRoPE(k[i*kw+hd*D:i*kw+(hd+1)*D], pos, o.RopeDim, o.RopeBase, o.RopeScale, o.RopeNeoX, m.freqs)
 		}
 		at := (int(b.Slots[i])*m.ctx + int(b.Pos[i]))
 		copy(blk.kCache[at*kw:(at+1)*kw], k[i*kw:(i+1)*kw])
@@ -307,11 +309,15 @@ func addRows(x, bias []float32) {
 
 // RefRoPE rotates the first dims values of one head's vector x by position
 // pos: pairs (x[2i], x[2i+1]) in normal mode, (x[i], x[i+dims/2]) in NeoX
-// mode, by the angle pos*scale*base^(-2i/dims). Values past dims are left.
-func RefRoPE(x []float32, pos float64, dims int, base, scale float32, neox bool) {
+// mode, by the angle pos*scale*base^(-2i/dims)/factors[i] (factors nil:
+// 1). Values past dims are left.
+func RefRoPE(x []float32, pos float64, dims int, base, scale float32, neox bool, factors []float32) {
 	half := dims / 2
 	for i := range half {
 		theta := pos * float64(scale) * math.Pow(float64(base), -2*float64(i)/float64(dims))
+		if factors != nil {
+			theta /= float64(factors[i])
+		}
 		c, s := math.Cos(theta), math.Sin(theta)
 		a, b := 2*i, 2*i+1
 		if neox {

@@ -50,6 +50,7 @@ type GPUModel struct {
 
 	tokEmbd, output ops.Weight
 	outNorm         vk.Range
+	ropeFreqs       vk.Range // none when the model has no rope_freqs.weight
 	blocks          []gpuBlock
 
 	// Per-forward scratch, sized for cfg.BatchSize rows.
@@ -128,7 +129,7 @@ func (m *GPUModel) deviceBytes(w *Weights) int64 {
 }
 
 func (m *GPUModel) allTensors(w *Weights) []*Tensor {
-	ts := []*Tensor{w.TokenEmbd, w.OutputNorm, w.Output}
+	ts := []*Tensor{w.TokenEmbd, w.OutputNorm, w.Output, w.RopeFreqs}
 	for i := range w.Blocks {
 		b := &w.Blocks[i]
 		ts = append(ts, b.AttnNorm, b.Q, b.K, b.V, b.QBias, b.KBias, b.VBias, b.QNorm, b.KNorm, b.Out, b.FFNNorm, b.Gate, b.Up, b.Down)
@@ -185,6 +186,7 @@ func (m *GPUModel) upload(w *Weights) error {
 	m.tokEmbd = weight(w.TokenEmbd)
 	m.output = weight(w.OutputMatrix())
 	m.outNorm = vec(w.OutputNorm)
+	m.ropeFreqs = vec(w.RopeFreqs)
 	for i := range w.Blocks {
 		b, g := &w.Blocks[i], &m.blocks[i]
 		g.attnNorm, g.ffnNorm = vec(b.AttnNorm), vec(b.FFNNorm)
@@ -516,12 +518,12 @@ func (m *GPUModel) attention(c *vk.Cmd, blk *gpuBlock, n int, slot, pos vk.Range
 		}
 	}
 	rope := ops.RoPEParams{Rows: n, Heads: o.Heads, HeadDim: D, RotDims: o.RopeDim, NeoX: o.RopeNeoX, FreqBase: o.RopeBase, FreqScale: o.RopeScale}
-	if err := k.RoPE(c, m.q, m.q, pos, vk.Range{}, rope); err != nil {
+	if err := k.RoPE(c, m.q, m.q, pos, m.ropeFreqs, rope); err != nil {
 		return err
 	}
 	rope.Heads = o.KVHeads
 	c.NoBarrier() // and rotated independently
-	if err := k.RoPE(c, m.kAct, m.kAct, pos, vk.Range{}, rope); err != nil {
+	if err := k.RoPE(c, m.kAct, m.kAct, pos, m.ropeFreqs, rope); err != nil {
 		return err
 	}
 	cache := ops.KVParams{Slots: m.cfg.Slots, NCtx: m.cfg.CtxSize, KVDim: kw}

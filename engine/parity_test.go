@@ -46,14 +46,35 @@ type parityModel struct {
 	pplTol float64
 }
 
+// archDecoders are the decoder models of fixtures/archs (the architectures
+// added after the first three) whose parity is tested beside every model of
+// fixtures/models.
+var archDecoders = []string{"llama3rf-gpt2-256x4-q8_0"}
+
+// measuredTol widens the bounds for a model whose reference error was
+// measured larger: on llama3rf the difference grows with the position from
+// 0.0034 at the first step to 0.012 at the 14th (both our GPU and the f64
+// CPU reference), and the perplexity differs by 0.71%. Without
+// rope_freqs.weight the same steps differ by 2 to 7.6, so the factors are
+// applied; what remains is within the reference's own f16 error on these
+// larger rotations, which we could not pin down further.
+var measuredTol = map[string]struct{ short, ppl float64 }{
+	"llama3rf-gpt2-256x4-q8_0": {1.5e-2, 0.01},
+}
+
 func loadParityModels(t *testing.T) []parityModel {
 	dir := fixtures.Dir(t, "models")
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.ref.json"))
 	if len(paths) == 0 {
 		t.Fatalf("no *.ref.json in %s", dir)
 	}
+	archs := fixtures.Dir(t, "archs")
+	for _, name := range archDecoders {
+		paths = append(paths, filepath.Join(archs, name+".ref.json"))
+	}
 	var out []parityModel
 	for _, p := range paths {
+		dir := filepath.Dir(p)
 		raw, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
@@ -78,6 +99,9 @@ func loadParityModels(t *testing.T) []parityModel {
 		m := parityModel{name: strings.TrimSuffix(ref.Model, ".gguf"), ref: ref, file: f, opts: o, w: w, tol: shortPromptTol, pplTol: 0.005}
 		if !highPrecision(w) {
 			m.tol, m.pplTol = 5e-2, 0.02
+		}
+		if mt, ok := measuredTol[m.name]; ok {
+			m.tol, m.pplTol = mt.short, mt.ppl
 		}
 		out = append(out, m)
 	}

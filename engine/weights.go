@@ -51,7 +51,10 @@ type Weights struct {
 	TokenEmbd  *Tensor `gguf:"token_embd.weight"`
 	OutputNorm *Tensor `gguf:"output_norm.weight"`
 	Output     *Tensor `gguf:"output.weight,optional"` // nil when tied to TokenEmbd
-	Blocks     []Block
+	// RopeFreqs divides the RoPE frequencies per dimension pair (Llama
+	// 3.1-3.3 files carry it, computed from their llama3 rope scaling).
+	RopeFreqs *Tensor `gguf:"rope_freqs.weight,optional"`
+	Blocks    []Block
 }
 
 // OutputMatrix returns the matrix of the output projection.
@@ -128,6 +131,7 @@ func (w *Weights) check(o Options) error {
 		{"token_embd.weight", w.TokenEmbd, o.Embd, o.Vocab, true},
 		{"output_norm.weight", w.OutputNorm, o.Embd, 1, true},
 		{"output.weight", w.Output, o.Embd, o.Vocab, false},
+		{"rope_freqs.weight", w.RopeFreqs, o.RopeDim / 2, 1, false},
 	}
 	for i := range w.Blocks {
 		b, p := &w.Blocks[i], fmt.Sprintf("blk.%d.", i)
