@@ -3,8 +3,9 @@
 //   out = sum_j softmax_j(scale * q . K[j]) V[j]
 // over the f16 cache [slot][position][kv_head][head_dim] of the row's slot,
 // with kv_head = h / (heads / kv_heads) (GQA). Causal rows see positions
-// 0..pos[row]; non-causal rows see 0..n_kv-1; rows with an out-of-range
-// slot get zeros.
+// 0..pos[row] (with a sliding window of w > 0 positions only
+// pos[row]-w+1..pos[row]); non-causal rows see 0..n_kv-1; rows with an
+// out-of-range slot get zeros.
 //
 // One workgroup serves one row and GPW query heads that share a kv head,
 // so each K and V row is read once for all of them. It walks the keys in
@@ -56,6 +57,7 @@ layout(push_constant) uniform Params {
 	uint split_len; // keys per split (_split variants)
 	uint n_split;
 	uint tile_rows; // rows per tile of flash_attn_tiled; 0: serve every row
+	uint window;    // causal sliding window in positions; 0: none
 } p;
 
 // q and the tile's probabilities are read by every invocation in the inner
@@ -196,11 +198,13 @@ void main() {
 	const uint slot = uint(max(islot, 0));
 	uint nk = p.causal != 0 ? uint(max(ipos + 1, 0)) : p.n_kv;
 	nk = islot < 0 || uint(islot) >= p.n_slots ? 0 : min(nk, p.n_ctx); // bad rows read nothing
+	// The first key a windowed row sees.
+	const uint lo = p.causal != 0 && p.window != 0 && nk > p.window ? nk - p.window : 0;
 #ifdef SPLIT
-	const uint kbeg = split * p.split_len;
-	const uint kend = min(nk, kbeg + p.split_len);
+	const uint kbeg = max(split * p.split_len, lo);
+	const uint kend = min(nk, split * p.split_len + p.split_len);
 #else
-	const uint kbeg = 0, kend = nk;
+	const uint kbeg = lo, kend = nk;
 #endif
 
 	const uint qbase = (row * p.heads + h0) * D; // GPW consecutive heads
