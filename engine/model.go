@@ -275,6 +275,9 @@ const (
 	PoolMean Pooling = 1
 	PoolCLS  Pooling = 2
 	PoolLast Pooling = 3
+	// PoolRank scores a sequence with the classification head of a
+	// cross-encoder (cls.*) over its first token's hidden state.
+	PoolRank Pooling = 4
 )
 
 // Embed runs tokens through slot (from position 0) and pools the final
