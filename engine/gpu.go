@@ -52,11 +52,11 @@ type GPUModel struct {
 
 	// Per-forward scratch, sized for cfg.BatchSize rows.
 	acts                               []*vk.Buffer // the activations (see gpuGraph)
-	ids, slots, pos, logitRows, seqEnd *vk.Buffer // int32, host-visible
-	logits                             *vk.Buffer // [BatchSize][Vocab] f32, host-visible
-	hidden                             *vk.Buffer // [BatchSize][Embd] f32, host-visible
-	outRows                            []int32    // ForwardInto's scratch: the rows that want output
-	seqEnds                            []int32    // ForwardInto's scratch: encoder sequence ends
+	ids, slots, pos, logitRows, seqEnd *vk.Buffer   // int32, host-visible
+	logits                             *vk.Buffer   // [BatchSize][Vocab] f32, host-visible
+	hidden                             *vk.Buffer   // [BatchSize][Embd] f32, host-visible
+	outRows                            []int32      // ForwardInto's scratch: the rows that want output
+	seqEnds                            []int32      // ForwardInto's scratch: encoder sequence ends
 	g                                  gpuGraph
 }
 
