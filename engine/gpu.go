@@ -22,6 +22,9 @@ func (c *GPUConfig) fill(o Options) error {
 	if c.CtxSize <= 0 {
 		c.CtxSize = min(o.CtxTrain, 4096)
 	}
+	if o.Encoder && c.CtxSize > o.CtxTrain {
+		return fmt.Errorf("engine: a context of %d positions; the %s encoder has position embeddings for %d", c.CtxSize, o.Arch, o.CtxTrain)
+	}
 	if c.Slots <= 0 {
 		c.Slots = 1
 	}

@@ -72,12 +72,14 @@ func archFor(name string) (archSpec, error) {
 		return archSpec{load: loadGemma3}, nil
 	case "phi3":
 		return archSpec{load: loadPhi3}, nil
+	case "bert":
+		return archSpec{load: loadBert, layerNorm: true, encoder: true}, nil
 	}
 	return archSpec{}, fmt.Errorf("engine: unsupported architecture %q (supported: %s)", name, supportedArchs)
 }
 
 // supportedArchs lists the architectures archFor knows, for errors.
-const supportedArchs = "llama, qwen2, qwen3, gemma3, phi3"
+const supportedArchs = "llama, qwen2, qwen3, gemma3, phi3, bert"
 
 // ReadOptions reads the hyper-parameters of f.
 func ReadOptions(f *gguf.File) (Options, error) {
