@@ -36,7 +36,7 @@ type Model struct {
 	// Classifier is the classification head of a cross-encoder (nil for
 	// other models): Embed with PoolRank returns its score.
 	Classifier *Classifier
-	dev  *vk.Device
+	dev        *vk.Device
 	// lens holds each slot's sequence length: positions 0..lens[s]-1 of
 	// slot s hold keys and values of one sequence.
 	lens []int
