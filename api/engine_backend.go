@@ -23,6 +23,13 @@ type EngineBackend struct {
 	s     *engine.Scheduler
 	name  string
 	vocab sampling.Vocab
+	pool  engine.Pooling
+}
+
+// RerankTokens returns the sequence a cross-encoder scores for a (query,
+// document) pair ([CLS] query [SEP] document for BERT's vocabulary).
+func (b *EngineBackend) RerankTokens(query, document string) ([]int32, error) {
+	return engine.RerankTokens(b.m.Tok, query, document)
 }
 
 // NewEngineBackend serves m under the model id name and starts its
@@ -31,13 +38,13 @@ type EngineBackend struct {
 // set from it.
 func NewEngineBackend(m *engine.Model, name string, pool engine.Pooling, cfg engine.SchedulerConfig) *EngineBackend {
 	if pool == engine.PoolNone {
-		pool = engine.PoolMean
-		if v, err := m.File.Int(m.Opts.Arch + ".pooling_type"); err == nil && v >= 1 && v <= 3 {
-			pool = engine.Pooling(v)
+		pool = m.Opts.Pooling
+		if pool == engine.PoolNone || pool == engine.PoolRank && m.Classifier == nil {
+			pool = engine.PoolMean
 		}
 	}
 	cfg.Pooling = pool
-	b := &EngineBackend{m: m, name: name, s: engine.NewScheduler(m, cfg)}
+	b := &EngineBackend{m: m, name: name, s: engine.NewScheduler(m, cfg), pool: pool}
 	tokenize := func(text string) ([]int32, error) { return m.Tok.Encode(text, false, false) }
 	b.vocab = sampling.Vocab{Size: m.Opts.Vocab, EOG: m.Tok.EOGIDs(), Tokenize: tokenize}
 	return b
@@ -56,7 +63,8 @@ func (b *EngineBackend) Stats() engine.Stats { return b.s.Stats() }
 // Info returns the model description.
 func (b *EngineBackend) Info() ModelInfo {
 	tok := b.m.Tok
-	info := ModelInfo{Name: b.name, ContextSize: b.m.CtxSize(), VocabSize: b.m.Opts.Vocab, ChatTemplate: tok.ChatTemplate(), AddBOS: tok.AddBOS()}
+	info := ModelInfo{Name: b.name, ContextSize: b.m.CtxSize(), VocabSize: b.m.Opts.Vocab, ChatTemplate: tok.ChatTemplate(), AddBOS: tok.AddBOS(),
+		Encoder: b.m.Opts.Encoder, Reranker: b.pool == engine.PoolRank}
 	if id, ok := tok.BOS(); ok {
 		info.BOSText = tok.TokenText(id)
 	}
