@@ -67,13 +67,20 @@ func loadBert(f *gguf.File, o Options) (archModel, error) {
 			m.Positions.Name, m.Positions.Dims, E, o.CtxTrain, o.Arch)
 	}
 	if m.TokenTypes != nil {
-		if m.TokenTypes.Cols() != E || m.TokenTypes.Type != gguf.TypeF32 {
-			return nil, fmt.Errorf("engine: tensor %s has dims %v and type %v, want [%d types] F32", m.TokenTypes.Name, m.TokenTypes.Dims, m.TokenTypes.Type, E)
+		if m.TokenTypes.Cols() != E {
+			return nil, fmt.Errorf("engine: tensor %s has dims %v, want [%d types]", m.TokenTypes.Name, m.TokenTypes.Dims, E)
 		}
-		var err error
-		if m.Type0, err = rowRange(m.TokenTypes, "token_types.weight[0]", 0, 1); err != nil {
+		// Row 0 as an F32 vector (a bias added to every token).
+		row, err := rowRange(m.TokenTypes, "token_types.weight[0]", 0, 1)
+		if err != nil {
 			return nil, err
 		}
+		vals, err := dequant(row)
+		if err != nil {
+			return nil, err
+		}
+		m.Type0 = &Tensor{Name: row.Name, Type: gguf.TypeF32, Dims: []uint64{uint64(E)}, Data: float32Bytes(vals)}
+		m.TokenTypes = nil // only its row 0 is read
 	}
 	for i := range m.Blocks {
 		b := &m.Blocks[i]

@@ -13,6 +13,7 @@ import (
 	"github.com/vkllm/vkllm/engine/tokenizer"
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/internal/fixtures"
+	"github.com/vkllm/vkllm/tools/modelgen"
 	"github.com/vkllm/vkllm/vk"
 	"github.com/vkllm/vkllm/vk/vktest"
 )
@@ -235,4 +236,79 @@ func order(scores []float64) []int {
 		return 0
 	})
 	return idx
+}
+
+// TestEncoderGPUMatchesCPU runs generated BERT models (embedding and
+// cross-encoder) on the GPU and the CPU reference: a batch of three
+// sequences of different slots (the encoder sees each whole), every row's
+// final hidden state compared, and the rank score of each sequence.
+func TestEncoderGPUMatchesCPU(t *testing.T) {
+	dev := vktest.Open(t, vk.Options{})
+	for _, typ := range []gguf.GGMLType{gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ4_K} {
+		for _, rerank := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v/rerank=%v", typ, rerank), func(t *testing.T) {
+				embd := 64
+				if typ.BlockSize() == 256 {
+					embd = 256
+				}
+				path := genModel(t, modelgen.Options{Arch: "bert", Type: typ, Embd: embd, Layers: 2, Heads: 4, Context: 64, Rerank: rerank, Seed: 5})
+				o, w := openModel(t, path)
+				if !o.Encoder || rerank != (o.Pooling == PoolRank) {
+					t.Fatalf("options %+v: want an encoder, rank pooling %v", o, rerank)
+				}
+				cpu, err := NewCPUModel(o, w, 64, 3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				gpu, err := NewGPUModel(dev, o, w, GPUConfig{Slots: 3, BatchSize: 40})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer gpu.Close()
+				var b Batch
+				for s, n := range []int{9, 1, 23} {
+					for i := range n {
+						b.Tokens = append(b.Tokens, int32((i*31+s*7+3)%o.Vocab))
+						b.Slots = append(b.Slots, int32(2-s))
+						b.Pos = append(b.Pos, int32(i))
+						b.Logits = append(b.Logits, false)
+						b.Hidden = append(b.Hidden, true)
+					}
+				}
+				want, err := cpu.Hidden(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out Output
+				if err := gpu.ForwardInto(b, &out); err != nil {
+					t.Fatal(err)
+				}
+				if e := maxRelError(out.Hidden, want); e > tolerance(typ) || math.IsNaN(e) {
+					t.Fatalf("hidden states: max relative error %.3g, want <= %.3g", e, tolerance(typ))
+				}
+				cls, err := newClassifier(w)
+				if err != nil || (cls != nil) != rerank {
+					t.Fatalf("classifier %v, %v; want one: %v", cls != nil, err, rerank)
+				}
+				if rerank {
+					E := o.Embd
+					for _, r := range []int{0, 9, 10} { // each sequence's first row
+						g, c := cls.Score(out.Hidden[r*E:(r+1)*E]), cls.Score(want[r*E:(r+1)*E])
+						if math.Abs(float64(g-c)) > 1e-3*(1+math.Abs(float64(c))) {
+							t.Errorf("score of the sequence at row %d: GPU %g, CPU %g", r, g, c)
+						}
+					}
+				}
+				// A sequence cut across batches, or a row asking for
+				// logits, is refused.
+				bad := Batch{Tokens: b.Tokens[1:3], Slots: b.Slots[1:3], Pos: b.Pos[1:3], Logits: make([]bool, 2), Hidden: b.Hidden[1:3]}
+				if err := gpu.ForwardInto(bad, &out); err == nil {
+					t.Error("ForwardInto of a sequence starting at position 1 succeeded, want an error")
+				}
+				if _, err := gpu.Forward(Batch{Tokens: b.Tokens[:1], Slots: b.Slots[:1], Pos: b.Pos[:1], Logits: []bool{true}}); err == nil {
+					t.Error("Forward asking an encoder for logits succeeded, want an error")
+				}
+			})
+		}
+	}
 }
