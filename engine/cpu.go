@@ -165,7 +165,7 @@ func (m *CPUModel) ForwardInto(b Batch, out *Output) error {
 	for i, want := range b.Logits {
 		if want {
 			if m.o.Encoder {
-				return fmt.Errorf("engine: a %s encoder gives hidden states, not logits", m.o.Arch)
+				return fmt.Errorf("engine: %s is an encoder (embeddings and rerank only): it gives hidden states, not logits, so it cannot generate", m.o.Arch)
 			}
 			g.rows = append(g.rows, i)
 		}

@@ -307,7 +307,7 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 	}
 	nLogits := len(rows)
 	if nLogits > 0 && o.Encoder {
-		return fmt.Errorf("engine: a %s encoder gives hidden states, not logits", o.Arch)
+		return fmt.Errorf("engine: %s is an encoder (embeddings and rerank only): it gives hidden states, not logits, so it cannot generate", o.Arch)
 	}
 	for i := range b.Hidden {
 		if b.Hidden[i] {

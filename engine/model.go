@@ -183,12 +183,17 @@ func (m *Model) forward(b Batch, out *Output) error {
 	if err != nil || m.CPU == nil {
 		return err
 	}
-	want, err := m.CPU.Forward(b)
-	if err != nil {
+	var want Output
+	if err := m.CPU.ForwardInto(b, &want); err != nil {
 		return err
 	}
-	if e := maxRelError(out.Logits, want); e > 1e-2 || math.IsNaN(e) {
-		return fmt.Errorf("engine: --verify: GPU logits differ from the CPU reference by %.3g (relative)", e)
+	for _, c := range []struct {
+		what      string
+		got, want []float32
+	}{{"logits", out.Logits, want.Logits}, {"hidden states", out.Hidden, want.Hidden}} {
+		if e := maxRelError(c.got, c.want); e > 1e-2 || math.IsNaN(e) {
+			return fmt.Errorf("engine: --verify: GPU %s differ from the CPU reference by %.3g (relative)", c.what, e)
+		}
 	}
 	return nil
 }
