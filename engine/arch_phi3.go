@@ -110,18 +110,28 @@ func (m *phi3Model) forward(g Graph) {
 	x := g.Embed(m.TokenEmbd)
 	for i := range m.Blocks {
 		g.Layer()
-		b := &m.Blocks[i]
-		h := g.RMSNorm(x, b.AttnNorm, m.eps)
-		q, k, v := g.MatMul(b.Q, h), g.MatMul(b.K, h), g.MatMul(b.V, h)
-		g.RoPE(q, rope)
-		g.RoPE(k, rope)
-		a := m.attn
-		a.Layer = i
-		g.MatMulAdd(x, b.Out, g.Attention(q, k, v, a))
-		h = g.RMSNorm(x, b.FFNNorm, m.eps)
-		g.MatMulAdd(x, b.Down, g.SwiGLU(g.MatMul(b.Gate, h), g.MatMul(b.Up, h)))
+		m.Blocks[i].attention(g, x, m, rope, i)
+		m.Blocks[i].feedForward(g, x, m)
 	}
 	h := g.RMSNorm(g.OutputRows(x), m.OutputNorm, m.eps)
 	g.Hidden(h)
 	g.Logits(m.Output, h)
+}
+
+// attention adds the self-attention of the normed x to x.
+func (b *phi3Block) attention(g Graph, x Act, m *phi3Model, rope Rope, layer int) {
+	h := g.RMSNorm(x, b.AttnNorm, m.eps)
+	q, k, v := g.MatMul(b.Q, h), g.MatMul(b.K, h), g.MatMul(b.V, h)
+	g.RoPE(q, rope)
+	g.RoPE(k, rope)
+	a := m.attn
+	a.Layer = layer
+	g.MatMulAdd(x, b.Out, g.Attention(q, k, v, a))
+}
+
+// feedForward adds the SwiGLU FFN (of the split gate|up) of the normed x
+// to x.
+func (b *phi3Block) feedForward(g Graph, x Act, m *phi3Model) {
+	h := g.RMSNorm(x, b.FFNNorm, m.eps)
+	g.MatMulAdd(x, b.Down, g.SwiGLU(g.MatMul(b.Gate, h), g.MatMul(b.Up, h)))
 }
