@@ -5,7 +5,8 @@
 // with kv_head = h / (heads / kv_heads) (GQA). Causal rows see positions
 // 0..pos[row] (with a sliding window of w > 0 positions only
 // pos[row]-w+1..pos[row]); non-causal rows see 0..n_kv-1; rows with an
-// out-of-range slot get zeros.
+// out-of-range slot get zeros. With softcap > 0 each scaled score s becomes
+// softcap * tanh(s / softcap) (Gemma 2).
 //
 // One workgroup serves one row and GPW query heads that share a kv head,
 // so each K and V row is read once for all of them. It walks the keys in
@@ -58,6 +59,7 @@ layout(push_constant) uniform Params {
 	uint n_split;
 	uint tile_rows; // rows per tile of flash_attn_tiled; 0: serve every row
 	uint window;    // causal sliding window in positions; 0: none
+	float softcap;  // > 0: scores become softcap * tanh(score / softcap)
 } p;
 
 // q and the tile's probabilities are read by every invocation in the inner
@@ -175,6 +177,17 @@ bool tiled(uint row) {
 	return true;
 }
 
+// tanh_safe is tanh(z) without overflow for large |z| (1 - 2/(e^2|z| + 1))
+// nor cancellation for small |z| (its Taylor series, error below 1e-7).
+float tanh_safe(float z) {
+	const float a = abs(z);
+	if (a < 0.25) {
+		const float z2 = z * z;
+		return z * (1.0 - z2 * (1.0 / 3.0 - z2 * (2.0 / 15.0 - z2 * (17.0 / 315.0))));
+	}
+	return sign(z) * (1.0 - 2.0 / (exp(2.0 * a) + 1.0));
+}
+
 void main() {
 	const uint groups_per_row = p.heads / GPW;
 #ifdef SPLIT
@@ -255,6 +268,11 @@ void main() {
 					[[unroll]] for (uint g = 0; g < GPW; g++) {
 						s[g] += q_s[g * QV + d / 4][d % 4] * kd;
 					}
+				}
+			}
+			if (p.softcap > 0.0) { // Gemma 2: softcap * tanh(score / softcap)
+				[[unroll]] for (uint g = 0; g < GPW; g++) {
+					s[g] = p.softcap * tanh_safe(s[g] / p.softcap);
 				}
 			}
 		} else {

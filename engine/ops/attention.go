@@ -266,6 +266,9 @@ type AttnParams struct {
 	// (pos-Window+1..pos: sliding-window attention). Windowed dispatches
 	// use the per-row kernel only.
 	Window int
+	// SoftCap > 0 turns each scaled score s into SoftCap*tanh(s/SoftCap)
+	// (Gemma 2's attention logit soft-capping); per-row kernel only.
+	SoftCap float32
 	// Splits > 1 divides every row's keys into that many ranges of
 	// ceil(max keys / Splits) handled by separate workgroups (flash
 	// decoding), merged by a second kernel; it needs Scratch of
@@ -318,6 +321,7 @@ type AttnPush struct {
 	Rows, Heads, KVHeads, HeadDim, NCtx, NSlots, NKV, Causal uint32
 	Scale                                                    float32
 	SplitLen, NSplit, TileRows, Window                       uint32
+	SoftCap                                                  float32
 }
 
 // AttnCombinePush mirrors the push-constant block of attn_combine.comp.
@@ -331,7 +335,7 @@ const MaxHeadDim = 256
 func (p *AttnParams) check() error {
 	if p.Rows <= 0 || p.Heads <= 0 || p.KVHeads <= 0 || p.Heads%p.KVHeads != 0 || p.HeadDim <= 0 || p.HeadDim > MaxHeadDim ||
 		p.Cache.KVDim != p.KVHeads*p.HeadDim || p.Cache.Slots <= 0 || p.Cache.NCtx <= 0 || (!p.Causal && (p.NKV <= 0 || p.NKV > p.Cache.NCtx)) ||
-		p.Splits < 0 || p.Splits > p.maxKeys() || p.Window < 0 {
+		p.Splits < 0 || p.Splits > p.maxKeys() || p.Window < 0 || p.SoftCap < 0 {
 		return fmt.Errorf("ops: Attention: bad parameters %+v", *p)
 	}
 	return nil
@@ -374,6 +378,7 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 	if p.Causal {
 		push.Causal, push.Window = 1, uint32(p.Window)
 	}
+	push.SoftCap = p.SoftCap
 	wg := k.attnWG
 	gpw := k.attnHeadsPerGroup(p.Heads/p.KVHeads, p.HeadDim, wg)
 	if gpw == 0 {
@@ -381,7 +386,7 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 	}
 	spec := []uint32{wg, uint32(gpw), uint32(p.HeadDim)}
 	if p.Splits <= 1 {
-		if tile, ok := k.attnTileFor(p.Heads/p.KVHeads, p.HeadDim, wg); ok && p.Rows >= 2*tile.Rows && push.Window == 0 {
+		if tile, ok := k.attnTileFor(p.Heads/p.KVHeads, p.HeadDim, wg); ok && p.Rows >= 2*tile.Rows && push.Window == 0 && push.SoftCap == 0 {
 			// Tiles of one slot (prefill) here, the rest by the per-row
 			// kernel below.
 			push.TileRows = uint32(tile.Rows)
@@ -510,6 +515,9 @@ func RefAttention(out, q []float32, kc, vc []uint16, slot, pos []int32, p AttnPa
 					dot += float64(qv[d]) * float64(F32FromF16(kc[base+j*stride+d]))
 				}
 				s[j] = dot * float64(p.Scale)
+				if p.SoftCap > 0 {
+					s[j] = float64(p.SoftCap) * math.Tanh(s[j]/float64(p.SoftCap))
+				}
 				m = math.Max(m, s[j])
 			}
 			var sum float64

@@ -190,6 +190,8 @@ func TestAttention(t *testing.T) {
 		// Sliding windows (Gemma): rows before, at and past the window.
 		{"window16", AttnParams{Rows: 5, Heads: 8, KVHeads: 2, HeadDim: 64, Causal: true, Window: 16}, []int32{0, 10, 15, 16, 300}, []int32{1, 1, 1, 0, 2}},
 		{"prefill-window7", AttnParams{Rows: 37, Heads: 4, KVHeads: 2, HeadDim: 32, Causal: true, Window: 7}, run(37, 0), fill(37, 1)},
+		// Gemma 2's soft-capped scores (a cap below the scores' range).
+		{"softcap", AttnParams{Rows: 36, Heads: 4, KVHeads: 2, HeadDim: 64, Causal: true, Window: 9, SoftCap: 1.5}, run(36, 0), fill(36, 2)},
 	}
 	// The CPU and the GPU workgroup sizes, whichever this device is.
 	defer func(wg uint32) { g.k.attnWG = wg }(g.k.attnWG)
