@@ -8,32 +8,35 @@ import (
 	"github.com/vkllm/vkllm/gguf"
 )
 
-// gemma3Model is Gemma 3: the input embedding scaled by sqrt(embd), per-head
+// gemmaModel is Gemma 3: the input embedding scaled by sqrt(embd), per-head
 // q/k RMSNorm, RMSNorm after the attention and after the FFN (before each
 // residual add), a GeGLU FFN (tanh-GELU(gate) * up), and sliding-window
 // layers: all but every pattern-th layer see only the last window
 // positions and rotate with their own RoPE base, unscaled; the global
 // layers take the file's RoPE base and scaling. Norm weights are stored
 // with Gemma's +1 already added. The output reuses token_embd.weight.
-type gemma3Model struct {
+// Gemma 2 (arch_gemma2.go) is the same block without the q/k norms, with
+// soft-capped attention scores and logits.
+type gemmaModel struct {
 	TokenEmbd  *Tensor       `gguf:"token_embd.weight"`
 	OutputNorm *Tensor       `gguf:"output_norm.weight"`
 	Output     *Tensor       `gguf:"output.weight,optional"`
-	Blocks     []gemma3Block `gguf:"blk"`
+	Blocks     []gemmaBlock `gguf:"blk"`
 
 	eps      float32
 	embScale float32
-	ropes    []Rope // per layer
-	attns    []Attn // per layer
+	ropes    []Rope  // per layer
+	attns    []Attn  // per layer
+	softcap  float32 // final logit soft-capping (Gemma 2); 0: none
 }
 
-type gemma3Block struct {
+type gemmaBlock struct {
 	AttnNorm     *Tensor `gguf:"attn_norm.weight"`
 	Q            *Tensor `gguf:"attn_q.weight"`
 	K            *Tensor `gguf:"attn_k.weight"`
 	V            *Tensor `gguf:"attn_v.weight"`
-	QNorm        *Tensor `gguf:"attn_q_norm.weight"`
-	KNorm        *Tensor `gguf:"attn_k_norm.weight"`
+	QNorm        *Tensor `gguf:"attn_q_norm.weight,optional"` // Gemma 3
+	KNorm        *Tensor `gguf:"attn_k_norm.weight,optional"`
 	Out          *Tensor `gguf:"attn_output.weight"`
 	PostAttnNorm *Tensor `gguf:"post_attention_norm.weight"`
 	FFNNorm      *Tensor `gguf:"ffn_norm.weight"`
@@ -57,8 +60,9 @@ func optInt(f *gguf.File, key string, def int) (int, error) {
 	return int(v), nil
 }
 
-func loadGemma3(f *gguf.File, o Options) (archModel, error) {
-	m := &gemma3Model{Blocks: make([]gemma3Block, o.Layers)}
+// bindGemma binds and checks the tensors of a Gemma 2 or 3 file.
+func bindGemma(f *gguf.File, o Options) (*gemmaModel, error) {
+	m := &gemmaModel{Blocks: make([]gemmaBlock, o.Layers)}
 	if err := bindTensors(f, "", m); err != nil {
 		return nil, err
 	}
@@ -78,6 +82,22 @@ func loadGemma3(f *gguf.File, o Options) (archModel, error) {
 	if err := checkShapes(want); err != nil {
 		return nil, err
 	}
+	m.eps = o.NormEps
+	m.embScale = float32(math.Sqrt(float64(E)))
+	return m, nil
+}
+
+func loadGemma3(f *gguf.File, o Options) (archModel, error) {
+	m, err := bindGemma(f, o)
+	if err != nil {
+		return nil, err
+	}
+	for i := range m.Blocks {
+		b, p := &m.Blocks[i], fmt.Sprintf("blk.%d.", i)
+		if err := require(o.Arch, []string{p + "attn_q_norm.weight", p + "attn_k_norm.weight"}, b.QNorm, b.KNorm); err != nil {
+			return nil, err
+		}
+	}
 	p := o.Arch + "."
 	// As the reference: no window without attention.sliding_window,
 	// pattern 6 and local base 10000 when their keys are absent.
@@ -93,13 +113,11 @@ func loadGemma3(f *gguf.File, o Options) (archModel, error) {
 	if v, err := f.Float(p + "rope.freq_base_swa"); err == nil {
 		baseSWA = float32(v)
 	}
-	m.eps = o.NormEps
-	m.embScale = float32(math.Sqrt(float64(E)))
 	// Gemma 3 27B (62 layers) scales queries by 1/sqrt(embd/heads), the
 	// others by 1/sqrt(head_dim), as the reference.
 	scale := float32(1 / math.Sqrt(float64(o.HeadDim)))
 	if o.Layers == 62 {
-		scale = float32(1 / math.Sqrt(float64(E/o.Heads)))
+		scale = float32(1 / math.Sqrt(float64(o.Embd/o.Heads)))
 	}
 	for l := range o.Layers {
 		local := window > 0 && (pattern == 0 || l%pattern < pattern-1)
@@ -114,7 +132,7 @@ func loadGemma3(f *gguf.File, o Options) (archModel, error) {
 	return m, nil
 }
 
-func (m *gemma3Model) forward(g Graph) {
+func (m *gemmaModel) forward(g Graph) {
 	x := g.Embed(m.TokenEmbd)
 	g.Scale(x, m.embScale)
 	for i := range m.Blocks {
@@ -124,16 +142,18 @@ func (m *gemma3Model) forward(g Graph) {
 	}
 	h := g.RMSNorm(g.OutputRows(x), m.OutputNorm, m.eps)
 	g.Hidden(h)
-	g.Logits(m.Output, h)
+	g.Logits(m.Output, h, m.softcap)
 }
 
 // attention adds the post-normed self-attention of the normed x to x.
-func (b *gemma3Block) attention(g Graph, x Act, m *gemma3Model, layer int) {
+func (b *gemmaBlock) attention(g Graph, x Act, m *gemmaModel, layer int) {
 	a := m.attns[layer]
 	h := g.RMSNorm(x, b.AttnNorm, m.eps)
 	q, k, v := g.MatMul(b.Q, h), g.MatMul(b.K, h), g.MatMul(b.V, h)
-	g.RMSNormInPlace(q.Heads(a.Heads), b.QNorm, m.eps)
-	g.RMSNormInPlace(k.Heads(a.KVHeads), b.KNorm, m.eps)
+	if b.QNorm != nil {
+		g.RMSNormInPlace(q.Heads(a.Heads), b.QNorm, m.eps)
+		g.RMSNormInPlace(k.Heads(a.KVHeads), b.KNorm, m.eps)
+	}
 	g.RoPE(q, m.ropes[layer])
 	g.RoPE(k, m.ropes[layer])
 	o := g.MatMul(b.Out, g.Attention(q, k, v, a))
@@ -142,7 +162,7 @@ func (b *gemma3Block) attention(g Graph, x Act, m *gemma3Model, layer int) {
 }
 
 // feedForward adds the post-normed GeGLU FFN of the normed x to x.
-func (b *gemma3Block) feedForward(g Graph, x Act, m *gemma3Model) {
+func (b *gemmaBlock) feedForward(g Graph, x Act, m *gemmaModel) {
 	h := g.RMSNorm(x, b.FFNNorm, m.eps)
 	o := g.MatMul(b.Down, g.GeGLU(g.MatMul(b.Gate, h), g.MatMul(b.Up, h)))
 	g.RMSNormInPlace(o, b.PostFFNNorm, m.eps)

@@ -91,7 +91,7 @@ func (m *llamaModel) forward(g Graph) {
 	}
 	h := g.RMSNorm(g.OutputRows(x), m.OutputNorm, m.eps)
 	g.Hidden(h)
-	g.Logits(m.Output, h)
+	g.Logits(m.Output, h, 0)
 }
 
 // attention adds the self-attention of the normed x to x.

@@ -115,7 +115,7 @@ func (m *phi3Model) forward(g Graph) {
 	}
 	h := g.RMSNorm(g.OutputRows(x), m.OutputNorm, m.eps)
 	g.Hidden(h)
-	g.Logits(m.Output, h)
+	g.Logits(m.Output, h, 0)
 }
 
 // attention adds the self-attention of the normed x to x.

@@ -66,7 +66,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 		tied        bool
 		ropeFreqs   bool
 	}{{"llama", "spm", false, false}, {"qwen2", "bpe", true, false}, {"qwen3", "bpe", false, false},
-		{"llama", "bpe", true, true}, {"gemma3", "spm", true, false}, {"phi3", "spm", false, false}}
+		{"llama", "bpe", true, true}, {"gemma2", "spm", true, false}, {"gemma3", "spm", true, false}, {"phi3", "spm", false, false}}
 	types := []gguf.GGMLType{gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_1,
 		gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K}
 	for _, a := range archs {
@@ -119,6 +119,16 @@ func TestGPUMatchesCPU(t *testing.T) {
 				if e := maxRelError(got, want); e > tolerance(typ) || math.IsNaN(e) {
 					t.Fatalf("mixed batch: max relative logit error %.3g, want <= %.3g", e, tolerance(typ))
 				}
+				if a.arch == "gemma2" {
+					// modelgen's final cap 5 bends logits that reach about 20.
+					top := 0.0
+					for _, v := range got {
+						top = math.Max(top, math.Abs(float64(v)))
+					}
+					if top > 5 || top < 4 {
+						t.Fatalf("gemma2: largest |logit| %.3f, want soft-capped to at most 5 (and near it)", top)
+					}
+				}
 				// Decode steps on slot 1, feeding the CPU's argmax.
 				next := argmaxF32(want[:o.Vocab])
 				for step := range 4 {
@@ -156,7 +166,7 @@ func argmaxF32(x []float32) int32 {
 func TestGreedyIdentical(t *testing.T) {
 	dev := vktest.Open(t, vk.Options{})
 	for _, typ := range []gguf.GGMLType{gguf.TypeF32, gguf.TypeF16} {
-		for _, arch := range []string{"llama", "qwen2", "qwen3", "gemma3", "phi3"} {
+		for _, arch := range []string{"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"} {
 			t.Run(fmt.Sprintf("%s/%v", arch, typ), func(t *testing.T) {
 				path := genModel(t, modelgen.Options{Arch: arch, Type: typ, Embd: 64, Layers: 2, Seed: 3})
 				o, w := openModel(t, path)

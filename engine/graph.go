@@ -62,6 +62,9 @@ type Attn struct {
 	Heads, KVHeads, HeadDim int
 	Scale                   float32 // multiplies q.k
 	Window                  int     // sliding window in positions (Causal); 0 means none
+	// SoftCap > 0 turns each scaled score s into SoftCap*tanh(s/SoftCap)
+	// (Gemma 2).
+	SoftCap float32
 }
 
 // Graph is what an architecture's forward pass is written against. Two
@@ -123,8 +126,9 @@ type Graph interface {
 	// pass's hidden states.
 	Hidden(h Act)
 	// Logits delivers the logits rows of h (from OutputRows) times w
-	// transposed as the pass's logits.
-	Logits(w *Tensor, h Act)
+	// transposed as the pass's logits, soft-capped to
+	// softcap*tanh(logit/softcap) when softcap > 0 (Gemma 2).
+	Logits(w *Tensor, h Act, softcap float32)
 }
 
 // archModel is one architecture's model: its weights as a struct tagged

@@ -186,6 +186,9 @@ func (g *cpuGraph) Attention(q, k, v Act, a Attn) Act {
 					s += float64(qh[d]) * float64(kr[d])
 				}
 				scores[p] = s * float64(a.Scale)
+				if a.SoftCap > 0 {
+					scores[p] = float64(a.SoftCap) * math.Tanh(scores[p]/float64(a.SoftCap))
+				}
 				maxS = math.Max(maxS, scores[p])
 			}
 			sum := 0.0
@@ -231,13 +234,16 @@ func (g *cpuGraph) Hidden(h Act) {
 	g.hidden = append([]float32(nil), g.v(h)[g.nLogits*h.Cols:]...)
 }
 
-func (g *cpuGraph) Logits(w *Tensor, h Act) {
+func (g *cpuGraph) Logits(w *Tensor, h Act, softcap float32) {
 	if g.nLogits == 0 {
 		return
 	}
 	rows := Act{ref: h.ref, Rows: g.nLogits, Cols: h.Cols}
 	g.logits = make([]float32, g.nLogits*w.Rows())
 	g.matmul(g.logits, w, rows, false)
+	if softcap > 0 {
+		ops.RefSoftCap(g.logits, g.logits, softcap)
+	}
 }
 
 // refRMSNorm normalizes each of rows rows of cols values and multiplies by

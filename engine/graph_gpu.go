@@ -320,7 +320,7 @@ func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
 	g.fail(m.k.KVWrite(c, vc, g.r(v), slot, pos, n, cache))
 	g.dep(g.r(out), g.r(q), kc, vc)
 	g.fail(m.k.Attention(c, g.r(out), g.r(q), kc, vc, slot, pos, ops.AttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads,
-		HeadDim: a.HeadDim, Cache: cache, Causal: true, Scale: a.Scale, Window: a.Window}))
+		HeadDim: a.HeadDim, Cache: cache, Causal: true, Scale: a.Scale, Window: a.Window, SoftCap: a.SoftCap}))
 	return out
 }
 
@@ -377,7 +377,7 @@ func (g *gpuGraph) Hidden(h Act) {
 	g.c.Copy(dst, src)
 }
 
-func (g *gpuGraph) Logits(w *Tensor, h Act) {
+func (g *gpuGraph) Logits(w *Tensor, h Act, softcap float32) {
 	if w.Rows() != g.m.o.Vocab || h.Cols != w.Cols() {
 		g.shapeErr("Logits "+w.Name, w.Cols(), h.Cols)
 	}
@@ -388,4 +388,8 @@ func (g *gpuGraph) Logits(w *Tensor, h Act) {
 	dst := g.m.logits.Range(0, 4*uint64(g.nLogits*w.Rows()))
 	g.dep(dst, g.r(h))
 	g.fail(g.m.k.MulMat(g.c, g.weight(w), g.r(h), g.nLogits, dst))
+	if softcap > 0 {
+		g.dep(dst, dst)
+		g.fail(g.m.k.SoftCap(g.c, dst, dst, g.nLogits*w.Rows(), softcap))
+	}
 }

@@ -68,6 +68,8 @@ func archFor(name string) (archSpec, error) {
 	switch name {
 	case "llama", "qwen2", "qwen3":
 		return archSpec{load: loadLlama}, nil
+	case "gemma2":
+		return archSpec{load: loadGemma2}, nil
 	case "gemma3":
 		return archSpec{load: loadGemma3}, nil
 	case "phi3":
@@ -79,7 +81,7 @@ func archFor(name string) (archSpec, error) {
 }
 
 // supportedArchs lists the architectures archFor knows, for errors.
-const supportedArchs = "llama, qwen2, qwen3, gemma3, phi3, bert"
+const supportedArchs = "llama, qwen2, qwen3, gemma2, gemma3, phi3, bert"
 
 // ReadOptions reads the hyper-parameters of f.
 func ReadOptions(f *gguf.File) (Options, error) {

@@ -19,7 +19,7 @@ import (
 // Options describes the model to generate. Zero fields take the defaults
 // listed beside them.
 type Options struct {
-	Arch      string        // llama (default), qwen2, qwen3, gemma3, phi3 or bert
+	Arch      string        // llama (default), qwen2, qwen3, gemma2, gemma3, phi3 or bert
 	Vocab     string        // bpe (default), spm; bert always uses its WordPiece vocabulary
 	VocabSize int           // at most this many tokens (default 1024; the built-in corpus supports about 700 BPE and 850 SPM tokens)
 	Type      gguf.GGMLType // format of the 2-D weights (default F32)
@@ -37,8 +37,8 @@ type Options struct {
 	// RopeFreqs adds Llama 3.1's rope_freqs.weight (per-pair divisors from
 	// 1 to 8) to a llama model.
 	RopeFreqs bool
-	// Window is gemma3's attention.sliding_window (default 4, so short
-	// tests cross it; every other layer is local).
+	// Window is gemma2's and gemma3's attention.sliding_window (default 4,
+	// so short tests cross it; every other layer is local).
 	Window int
 	// Rerank makes a bert model a cross-encoder: pooling type rank and a
 	// classification head (cls.*).
@@ -50,9 +50,9 @@ func (o *Options) fill() error {
 		o.Arch = "llama"
 	}
 	switch o.Arch {
-	case "llama", "qwen2", "qwen3", "gemma3", "phi3", "bert":
+	case "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "bert":
 	default:
-		return fmt.Errorf("modelgen: unsupported architecture %q (want llama, qwen2, qwen3, gemma3, phi3 or bert)", o.Arch)
+		return fmt.Errorf("modelgen: unsupported architecture %q (want llama, qwen2, qwen3, gemma2, gemma3, phi3 or bert)", o.Arch)
 	}
 	if o.RopeFreqs && o.Arch != "llama" || o.Rerank && o.Arch != "bert" {
 		return fmt.Errorf("modelgen: RopeFreqs is for llama and Rerank for bert, not %s", o.Arch)
@@ -237,6 +237,11 @@ func Generate(opts Options) (*gguf.Writer, error) {
 		w.MustSet(a+".rope.freq_base_swa", float32(10000))
 		w.MustSet(a+".rope.scaling.type", "linear")
 		w.MustSet(a+".rope.scaling.factor", float32(4))
+	case "gemma2":
+		// Caps low enough to bend random weights' scores and logits.
+		w.MustSet(a+".attention.sliding_window", uint32(opts.Window))
+		w.MustSet(a+".attn_logit_softcapping", float32(2))
+		w.MustSet(a+".final_logit_softcapping", float32(5))
 	case "phi3":
 		w.MustSet(a+".rope.scaling.original_context_length", uint32(opts.Context))
 		w.MustSet(a+".rope.scaling.attn_factor", float32(1.19))
@@ -302,7 +307,7 @@ func Generate(opts Options) (*gguf.Writer, error) {
 			add(p+"attn_k_norm.weight", 1, 0.1, D)
 		}
 		add(p+"attn_output.weight", 0, inv(q), q, E)
-		if a == "gemma3" {
+		if a == "gemma2" || a == "gemma3" {
 			add(p+"post_attention_norm.weight", 1, 0.1, E)
 			add(p+"post_ffw_norm.weight", 1, 0.1, E)
 		}
