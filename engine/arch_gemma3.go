@@ -18,9 +18,9 @@ import (
 // Gemma 2 (arch_gemma2.go) is the same block without the q/k norms, with
 // soft-capped attention scores and logits.
 type gemmaModel struct {
-	TokenEmbd  *Tensor       `gguf:"token_embd.weight"`
-	OutputNorm *Tensor       `gguf:"output_norm.weight"`
-	Output     *Tensor       `gguf:"output.weight,optional"`
+	TokenEmbd  *Tensor      `gguf:"token_embd.weight"`
+	OutputNorm *Tensor      `gguf:"output_norm.weight"`
+	Output     *Tensor      `gguf:"output.weight,optional"`
 	Blocks     []gemmaBlock `gguf:"blk"`
 
 	eps      float32
