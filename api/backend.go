@@ -49,6 +49,20 @@ type ModelInfo struct {
 	Params           int64
 	SizeBytes        int64
 	EmbeddingSize    int
+	// Encoder reports a model that cannot generate (an embedding or rerank
+	// model): completion and chat requests get a 400.
+	Encoder bool
+	// Reranker reports a cross-encoder: Embed of the tokens of a (query,
+	// document) pair (RerankTokens) returns one value, its relevance score,
+	// which /v1/rerank reports instead of a cosine similarity.
+	Reranker bool
+}
+
+// RerankTokenizer is implemented by backends whose model is a
+// cross-encoder (ModelInfo.Reranker): it returns the sequence the model
+// scores for a (query, document) pair.
+type RerankTokenizer interface {
+	RerankTokens(query, document string) ([]int32, error)
 }
 
 // Backend is what the API needs from the model side. The API owns request

@@ -27,6 +27,13 @@ type EngineBackend struct {
 	name  string
 	vocab sampling.Vocab
 	steps prometheus.Histogram // forward-pass times, for /metrics
+	pool  engine.Pooling
+}
+
+// RerankTokens returns the sequence a cross-encoder scores for a (query,
+// document) pair ([CLS] query [SEP] document for BERT's vocabulary).
+func (b *EngineBackend) RerankTokens(query, document string) ([]int32, error) {
+	return engine.RerankTokens(b.m.Tok, query, document)
 }
 
 // NewEngineBackend serves m under the model id name and starts its
@@ -35,13 +42,13 @@ type EngineBackend struct {
 // set from it.
 func NewEngineBackend(m *engine.Model, name string, pool engine.Pooling, cfg engine.SchedulerConfig) *EngineBackend {
 	if pool == engine.PoolNone {
-		pool = engine.PoolMean
-		if v, err := m.File.Int(m.Opts.Arch + ".pooling_type"); err == nil && v >= 1 && v <= 3 {
-			pool = engine.Pooling(v)
+		pool = m.Opts.Pooling
+		if pool == engine.PoolNone || pool == engine.PoolRank && m.Classifier == nil {
+			pool = engine.PoolMean
 		}
 	}
 	cfg.Pooling = pool
-	b := &EngineBackend{m: m, name: name, steps: newStepHistogram()}
+	b := &EngineBackend{m: m, name: name, steps: newStepHistogram(), pool: pool}
 	onStep := cfg.OnStep
 	cfg.OnStep = func(d time.Duration, decodeRows, prefillRows int) {
 		b.steps.Observe(d.Seconds())
@@ -69,7 +76,8 @@ func (b *EngineBackend) Stats() engine.Stats { return b.s.Stats() }
 func (b *EngineBackend) Info() ModelInfo {
 	tok := b.m.Tok
 	info := ModelInfo{Name: b.name, ContextSize: b.m.CtxSize(), VocabSize: b.m.Opts.Vocab, ChatTemplate: tok.ChatTemplate(), AddBOS: tok.AddBOS(),
-		TrainContextSize: b.m.Opts.CtxTrain, EmbeddingSize: b.m.Opts.Embd}
+		TrainContextSize: b.m.Opts.CtxTrain, EmbeddingSize: b.m.Opts.Embd,
+		Encoder: b.m.Opts.Encoder, Reranker: b.pool == engine.PoolRank}
 	for _, t := range b.m.File.Tensors {
 		info.Params += int64(t.NumElements())
 		info.SizeBytes += int64(t.Size)

@@ -574,6 +574,9 @@ func modelError(err error) *Error {
 func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *Error, seqs int,
 	streamFn func(gctx contextT, cancel func(), sse *sseWriter) (tokens, status int),
 	whole func(gctx contextT) handlerResult) handlerResult {
+	if s.info.Encoder {
+		e = badRequest("model", "model: %s is an embedding or rerank model (an encoder) and cannot generate text; use /v1/embeddings or /v1/rerank", s.info.Name)
+	}
 	if e != nil {
 		if stream {
 			s.streamError(ctx, route, e)

@@ -78,6 +78,10 @@ var ErrContextFull = errors.New("engine: context full")
 // closes.
 var ErrClosed = errors.New("engine: the scheduler is closed")
 
+// ErrCannotGenerate is Generate's error on an encoder (an embedding or
+// rerank model), which gives hidden states, not next-token logits.
+var ErrCannotGenerate = errors.New("engine: the model is an encoder (embeddings and rerank only); it cannot generate text")
+
 // eventBuffer bounds the events a sequence may have waiting for its
 // consumer; a sequence whose consumer is that far behind sits out the
 // steps (it keeps its slot) until the consumer catches up.
@@ -405,6 +409,9 @@ func (s *Scheduler) poke() {
 // scheduler is closed, reqs is empty or larger than the number of slots,
 // or a request is malformed.
 func (s *Scheduler) Generate(ctx context.Context, reqs []GenRequest) ([]*Sequence, error) {
+	if s.m.Opts.Encoder {
+		return nil, ErrCannotGenerate
+	}
 	if len(reqs) == 0 || len(reqs) > s.m.Slots() {
 		return nil, fmt.Errorf("engine: %d candidates for %d slots", len(reqs), s.m.Slots())
 	}
@@ -437,15 +444,15 @@ func (s *Scheduler) Generate(ctx context.Context, reqs []GenRequest) ([]*Sequenc
 // says), [Embd]. It waits in the same queue and joins the same steps as
 // the generations. It returns ctx's error when cancelled.
 func (s *Scheduler) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
-	if len(tokens) == 0 {
-		return nil, errors.New("engine: nothing to embed")
+	if err := s.m.checkEmbed(tokens, s.cfg.Pooling); err != nil {
+		return nil, err
 	}
 	if err := s.checkPrompt(tokens); err != nil {
 		return nil, err
 	}
 	g := &group{s: s}
 	q := &Sequence{ctx: ctx, grp: g, prompt: tokens, embed: true, slot: -1, stepLogit: -1, events: make(chan Event),
-		pool: newPooler(s.cfg.Pooling, len(tokens), s.m.Opts.Embd)}
+		pool: newPooler(s.cfg.Pooling, len(tokens), s.m.Opts.Embd, s.m.Classifier)}
 	g.members = []*Sequence{q}
 	if err := s.enqueue(g); err != nil {
 		return nil, err
@@ -781,6 +788,9 @@ func (s *Scheduler) step() bool {
 			continue
 		}
 		n := min(len(q.prompt)-q.fed, budget)
+		if s.m.Opts.Encoder && n < len(q.prompt) {
+			continue // an encoder reads a sequence whole: wait for room
+		}
 		q.stepHid = nHidden
 		for i := range n {
 			p := q.fed + i

@@ -3,8 +3,10 @@
 //   out = sum_j softmax_j(scale * q . K[j]) V[j]
 // over the f16 cache [slot][position][kv_head][head_dim] of the row's slot,
 // with kv_head = h / (heads / kv_heads) (GQA). Causal rows see positions
-// 0..pos[row]; non-causal rows see 0..n_kv-1; rows with an out-of-range
-// slot get zeros.
+// 0..pos[row] (with a sliding window of w > 0 positions only
+// pos[row]-w+1..pos[row]); non-causal rows see 0..n_kv-1; rows with an
+// out-of-range slot get zeros. With softcap > 0 each scaled score s becomes
+// softcap * tanh(s / softcap) (Gemma 2).
 //
 // One workgroup serves one row and GPW query heads that share a kv head,
 // so each K and V row is read once for all of them. It walks the keys in
@@ -152,11 +154,13 @@ void main() {
 	const uint slot = uint(max(islot, 0));
 	uint nk = p.causal != 0 ? uint(max(ipos + 1, 0)) : p.n_kv;
 	nk = islot < 0 || uint(islot) >= p.n_slots ? 0 : min(nk, p.n_ctx); // bad rows read nothing
+	// The first key a windowed row sees.
+	const uint lo = p.causal != 0 && p.window != 0 && nk > p.window ? nk - p.window : 0;
 #ifdef SPLIT
-	const uint kbeg = split * p.split_len;
-	const uint kend = min(nk, kbeg + p.split_len);
+	const uint kbeg = max(split * p.split_len, lo);
+	const uint kend = min(nk, split * p.split_len + p.split_len);
 #else
-	const uint kbeg = 0, kend = nk;
+	const uint kbeg = lo, kend = nk;
 #endif
 
 	const uint qbase = (row * p.heads + h0) * D; // GPW consecutive heads
@@ -207,6 +211,11 @@ void main() {
 					[[unroll]] for (uint g = 0; g < GPW; g++) {
 						s[g] += q_s[g * QV + d / 4][d % 4] * kd;
 					}
+				}
+			}
+			if (p.softcap > 0.0) { // Gemma 2: softcap * tanh(score / softcap)
+				[[unroll]] for (uint g = 0; g < GPW; g++) {
+					s[g] = p.softcap * tanh_safe(s[g] / p.softcap);
 				}
 			}
 		} else {

@@ -25,6 +25,8 @@ layout(push_constant) uniform Params {
 	uint split_len; // keys per split (_split variants)
 	uint n_split;
 	uint tile_rows; // rows per tile of flash_attn_tiled; 0: serve every row
+	uint window;    // causal sliding window in positions; 0: none
+	float softcap;  // > 0: scores become softcap * tanh(score / softcap)
 } p;
 
 // tiled reports whether flash_attn_tiled serves row: whether the rows of
@@ -47,4 +49,15 @@ bool tiled(uint row) {
 		s = sr;
 	}
 	return true;
+}
+
+// tanh_safe is tanh(z) without overflow for large |z| (1 - 2/(e^2|z| + 1))
+// nor cancellation for small |z| (its Taylor series, error below 1e-7).
+float tanh_safe(float z) {
+	const float a = abs(z);
+	if (a < 0.25) {
+		const float z2 = z * z;
+		return z * (1.0 - z2 * (1.0 / 3.0 - z2 * (2.0 / 15.0 - z2 * (17.0 / 315.0))));
+	}
+	return sign(z) * (1.0 - 2.0 / (exp(2.0 * a) + 1.0));
 }

@@ -7,8 +7,9 @@
 // switch per barrier and a per-lane loop per load whatever the address,
 // so flash_attn's tiles of keys, reductions and shared q cost it far more
 // than the arithmetic of a decode row. Same bindings, push constants and
-// results as flash_attn (rows with an out-of-range slot get zeros; with
-// tile_rows > 0 it leaves the rows of flash_attn_tiled's tiles alone).
+// results as flash_attn (rows with an out-of-range slot get zeros; sliding
+// window and soft-capping as there; with tile_rows > 0 it leaves the rows
+// of flash_attn_tiled's tiles alone).
 // CPU reference: engine/ops RefAttention.
 // variant: flash_attn_rows_f32_f16 -DUSE_F16=1
 #include "common.glsl"
@@ -38,6 +39,8 @@ void main() {
 	const uint slot = uint(max(islot, 0));
 	uint nk = p.causal != 0 ? uint(max(ipos + 1, 0)) : p.n_kv;
 	nk = islot < 0 || uint(islot) >= p.n_slots ? 0 : min(nk, p.n_ctx); // bad rows read nothing
+	// The first key a windowed row sees.
+	const uint lo = p.causal != 0 && p.window != 0 && nk > p.window ? nk - p.window : 0;
 
 	// q of head h0+g, dims 4i..4i+3, scaled, at q[g * DV + i] (zero past
 	// head_dim).
@@ -60,8 +63,8 @@ void main() {
 		l[g] = 0.0;
 	}
 	const uint stride = p.kv_heads * HEAD_DIM; // elements per position
-	uint kb = slot * p.n_ctx * stride + kvh * HEAD_DIM;
-	for (uint j = 0; j < nk; j++, kb += stride) {
+	uint kb = slot * p.n_ctx * stride + lo * stride + kvh * HEAD_DIM;
+	for (uint j = lo; j < nk; j++, kb += stride) {
 		float s[MAX_GPW];
 		[[unroll]] for (uint g = 0; g < GPW; g++) {
 			s[g] = 0.0;
@@ -80,6 +83,11 @@ void main() {
 			}
 			[[unroll]] for (uint g = 0; g < GPW; g++) {
 				s[g] += dot(q[g * DV + i], kd);
+			}
+		}
+		if (p.softcap > 0.0) { // Gemma 2: softcap * tanh(score / softcap)
+			[[unroll]] for (uint g = 0; g < GPW; g++) {
+				s[g] = p.softcap * tanh_safe(s[g] / p.softcap);
 			}
 		}
 		float alpha[MAX_GPW];
