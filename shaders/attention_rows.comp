@@ -10,6 +10,9 @@
 // results as flash_attn (rows with an out-of-range slot get zeros; sliding
 // window and soft-capping as there; with tile_rows > 0 it leaves the rows
 // of flash_attn_tiled's tiles alone).
+// The loops over the head dimension are unrolled: lavapipe ends a shader's
+// loops after 65535 iterations in all, which the key loop alone must stay
+// under (engine/ops cpuRowsMaxKeys; TestAttentionLongContext).
 // CPU reference: engine/ops RefAttention.
 // variant: flash_attn_rows_f32_f16 -DUSE_F16=1
 #include "common.glsl"
@@ -49,7 +52,7 @@ void main() {
 	vec4 acc[MAX_GPW * DV];
 	float m[MAX_GPW], l[MAX_GPW];
 	[[unroll]] for (uint g = 0; g < GPW; g++) {
-		for (uint i = 0; i < DV; i++) {
+		[[unroll]] for (uint i = 0; i < DV; i++) {
 			vec4 v = vec4(0.0);
 			[[unroll]] for (uint c = 0; c < 4; c++) {
 				if (4 * i + c < HEAD_DIM) {
@@ -69,7 +72,7 @@ void main() {
 		[[unroll]] for (uint g = 0; g < GPW; g++) {
 			s[g] = 0.0;
 		}
-		for (uint i = 0; i < DV; i++) {
+		[[unroll]] for (uint i = 0; i < DV; i++) {
 			vec4 kd;
 			if (HEAD_DIM % 4 == 0) { // kb is then a multiple of 4 too
 				kd = vec4(data_k4[kb / 4 + i]);
@@ -98,7 +101,7 @@ void main() {
 			l[g] = l[g] * alpha[g] + s[g];
 			m[g] = mn;
 		}
-		for (uint i = 0; i < DV; i++) {
+		[[unroll]] for (uint i = 0; i < DV; i++) {
 			vec4 vd;
 			if (HEAD_DIM % 4 == 0) {
 				vd = vec4(data_v4[kb / 4 + i]);
@@ -117,7 +120,7 @@ void main() {
 	}
 	[[unroll]] for (uint g = 0; g < GPW; g++) {
 		const float inv = l[g] > 0.0 ? 1.0 / l[g] : 0.0;
-		for (uint i = 0; i < DV; i++) {
+		[[unroll]] for (uint i = 0; i < DV; i++) {
 			const vec4 v = acc[g * DV + i] * inv;
 			[[unroll]] for (uint c = 0; c < 4; c++) {
 				if (4 * i + c < HEAD_DIM) {

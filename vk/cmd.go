@@ -65,6 +65,9 @@ func (d *Device) Begin() (*Cmd, error) {
 		return nil, err
 	}
 	c.recording, c.any, c.skipNext, c.err, c.groups = true, false, false, nil, 0
+	if d.prof != nil {
+		d.prof.begin(c.cb)
+	}
 	return c, nil
 }
 
@@ -162,6 +165,9 @@ func (c *Cmd) Dispatch(p *Pipeline, groups [3]uint32, push []byte, bindings ...R
 	}
 	gv.CmdDispatch(c.cb, groups[0], groups[1], groups[2])
 	c.groups++
+	if c.d.prof != nil {
+		c.d.prof.after(c.cb, p.name)
+	}
 	return nil
 }
 
@@ -186,6 +192,9 @@ func (c *Cmd) Copy(dst, src Range) {
 	}
 	c.before()
 	gv.CmdCopyBuffer(c.cb, src.Buf.buf, dst.Buf.buf, 1, []gv.BufferCopy{{SrcOffset: gv.DeviceSize(src.Offset), DstOffset: gv.DeviceSize(dst.Offset), Size: gv.DeviceSize(n)}})
+	if c.d.prof != nil {
+		c.d.prof.after(c.cb, "copy")
+	}
 }
 
 // Fill records filling dst with the 32-bit pattern v (offset and size must
@@ -204,6 +213,9 @@ func (c *Cmd) Fill(dst Range, v uint32) {
 	}
 	c.before()
 	gv.CmdFillBuffer(c.cb, dst.Buf.buf, gv.DeviceSize(dst.Offset), gv.DeviceSize(dst.Size), v)
+	if c.d.prof != nil {
+		c.d.prof.after(c.cb, "fill")
+	}
 }
 
 // Abort ends recording without submitting.
@@ -242,7 +254,13 @@ func (c *Cmd) Submit() error {
 	if err := check("vkWaitForFences", gv.Result(C.vkllm_wait(in.ctx, dev, fence))); err != nil {
 		return err
 	}
-	return check("vkResetFences", gv.Result(C.vkllm_reset(in.ctx, dev, fence)))
+	if err := check("vkResetFences", gv.Result(C.vkllm_reset(in.ctx, dev, fence))); err != nil {
+		return err
+	}
+	if c.d.prof != nil {
+		return c.d.prof.collect(c.d.dev)
+	}
+	return nil
 }
 
 // Bytes returns the memory of *v as a byte slice, for push constants: v

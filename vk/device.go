@@ -33,7 +33,8 @@ type Device struct {
 	pool   gv.CommandPool
 	cmdBuf gv.CommandBuffer
 	fence  gv.Fence
-	cmd    *Cmd // the one recorder, reused by Begin
+	cmd    *Cmd      // the one recorder, reused by Begin
+	prof   *profiler // timestamps of every dispatch, after Profile
 
 	nextID    uint64
 	pipelines map[*Pipeline]struct{}
@@ -231,6 +232,10 @@ func (d *Device) Close() error {
 }
 
 func (d *Device) destroy() {
+	if d.prof != nil {
+		d.prof.close(d.dev)
+		d.prof = nil
+	}
 	for p := range d.pipelines {
 		p.Close()
 	}

@@ -3,10 +3,12 @@ package vk_test
 import (
 	"encoding/binary"
 	"errors"
+	"maps"
 	"math"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vkllm/vkllm/shaders"
 	"github.com/vkllm/vkllm/vk"
@@ -385,5 +387,72 @@ func TestDescriptorCacheBounded(t *testing.T) {
 	}
 	if got := p.CachedSets(); got != n {
 		t.Errorf("CachedSets() = %d, want %d (recycled, not grown)", got, n)
+	}
+}
+
+// TestProfile times every command of two graphs with timestamp queries:
+// each pipeline's calls are counted, and the device times add up to no
+// more than the wall time of the submits (timestamps come from the
+// device's clock, in order); the graph's results are unchanged.
+func TestProfile(t *testing.T) {
+	d := vktest.Open(t, vk.Options{})
+	if err := d.Profile(); err != nil {
+		t.Fatal(err)
+	}
+	p := fillPipeline(t, d)
+	src, err := d.NewBuffer(1<<20, vk.DeviceBuffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := d.NewBuffer(1<<20, vk.HostBuffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wall time.Duration
+	for range 2 {
+		c, err := d.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= 3; i++ {
+			push := fillPush{N: 1 << 18, Value: float32(i)}
+			c.Dispatch(p, [3]uint32{1 << 12, 1, 1}, vk.Bytes(&push), src.All())
+		}
+		c.Copy(dst.All(), src.All())
+		c.Fill(src.Range(0, 16), 0)
+		t0 := time.Now()
+		if err := c.Submit(); err != nil {
+			t.Fatal(err)
+		}
+		wall += time.Since(t0)
+	}
+	if v := math.Float32frombits(binary.LittleEndian.Uint32(dst.Mapped()[4*1000:])); v != 3 {
+		t.Fatalf("dst[1000] = %g, want 3", v)
+	}
+	got, graphs := d.Profiled()
+	if graphs != 2 {
+		t.Errorf("%d graphs profiled, want 2", graphs)
+	}
+	calls := map[string]int{}
+	var sum time.Duration
+	for _, k := range got {
+		calls[k.Name] = k.Calls
+		sum += k.Time
+		if k.Time < 0 {
+			t.Errorf("%s: negative time %v", k.Name, k.Time)
+		}
+	}
+	if want := map[string]int{"fill_f32": 6, "copy": 2, "fill": 2}; !maps.Equal(calls, want) {
+		t.Errorf("calls %v, want %v", calls, want)
+	}
+	if sum <= 0 || sum > wall {
+		t.Errorf("profiled %v in all, want more than 0 and at most the %v the submits took", sum, wall)
+	}
+	t.Logf("%+v over %v", got, wall)
+	if err := d.Profile(); err != nil { // restarts the sums
+		t.Fatal(err)
+	}
+	if got, graphs := d.Profiled(); len(got) != 0 || graphs != 0 {
+		t.Errorf("after a restart: %v, %d graphs; want none", got, graphs)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,11 +10,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vkllm/vkllm/engine"
+	"github.com/vkllm/vkllm/vk"
 )
 
 // benchResult is one test of cmdBench.
@@ -43,6 +46,7 @@ func bench(w io.Writer, args []string) error {
 	reps := fs.IntShort('r', 5, "`repetitions`")
 	asJSON := fs.BoolLong("json", "print JSON instead of a table")
 	parallel := fs.StringLong("parallel", "", "comma-separated `counts` of sequences run together (e.g. 1,2,4,8,16): each prefills its prompt of -p tokens, then all decode -n tokens in one batch per step")
+	profile := fs.BoolLong("profile", "with --parallel: time every kernel of the decode steps with timestamp queries and print where a step's time goes")
 	if err := parseFlags(fs, args, false, "vkllm bench -m FILE [-p N] [-n N] [-r N] [--parallel COUNTS] [flags]"); err != nil {
 		return err
 	}
@@ -60,7 +64,10 @@ func bench(w io.Writer, args []string) error {
 		if err != nil {
 			return fmt.Errorf("--parallel: %w", err)
 		}
-		return benchParallel(w, &mf, seqs, *pp, *tg, *reps, *asJSON)
+		return benchParallel(w, &mf, seqs, *pp, *tg, *reps, *asJSON, *profile)
+	}
+	if *profile {
+		return fmt.Errorf("--profile needs --parallel")
 	}
 	if mf.ctxSize == 0 {
 		mf.ctxSize = max(*pp, *tg) + 1
@@ -174,12 +181,26 @@ type parallelResult struct {
 	TG *tokenRate `json:"tg,omitempty"`
 	// TGSeq is the generation rate one sequence sees (TG / Parallel).
 	TGSeq *tokenRate `json:"tg_per_seq,omitempty"`
+	// Profile is where a decode step's device time goes (--profile), the
+	// most first.
+	Profile []kernelShare `json:"profile,omitempty"`
+}
+
+// kernelShare is one pipeline's part of a decode step (--profile).
+type kernelShare struct {
+	Kernel     string  `json:"kernel"`
+	Calls      float64 `json:"calls_per_step"`
+	Micros     float64 `json:"us_per_step"`
+	Percentage float64 `json:"percent"`
 }
 
 // benchParallel measures prompt processing and batched generation for each
 // count of sequences in seqs, like the reference's batched bench. The model
 // is loaded once with max(seqs) KV slots.
-func benchParallel(w io.Writer, mf *modelFlags, seqs []int, pp, tg, reps int, asJSON bool) error {
+func benchParallel(w io.Writer, mf *modelFlags, seqs []int, pp, tg, reps int, asJSON, profile bool) error {
+	if profile && tg == 0 {
+		return fmt.Errorf("--profile times decode steps: -n must be at least 1")
+	}
 	if pp+tg == 0 {
 		return fmt.Errorf("--parallel: -p and -n are both 0: nothing to measure")
 	}
@@ -208,6 +229,12 @@ func benchParallel(w io.Writer, mf *modelFlags, seqs []int, pp, tg, reps int, as
 		if _, _, err := b.run(n); err != nil { // warm-up
 			return fmt.Errorf("--parallel %d: %w", n, err)
 		}
+		if profile {
+			if err := model.Device().Profile(); err != nil {
+				return err
+			}
+			b.profile = true
+		}
 		var ppS, tgS []float64
 		for range reps {
 			ppT, tgT, err := b.run(n)
@@ -232,6 +259,10 @@ func benchParallel(w io.Writer, mf *modelFlags, seqs []int, pp, tg, reps int, as
 			}
 			r.TG, r.TGSeq = newTokenRate(n*tg, tgS), newTokenRate(tg, perSeq)
 		}
+		if profile {
+			r.Profile = shares(b.kernels, b.steps)
+			b.kernels, b.steps = nil, 0
+		}
 		results = append(results, r)
 	}
 	if asJSON {
@@ -240,7 +271,38 @@ func benchParallel(w io.Writer, mf *modelFlags, seqs []int, pp, tg, reps int, as
 		return enc.Encode(results)
 	}
 	writeParallelTable(w, results)
+	for _, r := range results {
+		if r.Profile == nil {
+			continue
+		}
+		var total float64
+		for _, k := range r.Profile {
+			total += k.Micros
+		}
+		fmt.Fprintf(w, "\n%d sequences: %.0f µs of device time per decode step\n", r.Parallel, total)
+		fmt.Fprintf(w, "| %-36s | %12s | %10s | %6s |\n", "kernel", "calls/step", "µs/step", "%")
+		fmt.Fprintf(w, "|%s|%s|%s|%s|\n", dashes(38), dashes(14), dashes(12), dashes(8))
+		for _, k := range r.Profile {
+			fmt.Fprintf(w, "| %-36s | %12.1f | %10.1f | %6.1f |\n", k.Kernel, k.Calls, k.Micros, k.Percentage)
+		}
+	}
 	return nil
+}
+
+// shares turns kernel times summed over steps decode steps into per-step
+// figures.
+func shares(kernels map[string]*vk.KernelTime, steps int) []kernelShare {
+	var total time.Duration
+	for _, k := range kernels {
+		total += k.Time
+	}
+	out := []kernelShare{}
+	for _, k := range kernels {
+		out = append(out, kernelShare{Kernel: k.Name, Calls: float64(k.Calls) / float64(steps),
+			Micros: float64(k.Time.Microseconds()) / float64(steps), Percentage: 100 * float64(k.Time) / float64(max(total, 1))})
+	}
+	slices.SortFunc(out, func(a, b kernelShare) int { return cmp.Compare(b.Micros, a.Micros) })
+	return out
 }
 
 func writeParallelTable(w io.Writer, results []parallelResult) {
@@ -267,6 +329,11 @@ type batchBench struct {
 	rng       *rand.Rand
 	prompt    engine.Batch // every sequence's prompt rows, sequence after sequence
 	step      engine.Batch // one decode row per sequence
+	// profile: sum the device's kernel times of decode steps into kernels
+	// (steps counts them); the device profiles from the first run on.
+	profile bool
+	kernels map[string]*vk.KernelTime
+	steps   int
 }
 
 func newBatchBench(model *engine.Model, pp, tg, most, batchSize int) *batchBench {
@@ -318,6 +385,12 @@ func (b *batchBench) run(n int) (prefill, decode time.Duration, err error) {
 		return 0, 0, fmt.Errorf("BUG: prefill returned logits for %d of %d sequences", seq, n)
 	}
 	step := engine.Batch{Tokens: b.step.Tokens[:n], Slots: b.step.Slots[:n], Pos: b.step.Pos[:n], Logits: b.step.Logits[:n]}
+	dev := m.Device()
+	if b.profile {
+		if err := dev.Profile(); err != nil { // only the decode steps count
+			return 0, 0, err
+		}
+	}
 	for s := range n {
 		step.Slots[s] = int32(s)
 		step.Logits[s] = true
@@ -335,7 +408,22 @@ func (b *batchBench) run(n int) (prefill, decode time.Duration, err error) {
 			step.Tokens[s] = argmax(logits[s*vocab : (s+1)*vocab])
 		}
 	}
-	return prefill, time.Since(t0), nil
+	decode = time.Since(t0)
+	if b.profile {
+		got, graphs := dev.Profiled()
+		if b.kernels == nil {
+			b.kernels = map[string]*vk.KernelTime{}
+		}
+		for _, k := range got {
+			if b.kernels[k.Name] == nil {
+				b.kernels[k.Name] = &vk.KernelTime{Name: k.Name}
+			}
+			b.kernels[k.Name].Calls += k.Calls
+			b.kernels[k.Name].Time += k.Time
+		}
+		b.steps += graphs
+	}
+	return prefill, decode, nil
 }
 
 // argmax returns the index of the largest value of x (the first of equal

@@ -398,11 +398,11 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 			}
 		}
 		name, groups := k.pick("flash_attn_f32_f16", "flash_attn_f32_f16_sg"), k.Groups(uint32(p.Rows*p.Heads/gpw))
-		if k.attnRows {
+		if k.rowKernels && p.maxKeys() <= cpuRowsMaxKeys {
 			// One invocation per row and group of heads (CPU devices).
 			gpw = attnRowsHeads(p.Heads/p.KVHeads, p.HeadDim)
-			spec = []uint32{cpuAttnRowsWG, uint32(gpw), uint32(p.HeadDim)}
-			name, groups = "flash_attn_rows_f32_f16", k.Groups(ceilDiv(uint32(p.Rows*p.Heads/gpw), cpuAttnRowsWG))
+			spec = []uint32{cpuRowsWG, uint32(gpw), uint32(p.HeadDim)}
+			name, groups = "flash_attn_rows_f32_f16", k.Groups(ceilDiv(uint32(p.Rows*p.Heads/gpw), cpuRowsWG))
 		}
 		return Record(k, c, name, spec, groups, &push,
 			k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes),
@@ -427,11 +427,6 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 	comb := AttnCombinePush{RowsHeads: uint32(p.Rows * p.Heads), HeadDim: uint32(p.HeadDim), NSplit: uint32(p.Splits)}
 	return Record(k, c, "attn_combine_f32", []uint32{min(k.wg, 64)}, k.Groups(comb.RowsHeads), &comb, scratch, k.window(out, 0, qn))
 }
-
-// cpuAttnRowsWG is flash_attn_rows' workgroup size: one subgroup of a CPU
-// driver (lavapipe's is 8 lanes), so that a batch of a few decode rows
-// still spreads over the driver's threads.
-const cpuAttnRowsWG = 8
 
 // attnRowsHeads picks how many query heads of a GQA group one
 // flash_attn_rows invocation serves (each K/V row is then read once for

@@ -196,12 +196,12 @@ func TestAttention(t *testing.T) {
 	// The CPU and the GPU workgroup sizes, whichever this device is, and
 	// the CPU devices' per-row kernel (flash_attn_rows, no subgroup
 	// variant).
-	defer func(wg uint32, rows bool) { g.k.attnWG, g.k.attnRows = wg, rows }(g.k.attnWG, g.k.attnRows)
+	defer func(wg uint32, rows bool) { g.k.attnWG, g.k.rowKernels = wg, rows }(g.k.attnWG, g.k.rowKernels)
 	for _, cfg := range []struct {
 		wg   uint32
 		rows bool
 	}{{min(g.k.wg, cpuAttnWG), false}, {min(g.k.wg, 128), false}, {min(g.k.wg, cpuAttnWG), true}} {
-		g.k.attnWG, g.k.attnRows = cfg.wg, cfg.rows
+		g.k.attnWG, g.k.rowKernels = cfg.wg, cfg.rows
 		wg, variants := cfg.wg, both
 		if cfg.rows {
 			variants = func(t *testing.T, _ *rig, f func(t *testing.T)) { t.Run("rows", f) }
@@ -428,5 +428,49 @@ func TestSplitsFor(t *testing.T) {
 	}
 	if got := g.k.AttentionSplits(p, 4096); got != want {
 		t.Errorf("AttentionSplits(%+v, 4096) on a %v device = %d, want %d", p, g.k.dev.Info().Type, got, want)
+	}
+}
+
+// TestAttentionLongContext attends over thousands of keys with every
+// kernel. A CPU driver may bound the loop iterations of one invocation
+// (lavapipe stops a shader's loops after 65535 back-edges in all), which
+// the per-row kernel's walk over the keys, with loops over the head
+// dimension inside, would pass at about a thousand keys.
+func TestAttentionLongContext(t *testing.T) {
+	g := newRig(t)
+	defer func(wg uint32, rows bool) { g.k.attnWG, g.k.rowKernels = wg, rows }(g.k.attnWG, g.k.rowKernels)
+	for _, cfg := range []struct {
+		wg   uint32
+		rows bool
+	}{{min(g.k.wg, cpuAttnWG), false}, {min(g.k.wg, cpuAttnWG), true}} {
+		g.k.attnWG, g.k.rowKernels = cfg.wg, cfg.rows
+		for _, hd := range []int{64, 128} {
+			for _, splits := range []int{0, 2} {
+				t.Run(fmt.Sprintf("rows=%v/d%d/splits=%d", cfg.rows, hd, splits), func(t *testing.T) {
+					p := AttnParams{Rows: 3, Heads: 4, KVHeads: 2, HeadDim: hd, Causal: true, Splits: splits}
+					p.Cache = KVParams{Slots: 2, NCtx: 4096, KVDim: p.KVHeads * p.HeadDim}
+					p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))
+					if splits > 1 {
+						p.Scratch = g.buf(int(AttentionScratchBytes(p)))
+					}
+					slot, pos := []int32{0, 1, 0}, []int32{4095, 2900, 1100}
+					q := g.randn(p.Rows*p.Heads*p.HeadDim, 1)
+					nc := p.Cache.Slots * p.Cache.NCtx * p.Cache.KVDim
+					kc, vc := make([]uint16, nc), make([]uint16, nc)
+					for i := range kc {
+						kc[i] = F16FromF32(float32(g.r.NormFloat64()) * 2)
+						vc[i] = F16FromF32(float32(g.r.NormFloat64()))
+					}
+					qr, kr, vr := g.upF32(q), g.upF16(kc), g.upF16(vc)
+					sr, pr, out := g.upI32(slot), g.upI32(pos), g.buf(len(q)*4)
+					g.run(func(c *vk.Cmd) error { return g.k.Attention(c, out, qr, kr, vr, sr, pr, p) })
+					want := make([]float32, len(q))
+					if err := RefAttention(want, q, kc, vc, slot, pos, p); err != nil {
+						t.Fatal(err)
+					}
+					closeTo(t, "Attention", g.downF32(out, len(q)), want, 1e-4)
+				})
+			}
+		}
 	}
 }

@@ -43,10 +43,11 @@ type Kernels struct {
 	// the activation loads dominate and a wider pass rereads and decodes
 	// the weights less often).
 	matvecPass int
-	// attnRows selects flash_attn_rows (one invocation per row, no
-	// barriers) over flash_attn for the rows flash_attn_tiled leaves: on
+	// rowKernels selects the kernels that give each invocation a row of
+	// its own, with no reduction and no barrier (flash_attn_rows over
+	// flash_attn for the rows flash_attn_tiled leaves, rms_norm_rows): on
 	// CPU devices.
-	attnRows bool
+	rowKernels bool
 	// cpuRows lets one matvec invocation compute several rows (see
 	// rowsPerLane): on CPU devices.
 	cpuRows bool
@@ -72,6 +73,21 @@ const cpuMatVecCols = 24
 // 15-20 ms with one.
 const cpuRowThreads = 1
 
+// cpuRowsWG is the workgroup size of the row kernels (rowKernels): one
+// subgroup of a CPU device's SIMD lanes, so that a few rows already keep
+// every thread busy.
+const cpuRowsWG = 8
+
+// cpuRowsMaxCols is the widest row rms_norm_rows takes (two loops over the
+// row in one invocation): lavapipe ends a shader's loops after 65535
+// iterations in all, so wider rows take the workgroup kernel.
+const cpuRowsMaxCols = 16384
+
+// cpuRowsMaxKeys is the longest context flash_attn_rows takes: its loops
+// over the head dimension are unrolled, so each key is one iteration of
+// the 65535 (longer contexts take the workgroup kernel).
+const cpuRowsMaxKeys = 65000
+
 // cpuAttnWG is the attention workgroup size on CPU devices: smaller key
 // tiles mean cheaper reductions and barriers there (lavapipe, head_dim 32,
 // 512-token prefill: 2.1x faster than 128; decode at 512 keys: 1.2x).
@@ -89,7 +105,7 @@ func New(dev *vk.Device) *Kernels {
 		cpuThreads: runtime.NumCPU()}
 	if dev.Info().Type == vk.TypeCPU {
 		k.rowThreads, k.attnWG, k.matvecCols, k.cpuRows = cpuRowThreads, min(wg, cpuAttnWG), cpuMatVecCols, true
-		k.matvecPass, k.attnRows = MatVecMaxCols, true
+		k.matvecPass, k.rowKernels = MatVecMaxCols, true
 	}
 	return k
 }

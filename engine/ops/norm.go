@@ -80,9 +80,16 @@ func (k *Kernels) RMSNorm(c *vk.Cmd, dst, src, weight vk.Range, rows, cols int, 
 		}
 		name = "rms_norm_mul_f32"
 	}
-	if name == "rms_norm_f32" {
+	wg := k.wg
+	switch {
+	case k.rowKernels && cols <= cpuRowsMaxCols: // CPU devices: a row per invocation
+		name, wg = "rms_norm_rows_f32", cpuRowsWG
+		if weight.Buf != nil {
+			name = "rms_norm_mul_rows_f32"
+		}
+	case name == "rms_norm_f32":
 		name = k.pick(name, "rms_norm_f32_sg")
-	} else {
+	default:
 		name = k.pick(name, "rms_norm_mul_f32_sg")
 	}
 	rowBytes := uint64(cols) * 4
@@ -93,7 +100,11 @@ func (k *Kernels) RMSNorm(c *vk.Cmd, dst, src, weight vk.Range, rows, cols int, 
 			w = k.window(weight, 0, rowBytes)
 		}
 		push := RMSNormPush{Rows: uint32(nr), Cols: uint32(cols), Eps: eps}
-		return Record(k, c, name, []uint32{k.wg}, k.Groups(uint32(nr)), &push,
+		groups := k.Groups(uint32(nr))
+		if wg == cpuRowsWG {
+			groups = k.Groups((uint32(nr) + wg - 1) / wg)
+		}
+		return Record(k, c, name, []uint32{wg}, groups, &push,
 			s, w, k.window(dst, uint64(r0)*rowBytes, uint64(nr)*rowBytes))
 	})
 }

@@ -12,25 +12,32 @@ func TestRMSNorm(t *testing.T) {
 	cases := []struct {
 		rows, cols int
 		weight     bool
-	}{{1, 1, false}, {3, 7, true}, {5, 257, false}, {2, 4096, true}, {37, 1000, true},
+	}{{1, 1, false}, {3, 7, true}, {5, 257, false}, {2, 4096, true}, {37, 1000, true}, {16, 256, true}, {3, 16384, true}, {2, 40000, false},
 		{70001, 3, true}, // more rows than maxComputeWorkGroupCount[0] (65535 on lavapipe): a 2-D grid
 	}
+	defer func(rows bool) { g.k.rowKernels = rows }(g.k.rowKernels)
 	for _, tc := range cases {
+		check := func(t *testing.T) {
+			x := g.randn(tc.rows*tc.cols, 3)
+			var w []float32
+			wr := vk.Range{}
+			if tc.weight {
+				w = g.randn(tc.cols, 1)
+				wr = g.upF32(w)
+			}
+			src, dst := g.upF32(x), g.buf(4*tc.rows*tc.cols)
+			g.run(func(c *vk.Cmd) error { return g.k.RMSNorm(c, dst, src, wr, tc.rows, tc.cols, 1e-5) })
+			want := make([]float32, len(x))
+			RefRMSNorm(want, x, w, tc.rows, tc.cols, 1e-5)
+			closeTo(t, "RMSNorm", g.downF32(dst, len(x)), want, 1e-5)
+		}
 		t.Run(fmt.Sprintf("%dx%d/w=%v", tc.rows, tc.cols, tc.weight), func(t *testing.T) {
-			both(t, g, func(t *testing.T) {
-				x := g.randn(tc.rows*tc.cols, 3)
-				var w []float32
-				wr := vk.Range{}
-				if tc.weight {
-					w = g.randn(tc.cols, 1)
-					wr = g.upF32(w)
-				}
-				src, dst := g.upF32(x), g.buf(4*tc.rows*tc.cols)
-				g.run(func(c *vk.Cmd) error { return g.k.RMSNorm(c, dst, src, wr, tc.rows, tc.cols, 1e-5) })
-				want := make([]float32, len(x))
-				RefRMSNorm(want, x, w, tc.rows, tc.cols, 1e-5)
-				closeTo(t, "RMSNorm", g.downF32(dst, len(x)), want, 1e-5)
-			})
+			// The workgroup-per-row kernel (shared-memory and subgroup
+			// reductions), then the row-per-invocation one of CPU devices.
+			g.k.rowKernels = false
+			both(t, g, check)
+			g.k.rowKernels = true
+			t.Run("rows", check)
 		})
 	}
 }
