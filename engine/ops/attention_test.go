@@ -445,15 +445,24 @@ func TestAttentionLongContext(t *testing.T) {
 	}{{min(g.k.wg, cpuAttnWG), false}, {min(g.k.wg, cpuAttnWG), true}} {
 		g.k.attnWG, g.k.rowKernels = cfg.wg, cfg.rows
 		for _, hd := range []int{64, 128} {
-			for _, splits := range []int{0, 2} {
+			for _, splits := range []int{0, 2, -1} {
 				t.Run(fmt.Sprintf("rows=%v/d%d/splits=%d", cfg.rows, hd, splits), func(t *testing.T) {
-					p := AttnParams{Rows: 3, Heads: 4, KVHeads: 2, HeadDim: hd, Causal: true, Splits: splits}
+					// splits -1: the last 64 positions of a prefill into one
+					// slot (flash_attn_tiled).
+					slot, pos := []int32{0, 1, 0}, []int32{4095, 2900, 1100}
+					if splits < 0 {
+						slot, pos = make([]int32, 64), make([]int32, 64)
+						for i := range pos {
+							pos[i] = int32(4032 + i)
+						}
+						splits = 0
+					}
+					p := AttnParams{Rows: len(pos), Heads: 4, KVHeads: 2, HeadDim: hd, Causal: true, Splits: splits}
 					p.Cache = KVParams{Slots: 2, NCtx: 4096, KVDim: p.KVHeads * p.HeadDim}
 					p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))
 					if splits > 1 {
 						p.Scratch = g.buf(int(AttentionScratchBytes(p)))
 					}
-					slot, pos := []int32{0, 1, 0}, []int32{4095, 2900, 1100}
 					q := g.randn(p.Rows*p.Heads*p.HeadDim, 1)
 					nc := p.Cache.Slots * p.Cache.NCtx * p.Cache.KVDim
 					kc, vc := make([]uint16, nc), make([]uint16, nc)
