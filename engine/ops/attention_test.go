@@ -449,16 +449,16 @@ func TestAttentionLongContext(t *testing.T) {
 				t.Run(fmt.Sprintf("rows=%v/d%d/splits=%d", cfg.rows, hd, splits), func(t *testing.T) {
 					// splits -1: the last 64 positions of a prefill into one
 					// slot (flash_attn_tiled).
-					slot, pos := []int32{0, 1, 0}, []int32{4095, 2900, 1100}
+					slot, pos := []int32{0, 1, 0}, []int32{int32(longCtx - 1), 2900, 1100}
 					if splits < 0 {
 						slot, pos = make([]int32, 64), make([]int32, 64)
 						for i := range pos {
-							pos[i] = int32(4032 + i)
+							pos[i] = int32(longCtx - 64 + i)
 						}
 						splits = 0
 					}
 					p := AttnParams{Rows: len(pos), Heads: 4, KVHeads: 2, HeadDim: hd, Causal: true, Splits: splits}
-					p.Cache = KVParams{Slots: 2, NCtx: 4096, KVDim: p.KVHeads * p.HeadDim}
+					p.Cache = KVParams{Slots: 2, NCtx: longCtx, KVDim: p.KVHeads * p.HeadDim}
 					p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))
 					if splits > 1 {
 						p.Scratch = g.buf(int(AttentionScratchBytes(p)))
@@ -483,3 +483,6 @@ func TestAttentionLongContext(t *testing.T) {
 		}
 	}
 }
+
+// longCtx is TestAttentionLongContext's context.
+var longCtx = 4096

@@ -1,6 +1,10 @@
 package ops
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/vkllm/vkllm/gguf"
+)
 
 func TestMatMul(t *testing.T) {
 	g := newRig(t)
@@ -23,5 +27,21 @@ func TestMatMul(t *testing.T) {
 				t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, true) })
 			}
 		})
+	}
+}
+
+// TestMulLongRows multiplies rows as long as large models' (28672 columns:
+// a 70B model's FFN down projection) by the matvec paths (1 and 16
+// columns) and the tiled kernel. A CPU driver may bound the loop
+// iterations of one invocation (lavapipe stops a shader's loops after
+// 65535 back-edges in all), which a kernel walking a whole row per
+// invocation could pass.
+func TestMulLongRows(t *testing.T) {
+	g := newRig(t)
+	for _, typ := range []gguf.GGMLType{gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ6_K} {
+		for _, n := range []int{1, 16, 40} {
+			m := mulCase{rows: 40, cols: 28672, n: n}
+			t.Run(typ.String()+"/"+m.String(), func(t *testing.T) { testMul(t, g, typ, m, true) })
+		}
 	}
 }
