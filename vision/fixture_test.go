@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/vkllm/vkllm/internal/fixtures"
+	"github.com/vkllm/vkllm/vk"
+	"github.com/vkllm/vkllm/vk/vktest"
 )
 
 // refCase is one case of ../shared/fixtures/mmproj/<pair>.ref.json.
@@ -205,3 +207,51 @@ func TestFixtureEncodeCPU(t *testing.T) {
 // its f64 forward pass within 0.045 of them (F16 rounding in the reference),
 // its CPU backend within 0.044.
 const cpuEmbdTol = 0.06
+
+// TestFixtureEncodeGPU runs the encoder on the GPU on the reference's
+// preprocessed input: it must agree with our CPU reference (f32 kernels vs
+// float64; the same f16 weights) and, like it, with the reference's
+// embeddings.
+func TestFixtureEncodeGPU(t *testing.T) {
+	dev := vktest.Open(t, vk.Options{})
+	for _, pair := range pairs {
+		dir, ref := loadRef(t, pair)
+		m, err := Open(filepath.Join(dir, ref.MMProj))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		u, err := NewGPU(dev, m, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		for _, c := range ref.Cases {
+			t.Run(pair+"/"+c.Image, func(t *testing.T) {
+				in := readF32(t, filepath.Join(dir, c.Preprocessed.File))
+				got, err := u.Encode(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				vktest.Check(t, dev)
+				cpu, err := m.EncodeCPU(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := readF32(t, filepath.Join(dir, c.ImageEmbd.File))
+				dc, dr := maxAbsDiff(got, cpu), maxAbsDiff(got, want)
+				t.Logf("max |GPU - CPU reference| = %.5f, |GPU - reference| = %.4f", dc, dr)
+				if dc > gpuCPUTol {
+					t.Errorf("GPU and CPU reference differ by %.5f, more than %g", dc, gpuCPUTol)
+				}
+				if dr > cpuEmbdTol {
+					t.Errorf("GPU and reference differ by %.4f, more than %g", dr, cpuEmbdTol)
+				}
+			})
+		}
+	}
+}
+
+// gpuCPUTol bounds |GPU - CPU reference| on embeddings of rms 1-3: f32
+// accumulation over a few thousand terms per value.
+const gpuCPUTol = 2e-3
