@@ -115,10 +115,13 @@ func (s *Server) checkImageInput(req *chatRequest) *Error {
 			continue
 		}
 		p := indexPath("messages", i) + ".content"
-		if !mtmdBuilt {
-			return badRequest(p, "%s: image input: this vkllm was built without multimodal support (the mtmd feature: build with -tags mtmd, as make build does)", p)
-		}
-		if s.projector() == nil {
+		const noMTMD = "this vkllm was built without multimodal support (the mtmd feature: build with -tags mtmd, as make build does)"
+		switch {
+		case !s.cfg.HasProjector && !mtmdBuilt:
+			return badRequest(p, "%s: image input needs a server started with --mmproj, and %s", p, noMTMD)
+		case !mtmdBuilt:
+			return badRequest(p, "%s: image input: %s", p, noMTMD)
+		case s.projector() == nil:
 			return badRequest(p, "%s: image input needs a server started with --mmproj (multimodal support); this server has no projector", p)
 		}
 	}
