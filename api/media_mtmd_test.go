@@ -29,7 +29,7 @@ type imageRef struct {
 		Content      string `json:"content"`
 		// Request is the body the reference got, its image url "<IMAGE>".
 		Request json.RawMessage `json:"request"`
-		Steps        []struct {
+		Steps   []struct {
 			Top [][2]float64 `json:"top"`
 		} `json:"steps"`
 	} `json:"cases"`
