@@ -48,7 +48,7 @@ func TestGeneratedGPUMatchesCPU(t *testing.T) {
 		o      modelgen.ProjectorOptions
 		tokens int // independent of the code: from the family's definition
 	}{
-		{"mlp", modelgen.ProjectorOptions{Type: "mlp", Blocks: 3, Seed: 1}, 16},              // (32/8)^2 patches: patch 0 dropped, class token kept
+		{"mlp", modelgen.ProjectorOptions{Type: "mlp", Blocks: 3, Seed: 1}, 16}, // (32/8)^2 patches: patch 0 dropped, class token kept
 		{"mlp-gelu-q8", modelgen.ProjectorOptions{Type: "mlp", GELU: true, Type2D: gguf.TypeQ8_0, Seed: 2}, 16},
 		{"gemma3", modelgen.ProjectorOptions{Type: "gemma3", Merge: 2, TextEmbd: 96, Seed: 3}, 16}, // (32/4/2)^2
 		{"gemma3-pool4", modelgen.ProjectorOptions{Type: "gemma3", Merge: 4, ImageSize: 48, Seed: 4}, 9},
