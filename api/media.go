@@ -53,6 +53,10 @@ type ProjectorBackend interface {
 	Projector() Projector
 }
 
+// mediaMarkerText is how /apply-template shows an image (the reference's
+// default marker).
+const mediaMarkerText = "<__media__>"
+
 // Image limits' defaults (Config: zero means these, never unlimited).
 const (
 	defaultMaxImageBytes  = 10 << 20

@@ -24,9 +24,13 @@ type imageRef struct {
 	TextModel string `json:"text_model"`
 	MMProj    string `json:"mmproj"`
 	Cases     []struct {
-		Image        string `json:"image"`
-		PromptTokens int    `json:"prompt_tokens"`
-		Content      string `json:"content"`
+		Image        string  `json:"image"`
+		PromptTokens int     `json:"prompt_tokens"`
+		Content      string  `json:"content"`
+		Prompt       string  `json:"prompt"` // rendered, the image as <__media__>
+		Before       []int32 `json:"prompt_before_image"`
+		NImage       int     `json:"n_image_tokens"`
+		After        []int32 `json:"prompt_after_image"`
 		// Request is the body the reference got, its image url "<IMAGE>".
 		Request json.RawMessage `json:"request"`
 		Steps   []struct {
@@ -94,8 +98,14 @@ func dataURL(t *testing.T, path string) string {
 // from a data URL, a file under --media-dir and a file:// URL, streamed or
 // not.
 func TestImageChat(t *testing.T) {
+	for _, pair := range []string{"llava", "gemma3"} {
+		t.Run(pair, func(t *testing.T) { testImageChat(t, pair) })
+	}
+}
+
+func testImageChat(t *testing.T, pair string) {
 	media := t.TempDir()
-	ts, dir, ref := imageServer(t, "gemma3", media, Config{})
+	ts, dir, ref := imageServer(t, pair, media, Config{})
 	for _, c := range ref.Cases {
 		img, err := os.ReadFile(filepath.Join(dir, c.Image))
 		if err != nil {
@@ -116,6 +126,38 @@ func TestImageChat(t *testing.T) {
 		for _, st := range c.Steps {
 			exact = exact && st.Top[0][1]-st.Top[1][1] > 0.05
 		}
+		t.Run(c.Image+"/prompt-tokens", func(t *testing.T) {
+			req, e := decodeChat([]byte(request(c.Image, false)))
+			if e != nil {
+				t.Fatal(e)
+			}
+			pc, e := ts.s.prepareChat(req)
+			if e != nil {
+				t.Fatal(e)
+			}
+			if len(pc.media) != 1 || pc.media[0].Start != len(c.Before) || pc.media[0].N != c.NImage || pc.media[0].NonCausal != (pair == "gemma3") {
+				t.Fatalf("media %+v, want one image of %d rows at %d (non-causal for gemma3)", pc.media, c.NImage, len(c.Before))
+			}
+			got := pc.prompt
+			if fmt.Sprint(got[:len(c.Before)]) != fmt.Sprint(c.Before) || fmt.Sprint(got[len(c.Before)+c.NImage:]) != fmt.Sprint(c.After) {
+				t.Errorf("prompt %v, want %v + %d image rows + %v", got, c.Before, c.NImage, c.After)
+			}
+			for _, id := range got[len(c.Before) : len(c.Before)+c.NImage] {
+				if id >= 0 {
+					t.Errorf("image row token %d, want a negative pseudo-id", id)
+				}
+			}
+		})
+		t.Run(c.Image+"/apply-template", func(t *testing.T) {
+			r := ts.post("/apply-template", request(c.Image, false))
+			var got struct{ Prompt string }
+			if err := json.Unmarshal(r.body, &got); err != nil || r.status != 200 {
+				t.Fatalf("status %d, %s: %v", r.status, r.body, err)
+			}
+			if got.Prompt != c.Prompt {
+				t.Errorf("prompt = %q, want %q", got.Prompt, c.Prompt)
+			}
+		})
 		for _, src := range []struct{ name, url string }{
 			{"data", dataURL(t, filepath.Join(dir, c.Image))},
 			{"path", c.Image},

@@ -500,6 +500,7 @@ func (r *reader) readParts(msg *message, parts []any, path string, images bool) 
 		case "refusal":
 			t, _ := r.optStr(pm, pp, "refusal")
 			sb.WriteString(t)
+			msg.parts = append(msg.parts, contentPart{text: t})
 		case "input_image":
 			if !images && r.err == nil {
 				r.fail(badRequest(pp, "%s: image input needs a server started with --mmproj (multimodal support); this server has no projector", pp))
