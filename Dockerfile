@@ -11,7 +11,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN bash shaders/compile.sh \
- && CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o /out/vkllm ./cmd/vkllm
+ && CGO_ENABLED=1 go build -tags mtmd -trimpath -ldflags="-s -w" -o /out/vkllm ./cmd/vkllm
 
 # Runtime stage: the Vulkan loader and Mesa's Vulkan drivers (RADV for AMD,
 # ANV for Intel, lavapipe on the CPU when no GPU is passed in), so the image

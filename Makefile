@@ -6,6 +6,8 @@ TEST_PKGS := nodejs npm chromium
 IMAGE     ?= vkllm:latest
 MODEL     ?= testdata/tmp/default-llama-q8_0.gguf
 TEST_FLAGS ?= -timeout 30m
+# TAGS are the optional features built in: mtmd is image input (--mmproj).
+TAGS      ?= mtmd
 
 .PHONY: all deps test-deps shaders build test vet run bench clean fuzz default-model conformance-client docker
 
@@ -29,9 +31,10 @@ shaders:
 	@bash shaders/compile.sh
 
 build: deps shaders
-	$(GO) build -o $(BIN) ./cmd/vkllm
+	$(GO) build -tags '$(TAGS)' -o $(BIN) ./cmd/vkllm
 
 vet: shaders
+	$(GO) vet -tags '$(TAGS)' ./...
 	$(GO) vet ./...
 
 # default-model writes the built-in default model: a small deterministic
@@ -52,12 +55,14 @@ conformance-client: test-deps
 	cd api/conformance && npm ci --no-audit --no-fund --loglevel=error
 
 test: test-deps shaders conformance-client
+	$(GO) vet -tags '$(TAGS)' ./...
 	$(GO) vet ./...
-	VKLLM_CONFORMANCE=1 $(GO) test $(TEST_FLAGS) ./...
-	$(GO) test -race $(TEST_FLAGS) -run 'TestMixedRequests|TestStalledReader|TestScheduler' ./api/ ./engine/
+	VKLLM_CONFORMANCE=1 $(GO) test -tags '$(TAGS)' $(TEST_FLAGS) ./...
+	$(GO) test $(TEST_FLAGS) -run 'TestImageWithoutMTMD' ./api/
+	$(GO) test -tags '$(TAGS)' -race $(TEST_FLAGS) -run 'TestMixedRequests|TestStalledReader|TestScheduler' ./api/ ./engine/
 
 bench: deps shaders
-	$(GO) test -run '^$$' -bench . -benchtime 2x ./...
+	$(GO) test -tags '$(TAGS)' -run '^$$' -bench . -benchtime 2x ./...
 
 FUZZ_TARGETS = gguf:FuzzRead gguf/quant:FuzzDequantize gguf/quant:FuzzQuantize \
 	engine/tokenizer:FuzzEncodeDecode api:FuzzDecodeChat api:FuzzServe \
@@ -68,7 +73,7 @@ FUZZ_TARGETS = gguf:FuzzRead gguf/quant:FuzzDequantize gguf/quant:FuzzQuantize \
 fuzz: shaders
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "== $$t"; \
-		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $${FUZZTIME:-5m}; \
+		$(GO) test -tags '$(TAGS)' ./$${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $${FUZZTIME:-5m}; \
 	done
 
 # docker builds the container image (Dockerfile: glslc and Go build it, the

@@ -13,6 +13,7 @@ require (
 	github.com/prometheus/common v0.73.1
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/valyala/fasthttp v1.70.0
+	golang.org/x/image v0.47.0
 	golang.org/x/text v0.43.0
 	k8s.io/api v0.37.2
 	sigs.k8s.io/yaml v1.6.0

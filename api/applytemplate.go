@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -64,6 +65,10 @@ func (s *Server) handleApplyTemplate(ctx *fasthttp.RequestCtx) handlerResult {
 	if e != nil {
 		s.writeError(ctx, e)
 		return handlerResult{}
+	}
+	if req.marker != "" {
+		// Images show as the reference's default media marker.
+		text = strings.ReplaceAll(text, req.marker, mediaMarkerText)
 	}
 	// The prompt is written as it is: no \u003c escapes of its markup.
 	var buf bytes.Buffer

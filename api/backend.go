@@ -10,6 +10,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/sampling"
 )
 
@@ -142,6 +143,10 @@ type GenerateRequest struct {
 	// Prompt is the tokenized prompt (BOS included when wanted), at least
 	// one token, shorter than the context size.
 	Prompt []int32
+	// Media are the prompt's images (requests with image parts on a
+	// ProjectorBackend): their prompt rows hold pseudo-ids
+	// (engine.MediaTokens), not vocabulary tokens.
+	Media []*engine.Media
 	// Params are the validated sampling parameters; Params.Seed is the
 	// sequence's own seed (best_of candidates get distinct ones).
 	Params sampling.Params

@@ -18,6 +18,10 @@ type message struct {
 	name       string
 	reasoning  string // reasoning_content of an earlier assistant turn
 	images     int    // image_url parts
+	// parts are the content parts in order when there are images: the
+	// content is then their text joined around a marker per image
+	// (media.go).
+	parts []contentPart
 }
 
 // toolCall is a function call, in messages and in output.
@@ -56,6 +60,9 @@ type chatRequest struct {
 	toolsValue any
 	// kwargs is chat_template_kwargs: extra template variables.
 	kwargs *jinja.Dict
+	// marker stands for each image in the messages' content (media.go);
+	// "" when there are none.
+	marker string
 }
 
 var chatFields = append([]string{"messages", "template", "chat_template", "tools", "tool_choice",
@@ -85,6 +92,7 @@ func decodeChat(body []byte) (*chatRequest, *Error) {
 		}
 		req.messages = append(req.messages, r.readMessage(mv, indexPath("messages", i)))
 	}
+	req.joinMedia()
 	req.template = r.str(m, "", "template", "")
 	if t, ok := r.optStr(m, "", "chat_template"); ok && req.template == "" {
 		req.template = t
@@ -312,9 +320,11 @@ func (r *reader) readMessage(v any, path string) message {
 					r.fail(badRequest(ppath+".text", "%s.text: missing", ppath))
 				}
 				sb.WriteString(t)
+				msg.parts = append(msg.parts, contentPart{text: t})
 			case "image_url":
 				msg.images++
-				r.urlPart(pm, ppath, "image_url")
+				url := r.urlPart(pm, ppath, "image_url")
+				msg.parts = append(msg.parts, contentPart{image: true, url: url, field: ppath + ".image_url"})
 			case "audio_url", "video_url", "input_audio":
 				// Parsed for compatibility and not evaluated (API.md 2.2).
 			case "":
@@ -360,23 +370,25 @@ func (r *reader) readMessage(v any, path string) message {
 	return msg
 }
 
-func (r *reader) urlPart(pm map[string]any, ppath, key string) {
+func (r *reader) urlPart(pm map[string]any, ppath, key string) string {
 	u, ok := pm[key]
 	if !ok {
 		r.fail(badRequest(ppath+"."+key, "%s.%s: missing", ppath, key))
-		return
+		return ""
 	}
 	switch x := u.(type) {
 	case string:
+		return x
 	case map[string]any:
 		um := r.object(x, ppath+"."+key, "url", "detail")
 		if um != nil {
-			r.str(um, ppath+"."+key, "url", "")
 			r.str(um, ppath+"."+key, "detail", "")
+			return r.str(um, ppath+"."+key, "url", "")
 		}
 	default:
 		r.typeErr(ppath+"."+key, "object {url}", u)
 	}
+	return ""
 }
 
 func (r *reader) readToolCall(v any, path string) toolCall {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/valyala/fasthttp"
+	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/sampling"
 	"github.com/vkllm/vkllm/sampling/grammar"
 )
@@ -104,14 +105,12 @@ type preparedChat struct {
 	tmpl        *chatTemplate
 	toolsActive bool
 	factory     constraintFactory
+	media       []*engine.Media // the prompt's images (media.go)
 }
 
 func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
-	for i, m := range req.messages {
-		if m.images > 0 && !s.cfg.HasProjector {
-			p := indexPath("messages", i) + ".content"
-			return nil, badRequest(p, "%s: image input needs a server started with --mmproj (multimodal support); this server has no projector", p)
-		}
+	if e := s.checkImageInput(req); e != nil {
+		return nil, e
 	}
 	text, t, e := s.chatPrompt(req)
 	if e != nil {
@@ -119,9 +118,16 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 	}
 	pc := &preparedChat{tmpl: t, toolsActive: len(req.tools) > 0 && req.toolChoice != toolChoiceNone}
 	addSpecial := !(s.info.BOSText != "" && strings.HasPrefix(text, s.info.BOSText))
-	toks, err := s.backend.Tokenize(text, addSpecial, true)
-	if err != nil {
-		return nil, badRequest("messages", "messages: %v", err)
+	var toks []int32
+	if req.marker != "" {
+		if toks, pc.media, e = s.mediaPrompt(req, text, addSpecial); e != nil {
+			return nil, e
+		}
+	} else {
+		var err error
+		if toks, err = s.backend.Tokenize(text, addSpecial, true); err != nil {
+			return nil, badRequest("messages", "messages: %v", err)
+		}
 	}
 	if e := s.checkPrompt("messages", len(toks)); e != nil {
 		return nil, e
@@ -196,7 +202,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 func (s *Server) chatWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *chatRequest, pc *preparedChat, id string, created int64) handlerResult {
 	resp := chatBody{ID: id, Object: "chat.completion", Created: created, Model: s.info.Name}
 	resp.Usage.PromptTokens = len(pc.prompt)
-	specs := s.candidateSpecs(req.bestOf, genSpec{prompt: pc.prompt, g: req.genRequest, constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive})
+	specs := s.candidateSpecs(req.bestOf, genSpec{prompt: pc.prompt, media: pc.media, g: req.genRequest, constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive})
 	cands, err := s.generateAll(gctx, specs, nil)
 	if err != nil {
 		s.writeError(ctx, modelError(err))
@@ -285,7 +291,7 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		}
 		return sendText(j, text, lps)
 	}
-	specs := s.candidateSpecs(req.n, genSpec{prompt: pc.prompt, g: req.genRequest, constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive})
+	specs := s.candidateSpecs(req.n, genSpec{prompt: pc.prompt, media: pc.media, g: req.genRequest, constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive})
 	cands, err := s.generateAll(gctx, specs, onText)
 	if err != nil {
 		return u.CompletionTokens, streamFailed(sse, err)

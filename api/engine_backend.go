@@ -28,6 +28,7 @@ type EngineBackend struct {
 	vocab sampling.Vocab
 	steps prometheus.Histogram // forward-pass times, for /metrics
 	pool  engine.Pooling
+	proj  Projector // vision projector (SetProjector), nil for none
 }
 
 // RerankTokens returns the sequence a cross-encoder scores for a (query,
@@ -133,7 +134,7 @@ func (b *EngineBackend) Generate(ctx context.Context, reqs []*GenerateRequest, e
 		if err != nil {
 			return err
 		}
-		if err := c.Prime(r.Prompt); err != nil {
+		if err := c.Prime(textTokens(r.Prompt, r.Media)); err != nil {
 			return err
 		}
 		chains[i] = c
@@ -144,7 +145,7 @@ func (b *EngineBackend) Generate(ctx context.Context, reqs []*GenerateRequest, e
 		ereqs := make([]engine.GenRequest, last-first)
 		for i, r := range reqs[first:last] {
 			ereqs[i] = engine.GenRequest{Prompt: r.Prompt, Chain: chains[first+i], MaxTokens: r.MaxTokens,
-				Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs, Label: r.ID}
+				Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs, Label: r.ID, Media: r.Media}
 		}
 		seqs, err := b.s.Generate(ctx, ereqs)
 		if err != nil {

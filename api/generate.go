@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/sampling"
 	"github.com/vkllm/vkllm/sampling/grammar"
 )
@@ -37,6 +38,7 @@ type candidate struct {
 // genSpec is one sequence to generate.
 type genSpec struct {
 	prompt      []int32
+	media       []*engine.Media // the prompt's images (their rows hold pseudo-ids)
 	g           *genRequest
 	seed        int64
 	maxTokens   int
@@ -67,7 +69,7 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 	timer := &genTimer{m: s.metrics, start: time.Now()}
 	rs := reqStatsOf(ctx)
 	for i, sp := range sps {
-		req := &GenerateRequest{Prompt: sp.prompt, Params: sp.g.params, MaxTokens: sp.maxTokens,
+		req := &GenerateRequest{Prompt: sp.prompt, Media: sp.media, Params: sp.g.params, MaxTokens: sp.maxTokens,
 			Logprobs: sp.g.params.Logprobs, TopLogprobs: sp.g.topLogprobs}
 		if rs != nil {
 			req.ID = rs.id

@@ -13,8 +13,12 @@ import (
 // Features returns what this build of the server supports, as /props and
 // "vkllm version" list them.
 func Features() []string {
-	return []string{"vulkan", "continuous-batching", "prompt-cache", "chat-templates", "jinja", "tool-calls",
+	f := []string{"vulkan", "continuous-batching", "prompt-cache", "chat-templates", "jinja", "tool-calls",
 		"grammars", "json-schema", "logprobs", "embeddings", "rerank", "metrics", "web-ui"}
+	if mtmdBuilt {
+		f = append(f, "mtmd")
+	}
+	return f
 }
 
 // opsRoutes registers the operational routes: /metrics, /props, /slots

@@ -225,6 +225,7 @@ func (s *Server) decodeResponses(body []byte) (*responsesRequest, *Error) {
 	}
 	req.items = items
 	chat.messages = append(chat.messages, r.readItems(items, s.cfg.HasProjector)...)
+	chat.joinMedia()
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -495,17 +496,21 @@ func (r *reader) readParts(msg *message, parts []any, path string, images bool) 
 				r.fail(badRequest(pp+".text", "%s.text: missing", pp))
 			}
 			sb.WriteString(t)
+			msg.parts = append(msg.parts, contentPart{text: t})
 		case "refusal":
 			t, _ := r.optStr(pm, pp, "refusal")
 			sb.WriteString(t)
+			msg.parts = append(msg.parts, contentPart{text: t})
 		case "input_image":
 			if !images && r.err == nil {
 				r.fail(badRequest(pp, "%s: image input needs a server started with --mmproj (multimodal support); this server has no projector", pp))
 			}
 			msg.images++
-			if _, ok := r.optStr(pm, pp, "image_url"); !ok && r.err == nil {
+			url, ok := r.optStr(pm, pp, "image_url")
+			if !ok && r.err == nil {
 				r.fail(badRequest(pp+".image_url", "%s.image_url: missing (file ids are not supported: send the image as a URL or a data URL)", pp))
 			}
+			msg.parts = append(msg.parts, contentPart{image: true, url: url, field: pp + ".image_url"})
 			r.optStr(pm, pp, "detail")
 		case "":
 			r.fail(badRequest(pp+".type", "%s.type: missing", pp))
@@ -754,7 +759,7 @@ func (s *Server) outputItems(req *responsesRequest, pc *preparedChat, c *candida
 }
 
 func (s *Server) responseWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *responsesRequest, pc *preparedChat, id string, created int64) handlerResult {
-	specs := s.candidateSpecs(1, genSpec{prompt: pc.prompt, g: req.chat.genRequest, constraint: pc.factory, wantLogprob: req.chat.logprobs, tools: pc.toolsActive})
+	specs := s.candidateSpecs(1, genSpec{prompt: pc.prompt, media: pc.media, g: req.chat.genRequest, constraint: pc.factory, wantLogprob: req.chat.logprobs, tools: pc.toolsActive})
 	cands, err := s.generateAll(gctx, specs, nil)
 	if err != nil {
 		s.writeError(ctx, modelError(err))
@@ -971,7 +976,7 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 		}
 		return sendText(t)
 	}
-	specs := s.candidateSpecs(1, genSpec{prompt: pc.prompt, g: req.chat.genRequest, constraint: pc.factory, wantLogprob: req.chat.logprobs, tools: pc.toolsActive})
+	specs := s.candidateSpecs(1, genSpec{prompt: pc.prompt, media: pc.media, g: req.chat.genRequest, constraint: pc.factory, wantLogprob: req.chat.logprobs, tools: pc.toolsActive})
 	cands, err := s.generateAll(gctx, specs, onText)
 	if err != nil {
 		if sse.err != nil {

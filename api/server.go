@@ -61,6 +61,15 @@ type Config struct {
 	ReadTimeout, WriteTimeout time.Duration
 	// HasProjector says a multimodal projector is loaded (images accepted).
 	HasProjector bool
+	// MediaDir is the folder image_url paths and file:// URLs are read
+	// from ("" refuses them; data URLs always work). See media.go.
+	MediaDir string
+	// MaxImageBytes, MaxImagePixels and MaxImages limit each image's file
+	// size and pixel count (read from its header before decoding) and the
+	// images per request (0: 10 MiB, 40 megapixels, 8).
+	MaxImageBytes  int64
+	MaxImagePixels int
+	MaxImages      int
 	// Logger receives one line per request; nil discards.
 	Logger *slog.Logger
 	// Now returns the current time (tests); nil is time.Now.

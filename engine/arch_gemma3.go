@@ -135,6 +135,7 @@ func loadGemma3(f *gguf.File, o Options) (archModel, error) {
 func (m *gemmaModel) forward(g Graph) {
 	x := g.Embed(m.TokenEmbd)
 	g.Scale(x, m.embScale)
+	g.EmbedInputs(x) // image embeddings are not scaled
 	for i := range m.Blocks {
 		g.Layer()
 		m.Blocks[i].attention(g, x, m, i)

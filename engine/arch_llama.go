@@ -84,6 +84,7 @@ func loadLlama(f *gguf.File, o Options) (archModel, error) {
 
 func (m *llamaModel) forward(g Graph) {
 	x := g.Embed(m.TokenEmbd)
+	g.EmbedInputs(x)
 	for i := range m.Blocks {
 		g.Layer()
 		m.Blocks[i].attention(g, x, m, i)

@@ -108,6 +108,7 @@ func (m *phi3Model) forward(g Graph) {
 		rope.Factors = m.FactorsLong
 	}
 	x := g.Embed(m.TokenEmbd)
+	g.EmbedInputs(x)
 	for i := range m.Blocks {
 		g.Layer()
 		m.Blocks[i].attention(g, x, m, rope, i)

@@ -13,12 +13,25 @@ import (
 // logits; Forward returns them in row order. Hidden, when not nil, asks
 // for rows' final hidden states (after the output norm) instead, for
 // embeddings: a row may want logits or its hidden state, not both.
+//
+// Embeds and AttnPos, when not nil, feed input embeddings instead of tokens
+// (image tokens of a multimodal prompt): see Media.
 type Batch struct {
 	Tokens []int32
 	Slots  []int32
 	Pos    []int32
 	Logits []bool
 	Hidden []bool
+	// Embeds[i], when not nil, is row i's input embedding ([Embd] values),
+	// used in place of its token's embedding (after the architecture's
+	// embedding scaling, which image embeddings do not get); the row's
+	// token id is then a pseudo-id (MediaTokens) and is not looked up.
+	Embeds [][]float32
+	// AttnPos[i], when not nil, is the last position row i attends to
+	// (from Pos[i] up to the last position the batch writes in its slot):
+	// the rows of an image that attends non-causally (Gemma 3) see the
+	// whole image. nil: Pos.
+	AttnPos []int32
 }
 
 // Len returns the number of rows.
@@ -30,12 +43,19 @@ func (b *Batch) check(vocab, slots, ctx int) error {
 	if n == 0 {
 		return fmt.Errorf("engine: empty batch")
 	}
-	if len(b.Slots) != n || len(b.Pos) != n || len(b.Logits) != n || b.Hidden != nil && len(b.Hidden) != n {
-		return fmt.Errorf("engine: batch has %d tokens but %d slots, %d positions, %d logit flags, %d hidden flags", n, len(b.Slots), len(b.Pos), len(b.Logits), len(b.Hidden))
+	if len(b.Slots) != n || len(b.Pos) != n || len(b.Logits) != n || b.Hidden != nil && len(b.Hidden) != n ||
+		b.Embeds != nil && len(b.Embeds) != n || b.AttnPos != nil && len(b.AttnPos) != n {
+		return fmt.Errorf("engine: batch has %d tokens but %d slots, %d positions, %d logit flags, %d hidden flags, %d embeddings, %d attention positions",
+			n, len(b.Slots), len(b.Pos), len(b.Logits), len(b.Hidden), len(b.Embeds), len(b.AttnPos))
+	}
+	if err := b.checkMedia(ctx); err != nil {
+		return err
 	}
 	for i := range n {
 		switch {
-		case b.Tokens[i] < 0 || int(b.Tokens[i]) >= vocab:
+		case b.embeds(i) && len(b.Embeds[i]) == 0:
+			return fmt.Errorf("engine: batch row %d: an empty input embedding", i)
+		case !b.embeds(i) && (b.Tokens[i] < 0 || int(b.Tokens[i]) >= vocab):
 			return fmt.Errorf("engine: batch row %d: token %d outside the vocabulary of %d", i, b.Tokens[i], vocab)
 		case b.Slots[i] < 0 || int(b.Slots[i]) >= slots:
 			return fmt.Errorf("engine: batch row %d: slot %d outside 0..%d", i, b.Slots[i], slots-1)

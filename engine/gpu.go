@@ -58,9 +58,14 @@ type GPUModel struct {
 	ids, slots, pos, logitRows, seqEnd *vk.Buffer   // int32, host-visible
 	logits                             *vk.Buffer   // [BatchSize][Vocab] f32, host-visible
 	hidden                             *vk.Buffer   // [BatchSize][Embd] f32, host-visible
-	outRows                            []int32      // ForwardInto's scratch: the rows that want output
-	seqEnds                            []int32      // ForwardInto's scratch: encoder sequence ends
-	g                                  gpuGraph
+	// Input embeddings (media.go), made on first use: the rows' values,
+	// their runs, and the attention positions of non-causal images.
+	embIn, attnPos *vk.Buffer
+	mediaRuns      []mediaRun
+	useAttnPos     bool
+	outRows        []int32 // ForwardInto's scratch: the rows that want output
+	seqEnds        []int32 // ForwardInto's scratch: encoder sequence ends
+	g              gpuGraph
 }
 
 // NewGPUModel uploads w to dev and reserves the KV cache and the scratch of
@@ -323,6 +328,9 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 		if err := w.buf.Write(0, int32Bytes(w.vals)); err != nil {
 			return err
 		}
+	}
+	if err := m.writeMedia(b); err != nil { // input embeddings (media.go)
+		return err
 	}
 	c, err := m.dev.Begin()
 	if err != nil {

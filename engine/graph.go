@@ -86,6 +86,10 @@ type Graph interface {
 	Layer()
 	// Embed returns w's rows of the batch's tokens ([rows][w.Cols]).
 	Embed(w *Tensor) Act
+	// EmbedInputs replaces the rows of x ([rows][Embd]) whose batch input
+	// is an embedding (Batch.Embeds: image tokens) by it. Decoders call it
+	// right after embedding (and scaling) the batch's tokens.
+	EmbedInputs(x Act)
 	// EmbedPositions returns w's rows of the batch's positions (learned
 	// absolute position embeddings).
 	EmbedPositions(w *Tensor) Act

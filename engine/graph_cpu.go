@@ -59,7 +59,7 @@ func (g *cpuGraph) rowsOf(t *Tensor, idx []int32) Act {
 	x := g.new(len(idx), E)
 	w, xv := g.w(t), g.v(x)
 	for i, id := range idx {
-		if int(id) < t.Rows() {
+		if id >= 0 && int(id) < t.Rows() {
 			copy(xv[i*E:(i+1)*E], w[int(id)*E:(int(id)+1)*E])
 		}
 	}
@@ -171,6 +171,9 @@ func (g *cpuGraph) Attention(q, k, v Act, a Attn) Act {
 	for i := range n {
 		base := int(g.b.Slots[i]) * ctx
 		hi := int(g.b.Pos[i]) + 1
+		if g.b.AttnPos != nil {
+			hi = int(g.b.AttnPos[i]) + 1 // a non-causal image (Batch.AttnPos)
+		}
 		lo := 0
 		if a.Window > 0 && hi > a.Window {
 			lo = hi - a.Window

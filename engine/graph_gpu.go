@@ -302,6 +302,7 @@ func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
 	}
 	m, c, n := g.m, g.c, q.Rows
 	slot, pos := m.slots.Range(0, 4*uint64(n)), m.pos.Range(0, 4*uint64(n))
+	attnPos := g.attnPos(pos) // Batch.AttnPos where set
 	if a.Kind == Bidirectional {
 		g.dep(g.r(out), g.r(q), g.r(k), g.r(v))
 		g.fail(m.k.AttentionBatch(c, g.r(out), g.r(q), g.r(k), g.r(v), pos, m.seqEnd.Range(0, 4*uint64(n)),
@@ -319,7 +320,7 @@ func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
 	g.dep(vc, g.r(v))
 	g.fail(m.k.KVWrite(c, vc, g.r(v), slot, pos, n, cache))
 	g.dep(g.r(out), g.r(q), kc, vc)
-	g.fail(m.k.Attention(c, g.r(out), g.r(q), kc, vc, slot, pos, ops.AttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads,
+	g.fail(m.k.Attention(c, g.r(out), g.r(q), kc, vc, slot, attnPos, ops.AttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads,
 		HeadDim: a.HeadDim, Cache: cache, Causal: true, Scale: a.Scale, Window: a.Window, SoftCap: a.SoftCap}))
 	return out
 }

@@ -54,6 +54,9 @@ type GenRequest struct {
 	TopLogprobs int
 	// Label names the sequence's request in Slots (a request id); opaque.
 	Label string
+	// Media are the prompt's images, in prompt order (see Media): their
+	// rows hold pseudo-ids. Candidates of one request share them.
+	Media []*Media
 }
 
 // Event is one generated token of a Sequence.
@@ -254,20 +257,25 @@ type Scheduler struct {
 	view   []SlotState // what Slots reports, refreshed by publish
 
 	// Owned by the scheduler goroutine.
-	active   []*Sequence
-	slotSeq  []*Sequence // the sequence running in each slot, nil when free
-	cache    [][]int32   // the tokens each slot holds keys and values of
-	used     []uint64    // when each slot was last taken (LRU)
-	clock    uint64
-	batch    Batch
-	out      Output
-	stepSeqs []*Sequence // the sequences of the current step, in row order
-	sampled  []*Sequence
-	gone     []*Sequence // retire's scratch
-	jobs     chan *Sequence
-	wg       sync.WaitGroup
-	idle     *time.Timer
-	cost     stepCost
+	active  []*Sequence
+	slotSeq []*Sequence // the sequence running in each slot, nil when free
+	cache   [][]int32   // the tokens each slot holds keys and values of
+	used    []uint64    // when each slot was last taken (LRU)
+	clock   uint64
+	batch   Batch
+	// stepMedia says the current step feeds input embeddings (media.go):
+	// the batch then carries Embeds and AttnPos.
+	stepMedia bool
+	embeds    [][]float32 // the step's Batch.Embeds and AttnPos
+	attnPos   []int32
+	out       Output
+	stepSeqs  []*Sequence // the sequences of the current step, in row order
+	sampled   []*Sequence
+	gone      []*Sequence // retire's scratch
+	jobs      chan *Sequence
+	wg        sync.WaitGroup
+	idle      *time.Timer
+	cost      stepCost
 }
 
 // stepCost learns what steps cost, for the automatic prefill chunk: a
@@ -417,7 +425,7 @@ func (s *Scheduler) Generate(ctx context.Context, reqs []GenRequest) ([]*Sequenc
 	}
 	g := &group{s: s, members: make([]*Sequence, len(reqs))}
 	for i, r := range reqs {
-		if err := s.checkPrompt(r.Prompt); err != nil {
+		if err := s.checkMediaPrompt(r.Prompt, r.Media); err != nil {
 			return nil, err
 		}
 		if i > 0 && !equalTokens(r.Prompt, reqs[0].Prompt) {
@@ -687,6 +695,7 @@ func (s *Scheduler) start(q *Sequence) {
 			}
 		}
 	}
+	reuse = mediaBoundary(q.req.Media, reuse) // never half an image
 	var err error
 	if src != slot {
 		err = m.CopyPrefix(slot, src, reuse)
@@ -748,7 +757,16 @@ func sharedPrefix(cached, prompt []int32) int {
 
 // addRow appends one row to the step's batch.
 func (s *Scheduler) addRow(tok int32, slot, pos int, logits, hidden bool) {
+	s.addInputRow(tok, nil, slot, pos, pos, logits, hidden)
+}
+
+// addInputRow appends one row that feeds tok or, when embd is not nil, that
+// input embedding, and attends up to position attnPos.
+func (s *Scheduler) addInputRow(tok int32, embd []float32, slot, pos, attnPos int, logits, hidden bool) {
 	b := &s.batch
+	s.embeds = append(s.embeds, embd)
+	s.attnPos = append(s.attnPos, int32(attnPos))
+	s.stepMedia = s.stepMedia || embd != nil || attnPos != pos
 	b.Tokens = append(b.Tokens, tok)
 	b.Slots = append(b.Slots, int32(slot))
 	b.Pos = append(b.Pos, int32(pos))
@@ -761,6 +779,8 @@ func (s *Scheduler) addRow(tok int32, slot, pos int, logits, hidden bool) {
 func (s *Scheduler) step() bool {
 	b := &s.batch
 	b.Tokens, b.Slots, b.Pos, b.Logits, b.Hidden = b.Tokens[:0], b.Slots[:0], b.Pos[:0], b.Logits[:0], b.Hidden[:0]
+	clear(s.embeds)
+	s.embeds, s.attnPos, s.stepMedia = s.embeds[:0], s.attnPos[:0], false
 	s.stepSeqs = s.stepSeqs[:0]
 	budget := s.m.GPU.Config().BatchSize
 	nLogits, nHidden := 0, 0
@@ -791,12 +811,23 @@ func (s *Scheduler) step() bool {
 		if s.m.Opts.Encoder && n < len(q.prompt) {
 			continue // an encoder reads a sequence whole: wait for room
 		}
+		if len(q.req.Media) > 0 {
+			// An image is one prefill unit (media.go).
+			if n = s.mediaChunk(q, n); n == 0 {
+				continue
+			}
+		}
 		q.stepHid = nHidden
 		for i := range n {
 			p := q.fed + i
 			wantLogits := !q.embed && p == len(q.prompt)-1
 			wantHidden := q.embed && q.pool.wants(p)
-			s.addRow(q.prompt[p], q.slot, p, wantLogits, wantHidden)
+			if len(q.req.Media) > 0 {
+				embd, attnPos := q.mediaInput(p, s.m.Opts.Embd)
+				s.addInputRow(q.prompt[p], embd, q.slot, p, attnPos, wantLogits, wantHidden)
+			} else {
+				s.addRow(q.prompt[p], q.slot, p, wantLogits, wantHidden)
+			}
 			if wantLogits {
 				q.stepLogit = nLogits
 				nLogits++
@@ -806,11 +837,16 @@ func (s *Scheduler) step() bool {
 			}
 		}
 		q.stepRows, q.stepHidN = n, nHidden-q.stepHid
-		budget -= n
+		budget = max(budget-n, 0) // an image may go past the chunk (mediaChunk)
 		s.stepSeqs = append(s.stepSeqs, q)
 	}
 	if b.Len() == 0 {
+		s.reap() // sequences whose image failed to encode
 		return false
+	}
+	b.Embeds, b.AttnPos = nil, nil
+	if s.stepMedia {
+		b.Embeds, b.AttnPos = s.embeds, s.attnPos
 	}
 	s.steps.Add(1)
 	s.decodeRows.Add(int64(decodeRows))

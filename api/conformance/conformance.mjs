@@ -18,6 +18,7 @@ import { generateText, streamText, tool, Output, embedMany, stepCountIs } from "
 import { ChatOpenAI, OpenAIEmbeddings } from "@langchain/openai";
 import { z } from "zod";
 import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
 
 const [base, apiKey, mode] = process.argv.slice(2);
 
@@ -365,7 +366,32 @@ const clientChecks = {
   },
 };
 
-let checks = exact ? { ...fakeChecks, ...clientChecks } : clientChecks;
+// Mode "image" (a server with a vision projector): the official client
+// sends an image as a data URL, as its docs show; argv after the mode: the
+// image file, its MIME type, and the expected prompt tokens and content.
+const imageChecks = {
+  async openaiImageDataURL() {
+    const [file, mime, wantPrompt, wantContent] = process.argv.slice(5);
+    const url = `data:${mime};base64,${(await readFile(file)).toString("base64")}`;
+    const messages = [{ role: "user", content: [
+      { type: "image_url", image_url: { url } },
+      { type: "text", text: "What is in this picture?" },
+    ] }];
+    const r = await client.chat.completions.create({ model: modelId, messages, max_tokens: 16, temperature: 0, seed: 1 });
+    assert.equal(r.usage.prompt_tokens, Number(wantPrompt));
+    assert.equal(r.choices[0].message.content, wantContent);
+    const stream = await client.chat.completions.create({ model: modelId, messages, max_tokens: 16, temperature: 0, seed: 1, stream: true, stream_options: { include_usage: true } });
+    let text = "", usage;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta?.content ?? "";
+      usage = chunk.usage ?? usage;
+    }
+    assert.equal(text, wantContent);
+    assert.equal(usage.prompt_tokens, Number(wantPrompt));
+  },
+};
+
+let checks = mode === "image" ? imageChecks : exact ? { ...fakeChecks, ...clientChecks } : clientChecks;
 // CONFORMANCE_ONLY=name,name runs those checks only (for debugging).
 if (process.env.CONFORMANCE_ONLY) {
   const only = process.env.CONFORMANCE_ONLY.split(",");

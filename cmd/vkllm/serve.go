@@ -24,11 +24,12 @@ import (
 // serveFlags are the flags of "vkllm serve".
 type serveFlags struct {
 	modelFlags
-	host, apiKey, alias, template, templateFile, mmproj, pooling string
-	allowedHosts, corsOrigins                                    string
-	port, parallel, queueSize, maxBody, prefill                  int
-	readTimeout, writeTimeout, shutdownTimeout                   time.Duration
-	logJSON, version                                             bool
+	mediaFlags
+	host, apiKey, alias, template, templateFile, pooling string
+	allowedHosts, corsOrigins                            string
+	port, parallel, queueSize, maxBody, prefill          int
+	readTimeout, writeTimeout, shutdownTimeout           time.Duration
+	logJSON, version                                     bool
 }
 
 // register adds serve's flags to fs. Each is also read from its VKLLM_*
@@ -46,7 +47,7 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	fs.StringVar(&f.alias, 0, "model-alias", "", "model `id` in /v1/models and responses (default the file name)")
 	fs.StringVar(&f.template, 0, "chat-template", "", "default chat `template`: "+strings.Join(api.TemplateNames, ", ")+" (default jinja when the model or --chat-template-file has a template, else plain)")
 	fs.StringVar(&f.templateFile, 0, "chat-template-file", "", "Jinja chat template `file` used instead of the model's tokenizer.chat_template")
-	fs.StringVar(&f.mmproj, 0, "mmproj", "", "multimodal projector `file` (not supported yet: multimodal input comes in a later release)")
+	f.mediaFlags.register(fs)
 	fs.StringVar(&f.pooling, 0, "pooling", "", "embedding `pooling`: mean, cls or last (default the model's {arch}.pooling_type, mean when absent)")
 	fs.IntVar(&f.maxBody, 0, "max-request-bytes", 16<<20, "largest request body in `bytes`")
 	fs.DurationVar(&f.readTimeout, 0, "read-timeout", 60*time.Second, "`time` to read a request")
@@ -81,8 +82,8 @@ func serve(con *os.File, args []string) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
-	if f.mmproj != "" {
-		return errors.New("--mmproj: multimodal input is not supported yet (it comes in a later release); start without --mmproj")
+	if err := f.mediaFlags.validate(); err != nil {
+		return err
 	}
 	if f.model == "" {
 		return errors.New("no model: pass -m file.gguf")
@@ -127,6 +128,8 @@ func serve(con *os.File, args []string) error {
 		Parallel: f.parallel, QueueSize: f.queueSize, MaxRequestBytes: f.maxBody, ReadTimeout: f.readTimeout,
 		WriteTimeout: f.writeTimeout, Logger: log, Version: version, ModelPath: f.model,
 		AllowedHosts: splitList(f.allowedHosts), CORSOrigins: splitList(f.corsOrigins),
+		HasProjector: f.mmproj != "", MediaDir: f.mediaDir, MaxImageBytes: int64(f.maxImageBytes),
+		MaxImagePixels: f.maxImagePixels, MaxImages: f.maxImagesPerRq,
 	})
 	addr := net.JoinHostPort(f.host, strconv.Itoa(f.port))
 	ln, err := net.Listen("tcp", addr)
@@ -140,8 +143,9 @@ func serve(con *os.File, args []string) error {
 
 	loaded := make(chan error, 1)
 	var (
-		model   *engine.Model
-		backend *api.EngineBackend
+		model          *engine.Model
+		backend        *api.EngineBackend
+		closeProjector func() // the vision projector's, after the backend's
 	)
 	bar := newProgress(con, "loading")
 	go func() {
@@ -161,8 +165,22 @@ func serve(con *os.File, args []string) error {
 			return
 		}
 		model = m
+		var proj api.Projector
+		if f.mmproj != "" {
+			pbar := newProgress(con, "mmproj")
+			p, closeProj, err := loadProjector(f.mmproj, m, pbar.update)
+			pbar.done()
+			if err != nil {
+				loaded <- err
+				return
+			}
+			proj, closeProjector = p, closeProj
+		}
 		name := strings.TrimSuffix(filepath.Base(f.model), filepath.Ext(f.model))
 		backend = api.NewEngineBackend(m, name, pool, engine.SchedulerConfig{PrefillChunk: f.prefill})
+		if proj != nil {
+			backend.SetProjector(proj)
+		}
 		if err := srv.Ready(backend); err != nil {
 			loaded <- err
 			return
@@ -202,6 +220,9 @@ func serve(con *os.File, args []string) error {
 	}
 	if backend != nil {
 		backend.Close()
+	}
+	if closeProjector != nil {
+		closeProjector()
 	}
 	if model != nil {
 		model.Close()

@@ -124,15 +124,18 @@ func TestServeSignal(t *testing.T) {
 
 // TestServeErrors checks the start-up errors: a missing model file makes
 // serve return an error naming it (after listening, as the load runs in the
-// background), and --mmproj is refused with a reason.
+// background), and --mmproj is refused in a build without the mtmd
+// feature (mmproj_mtmd_test.go checks the projector errors of one with it).
 func TestServeErrors(t *testing.T) {
 	err := cmdServe([]string{"-m", "/nonexistent/model.gguf", "--port", strconv.Itoa(freePort(t))})
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/model.gguf") {
 		t.Errorf("serve with a missing model = %v, want an error naming the file", err)
 	}
-	err = cmdServe([]string{"-m", "x.gguf", "--mmproj", "p.gguf"})
-	if err == nil || !strings.Contains(err.Error(), "not supported yet") {
-		t.Errorf("serve --mmproj = %v, want it refused with a reason", err)
+	if !mtmdBuilt {
+		err = cmdServe([]string{"-m", "x.gguf", "--mmproj", "p.gguf"})
+		if err == nil || !strings.Contains(err.Error(), "without multimodal support") {
+			t.Errorf("serve --mmproj = %v, want it refused: the build lacks the mtmd feature", err)
+		}
 	}
 }
 

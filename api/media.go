@@ -1,0 +1,307 @@
+package api
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/vkllm/vkllm/engine"
+)
+
+// contentPart is one part of a message's content, kept in order when the
+// message has images.
+type contentPart struct {
+	text  string
+	image bool
+	url   string // image_url.url
+	field string // the part's JSON path, for errors: messages[i].content[j].image_url
+}
+
+// Projector is a loaded vision projector as the API uses it (vision.GPU
+// in builds with the mtmd feature).
+type Projector interface {
+	// Tokens is the number of prompt positions (embedding rows) of an
+	// image.
+	Tokens() int
+	// NonCausal reports that an image's rows attend to each other both
+	// ways (Gemma 3).
+	NonCausal() bool
+	// ImageBegin and ImageEnd are the texts the model reads around an
+	// image ("" for none), each tokenized on its own.
+	ImageBegin() string
+	ImageEnd() string
+	// Prepare decodes an image file's bytes (refusing more than maxPixels
+	// pixels from the header, before decoding) and preprocesses it into the
+	// encoder input; hash identifies the decoded image. Its errors are the
+	// client's (a bad image).
+	Prepare(data []byte, maxPixels int) (input []float32, hash [32]byte, err error)
+	// Encode runs the encoder on an input from Prepare and returns
+	// Tokens() embedding rows. It is called on the goroutine that owns the
+	// device (the engine's scheduler).
+	Encode(input []float32) ([]float32, error)
+}
+
+// ProjectorBackend is implemented by backends that can take images: it
+// returns the loaded projector (nil without one).
+type ProjectorBackend interface {
+	Projector() Projector
+}
+
+// mediaMarkerText is how /apply-template shows an image (the reference's
+// default marker).
+const mediaMarkerText = "<__media__>"
+
+// Image limits' defaults (Config: zero means these, never unlimited).
+const (
+	defaultMaxImageBytes  = 10 << 20
+	defaultMaxImagePixels = 40_000_000
+	defaultMaxImages      = 8
+)
+
+func (s *Server) imageLimits() (maxBytes int64, maxPixels, maxImages int) {
+	maxBytes, maxPixels, maxImages = s.cfg.MaxImageBytes, s.cfg.MaxImagePixels, s.cfg.MaxImages
+	if maxBytes <= 0 {
+		maxBytes = defaultMaxImageBytes
+	}
+	if maxPixels <= 0 {
+		maxPixels = defaultMaxImagePixels
+	}
+	if maxImages <= 0 {
+		maxImages = defaultMaxImages
+	}
+	return
+}
+
+// joinMedia gives the messages with images their content: the text parts
+// joined with "\n" between consecutive text parts and a marker in place of
+// each image, without newlines around it (what the reference's chat
+// parsing does), so the rendered prompt can be split at the images.
+func (req *chatRequest) joinMedia() {
+	for i := range req.messages {
+		m := &req.messages[i]
+		if m.images == 0 {
+			continue
+		}
+		if req.marker == "" {
+			var b [12]byte
+			rand.Read(b[:])
+			req.marker = "<__media_" + hex.EncodeToString(b[:]) + "__>"
+		}
+		var sb strings.Builder
+		prevText := false
+		for _, p := range m.parts {
+			if p.image {
+				sb.WriteString(req.marker)
+				prevText = false
+				continue
+			}
+			if prevText {
+				sb.WriteByte('\n')
+			}
+			sb.WriteString(p.text)
+			prevText = true
+		}
+		m.content = sb.String()
+	}
+}
+
+// checkImageInput answers requests with images on servers that cannot
+// take them.
+func (s *Server) checkImageInput(req *chatRequest) *Error {
+	for i, m := range req.messages {
+		if m.images == 0 {
+			continue
+		}
+		p := indexPath("messages", i) + ".content"
+		const noMTMD = "this vkllm was built without multimodal support (the mtmd feature: build with -tags mtmd, as make build does)"
+		switch {
+		case !s.cfg.HasProjector && !mtmdBuilt:
+			return badRequest(p, "%s: image input needs a server started with --mmproj, and %s", p, noMTMD)
+		case !mtmdBuilt:
+			return badRequest(p, "%s: image input: %s", p, noMTMD)
+		case s.projector() == nil:
+			return badRequest(p, "%s: image input needs a server started with --mmproj (multimodal support); this server has no projector", p)
+		}
+	}
+	return nil
+}
+
+func (s *Server) projector() Projector {
+	if !s.cfg.HasProjector {
+		return nil
+	}
+	if pb, ok := s.backend.(ProjectorBackend); ok {
+		return pb.Projector()
+	}
+	return nil
+}
+
+// mediaPrompt tokenizes the rendered prompt text of a request with images:
+// it splits text at the markers, tokenizes each piece on its own (BOS in
+// front of the first when addSpecial), puts each image's begin and end
+// texts around it and its pseudo-ids (engine.MediaTokens) in its place, and
+// returns the images for the engine.
+func (s *Server) mediaPrompt(req *chatRequest, text string, addSpecial bool) ([]int32, []*engine.Media, *Error) {
+	proj := s.projector()
+	var parts []contentPart
+	for _, m := range req.messages {
+		for _, p := range m.parts {
+			if p.image {
+				parts = append(parts, p)
+			}
+		}
+	}
+	maxBytes, maxPixels, maxImages := s.imageLimits()
+	if len(parts) > maxImages {
+		return nil, nil, badRequest(parts[maxImages].field, "%s: more than %d images in one request (the server's --max-images)", parts[maxImages].field, maxImages)
+	}
+	pieces := strings.Split(text, req.marker)
+	if len(pieces) != len(parts)+1 {
+		return nil, nil, badRequest("messages", "messages: the chat template rendered %d of the request's %d images (it drops or repeats message content)", len(pieces)-1, len(parts))
+	}
+	tokenize := func(t string, special bool) ([]int32, *Error) {
+		if t == "" && !special {
+			return nil, nil
+		}
+		toks, err := s.backend.Tokenize(t, special, true)
+		if err != nil {
+			return nil, badRequest("messages", "messages: %v", err)
+		}
+		return toks, nil
+	}
+	begin, e := tokenize(proj.ImageBegin(), false)
+	if e != nil {
+		return nil, nil, e
+	}
+	end, e := tokenize(proj.ImageEnd(), false)
+	if e != nil {
+		return nil, nil, e
+	}
+	prompt, e := tokenize(pieces[0], addSpecial)
+	if e != nil {
+		return nil, nil, e
+	}
+	media := make([]*engine.Media, len(parts))
+	n := proj.Tokens()
+	for i, p := range parts {
+		data, e := s.imageBytes(p.url, p.field, maxBytes)
+		if e != nil {
+			return nil, nil, e
+		}
+		input, hash, err := proj.Prepare(data, maxPixels)
+		if err != nil {
+			return nil, nil, badRequest(p.field, "%s: %v", p.field, err)
+		}
+		prompt = append(prompt, begin...)
+		media[i] = &engine.Media{Start: len(prompt), N: n, NonCausal: proj.NonCausal(),
+			Encode: func() ([]float32, error) { return proj.Encode(input) }}
+		prompt = append(prompt, engine.MediaTokens(hash, n)...)
+		prompt = append(prompt, end...)
+		rest, e := tokenize(pieces[i+1], false)
+		if e != nil {
+			return nil, nil, e
+		}
+		prompt = append(prompt, rest...)
+	}
+	return prompt, media, nil
+}
+
+// imageBytes reads an image_url: a data URL (base64), or a local path or
+// file:// URL inside --media-dir (symlinks and ".." resolved first).
+// Remote URLs are refused: the server makes no network requests.
+func (s *Server) imageBytes(raw, field string, maxBytes int64) ([]byte, *Error) {
+	lower := strings.ToLower(raw)
+	switch {
+	case raw == "":
+		return nil, badRequest(field, "%s: empty url", field)
+	case strings.HasPrefix(lower, "data:"):
+		meta, payload, ok := strings.Cut(raw[len("data:"):], ",")
+		if !ok {
+			return nil, badRequest(field, "%s: a data URL without a comma", field)
+		}
+		mt, params, _ := strings.Cut(meta, ";")
+		if mt != "" && !strings.HasPrefix(strings.ToLower(mt), "image/") {
+			return nil, badRequest(field, "%s: a data URL of type %q, want image/*", field, mt)
+		}
+		if !strings.Contains(strings.ToLower(params), "base64") {
+			return nil, badRequest(field, "%s: a data URL must be base64-encoded (data:image/png;base64,...)", field)
+		}
+		if int64(base64.StdEncoding.DecodedLen(len(payload))) > maxBytes+2 {
+			return nil, badRequest(field, "%s: an image of about %d bytes, more than the server's limit of %d (--max-image-bytes)", field, base64.StdEncoding.DecodedLen(len(payload)), maxBytes)
+		}
+		payload = strings.TrimRight(payload, "=")
+		data, err := base64.RawStdEncoding.DecodeString(payload)
+		if err != nil {
+			return nil, badRequest(field, "%s: bad base64 in the data URL: %v", field, err)
+		}
+		if int64(len(data)) > maxBytes {
+			return nil, badRequest(field, "%s: an image of %d bytes, more than the server's limit of %d (--max-image-bytes)", field, len(data), maxBytes)
+		}
+		return data, nil
+	case strings.HasPrefix(lower, "http://"), strings.HasPrefix(lower, "https://"):
+		return nil, badRequest(field, "%s: remote URLs are not fetched (the server makes no network requests): send the image as a data URL, or a file under --media-dir", field)
+	}
+	path := raw
+	if strings.HasPrefix(lower, "file:") {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host != "" && u.Host != "localhost" {
+			return nil, badRequest(field, "%s: a file URL must be file:///absolute/path", field)
+		}
+		path = u.Path
+	} else if i := strings.Index(raw, ":"); i > 1 && !strings.ContainsAny(raw[:i], "/\\") {
+		return nil, badRequest(field, "%s: URL scheme %q is not supported (data:, file:// or a path under --media-dir)", field, raw[:i])
+	}
+	dir := s.cfg.MediaDir
+	if dir == "" {
+		return nil, badRequest(field, "%s: local files are refused: the server was started without --media-dir (send the image as a data URL)", field)
+	}
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, errorf(500, field, "%s: --media-dir %s: %v", field, dir, err)
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(root, path)
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, badRequest(field, "%s: no such file under --media-dir", field)
+	}
+	if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return nil, badRequest(field, "%s: the file is outside --media-dir", field)
+	}
+	f, err := os.Open(real)
+	if err != nil {
+		return nil, badRequest(field, "%s: cannot open the file: %v", field, errNoPath(err))
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return nil, badRequest(field, "%s: not a regular file", field)
+	}
+	if st.Size() > maxBytes {
+		return nil, badRequest(field, "%s: an image of %d bytes, more than the server's limit of %d (--max-image-bytes)", field, st.Size(), maxBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
+	if err != nil {
+		return nil, badRequest(field, "%s: reading the file: %v", field, errNoPath(err))
+	}
+	if int64(len(data)) > maxBytes {
+		return nil, badRequest(field, "%s: an image of more than %d bytes (--max-image-bytes)", field, maxBytes)
+	}
+	return data, nil
+}
+
+// errNoPath drops the path from a file error (the client named the file;
+// the server's layout stays private).
+func errNoPath(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
+}

@@ -1,0 +1,45 @@
+package api
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestJoinMedia checks how content parts with images become one string
+// (the reference's rule, fixtures/mmproj README step 1): "\n" between
+// consecutive text parts, nothing around an image.
+func TestJoinMedia(t *testing.T) {
+	img := contentPart{image: true}
+	txt := func(s string) contentPart { return contentPart{text: s} }
+	for _, tc := range []struct {
+		name  string
+		parts []contentPart
+		want  string
+	}{
+		{"text image text", []contentPart{txt("Look at this."), img, txt("Is it dark or light?")}, "Look at this.@Is it dark or light?"},
+		{"image first", []contentPart{img, txt("A"), txt("B")}, "@A\nB"},
+		{"image last", []contentPart{txt("Describe the colours:"), img}, "Describe the colours:@"},
+		{"two images", []contentPart{img, img, txt("x")}, "@@x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := &chatRequest{messages: []message{{role: "user", images: 1, parts: tc.parts}, {role: "assistant", content: "kept"}}}
+			req.joinMedia()
+			if req.marker == "" || !strings.HasPrefix(req.marker, "<__media_") {
+				t.Fatalf("marker %q", req.marker)
+			}
+			if got := strings.ReplaceAll(req.messages[0].content, req.marker, "@"); got != tc.want {
+				t.Errorf("content = %q, want %q", got, tc.want)
+			}
+			if req.messages[1].content != "kept" {
+				t.Errorf("a message without images changed: %q", req.messages[1].content)
+			}
+		})
+	}
+	// Markers differ between requests: a client cannot forge one.
+	a, b := &chatRequest{messages: []message{{images: 1, parts: []contentPart{{image: true}}}}}, &chatRequest{messages: []message{{images: 1, parts: []contentPart{{image: true}}}}}
+	a.joinMedia()
+	b.joinMedia()
+	if a.marker == b.marker {
+		t.Errorf("two requests got the same marker %q", a.marker)
+	}
+}
