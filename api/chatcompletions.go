@@ -174,6 +174,12 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 	if e == nil {
 		pc, e = s.prepareChat(req)
 	}
+	if e == nil {
+		e = s.resolveLogitBias(&req.params)
+	}
+	if e == nil {
+		e = s.checkWork(req.genRequest, []int{len(pc.prompt)})
+	}
 	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
 	id := newID("chatcmpl-")
 	created := s.cfg.Now().Unix()

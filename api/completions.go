@@ -104,6 +104,16 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
 	if e == nil {
 		prompts, e = s.prepareCompletion(req)
 	}
+	if e == nil {
+		e = s.resolveLogitBias(&req.params)
+	}
+	if e == nil {
+		lens := make([]int, len(prompts))
+		for i, p := range prompts {
+			lens[i] = len(p.tokens)
+		}
+		e = s.checkWork(req.genRequest, lens)
+	}
 	var factory constraintFactory
 	if e == nil {
 		factory, e = s.grammarConstraint(req.grammar, req.grammarRoot, "grammar")

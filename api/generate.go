@@ -59,6 +59,14 @@ type genState struct {
 // of its tokens that completed since the previous call, from the calling
 // goroutine; an error from it ends every candidate with that error.
 func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i int, text []byte, lps []tokenLogprob) error) ([]*candidate, error) {
+	if len(sps) > 0 && sps[0].maxTokens == 0 {
+		// echo with max_tokens 0: the prompt alone, nothing generated.
+		cands := make([]*candidate, len(sps))
+		for i := range cands {
+			cands[i] = &candidate{finish: "length"}
+		}
+		return cands, nil
+	}
 	reqs := make([]*GenerateRequest, len(sps))
 	states := make([]*genState, len(sps))
 	for i, sp := range sps {

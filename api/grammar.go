@@ -6,9 +6,9 @@ import (
 
 // schemaGrammar converts the JSON Schema at path to GBNF; a schema the
 // converter refuses is a 400 naming path.
-func schemaGrammar(r *reader, path string, schema any) string {
-	if b, ok := schema.(bool); ok {
-		if !b {
+func schemaGrammar(r *reader, path string, schema jsonValue) string {
+	if schema.isBool() {
+		if schema[0] == 'f' {
 			r.fail(badRequest(path, "%s: schema false accepts nothing", path))
 			return ""
 		}

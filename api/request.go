@@ -7,10 +7,18 @@ import (
 	"github.com/vkllm/vkllm/sampling"
 )
 
-// Limits of API-NOTES.md.
+// Limits of API-NOTES.md, and bounds on what one body may make the server
+// hold before it is admitted (issue 17 item 3). The logit_bias bound here
+// is the largest vocabulary in use; validation then holds it to the
+// model's (at most one entry per token).
 const (
 	maxChoices      = 16
 	maxArrayStrings = 2048
+	maxLogitBias    = 1 << 18
+	maxMessages     = 8192
+	maxContentParts = 1024
+	maxTools        = 512
+	maxDetokenize   = 1 << 20
 )
 
 // genFields are the generation fields of API.md 4.1 shared by completions
@@ -43,7 +51,7 @@ type genRequest struct {
 // readGen decodes the generation fields of m. completion says the request
 // is /v1/completions, where logprobs may be an integer (OpenAI's legacy
 // form: the number of alternatives).
-func (r *reader) readGen(m map[string]any, completion bool) *genRequest {
+func (r *reader) readGen(m jsonObject, completion bool) *genRequest {
 	g := &genRequest{params: sampling.DefaultParams()}
 	p := &g.params
 	g.maxTokens = int(r.intRange(m, "", "max_tokens", 16, 0, math.MaxInt32))
@@ -70,16 +78,20 @@ func (r *reader) readGen(m map[string]any, completion bool) *genRequest {
 		g.seedSet = true
 	}
 	if lb, ok := m["logit_bias"]; ok && lb != nil {
-		obj, ok := lb.(map[string]any)
-		if !ok {
+		if !lb.isObject() {
 			r.typeErr("logit_bias", "object mapping token ids to numbers", lb)
 		} else {
-			p.LogitBias = make(map[string]float64, len(obj))
-			for k, v := range obj {
+			// Entries go straight into the map, which is bounded.
+			p.LogitBias = map[string]float64{}
+			lb.members(func(k string, v jsonValue) bool {
 				path := "logit_bias." + k
-				switch x := v.(type) {
-				case bool:
-					if x {
+				if _, dup := p.LogitBias[k]; !dup && len(p.LogitBias) >= maxLogitBias {
+					r.fail(badRequest("logit_bias", "logit_bias: more than %d entries", maxLogitBias))
+					return false
+				}
+				switch {
+				case v.isBool():
+					if v[0] == 't' {
 						r.fail(badRequest(path, "%s: true is not a bias; use a number, or false to ban the token", path))
 					} else {
 						p.LogitBias[k] = math.Inf(-1)
@@ -87,7 +99,8 @@ func (r *reader) readGen(m map[string]any, completion bool) *genRequest {
 				default:
 					p.LogitBias[k] = r.numberValue(v, path)
 				}
-			}
+				return r.err == nil
+			})
 		}
 	}
 	p.LogitBiasType = r.str(m, "", "logit_bias_type", p.LogitBiasType)
@@ -105,6 +118,9 @@ func (r *reader) readGen(m map[string]any, completion bool) *genRequest {
 		}
 	}
 	g.echo = r.boolean(m, "", "echo", false)
+	if r.err == nil && g.maxTokens == 0 && !(completion && g.echo) {
+		r.fail(badRequest("max_tokens", "max_tokens: 0 is out of range: must be ≥ 1 (0 is allowed only with echo on /v1/completions, to return the prompt alone)"))
+	}
 	g.suffix, _ = r.optStr(m, "", "suffix")
 	g.n = int(r.intRange(m, "", "n", 1, 1, maxChoices))
 	g.bestOf = int(r.intRange(m, "", "best_of", int64(g.n), 1, maxChoices))
@@ -112,9 +128,9 @@ func (r *reader) readGen(m map[string]any, completion bool) *genRequest {
 		r.fail(badRequest("best_of", "best_of: %d is less than n (%d)", g.bestOf, g.n))
 	}
 	if v, ok := m["logprobs"]; ok && v != nil {
-		switch x := v.(type) {
-		case bool:
-			g.logprobs = x
+		switch {
+		case v.isBool():
+			g.logprobs = v[0] == 't'
 		default:
 			if !completion {
 				r.typeErr("logprobs", "boolean", v)
@@ -154,10 +170,8 @@ func (r *reader) readGen(m map[string]any, completion bool) *genRequest {
 		nsrc++
 	}
 	if js, ok := m["json_schema"]; ok && js != nil {
-		if _, isObj := js.(map[string]any); !isObj {
-			if _, isBool := js.(bool); !isBool {
-				r.typeErr("json_schema", "object (a JSON Schema)", js)
-			}
+		if !js.isObject() && !js.isBool() {
+			r.typeErr("json_schema", "object (a JSON Schema)", js)
 		}
 		if r.err == nil {
 			g.grammar = schemaGrammar(r, "json_schema", js)
@@ -193,9 +207,10 @@ func paramError(err error) *Error {
 	return badRequest("", "%v", err)
 }
 
-func (r *reader) responseFormat(rf any) string {
-	switch x := rf.(type) {
-	case string:
+func (r *reader) responseFormat(rf jsonValue) string {
+	switch {
+	case rf.isString():
+		x := rf.str()
 		switch x {
 		case "text":
 			return ""
@@ -204,8 +219,8 @@ func (r *reader) responseFormat(rf any) string {
 		}
 		r.fail(badRequest("response_format", "response_format: %q is not one of \"text\", \"json_object\", or an object", x))
 		return ""
-	case map[string]any:
-		m := r.object(x, "response_format", "type", "json_schema", "schema")
+	case rf.isObject():
+		m := r.object(rf, "response_format", "type", "json_schema", "schema")
 		if m == nil {
 			return ""
 		}
@@ -400,18 +415,18 @@ func decodeDetokenize(body []byte, vocab int) ([]int32, *Error) {
 	if r.err == nil && !ok {
 		r.fail(badRequest("tokens", "tokens: missing, want an array of integer token ids"))
 	}
-	out := make([]int32, 0, len(a))
-	for i, x := range a {
+	out := []int32{}
+	r.each(a, "tokens", maxDetokenize, func(i int, x jsonValue) {
 		id := r.integerValue(x, indexPath("tokens", i))
 		if r.err != nil {
-			break
+			return
 		}
 		if id < 0 || id >= int64(vocab) {
 			r.fail(badRequest(indexPath("tokens", i), "tokens[%d]: token id %d is outside the vocabulary [0, %d)", i, id, vocab))
-			break
+			return
 		}
 		out = append(out, int32(id))
-	}
+	})
 	if r.err != nil {
 		return nil, r.err
 	}

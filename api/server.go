@@ -49,6 +49,15 @@ type Config struct {
 	QueueSize int
 	// MaxRequestBytes caps request bodies (default 16 MiB).
 	MaxRequestBytes int
+	// MaxBodyBytesInFlight caps the bytes of the request bodies being read
+	// or served at once (default 4 x MaxRequestBytes, at least
+	// MaxRequestBytes); a body that does not fit is answered 503 at once,
+	// before it is read.
+	MaxBodyBytesInFlight int
+	// MaxRequestTokens caps the tokens one generation request may ask
+	// for: prompts x candidates x (prompt + max_tokens) (default 16 x the
+	// context size).
+	MaxRequestTokens int
 	// ReadTimeout and WriteTimeout bound reading a request and writing a
 	// non-streaming response (defaults 60 s and 10 min).
 	ReadTimeout, WriteTimeout time.Duration
@@ -94,6 +103,8 @@ type Server struct {
 	batching bool          // the backend is a BatchingBackend
 	waiting  atomic.Int32  // requests queued or running
 
+	bodyBytes atomic.Int64 // bytes of the request bodies being read or served
+
 	baseCtx context.Context
 	cancel  context.CancelFunc
 	srv     *fasthttp.Server
@@ -110,6 +121,10 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = 16 << 20
 	}
+	if cfg.MaxBodyBytesInFlight <= 0 {
+		cfg.MaxBodyBytesInFlight = 4 * cfg.MaxRequestBytes
+	}
+	cfg.MaxBodyBytesInFlight = max(cfg.MaxBodyBytesInFlight, cfg.MaxRequestBytes)
 	if cfg.MaxHeaderBytes <= 0 {
 		cfg.MaxHeaderBytes = 16 << 10
 	}
@@ -131,6 +146,10 @@ func NewServer(cfg Config) *Server {
 		Handler:            s.Handler(),
 		Name:               "vkllm",
 		MaxRequestBodySize: cfg.MaxRequestBytes,
+		// Bodies are read by the handler (readBody), after the request
+		// passed the guard and authentication and its bytes fit
+		// MaxBodyBytesInFlight; fasthttp reads ahead at most 8 KiB.
+		StreamRequestBody: true,
 		ReadBufferSize:     cfg.MaxHeaderBytes,
 		ReadTimeout:        cfg.ReadTimeout,
 		WriteTimeout:       cfg.WriteTimeout,
@@ -266,9 +285,13 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		if !s.guard(ctx) {
 			s.logRequest(ctx, "guard", time.Now(), 0)
-			return
+		} else {
+			r.Handler(ctx)
 		}
-		r.Handler(ctx)
+		if ctx.UserValue(bodyReadKey) == nil && ctx.Request.Header.ContentLength() != 0 {
+			// A body no handler read may still be on the wire.
+			ctx.SetConnectionClose()
+		}
 	}
 }
 
@@ -303,6 +326,21 @@ func (s *Server) wrap(route string, h func(ctx *fasthttp.RequestCtx) handlerResu
 			s.writeError(ctx, errorf(500, "", "the model is not loaded"))
 			s.logRequest(ctx, route, start, 0)
 			return
+		}
+		if ctx.Request.Header.ContentLength() != 0 {
+			release, e := s.readBody(ctx)
+			defer release()
+			if e != nil {
+				// The rest of the body is unread: the connection
+				// cannot carry another request.
+				ctx.SetConnectionClose()
+				if e.Status == 503 {
+					ctx.Response.Header.Set("Retry-After", "1")
+				}
+				s.writeError(ctx, e)
+				s.logRequest(ctx, route, start, 0)
+				return
+			}
 		}
 		res := h(ctx)
 		if !ctx.IsBodyStream() {

@@ -126,6 +126,7 @@ type schemaConverter struct {
 	refNames map[string]string // scope + "$ref" pointer -> rule name
 	scope    string            // tells apart the documents of several tools
 	steps    int               // subschemas visited, against maxSchemaSteps
+	compact  bool              // no free whitespace: "space" matches nothing
 
 	// For addRule: the rule of each base name and body, the next numeric
 	// suffix to try per base name, and the base name of each added rule.
@@ -146,7 +147,11 @@ func (c *schemaConverter) format() string {
 	var b strings.Builder
 	b.WriteString("root ::= " + c.rules["root"] + "\n")
 	for _, n := range names {
-		if n != "root" {
+		switch {
+		case n == "root":
+		case n == "space" && c.compact:
+			b.WriteString(`space ::= ""` + "\n")
+		default:
 			b.WriteString(n + " ::= " + c.rules[n] + "\n")
 		}
 	}

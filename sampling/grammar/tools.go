@@ -78,6 +78,11 @@ type ToolCallOptions struct {
 	Function string
 	// Parallel allows one or more calls; otherwise exactly one.
 	Parallel bool
+	// Compact allows no whitespace between JSON tokens (the wrappers'
+	// own newlines stay). A forced call (tool_choice "required" or a
+	// named function) uses it, so that a model cannot spend its whole
+	// budget on the whitespace JSON allows and never finish the call.
+	Compact bool
 }
 
 // ToolCallGrammar returns GBNF (start rule "root") for the tool calls the
@@ -95,6 +100,7 @@ func ToolCallGrammar(funcs []ToolFunction, opts ToolCallOptions) (string, error)
 		argsKey = "parameters"
 	}
 	c := newSchemaConverter(nil)
+	c.compact = opts.Compact
 	sp := c.prim("space")
 	seen := map[string]bool{}
 	var calls []string
