@@ -150,12 +150,12 @@ func NewServer(cfg Config) *Server {
 		// passed the guard and authentication and its bytes fit
 		// MaxBodyBytesInFlight; fasthttp reads ahead at most 8 KiB.
 		StreamRequestBody: true,
-		ReadBufferSize:     cfg.MaxHeaderBytes,
-		ReadTimeout:        cfg.ReadTimeout,
-		WriteTimeout:       cfg.WriteTimeout,
-		CloseOnShutdown:    true,
-		Logger:             fasthttpLogger{cfg.Logger},
-		ErrorHandler:       s.readError,
+		ReadBufferSize:    cfg.MaxHeaderBytes,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		CloseOnShutdown:   true,
+		Logger:            fasthttpLogger{cfg.Logger},
+		ErrorHandler:      s.readError,
 	}
 	return s
 }
