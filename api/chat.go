@@ -77,6 +77,7 @@ func decodeChat(body []byte) (*chatRequest, *Error) {
 		r.fail(badRequest("messages", "messages: missing, want an array of messages"))
 	}
 	if r.err == nil {
+		req.messages = make([]message, 0, min(msgs.count(), maxMessages))
 		r.each(msgs, "messages", maxMessages, func(i int, mv jsonValue) {
 			req.messages = append(req.messages, r.readMessage(mv, indexPath("messages", i)))
 		})

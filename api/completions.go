@@ -197,8 +197,7 @@ func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, 
 		if req.logprobs {
 			chunk.Choices[0].Logprobs = toCompletionLogprobs(lps)
 		}
-		b, _ := json.Marshal(&chunk)
-		err := sse.data(b)
+		err := sse.json(&chunk)
 		if err != nil {
 			cancel()
 		}
@@ -236,9 +235,10 @@ func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, 
 	}
 	if req.includeUsage {
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
-		b, _ := json.Marshal(completionBody{ID: id, Object: "text_completion", Created: created, Model: s.info.Name,
-			Choices: []completionChoice{}, Usage: &u})
-		sse.data(b)
+		if sse.json(completionBody{ID: id, Object: "text_completion", Created: created, Model: s.info.Name,
+			Choices: []completionChoice{}, Usage: &u}) != nil {
+			return u.CompletionTokens, 499
+		}
 	}
 	sse.done()
 	return u.CompletionTokens, 200

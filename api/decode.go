@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -94,10 +95,36 @@ func (v jsonValue) isString() bool { return len(v) > 0 && v[0] == '"' }
 func (v jsonValue) isBool() bool   { return len(v) > 0 && (v[0] == 't' || v[0] == 'f') }
 func (v jsonValue) isNumber() bool { return len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9') }
 
+// decoders are reused across the objects and arrays a body holds, which
+// may be many small ones (messages).
+var decoders = sync.Pool{New: func() any { return new(decoder) }}
+
+type decoder struct {
+	buf bytes.Buffer
+	dec jsontext.Decoder
+}
+
+// openDecoder returns a pooled decoder over v; give it back with
+// closeDecoder.
+func openDecoder(v jsonValue) *decoder {
+	d := decoders.Get().(*decoder)
+	d.buf = *bytes.NewBuffer(v)
+	d.dec.Reset(&d.buf, decodeOptions...)
+	return d
+}
+
+func closeDecoder(d *decoder) {
+	d.buf = bytes.Buffer{}
+	d.dec.Reset(&d.buf)
+	decoders.Put(d)
+}
+
 // members calls f with each member of object v in order until f returns
 // false. v must be an object of a validated body.
 func (v jsonValue) members(f func(name string, val jsonValue) bool) {
-	dec := jsontext.NewDecoder(bytes.NewBuffer(v), decodeOptions...)
+	d := openDecoder(v)
+	defer closeDecoder(d)
+	dec := &d.dec
 	if _, err := dec.ReadToken(); err != nil {
 		return
 	}
@@ -117,7 +144,9 @@ func (v jsonValue) members(f func(name string, val jsonValue) bool) {
 // elems calls f with each element of array v in order until f returns
 // false. v must be an array of a validated body.
 func (v jsonValue) elems(f func(i int, val jsonValue) bool) {
-	dec := jsontext.NewDecoder(bytes.NewBuffer(v), decodeOptions...)
+	d := openDecoder(v)
+	defer closeDecoder(d)
+	dec := &d.dec
 	if _, err := dec.ReadToken(); err != nil {
 		return
 	}
@@ -276,7 +305,7 @@ func (r *reader) numberValue(v jsonValue, path string) float64 {
 		r.typeErr(path, "number", v)
 		return 0
 	}
-	f, err := strconv.ParseFloat(string(v), 64)
+	f, err := strconv.ParseFloat(unsafeString(v), 64)
 	if err != nil || math.IsInf(f, 0) {
 		r.fail(badRequest(path, "%s: %s is out of range for a number", path, v))
 		return 0
@@ -297,10 +326,10 @@ func (r *reader) integerValue(v jsonValue, path string) int64 {
 		r.typeErr(path, "integer", v)
 		return 0
 	}
-	if i, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+	if i, err := strconv.ParseInt(unsafeString(v), 10, 64); err == nil {
 		return i
 	}
-	f, err := strconv.ParseFloat(string(v), 64)
+	f, err := strconv.ParseFloat(unsafeString(v), 64)
 	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
 		r.fail(badRequest(path, "%s: %s is not an integer in range, want integer", path, v))
 		return 0

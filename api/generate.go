@@ -122,6 +122,12 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 		return nil
 	}
 	err := s.run(ctx, func() error { return s.backend.Generate(ctx, reqs, emit) })
+	if errors.Is(err, grammar.ErrDeadEnd) {
+		// The request's grammar cannot be followed with this model's
+		// vocabulary: the request's fault, named by its field.
+		param := sps[0].g.grammarParam
+		return nil, errorf(422, param, "%s: generation stopped: the grammar cannot be followed with this model's tokens: %v", param, err)
+	}
 	if err != nil && !errors.Is(err, ErrStop) {
 		return nil, err
 	}

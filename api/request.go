@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"math"
+	"strconv"
 
 	"github.com/vkllm/vkllm/sampling"
 )
@@ -46,6 +47,9 @@ type genRequest struct {
 	seedSet      bool
 	grammar      string // GBNF source, "" for none
 	grammarRoot  string
+	// grammarParam is the request field the grammar comes from (grammar,
+	// json_schema, response_format or tools), named by its errors.
+	grammarParam string
 }
 
 // readGen decodes the generation fields of m. completion says the request
@@ -82,9 +86,8 @@ func (r *reader) readGen(m jsonObject, completion bool) *genRequest {
 			r.typeErr("logit_bias", "object mapping token ids to numbers", lb)
 		} else {
 			// Entries go straight into the map, which is bounded.
-			p.LogitBias = map[string]float64{}
+			p.LogitBias = make(map[string]float64, min(lb.count(), maxLogitBias+1))
 			lb.members(func(k string, v jsonValue) bool {
-				path := "logit_bias." + k
 				if _, dup := p.LogitBias[k]; !dup && len(p.LogitBias) >= maxLogitBias {
 					r.fail(badRequest("logit_bias", "logit_bias: more than %d entries", maxLogitBias))
 					return false
@@ -92,12 +95,17 @@ func (r *reader) readGen(m jsonObject, completion bool) *genRequest {
 				switch {
 				case v.isBool():
 					if v[0] == 't' {
+						path := "logit_bias." + k
 						r.fail(badRequest(path, "%s: true is not a bias; use a number, or false to ban the token", path))
 					} else {
 						p.LogitBias[k] = math.Inf(-1)
 					}
 				default:
-					p.LogitBias[k] = r.numberValue(v, path)
+					f, err := strconv.ParseFloat(unsafeString(v), 64)
+					if err != nil || math.IsInf(f, 0) || !v.isNumber() {
+						f = r.numberValue(v, "logit_bias."+k) // says why
+					}
+					p.LogitBias[k] = f
 				}
 				return r.err == nil
 			})
@@ -166,7 +174,7 @@ func (r *reader) readGen(m jsonObject, completion bool) *genRequest {
 	g.grammarRoot = r.str(m, "", "grammar_root", "root")
 	nsrc := 0
 	if gs, ok := r.optStr(m, "", "grammar"); ok {
-		g.grammar = gs
+		g.grammar, g.grammarParam = gs, "grammar"
 		nsrc++
 	}
 	if js, ok := m["json_schema"]; ok && js != nil {
@@ -175,7 +183,7 @@ func (r *reader) readGen(m jsonObject, completion bool) *genRequest {
 		}
 		if r.err == nil {
 			g.grammar = schemaGrammar(r, "json_schema", js)
-			g.grammarRoot = "root"
+			g.grammarRoot, g.grammarParam = "root", "json_schema"
 			nsrc++
 		}
 	}
@@ -183,7 +191,7 @@ func (r *reader) readGen(m jsonObject, completion bool) *genRequest {
 		gs := r.responseFormat(rf)
 		if gs != "" {
 			g.grammar = gs
-			g.grammarRoot = "root"
+			g.grammarRoot, g.grammarParam = "root", "response_format"
 			nsrc++
 		}
 	}
@@ -415,11 +423,15 @@ func decodeDetokenize(body []byte, vocab int) ([]int32, *Error) {
 	if r.err == nil && !ok {
 		r.fail(badRequest("tokens", "tokens: missing, want an array of integer token ids"))
 	}
-	out := []int32{}
+	out := make([]int32, 0, min(a.count(), maxDetokenize))
 	r.each(a, "tokens", maxDetokenize, func(i int, x jsonValue) {
-		id := r.integerValue(x, indexPath("tokens", i))
-		if r.err != nil {
-			return
+		id, err := strconv.ParseInt(unsafeString(x), 10, 64)
+		if err != nil {
+			// Not a plain integer: the general path says why (or
+			// takes 1e3).
+			if id = r.integerValue(x, indexPath("tokens", i)); r.err != nil {
+				return
+			}
 		}
 		if id < 0 || id >= int64(vocab) {
 			r.fail(badRequest(indexPath("tokens", i), "tokens[%d]: token id %d is outside the vocabulary [0, %d)", i, id, vocab))
