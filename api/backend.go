@@ -104,6 +104,15 @@ type Backend interface {
 	Embed(ctx context.Context, tokens []int32) ([]float32, error)
 }
 
+// TextTokenizer is a Backend that can tokenize text as plain text: no
+// special token matched in it at all, not even the user-defined ones that
+// Tokenize matches without parseSpecial (some act as control tokens, as
+// Phi-3's "</s>"). The API tokenizes chat message contents so when the
+// backend offers it, and with Tokenize(text, false, false) otherwise.
+type TextTokenizer interface {
+	TokenizeText(text string) ([]int32, error)
+}
+
 // BatchingBackend is a Backend whose Generate and Embed calls run
 // together in shared forward passes and wait in the backend's own queue:
 // the API then lets every admitted request call it at once.

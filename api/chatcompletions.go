@@ -127,9 +127,9 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 	pc := &preparedChat{tmpl: t, toolsActive: len(req.tools) > 0 && req.toolChoice != toolChoiceNone}
 	pc.forced = pc.toolsActive && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed)
 	addSpecial := !(s.info.BOSText != "" && strings.HasPrefix(text, s.info.BOSText))
-	toks, err := s.backend.Tokenize(text, addSpecial, true)
-	if err != nil {
-		return nil, badRequest("messages", "messages: %v", err)
+	toks, e := s.tokenizeChat(req, t, text, addSpecial)
+	if e != nil {
+		return nil, e
 	}
 	if e := s.checkPrompt("messages", len(toks)); e != nil {
 		return nil, e

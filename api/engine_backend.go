@@ -71,6 +71,10 @@ func (b *EngineBackend) Tokenize(text string, addSpecial, parseSpecial bool) ([]
 	return b.m.Tok.Encode(text, addSpecial, parseSpecial)
 }
 
+// TokenizeText turns text into token ids as plain text (no special token
+// matched); see TextTokenizer.
+func (b *EngineBackend) TokenizeText(text string) ([]int32, error) { return b.m.Tok.EncodeText(text) }
+
 // Detokenize returns the text of tokens.
 func (b *EngineBackend) Detokenize(tokens []int32) (string, error) { return b.m.Tok.Decode(tokens) }
 

@@ -125,11 +125,16 @@ func countLogprobs(t *testing.T, body []byte, stream bool) (n int, allTop bool) 
 func TestChatLogprobsShape(t *testing.T) {
 	f := newFake()
 	f.ctxSize = 4096
-	f.reply = func(string) string { return "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>" }
+	f.reply = func(p string) string {
+		if strings.Contains(p, "PROSE") {
+			return "<b>Sunny</b> in Paris."
+		}
+		return "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+	}
 	ts := newReadyServer(t, f, Config{})
 	for _, tc := range []struct{ name, extra string }{
 		{"tool call", weatherTools},
-		{"prose held back", weatherTools + `,"messages":[{"role":"user","content":"<"}]`},
+		{"prose held back", weatherTools + `,"messages":[{"role":"user","content":"PROSE"}]`},
 		{"no tools", `"template":"chatml"`},
 	} {
 		body := `{"messages":[{"role":"user","content":"weather?"}],"template":"chatml","temperature":0,"max_tokens":30,"logprobs":true,` + tc.extra

@@ -395,21 +395,30 @@ func decodeRerank(body []byte) (*rerankRequest, *Error) {
 	return req, nil
 }
 
-func decodeTokenize(body []byte) (string, *Error) {
+// tokenizeRequest is a decoded /extras/tokenize body.
+type tokenizeRequest struct {
+	input string
+	// parseSpecial turns special-token text into its id (default true,
+	// API-NOTES); false tokenizes it as plain text.
+	parseSpecial bool
+}
+
+func decodeTokenize(body []byte) (tokenizeRequest, *Error) {
 	v, e := parseJSON(body)
 	if e != nil {
-		return "", e
+		return tokenizeRequest{}, e
 	}
 	r := &reader{}
-	m := r.object(v, "", "input", "model")
+	m := r.object(v, "", "input", "model", "parse_special")
 	s, ok := r.optStr(m, "", "input")
 	if r.err == nil && !ok {
 		r.fail(badRequest("input", "input: missing, want a string"))
 	}
+	req := tokenizeRequest{input: s, parseSpecial: r.boolean(m, "", "parse_special", true)}
 	if r.err != nil {
-		return "", r.err
+		return tokenizeRequest{}, r.err
 	}
-	return s, nil
+	return req, nil
 }
 
 func decodeDetokenize(body []byte, vocab int) ([]int32, *Error) {

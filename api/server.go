@@ -453,7 +453,7 @@ func (s *Server) tokenizeBody(ctx *fasthttp.RequestCtx) ([]int32, bool) {
 		s.writeError(ctx, e)
 		return nil, false
 	}
-	toks, err := s.tokenize(in)
+	toks, err := s.backend.Tokenize(in.input, true, in.parseSpecial)
 	if err != nil {
 		s.writeError(ctx, badRequest("input", "input: %v", err))
 		return nil, false
