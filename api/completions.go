@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"encoding/json"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -252,5 +253,5 @@ func (s *Server) streamError(ctx *fasthttp.RequestCtx, route string, e *Error) {
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		newSSEWriter(w).error(e)
 	})
-	s.cfg.Logger.Info("request", "route", route, "status", 200, "stream_error", e.Status, "error", e.Error())
+	s.logGeneration(route, string(ctx.Method()), string(ctx.Path()), 200, true, &reqStats{start: time.Now()}, "invalid", e)
 }

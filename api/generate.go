@@ -67,6 +67,10 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 		}
 		return cands, nil
 	}
+	stats := statsFrom(ctx)
+	if stats != nil && len(sps) > 0 {
+		stats.prompt += len(sps[0].prompt) // the candidates share it
+	}
 	reqs := make([]*GenerateRequest, len(sps))
 	states := make([]*genState, len(sps))
 	for i, sp := range sps {
@@ -91,6 +95,7 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 			return nil
 		}
 		cand.tokens++
+		stats.token()
 		piece := s.piece(ev.Token, sp.tools)
 		cand.sumLP += float64(ev.Logprob)
 		if sp.wantLogprob {

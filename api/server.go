@@ -104,6 +104,7 @@ type Server struct {
 	waiting  atomic.Int32  // requests queued or running
 
 	bodyBytes atomic.Int64 // bytes of the request bodies being read or served
+	conns     connSet      // open connections, for Shutdown
 
 	baseCtx context.Context
 	cancel  context.CancelFunc
@@ -156,6 +157,7 @@ func NewServer(cfg Config) *Server {
 		CloseOnShutdown:   true,
 		Logger:            fasthttpLogger{cfg.Logger},
 		ErrorHandler:      s.readError,
+		ConnState:         s.conns.state,
 	}
 	return s
 }
@@ -230,28 +232,8 @@ func (s *Server) Serve(ln net.Listener) error {
 	return s.srv.Serve(ln)
 }
 
-// Shutdown stops accepting connections and lets the requests in flight
-// finish until ctx is done; then it cancels the generations still running
-// (they stop at their next step and their streams end with an error event)
-// and waits for them, at most drainTimeout, so that the caller may release
-// the model afterwards.
-func (s *Server) Shutdown(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, s.cancel)
-	defer stop()
-	err := s.srv.ShutdownWithContext(ctx)
-	s.cancel()
-	deadline := time.Now().Add(drainTimeout)
-	for s.waiting.Load() > 0 {
-		if time.Now().After(deadline) {
-			return errors.Join(err, fmt.Errorf("api: %d requests still running %v after they were cancelled", s.waiting.Load(), drainTimeout))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return err
-}
-
-// drainTimeout bounds how long Shutdown waits for cancelled requests: one
-// forward pass each.
+// drainTimeout bounds how long Shutdown waits for cancelled requests when
+// its context has no deadline.
 const drainTimeout = 30 * time.Second
 
 // Handler returns the request handler with every route of API.md 4.
@@ -296,7 +278,10 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 }
 
 // handlerResult is what a route handler reports for the request log.
-type handlerResult struct{ tokens int }
+type handlerResult struct {
+	tokens int
+	logged bool // the handler wrote the log line itself
+}
 
 // wrap adds authentication, the loading state and the request log.
 func (s *Server) wrap(route string, h func(ctx *fasthttp.RequestCtx) handlerResult) fasthttp.RequestHandler {
@@ -343,7 +328,7 @@ func (s *Server) wrap(route string, h func(ctx *fasthttp.RequestCtx) handlerResu
 			}
 		}
 		res := h(ctx)
-		if !ctx.IsBodyStream() {
+		if !res.logged && !ctx.IsBodyStream() {
 			s.logRequest(ctx, route, start, res.tokens)
 		}
 	}
@@ -576,16 +561,29 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 		return handlerResult{}
 	}
 	conn := ctx.Conn()
+	method, path := string(ctx.Method()), string(ctx.Path())
+	st := &reqStats{start: time.Now()}
 	if !stream {
 		defer s.unreserve(seqs)
 		gctx, cancel := contextWithCancel(s)
 		defer cancel()
-		stop := watchClose(conn, cancel)
-		defer stop()
-		return whole(gctx)
+		stop := watchClose(conn, func() { st.clientGone.Store(true); cancel() })
+		res := whole(withStats(gctx, st))
+		stop()
+		// Logged here, with what happened; wrap logs the rest.
+		status, outcome := ctx.Response.StatusCode(), "ok"
+		switch {
+		case st.clientGone.Load():
+			status, outcome = 499, "client_gone"
+		case s.baseCtx.Err() != nil && status == errShuttingDown.Status:
+			outcome = "shutdown"
+		case status >= 400:
+			outcome = "error"
+		}
+		s.logGeneration(route, method, path, status, false, st, outcome, nil)
+		res.logged = true
+		return res
 	}
-	start := time.Now()
-	method, path := string(ctx.Method()), string(ctx.Path())
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
@@ -594,15 +592,33 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 		defer cancel()
 		// A client that leaves while its request waits or its prompt is
 		// prefilled (nothing written yet) is noticed too.
-		stop := watchClose(conn, cancel)
+		stop := watchClose(conn, func() { st.clientGone.Store(true); cancel() })
 		defer stop()
 		sse := newSSEWriter(w)
+		// --timeout bounds each write, not the stream: a long stream
+		// that a client reads goes on; one nobody reads for that long is
+		// cut.
+		sse.conn, sse.idle = conn, s.cfg.WriteTimeout
 		defer s.recoverStream(route, sse)
-		tokens, status := streamFn(gctx, cancel, sse)
-		s.cfg.Logger.Info("request", "route", route, "method", method, "path", path,
-			"status", status, "stream", true, "tokens", tokens, "duration", time.Since(start))
+		_, status := streamFn(withStats(gctx, st), cancel, sse)
+		outcome := "ok"
+		var e *Error
+		switch {
+		case sse.timedOut:
+			outcome = "timeout"
+		case st.clientGone.Load() || status == 499:
+			outcome = "client_gone"
+		case s.baseCtx.Err() != nil && status == errShuttingDown.Status:
+			outcome = "shutdown"
+		case status >= 400:
+			outcome = "error"
+		}
+		if sse.sentError != nil {
+			e = sse.sentError
+		}
+		s.logGeneration(route, method, path, 200, true, st, outcome, e)
 	})
-	return handlerResult{}
+	return handlerResult{logged: true}
 }
 
 // recoverStream, deferred in a stream writer (which runs outside the

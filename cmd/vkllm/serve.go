@@ -6,10 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,8 +25,9 @@ import (
 type serveFlags struct {
 	modelFlags
 	host, apiKey, alias, template, mmproj, pooling string
-	allowedHosts, corsOrigins                      string
+	allowedHosts, corsOrigins, memoryLimit         string
 	port, parallel, queueSize, maxBody, prefill    int
+	maxInflight, maxRequestTokens                  int
 	readTimeout, writeTimeout, shutdownTimeout     time.Duration
 	logJSON                                        bool
 }
@@ -63,9 +66,12 @@ func cmdServe(args []string) error {
 	fs.StringVar(&f.mmproj, "mmproj", os.Getenv("VKLLM_MMPROJ"), "multimodal projector `file` (not supported yet: multimodal input comes in a later release)")
 	fs.StringVar(&f.pooling, "pooling", os.Getenv("VKLLM_POOLING"), "embedding pooling: mean, cls or last ($VKLLM_POOLING; default the model's {arch}.pooling_type, mean when absent)")
 	fs.IntVar(&f.maxBody, "max-request-bytes", envInt("VKLLM_MAX_REQUEST_BYTES", 16<<20), "largest request body in `bytes` ($VKLLM_MAX_REQUEST_BYTES)")
+	fs.IntVar(&f.maxInflight, "max-inflight-bytes", envInt("VKLLM_MAX_INFLIGHT_BYTES", 0), "most `bytes` of request bodies read or served at once; a body that does not fit is answered 503 before it is read ($VKLLM_MAX_INFLIGHT_BYTES; default 0: 4x --max-request-bytes)")
+	fs.IntVar(&f.maxRequestTokens, "max-request-tokens", envInt("VKLLM_MAX_REQUEST_TOKENS", 0), "most `tokens` one request may ask for: prompts x candidates (n, best_of) x (prompt + max_tokens); more is a 400 ($VKLLM_MAX_REQUEST_TOKENS; default 0: 16x the context size)")
+	fs.StringVar(&f.memoryLimit, "memory-limit", os.Getenv("VKLLM_MEMORY_LIMIT"), "soft limit of the Go heap, as GOMEMLIMIT (`size` like 4GiB or 512MiB): the collector works harder near it instead of letting request garbage grow the process ($VKLLM_MEMORY_LIMIT; default none: $GOMEMLIMIT if set)")
 	fs.DurationVar(&f.readTimeout, "read-timeout", envDuration("VKLLM_READ_TIMEOUT", 60*time.Second), "time to read a request ($VKLLM_READ_TIMEOUT)")
-	fs.DurationVar(&f.writeTimeout, "timeout", envDuration("VKLLM_TIMEOUT", 10*time.Minute), "time to write a response, streams included ($VKLLM_TIMEOUT)")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", envDuration("VKLLM_SHUTDOWN_TIMEOUT", 10*time.Second), "on SIGINT/SIGTERM, time for requests in flight to finish before their generations are cancelled ($VKLLM_SHUTDOWN_TIMEOUT)")
+	fs.DurationVar(&f.writeTimeout, "timeout", envDuration("VKLLM_TIMEOUT", 10*time.Minute), "time to write a non-streaming response; for a stream, the longest one event's write may wait for the client, so a stream that is read goes on however long it runs ($VKLLM_TIMEOUT)")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", envDuration("VKLLM_SHUTDOWN_TIMEOUT", 10*time.Second), "on SIGINT/SIGTERM, the whole time shutdown may take: requests in flight may finish until a quarter of it (at most 5s) is left, then their generations are cancelled and the connections still open closed ($VKLLM_SHUTDOWN_TIMEOUT)")
 	fs.BoolVar(&f.logJSON, "log-json", os.Getenv("VKLLM_LOG_JSON") == "1", "log as JSON lines instead of text ($VKLLM_LOG_JSON=1)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -75,6 +81,13 @@ func cmdServe(args []string) error {
 	}
 	if err := f.validate(); err != nil {
 		return err
+	}
+	if f.memoryLimit != "" {
+		n, err := parseSize(f.memoryLimit)
+		if err != nil {
+			return fmt.Errorf("--memory-limit: %v", err)
+		}
+		debug.SetMemoryLimit(n)
 	}
 	if f.mmproj != "" {
 		return errors.New("--mmproj: multimodal input is not supported yet (it comes in a later release); start without --mmproj")
@@ -108,6 +121,7 @@ func cmdServe(args []string) error {
 		APIKey: f.apiKey, ModelAlias: f.alias, ChatTemplate: f.template, Parallel: f.parallel,
 		QueueSize: f.queueSize, MaxRequestBytes: f.maxBody, ReadTimeout: f.readTimeout,
 		WriteTimeout: f.writeTimeout, Logger: log,
+		MaxBodyBytesInFlight: f.maxInflight, MaxRequestTokens: f.maxRequestTokens,
 		AllowedHosts: splitList(f.allowedHosts), CORSOrigins: splitList(f.corsOrigins),
 	})
 	addr := net.JoinHostPort(f.host, strconv.Itoa(f.port))
@@ -165,12 +179,25 @@ func cmdServe(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
 	defer cancel()
+	inFlight := false
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("shutdown", "err", err)
+		// Generations still run on the model: releasing it under them
+		// would crash them; exiting frees it.
+		inFlight = errors.Is(err, api.ErrWorkInFlight)
+	}
+	if inFlight {
+		return runErr
 	}
 	if loaded != nil && runErr == nil {
-		// Still loading: wait for the loader so the device is released cleanly.
-		<-loaded
+		// Still loading: wait for the loader so the device is released
+		// cleanly, within what is left of --shutdown-timeout.
+		select {
+		case <-loaded:
+		case <-ctx.Done():
+			log.Warn("shutdown: the model was still loading at the deadline; exiting without releasing it")
+			return runErr
+		}
 	}
 	if backend != nil {
 		backend.Close()
@@ -185,7 +212,8 @@ func cmdServe(args []string) error {
 // without a word: zero or negative sizes and timeouts, and environment
 // values that do not parse.
 func (f *serveFlags) validate() error {
-	for _, key := range []string{"VKLLM_CTX_SIZE", "VKLLM_PORT", "VKLLM_PARALLEL", "VKLLM_QUEUE_SIZE", "VKLLM_MAX_REQUEST_BYTES"} {
+	for _, key := range []string{"VKLLM_CTX_SIZE", "VKLLM_PORT", "VKLLM_PARALLEL", "VKLLM_QUEUE_SIZE", "VKLLM_MAX_REQUEST_BYTES",
+		"VKLLM_MAX_INFLIGHT_BYTES", "VKLLM_MAX_REQUEST_TOKENS"} {
 		if v := os.Getenv(key); v != "" {
 			if _, err := strconv.Atoi(v); err != nil {
 				return fmt.Errorf("$%s: %q is not an integer", key, v)
@@ -205,6 +233,22 @@ func (f *serveFlags) validate() error {
 	}{{"--parallel", f.parallel}, {"--queue-size", f.queueSize}, {"--max-request-bytes", f.maxBody}} {
 		if c.v < 1 {
 			return fmt.Errorf("%s: %d, want >= 1", c.name, c.v)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"--max-inflight-bytes", f.maxInflight}, {"--max-request-tokens", f.maxRequestTokens}} {
+		if c.v < 0 {
+			return fmt.Errorf("%s: %d, want >= 0 (0: the default)", c.name, c.v)
+		}
+	}
+	if f.maxInflight > 0 && f.maxInflight < f.maxBody {
+		return fmt.Errorf("--max-inflight-bytes: %d is less than --max-request-bytes (%d): the largest body could never be read", f.maxInflight, f.maxBody)
+	}
+	if f.memoryLimit != "" {
+		if _, err := parseSize(f.memoryLimit); err != nil {
+			return fmt.Errorf("--memory-limit: %v", err)
 		}
 	}
 	if f.port < 0 || f.port > 65535 {
@@ -245,4 +289,25 @@ func parsePooling(s string) (engine.Pooling, error) {
 		return engine.PoolLast, nil
 	}
 	return 0, fmt.Errorf("--pooling: %q is not one of mean, cls, last", s)
+}
+
+// parseSize parses a size as GOMEMLIMIT writes it: an integer number of
+// bytes with an optional unit B, KiB, MiB, GiB or TiB.
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%q is not a size (a positive number of bytes, optionally with B, KiB, MiB, GiB or TiB, as 4GiB)", s)
+	}
+	return n * mult, nil
 }

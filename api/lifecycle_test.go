@@ -1,0 +1,222 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// logServer starts a ready server over f whose log lines go to the
+// returned buffer.
+func logServer(t *testing.T, f Backend, cfg Config) (*testServer, *syncBuffer) {
+	t.Helper()
+	var logs syncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	return newReadyServer(t, f, cfg), &logs
+}
+
+// logLine returns the first log line holding every one of parts, waiting
+// for it (a stream logs after its last write).
+func logLine(t *testing.T, logs *syncBuffer, parts ...string) string {
+	t.Helper()
+	var found string
+	waitFor(t, fmt.Sprintf("a log line with %q", parts), func() bool {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(line, p)
+			}
+			if ok {
+				found = line
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// rawStream sends a streamed request on a raw connection and reads until
+// its first data frame.
+func rawStream(t *testing.T, ts *testServer, path, body string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(ts.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
+	br := bufio.NewReader(c)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended before a data frame: %v", err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			return c, br
+		}
+	}
+}
+
+// TestRequestLogs: the request log says what happened (issue 17 item 14):
+// a disconnected stream with the tokens it really generated, an abandoned
+// non-streaming request as the client's doing (499), a stream refused at
+// validation with its method and path, and a finished request with its
+// token counts and speeds.
+func TestRequestLogs(t *testing.T) {
+	f := newFake()
+	f.hold = make(chan struct{})
+	f.ended = make(chan error, 4)
+	f.reply = func(string) string { return strings.Repeat("z", 300) }
+	ts, logs := logServer(t, f, Config{})
+
+	c, _ := rawStream(t, ts, "/v1/completions", `{"prompt":"a","stream":true,"max_tokens":300}`)
+	c.Close() // gone after the first token; the generation is held there
+	<-f.ended
+	line := logLine(t, logs, "path=/v1/completions", "stream=true", "outcome=client_gone")
+	if !strings.Contains(line, "completion_tokens=1 ") {
+		t.Errorf("disconnected stream logged %q, want completion_tokens=1 (the token it sent)", line)
+	}
+
+	// A non-streaming request whose client leaves while it is held.
+	c, err := net.Dial("tcp", strings.TrimPrefix(ts.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"prompt":"b","max_tokens":300}`
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	waitFor(t, "the request to generate", func() bool { return f.running.Load() == 1 })
+	c.Close()
+	<-f.ended
+	line = logLine(t, logs, "path=/v1/completions", "stream=false", "outcome=client_gone")
+	if !strings.Contains(line, "status=499") {
+		t.Errorf("abandoned request logged %q, want status=499", line)
+	}
+
+	ts.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"stream":true,"temperature":-1}`)
+	line = logLine(t, logs, "outcome=invalid")
+	if !strings.Contains(line, "method=POST") || !strings.Contains(line, "path=/v1/chat/completions") || !strings.Contains(line, "error_status=400") {
+		t.Errorf("invalid stream logged %q, want method, path and the error's status", line)
+	}
+
+	close(f.hold)
+	f.reply = func(string) string { return "Hello" }
+	if r := ts.post("/v1/completions", `{"prompt":"abc","max_tokens":10}`); r.status != 200 {
+		t.Fatalf("completion = %d %s", r.status, r.body)
+	}
+	<-f.ended
+	line = logLine(t, logs, "outcome=ok", "stream=false")
+	for _, want := range []string{"status=200", "prompt_tokens=4", "completion_tokens=5", "prompt_tps=", "gen_tps="} {
+		if !strings.Contains(line, want) {
+			t.Errorf("finished request logged %q, want %s", line, want)
+		}
+	}
+}
+
+// TestStreamIdleTimeout: --timeout bounds each write of a stream, not the
+// stream (issue 17 item 11): a stream that is read goes on past it, and a
+// write nobody reads fails by it and is marked a timeout.
+func TestStreamIdleTimeout(t *testing.T) {
+	f := newFake()
+	f.hold = make(chan struct{})
+	f.reply = func(string) string { return "abcdef" }
+	ts := newReadyServer(t, f, Config{WriteTimeout: 100 * time.Millisecond})
+	c, br := rawStream(t, ts, "/v1/completions", `{"prompt":"a","stream":true,"max_tokens":10}`)
+	defer c.Close()
+	// The stream outlives the timeout with nothing to write; a deadline
+	// for the whole response would fail its next write.
+	time.Sleep(300 * time.Millisecond)
+	close(f.hold)
+	rest := readUntil(br, "data: [DONE]")
+	if !strings.Contains(rest, "data: [DONE]") {
+		t.Errorf("stream longer than --timeout ends %q, want [DONE]", tail(rest, 200))
+	}
+
+	// A client that reads nothing: the write waits for the deadline.
+	client, server := net.Pipe()
+	defer client.Close()
+	sse := newSSEWriter(bufio.NewWriterSize(server, 16))
+	sse.conn, sse.idle = server, 50*time.Millisecond
+	if err := sse.data([]byte(`{"x":1}`)); err == nil || !sse.timedOut {
+		t.Errorf("write to a client that reads nothing = %v (timed out %v), want a timeout", err, sse.timedOut)
+	}
+}
+
+// stubborn is a backend whose generation ignores cancellation until
+// released: work the model still runs.
+type stubborn struct {
+	*fakeBackend
+	release chan struct{}
+}
+
+func (s stubborn) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(int, *Event) error) error {
+	s.running.Add(1)
+	defer s.running.Add(-1)
+	<-s.release
+	return ctx.Err()
+}
+
+// TestShutdownBound: Shutdown's deadline bounds it (issue 17 item 10): it
+// closes the connections still open, and when a generation still runs at
+// the deadline it returns ErrWorkInFlight, so the caller keeps the model.
+func TestShutdownBound(t *testing.T) {
+	f := newFake()
+	f.hold = make(chan struct{})
+	ts := newReadyServer(t, f, Config{})
+	// A stream held after its first token, and a request whose body never
+	// completes.
+	c, br := rawStream(t, ts, "/v1/completions", `{"prompt":"a","stream":true,"max_tokens":10}`)
+	defer c.Close()
+	slow, err := net.Dial("tcp", strings.TrimPrefix(ts.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	fmt.Fprintf(slow, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n%s", strings.Repeat(" ", 9000))
+	waitFor(t, "the slow body to be read", func() bool { return ts.s.bodyBytes.Load() == 100000 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := ts.s.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown = %v, want nil (the generation stops when cancelled)", err)
+	}
+	if rest := readUntil(br, "shutting down"); !strings.Contains(rest, "shutting down") {
+		t.Errorf("held stream ends %q, want the shutdown error event", tail(rest, 200))
+	}
+	if _, err := io.ReadAll(slow); err != nil && !errors.Is(err, net.ErrClosed) && !strings.Contains(err.Error(), "reset") {
+		t.Errorf("reading the slow connection after Shutdown: %v, want it closed by the server", err)
+	}
+
+	// A generation that does not stop when cancelled.
+	st := stubborn{fakeBackend: newFake(), release: make(chan struct{})}
+	ts = newReadyServer(t, st, Config{})
+	done := make(chan response, 1)
+	go func() { done <- ts.post("/v1/completions", `{"prompt":"a","max_tokens":2}`) }()
+	waitFor(t, "the stubborn generation", func() bool { return st.running.Load() == 1 })
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := ts.s.Shutdown(ctx); !errors.Is(err, ErrWorkInFlight) {
+		t.Errorf("Shutdown with a generation running past its deadline = %v, want ErrWorkInFlight", err)
+	}
+	close(st.release)
+	<-done
+}
+
+// readUntil reads lines from br until one holds marker or the connection
+// ends, and returns what it read.
+func readUntil(br *bufio.Reader, marker string) string {
+	var b strings.Builder
+	for {
+		line, err := br.ReadString('\n')
+		b.WriteString(line)
+		if strings.Contains(line, marker) || err != nil {
+			return b.String()
+		}
+	}
+}
