@@ -17,12 +17,12 @@ import (
 // 14): the tokens it processed and generated, when its first token came,
 // and how it ended when that is not its status.
 type reqStats struct {
-	start        time.Time
-	prompt       int       // prompt tokens processed (all prompts and candidates' shared prompt)
-	completion   int       // tokens generated, counted as they come
-	firstToken   time.Time // when the first token was generated
-	lastToken    time.Time
-	clientGone   atomic.Bool // the client closed the connection before the answer
+	start      time.Time
+	prompt     int       // prompt tokens processed (all prompts and candidates' shared prompt)
+	completion int       // tokens generated, counted as they come
+	firstToken time.Time // when the first token was generated
+	lastToken  time.Time
+	clientGone atomic.Bool // the client closed the connection before the answer
 }
 
 type statsKey struct{}

@@ -2,11 +2,11 @@ package api
 
 import (
 	"bufio"
-	"net"
-	"time"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"time"
 )
 
 // sseWriter writes Server-Sent Events frames: "data: <json>\n\n", flushed
