@@ -2,35 +2,28 @@
 GO        ?= go
 BIN       := bin/vkllm
 PKGS      := glslc libvulkan-dev libvulkan1 mesa-vulkan-drivers vulkan-validationlayers
+TEST_PKGS := nodejs npm chromium
+IMAGE     ?= vkllm:latest
 MODEL     ?= testdata/tmp/default-llama-q8_0.gguf
 TEST_FLAGS ?= -timeout 30m
 
-.PHONY: all deps shaders build test vet run bench clean fuzz default-model conformance-client
+.PHONY: all deps test-deps shaders build test vet run bench clean fuzz default-model conformance-client docker
 
 all: build
 
-# deps installs the system packages that are missing (idempotent). On systems
-# without apt-get it prints exactly what to install and stops.
+# deps installs the system packages building and running need (idempotent):
+# the shader compiler, the Vulkan loader and a driver. test-deps adds what
+# only the tests need: Node.js with npm (the client conformance test) and
+# Chromium (the chat page's browser test). On systems without apt-get they
+# print exactly what to install and stop.
 deps:
-	@missing=""; \
-	if command -v dpkg-query >/dev/null 2>&1; then \
-		for p in $(PKGS); do \
-			dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
-		done; \
-	else \
-		command -v glslc >/dev/null 2>&1 || missing="$(PKGS)"; \
-	fi; \
-	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
-	if [ -z "$$missing" ]; then echo "deps: all present"; exit 0; fi; \
-	if ! command -v apt-get >/dev/null 2>&1; then \
-		echo "deps: install these packages (or your system's equivalents):$$missing"; \
-		echo "  glslc (shaderc), the Vulkan loader and headers, a Vulkan driver (Mesa lavapipe works), Khronos validation layers,"; \
-		echo "  and Node.js with npm (only for the OpenAI-client conformance test)"; \
-		exit 1; \
-	fi; \
-	SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
-	echo "deps: installing$$missing"; \
-	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing
+	@PKGS="$(PKGS)" WHY="glslc (shaderc), the Vulkan loader and headers, a Vulkan driver (Mesa lavapipe works), Khronos validation layers" \
+		bash tools/install-deps.sh
+	@command -v glslc >/dev/null 2>&1 || { echo "deps: glslc is still missing"; exit 1; }
+
+test-deps: deps
+	@PKGS="$(TEST_PKGS)" WHY="Node.js with npm (the OpenAI-client conformance test) and Chromium (the browser test of the chat page)" \
+		bash tools/install-deps.sh
 
 shaders:
 	@bash shaders/compile.sh
@@ -51,12 +44,14 @@ $(MODEL):
 run: build default-model
 	$(BIN) serve -m $(MODEL) $(ARGS)
 
-# conformance-client installs the pinned official openai npm client that
-# api's conformance test drives (api/conformance/node_modules, git-ignored).
-conformance-client: deps
+# conformance-client installs the pinned npm clients that api's conformance
+# test drives: openai, the Vercel AI SDK (ai, @ai-sdk/openai), LangChain
+# (@langchain/openai, @langchain/core) and zod (api/conformance/node_modules,
+# git-ignored).
+conformance-client: test-deps
 	cd api/conformance && npm ci --no-audit --no-fund --loglevel=error
 
-test: deps shaders conformance-client
+test: test-deps shaders conformance-client
 	$(GO) vet ./...
 	VKLLM_CONFORMANCE=1 $(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -race $(TEST_FLAGS) -run 'TestMixedRequests|TestStalledReader|TestScheduler' ./api/ ./engine/
@@ -75,6 +70,11 @@ fuzz: shaders
 		echo "== $$t"; \
 		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $${FUZZTIME:-5m}; \
 	done
+
+# docker builds the container image (Dockerfile: glslc and Go build it, the
+# runtime has the Vulkan loader and Mesa's drivers).
+docker:
+	docker build -t $(IMAGE) .
 
 clean:
 	rm -rf bin shaders/spv testdata/tmp

@@ -8,6 +8,7 @@ package api
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/vkllm/vkllm/sampling"
 )
@@ -40,6 +41,28 @@ type ModelInfo struct {
 	BOSText, EOSText string
 	// AddBOS reports whether tokenizing with addSpecial prepends BOS.
 	AddBOS bool
+	// TrainContextSize, Params, SizeBytes and EmbeddingSize describe the
+	// model in /v1/models (meta): the context it was trained with, its
+	// weight count, the bytes of its tensors and its hidden size; 0 when
+	// unknown.
+	TrainContextSize int
+	Params           int64
+	SizeBytes        int64
+	EmbeddingSize    int
+	// Encoder reports a model that cannot generate (an embedding or rerank
+	// model): completion and chat requests get a 400.
+	Encoder bool
+	// Reranker reports a cross-encoder: Embed of the tokens of a (query,
+	// document) pair (RerankTokens) returns one value, its relevance score,
+	// which /v1/rerank reports instead of a cosine similarity.
+	Reranker bool
+}
+
+// RerankTokenizer is implemented by backends whose model is a
+// cross-encoder (ModelInfo.Reranker): it returns the sequence the model
+// scores for a (query, document) pair.
+type RerankTokenizer interface {
+	RerankTokens(query, document string) ([]int32, error)
 }
 
 // Backend is what the API needs from the model side. The API owns request
@@ -140,6 +163,9 @@ type GenerateRequest struct {
 	// Event.Top (0 none). Logprobs asks for Event.Logprob.
 	Logprobs    bool
 	TopLogprobs int
+	// ID is the request's id (its response id), for reports such as
+	// /slots; opaque to the backend.
+	ID string
 }
 
 // Event is one generated token. The backend may reuse the Event and its
@@ -154,6 +180,11 @@ type Event struct {
 	Logprob float32
 	// Top holds the TopLogprobs most likely tokens, most likely first.
 	Top []sampling.TokenLogprob
+	// Admitted is when the sequence got its place in the model (after any
+	// queueing) and Reused how many prompt tokens it took from a cache
+	// there; zero when the backend does not know. For timings.
+	Admitted time.Time
+	Reused   int
 }
 
 // ErrStop is returned by emit to end a sequence normally.

@@ -267,7 +267,7 @@ func (r *reader) readTool(v jsonValue, path string, wrapped bool) tool {
 
 func (r *reader) readMessage(v jsonValue, path string) message {
 	var msg message
-	m := r.object(v, path, "role", "content", "tool_calls", "tool_call_id", "name", "function_call", "reasoning_content")
+	m := r.object(v, path, "role", "content", "tool_calls", "tool_call_id", "name", "function_call", "reasoning_content", "refusal")
 	if m == nil {
 		return msg
 	}
@@ -338,6 +338,16 @@ func (r *reader) readMessage(v jsonValue, path string) message {
 	if msg.role == "function" {
 		msg.role = "tool"
 	}
+	// An assistant turn that refused (OpenAI's refusal field) said its
+	// refusal: it is the turn's text when the content is empty.
+	if ref, ok := r.optStr(m, path, "refusal"); ok && ref != "" {
+		if msg.role != "assistant" && r.err == nil {
+			r.fail(badRequest(path+".refusal", "%s.refusal: only assistant messages carry a refusal", path))
+		}
+		if msg.content == "" {
+			msg.content, msg.null = ref, false
+		}
+	}
 	if msg.null && msg.role != "assistant" && r.err == nil {
 		r.fail(badRequest(cpath, "%s: null content is only allowed on assistant messages", cpath))
 	}
@@ -395,6 +405,17 @@ func (r *reader) readToolCall(v jsonValue, path string) toolCall {
 		r.typeErr(path+".function.arguments", "string (JSON-encoded arguments)", a)
 	}
 	return tc
+}
+
+// parseCalls splits generated text into the text before the tool calls
+// and the calls, as the template's tool family writes them; with
+// parallel_tool_calls false only the first call is kept.
+func (req *chatRequest) parseCalls(pc *preparedChat, text string) (string, []toolCall) {
+	prefix, calls := pc.tmpl.family.parse(text, req.tools)
+	if !req.parallelCall && len(calls) > 1 {
+		calls = calls[:1]
+	}
+	return prefix, calls
 }
 
 // toolFunctions converts the request tools for the grammar builder.

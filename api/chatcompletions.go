@@ -78,6 +78,7 @@ type chatBody struct {
 	Model   string       `json:"model"`
 	Choices []chatChoice `json:"choices"`
 	Usage   usage        `json:"usage"`
+	Timings *timings     `json:"timings,omitempty"`
 }
 
 type chatDelta struct {
@@ -100,6 +101,7 @@ type chatChunk struct {
 	Model   string            `json:"model"`
 	Choices []chatChunkChoice `json:"choices"`
 	Usage   *usage            `json:"usage,omitempty"`
+	Timings *timings          `json:"timings,omitempty"`
 }
 
 // preparedChat is a validated chat request ready to generate.
@@ -193,6 +195,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 	}
 	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
 	id := newID("chatcmpl-")
+	ctx.SetUserValue(requestIDKey, id)
 	created := s.cfg.Now().Unix()
 	seqs := 0
 	if req != nil {
@@ -224,7 +227,7 @@ func (s *Server) chatWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *chatReq
 		ch := chatChoice{Index: j, FinishReason: c.finish, Message: chatMessage{Role: "assistant"}}
 		content := c.text
 		if pc.toolsActive {
-			prefix, calls := pc.tmpl.family.parse(c.text, req.tools)
+			prefix, calls := req.parseCalls(pc, c.text)
 			if len(calls) > 0 {
 				ch.FinishReason = "tool_calls"
 			} else if pc.forced {
@@ -249,6 +252,7 @@ func (s *Server) chatWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *chatReq
 		resp.Choices = append(resp.Choices, ch)
 	}
 	resp.Usage.TotalTokens = resp.Usage.PromptTokens + resp.Usage.CompletionTokens
+	resp.Timings = reqStatsOf(gctx).timings()
 	writeJSON(ctx, resp)
 	return handlerResult{tokens: resp.Usage.TotalTokens}
 }
@@ -328,7 +332,7 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		if holding[j] && (held[j].Len() > 0 || pc.forced) {
 			// The logprobs of the held text go with its first chunk.
 			lps := chatLP(req.logprobs, heldLP[j])
-			prefix, calls := pc.tmpl.family.parse(held[j].String(), req.tools)
+			prefix, calls := req.parseCalls(pc, held[j].String())
 			if len(calls) > 0 {
 				finish = "tool_calls"
 			} else if pc.forced {
@@ -364,6 +368,9 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 				}
 			}
 		}
+		if !req.includeUsage && j == len(cands)-1 {
+			chunk.Timings = reqStatsOf(gctx).timings() // the final chunk carries the request's speed
+		}
 		if send(chatChunkChoice{Index: j, Delta: chatDelta{}, FinishReason: &finish}) != nil {
 			return u.CompletionTokens, 499
 		}
@@ -371,7 +378,7 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 	if req.includeUsage {
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		if sse.json(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.info.Name,
-			Choices: []chatChunkChoice{}, Usage: &u}) != nil {
+			Choices: []chatChunkChoice{}, Usage: &u, Timings: reqStatsOf(gctx).timings()}) != nil {
 			return u.CompletionTokens, 499
 		}
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -55,6 +56,7 @@ type completionBody struct {
 	Model   string             `json:"model"`
 	Choices []completionChoice `json:"choices"`
 	Usage   *usage             `json:"usage,omitempty"`
+	Timings *timings           `json:"timings,omitempty"`
 }
 
 // newID returns a response id with prefix.
@@ -69,21 +71,60 @@ type preparedPrompt struct {
 func (s *Server) prepareCompletion(req *completionRequest) ([]preparedPrompt, *Error) {
 	out := make([]preparedPrompt, len(req.prompts))
 	for i, p := range req.prompts {
-		text := p + req.suffix
-		toks, err := s.tokenize(text)
-		if err != nil {
-			return nil, badRequest("prompt", "prompt: %v", err)
-		}
 		param := "prompt"
 		if len(req.prompts) > 1 {
 			param = indexPath("prompt", i)
 		}
+		toks, text, e := s.promptTokens(p, req.suffix, param)
+		if e != nil {
+			return nil, e
+		}
 		if e := s.checkPrompt(param, len(toks)); e != nil {
 			return nil, e
 		}
-		out[i] = preparedPrompt{text: p, tokens: toks}
+		out[i] = preparedPrompt{text: text, tokens: toks}
 	}
 	return out, nil
+}
+
+// promptTokens returns the tokens of prompt p (the field param) followed
+// by suffix, and its text (for echo). Token ids are used as given, after a
+// check against the vocabulary; their text is their detokenization.
+func (s *Server) promptTokens(p promptInput, suffix, param string) ([]int32, string, *Error) {
+	if !p.isTokens {
+		toks, err := s.tokenize(p.text + suffix)
+		if err != nil {
+			return nil, "", badRequest(param, "%s: %v", param, err)
+		}
+		return toks, p.text, nil
+	}
+	if e := s.checkTokenIDs(p.tokens, param); e != nil {
+		return nil, "", e
+	}
+	text, err := s.detokenize(p.tokens)
+	if err != nil {
+		return nil, "", badRequest(param, "%s: %v", param, err)
+	}
+	toks := p.tokens
+	if suffix != "" {
+		st, err := s.backend.Tokenize(suffix, false, true)
+		if err != nil {
+			return nil, "", badRequest("suffix", "suffix: %v", err)
+		}
+		toks = append(slices.Clip(toks), st...)
+	}
+	return toks, text, nil
+}
+
+// checkTokenIDs checks client-sent token ids against the vocabulary.
+func (s *Server) checkTokenIDs(toks []int32, param string) *Error {
+	for i, id := range toks {
+		if id < 0 || int(id) >= s.info.VocabSize {
+			p := indexPath(param, i)
+			return badRequest(p, "%s: token id %d is outside the vocabulary [0, %d)", p, id, s.info.VocabSize)
+		}
+	}
+	return nil
 }
 
 // streamRequested peeks at a body that failed to decode: true when it is a
@@ -121,6 +162,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
 	}
 	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
 	id := newID("cmpl-")
+	ctx.SetUserValue(requestIDKey, id)
 	created := s.cfg.Now().Unix()
 	seqs := 0
 	if req != nil {
@@ -173,6 +215,7 @@ func (s *Server) completeWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *com
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	resp.Usage = u
+	resp.Timings = reqStatsOf(gctx).timings()
 	writeJSON(ctx, resp)
 	return handlerResult{tokens: u.TotalTokens}
 }
@@ -229,6 +272,9 @@ func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, 
 		for j, c := range cands {
 			u.CompletionTokens += c.tokens
 			fr := c.finish
+			if !req.includeUsage && pi == len(prompts)-1 && j == len(cands)-1 {
+				chunk.Timings = reqStatsOf(gctx).timings() // the final chunk carries the request's speed
+			}
 			if send(pi*req.n+j, "", nil, &fr) != nil {
 				return u.CompletionTokens, 499
 			}
@@ -237,7 +283,7 @@ func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, 
 	if req.includeUsage {
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		if sse.json(completionBody{ID: id, Object: "text_completion", Created: created, Model: s.info.Name,
-			Choices: []completionChoice{}, Usage: &u}) != nil {
+			Choices: []completionChoice{}, Usage: &u, Timings: reqStatsOf(gctx).timings()}) != nil {
 			return u.CompletionTokens, 499
 		}
 	}
@@ -253,5 +299,5 @@ func (s *Server) streamError(ctx *fasthttp.RequestCtx, route string, e *Error) {
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		newSSEWriter(w).error(e)
 	})
-	s.logGeneration(route, string(ctx.Method()), string(ctx.Path()), 200, true, &reqStats{start: time.Now()}, "invalid", e)
+	s.logGeneration(route, string(ctx.Method()), string(ctx.Path()), e.Status, true, &reqStats{start: time.Now()}, "invalid", e)
 }

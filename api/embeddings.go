@@ -14,21 +14,42 @@ import (
 
 // embedTexts tokenizes and embeds each text in one queue slot.
 func (s *Server) embedTexts(texts []string, param string, multi bool) ([][]float32, int, *Error) {
+	in := make([]promptInput, len(texts))
+	for i, t := range texts {
+		in[i].text = t
+	}
+	return s.embedInputs(in, param, multi)
+}
+
+// embedInputs tokenizes (or checks the token ids of) each input and embeds
+// them in one queue slot.
+func (s *Server) embedInputs(texts []promptInput, param string, multi bool) ([][]float32, int, *Error) {
 	toks := make([][]int32, len(texts))
-	n := 0
 	for i, t := range texts {
 		p := param
 		if multi {
 			p = indexPath(param, i)
 		}
-		tk, err := s.tokenize(t)
-		if err != nil {
-			return nil, 0, badRequest(p, "%s: %v", p, err)
+		tk, _, e := s.promptTokens(t, "", p)
+		if e != nil {
+			return nil, 0, e
+		}
+		toks[i] = tk
+	}
+	return s.embedTokens(toks, param, multi)
+}
+
+// embedTokens embeds each token sequence in one queue slot.
+func (s *Server) embedTokens(toks [][]int32, param string, multi bool) ([][]float32, int, *Error) {
+	n := 0
+	for i, tk := range toks {
+		p := param
+		if multi {
+			p = indexPath(param, i)
 		}
 		if e := s.checkPrompt(p, len(tk)); e != nil {
 			return nil, 0, e
 		}
-		toks[i] = tk
 		n += len(tk)
 	}
 	if !s.reserve(len(toks)) {
@@ -37,7 +58,7 @@ func (s *Server) embedTexts(texts []string, param string, multi bool) ([][]float
 	defer s.unreserve(len(toks))
 	ctx, cancel := contextWithCancel(s)
 	defer cancel()
-	out := make([][]float32, len(texts))
+	out := make([][]float32, len(toks))
 	err := s.run(ctx, func() error {
 		if !s.batching {
 			for i, tk := range toks {
@@ -84,11 +105,14 @@ func l2normalize(v []float32) {
 
 func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx) handlerResult {
 	req, e := decodeEmbedding(ctx.PostBody())
+	if e == nil && s.info.Reranker {
+		e = badRequest("model", "model: %s is a reranker (rank pooling: one relevance score per query and document); use /v1/rerank, or serve it with --pooling cls or mean for embeddings", s.info.Name)
+	}
 	if e != nil {
 		s.writeError(ctx, e)
 		return handlerResult{}
 	}
-	vecs, n, e := s.embedTexts(req.input, "input", len(req.input) > 1)
+	vecs, n, e := s.embedInputs(req.input, "input", len(req.input) > 1)
 	if e != nil {
 		s.writeError(ctx, e)
 		return handlerResult{}
@@ -139,15 +163,40 @@ func (s *Server) handleRerank(ctx *fasthttp.RequestCtx) handlerResult {
 		s.writeError(ctx, e)
 		return handlerResult{}
 	}
-	texts := append([]string{req.query}, req.documents...)
-	vecs, n, e := s.embedTexts(texts, "documents", false)
-	if e != nil {
-		s.writeError(ctx, e)
-		return handlerResult{}
-	}
 	results := make([]rerankResult, len(req.documents))
-	for i, d := range req.documents {
-		results[i] = rerankResult{Index: i, RelevanceScore: cosine(vecs[0], vecs[i+1]), Document: map[string]string{"text": d}}
+	var n int
+	if rt, ok := s.backend.(RerankTokenizer); ok && s.info.Reranker {
+		// A cross-encoder scores each (query, document) pair itself.
+		toks := make([][]int32, len(req.documents))
+		for i, d := range req.documents {
+			tk, err := rt.RerankTokens(req.query, d)
+			if err != nil {
+				s.writeError(ctx, badRequest(indexPath("documents", i), "%s: %v", indexPath("documents", i), err))
+				return handlerResult{}
+			}
+			toks[i] = tk
+		}
+		var scores [][]float32
+		if scores, n, e = s.embedTokens(toks, "documents", true); e != nil {
+			s.writeError(ctx, e)
+			return handlerResult{}
+		}
+		for i, d := range req.documents {
+			results[i] = rerankResult{Index: i, RelevanceScore: float64(scores[i][0]), Document: map[string]string{"text": d}}
+		}
+	} else {
+		// Any other model: the cosine similarity of the pooled embeddings
+		// of the query and of each document.
+		texts := append([]string{req.query}, req.documents...)
+		vecs, nt, e := s.embedTexts(texts, "documents", false)
+		if e != nil {
+			s.writeError(ctx, e)
+			return handlerResult{}
+		}
+		n = nt
+		for i, d := range req.documents {
+			results[i] = rerankResult{Index: i, RelevanceScore: cosine(vecs[0], vecs[i+1]), Document: map[string]string{"text": d}}
+		}
 	}
 	slices.SortStableFunc(results, func(a, b rerankResult) int {
 		switch {

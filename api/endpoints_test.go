@@ -462,7 +462,7 @@ func TestErrors(t *testing.T) {
 		{"image without projector", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"file:///x.png"}}]}]}`, 400, "messages[0].content", "--mmproj"},
 		{"unknown tool choice", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],` + weatherTools + `,"tool_choice":{"type":"function","function":{"name":"nope"}}}`, 422, "tool_choice", "not among"},
 		{"bad role", "/v1/chat/completions", `{"messages":[{"role":"robot","content":"a"}]}`, 400, "messages[0].role", "not one of"},
-		{"embed input type", "/v1/embeddings", `{"input":[1]}`, 400, "input[0]", "want string"},
+		{"embed input type", "/v1/embeddings", `{"input":[true]}`, 400, "input[0]", "want string or array of token ids"},
 		{"encoding_format", "/v1/embeddings", `{"input":"a","encoding_format":"hex"}`, 400, "encoding_format", "not one of"},
 		{"detokenize out of vocab", "/extras/detokenize", `{"tokens":[5,999]}`, 400, "tokens[1]", "outside the vocabulary"},
 		{"rerank documents", "/v1/rerank", `{"query":"a","documents":"b"}`, 400, "documents", "array"},

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/sampling"
@@ -23,6 +26,14 @@ type EngineBackend struct {
 	s     *engine.Scheduler
 	name  string
 	vocab sampling.Vocab
+	steps prometheus.Histogram // forward-pass times, for /metrics
+	pool  engine.Pooling
+}
+
+// RerankTokens returns the sequence a cross-encoder scores for a (query,
+// document) pair ([CLS] query [SEP] document for BERT's vocabulary).
+func (b *EngineBackend) RerankTokens(query, document string) ([]int32, error) {
+	return engine.RerankTokens(b.m.Tok, query, document)
 }
 
 // NewEngineBackend serves m under the model id name and starts its
@@ -31,13 +42,21 @@ type EngineBackend struct {
 // set from it.
 func NewEngineBackend(m *engine.Model, name string, pool engine.Pooling, cfg engine.SchedulerConfig) *EngineBackend {
 	if pool == engine.PoolNone {
-		pool = engine.PoolMean
-		if v, err := m.File.Int(m.Opts.Arch + ".pooling_type"); err == nil && v >= 1 && v <= 3 {
-			pool = engine.Pooling(v)
+		pool = m.Opts.Pooling
+		if pool == engine.PoolNone || pool == engine.PoolRank && m.Classifier == nil {
+			pool = engine.PoolMean
 		}
 	}
 	cfg.Pooling = pool
-	b := &EngineBackend{m: m, name: name, s: engine.NewScheduler(m, cfg)}
+	b := &EngineBackend{m: m, name: name, steps: newStepHistogram(), pool: pool}
+	onStep := cfg.OnStep
+	cfg.OnStep = func(d time.Duration, decodeRows, prefillRows int) {
+		b.steps.Observe(d.Seconds())
+		if onStep != nil {
+			onStep(d, decodeRows, prefillRows)
+		}
+	}
+	b.s = engine.NewScheduler(m, cfg)
 	tokenize := func(text string) ([]int32, error) { return m.Tok.Encode(text, false, false) }
 	b.vocab = sampling.Vocab{Size: m.Opts.Vocab, EOG: m.Tok.EOGIDs(), Tokenize: tokenize}
 	return b
@@ -56,7 +75,13 @@ func (b *EngineBackend) Stats() engine.Stats { return b.s.Stats() }
 // Info returns the model description.
 func (b *EngineBackend) Info() ModelInfo {
 	tok := b.m.Tok
-	info := ModelInfo{Name: b.name, ContextSize: b.m.CtxSize(), VocabSize: b.m.Opts.Vocab, ChatTemplate: tok.ChatTemplate(), AddBOS: tok.AddBOS()}
+	info := ModelInfo{Name: b.name, ContextSize: b.m.CtxSize(), VocabSize: b.m.Opts.Vocab, ChatTemplate: tok.ChatTemplate(), AddBOS: tok.AddBOS(),
+		TrainContextSize: b.m.Opts.CtxTrain, EmbeddingSize: b.m.Opts.Embd,
+		Encoder: b.m.Opts.Encoder, Reranker: b.pool == engine.PoolRank}
+	for _, t := range b.m.File.Tensors {
+		info.Params += int64(t.NumElements())
+		info.SizeBytes += int64(t.Size)
+	}
 	if id, ok := tok.BOS(); ok {
 		info.BOSText = tok.TokenText(id)
 	}
@@ -123,7 +148,7 @@ func (b *EngineBackend) Generate(ctx context.Context, reqs []*GenerateRequest, e
 		ereqs := make([]engine.GenRequest, last-first)
 		for i, r := range reqs[first:last] {
 			ereqs[i] = engine.GenRequest{Prompt: r.Prompt, Chain: chains[first+i], MaxTokens: r.MaxTokens,
-				Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs}
+				Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs, Label: r.ID}
 		}
 		seqs, err := b.s.Generate(ctx, ereqs)
 		if err != nil {
@@ -171,6 +196,7 @@ func follow(ctx context.Context, seqs []*engine.Sequence, emit func(i int, ev *E
 			return // cancelled: drain what was already sent
 		}
 		ev = Event{Token: e.Token, EOG: e.EOG, Logprob: e.Logprob, Top: e.Top}
+		ev.Admitted, ev.Reused = q.Admission()
 		if err := emit(i, &ev); err != nil {
 			if err == ErrStop {
 				stopped[i] = true

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/vkllm/vkllm/sampling"
 	"github.com/vkllm/vkllm/sampling/grammar"
@@ -52,6 +53,8 @@ type genState struct {
 	cand    *candidate
 	pending []tokenLogprob
 	offset  int
+
+	lastToken time.Time // when its last token arrived (metrics)
 }
 
 // generateAll runs the candidates sps of one prompt together. onText (may
@@ -67,15 +70,16 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 		}
 		return cands, nil
 	}
-	stats := statsFrom(ctx)
-	if stats != nil && len(sps) > 0 {
-		stats.prompt += len(sps[0].prompt) // the candidates share it
-	}
 	reqs := make([]*GenerateRequest, len(sps))
 	states := make([]*genState, len(sps))
+	timer := &genTimer{m: s.metrics, start: time.Now()}
+	rs := reqStatsOf(ctx)
 	for i, sp := range sps {
 		req := &GenerateRequest{Prompt: sp.prompt, Params: sp.g.params, MaxTokens: sp.maxTokens,
 			Logprobs: sp.g.params.Logprobs, TopLogprobs: sp.g.topLogprobs}
+		if rs != nil {
+			req.ID = rs.id
+		}
 		req.Params.Seed = sp.seed
 		if sp.constraint != nil {
 			c, err := sp.constraint()
@@ -89,13 +93,13 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 	}
 	emit := func(i int, ev *Event) error {
 		st := states[i]
+		timer.event(st, ev, time.Now())
 		sp, cand := st.sp, st.cand
 		if ev.EOG {
 			cand.finish = "stop"
 			return nil
 		}
 		cand.tokens++
-		stats.token()
 		piece := s.piece(ev.Token, sp.tools)
 		cand.sumLP += float64(ev.Logprob)
 		if sp.wantLogprob {
@@ -134,6 +138,14 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 		return nil, errorf(422, param, "%s: generation stopped: the grammar cannot be followed with this model's tokens: %v", param, err)
 	}
 	if err != nil && !errors.Is(err, ErrStop) {
+		// The request's stats count what ran before the error (a client
+		// that left, a cancelled or failed generation): its log line says
+		// how many tokens it really took.
+		partial := make([]*candidate, len(states))
+		for i, st := range states {
+			partial[i] = st.cand
+		}
+		timer.finish(rs, len(sps[0].prompt), partial)
 		return nil, err
 	}
 	cands := make([]*candidate, len(states))
@@ -147,6 +159,7 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 		st.cand.text = st.ts.text()
 		cands[i] = st.cand
 	}
+	timer.finish(rs, len(sps[0].prompt), cands)
 	return cands, nil
 }
 

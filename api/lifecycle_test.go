@@ -138,7 +138,25 @@ func TestStreamIdleTimeout(t *testing.T) {
 		t.Errorf("stream longer than --timeout ends %q, want [DONE]", tail(rest, 200))
 	}
 
-	// A client that reads nothing: the write waits for the deadline.
+	// A client that stops reading: once the socket's buffers are full a
+	// write waits, and at --timeout the server cuts the stream, stops its
+	// generation and logs a timeout (not 499, which is the client's doing).
+	f2 := newFake()
+	f2.ctxSize = 1 << 20
+	f2.ended = make(chan error, 1)
+	f2.reply = func(string) string { return strings.Repeat("x", 200000) }
+	ts2, logs := logServer(t, f2, Config{WriteTimeout: 200 * time.Millisecond})
+	stalled, _ := rawStream(t, ts2, "/v1/completions", `{"prompt":"a","stream":true,"max_tokens":200000}`)
+	defer stalled.Close()
+	if err := <-f2.ended; err == nil {
+		t.Errorf("the stalled stream's generation ended on its own, want it stopped by the cut")
+	}
+	line := logLine(t, logs, "path=/v1/completions", "stream=true")
+	if !strings.Contains(line, "outcome=timeout") || !strings.Contains(line, "status=504") {
+		t.Errorf("stalled stream logged %q, want outcome=timeout status=504", line)
+	}
+
+	// The write itself, on a pipe nobody reads.
 	client, server := net.Pipe()
 	defer client.Close()
 	sse := newSSEWriter(bufio.NewWriterSize(server, 16))
@@ -193,19 +211,29 @@ func TestShutdownBound(t *testing.T) {
 		t.Errorf("reading the slow connection after Shutdown: %v, want it closed by the server", err)
 	}
 
-	// A generation that does not stop when cancelled.
+	// A generation that does not stop when cancelled: Shutdown says so at
+	// its deadline (the caller keeps the model) and the connection of its
+	// request is closed by then.
 	st := stubborn{fakeBackend: newFake(), release: make(chan struct{})}
 	ts = newReadyServer(t, st, Config{})
-	done := make(chan response, 1)
-	go func() { done <- ts.post("/v1/completions", `{"prompt":"a","max_tokens":2}`) }()
+	held, err := net.Dial("tcp", strings.TrimPrefix(ts.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	body := `{"prompt":"a","max_tokens":2}`
+	fmt.Fprintf(held, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	waitFor(t, "the stubborn generation", func() bool { return st.running.Load() == 1 })
 	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if err := ts.s.Shutdown(ctx); !errors.Is(err, ErrWorkInFlight) {
 		t.Errorf("Shutdown with a generation running past its deadline = %v, want ErrWorkInFlight", err)
 	}
+	if b, err := io.ReadAll(held); len(b) != 0 || err != nil && !strings.Contains(err.Error(), "reset") {
+		t.Errorf("the stubborn request's connection after Shutdown: read %q, %v; want it closed without an answer", b, err)
+	}
 	close(st.release)
-	<-done
+	waitFor(t, "the stubborn generation to return", func() bool { return st.running.Load() == 0 })
 }
 
 // readUntil reads lines from br until one holds marker or the connection

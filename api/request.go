@@ -30,6 +30,7 @@ var genFields = []string{
 	"mirostat_mode", "mirostat_tau", "mirostat_eta", "seed", "logit_bias", "logit_bias_type",
 	"grammar", "json_schema", "response_format", "grammar_root", "stop", "stream", "echo",
 	"suffix", "best_of", "logprobs", "top_logprobs", "n", "model", "user", "stream_options",
+	"max_completion_tokens",
 }
 
 // genRequest holds the decoded generation fields.
@@ -58,10 +59,7 @@ type genRequest struct {
 func (r *reader) readGen(m jsonObject, completion bool) *genRequest {
 	g := &genRequest{params: sampling.DefaultParams()}
 	p := &g.params
-	g.maxTokens = int(r.intRange(m, "", "max_tokens", 16, 0, math.MaxInt32))
-	if v, ok := m["max_tokens"]; ok && v == nil {
-		g.maxTokens = -1
-	}
+	g.maxTokens = r.maxTokens(m)
 	p.MinTokens = int(r.intRange(m, "", "min_tokens", 0, 0, math.MaxInt32))
 	p.Temperature = r.number(m, "", "temperature", p.Temperature)
 	p.TopK = int(r.intRange(m, "", "top_k", int64(p.TopK), math.MinInt32, math.MaxInt32))
@@ -206,6 +204,125 @@ func (r *reader) readGen(m jsonObject, completion bool) *genRequest {
 	return g
 }
 
+// maxTokens reads max_tokens and its newer name max_completion_tokens
+// (API-NOTES "Accepted OpenAI fields"): -1 when neither is given or null, 16
+// when absent, a 400 naming max_completion_tokens when both are given with
+// different values.
+func (r *reader) maxTokens(m jsonObject) int {
+	read := func(key string) (n int, given bool) {
+		v, ok := m[key]
+		if !ok {
+			return 16, false
+		}
+		if v == nil {
+			return -1, true
+		}
+		return int(r.intRange(m, "", key, 16, 0, math.MaxInt32)), true
+	}
+	n, given := read("max_tokens")
+	c, cgiven := read("max_completion_tokens")
+	switch {
+	case r.err != nil:
+		return n
+	case cgiven && given && c != n:
+		r.fail(badRequest("max_completion_tokens", "max_completion_tokens: %s, but max_tokens is %s: give one of them, or the same value",
+			limitText(c), limitText(n)))
+	case cgiven:
+		return c
+	}
+	return n
+}
+
+func limitText(n int) string {
+	if n < 0 {
+		return "null"
+	}
+	return strconv.Itoa(n)
+}
+
+// promptInput is one prompt of a prompt or input field: text, or token ids
+// when the client sent them tokenized (OpenAI's integer-array forms).
+type promptInput struct {
+	text     string
+	tokens   []int32
+	isTokens bool
+}
+
+// prompts reads a prompt or input field in any of OpenAI's forms: a
+// string, an array of strings, an array of token ids (one prompt) or an
+// array of such arrays; present reports whether the field was there (and
+// not null). Token ids are checked against the vocabulary later, by the
+// server (checkTokenIDs).
+func (r *reader) prompts(m jsonObject, key string, maxLen int) (out []promptInput, present bool) {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return nil, false
+	}
+	const want = "string, array of strings, array of token ids or array of token-id arrays"
+	switch {
+	case v.isString():
+		return []promptInput{{text: v.str()}}, true
+	case v.isArray():
+		out = []promptInput{}
+		v.elems(func(i int, e jsonValue) bool {
+			if i >= maxLen {
+				r.fail(badRequest(key, "%s: more than %d prompts, at most %d allowed", key, maxLen, maxLen))
+				return false
+			}
+			if i == 0 && e.isNumber() {
+				out = append(out, r.tokenIDs(v, key))
+				return false
+			}
+			p := indexPath(key, i)
+			var in promptInput
+			switch {
+			case e.isString():
+				in = promptInput{text: e.str()}
+			case e.isArray():
+				if e.count() == 0 {
+					r.fail(badRequest(p, "%s: empty token array", p))
+				}
+				in = r.tokenIDs(e, p)
+			default:
+				r.typeErr(p, "string or array of token ids", e)
+			}
+			if r.err == nil && i > 0 && in.isTokens != out[0].isTokens {
+				r.fail(badRequest(p, "%s: mixes strings and token arrays; give one kind", p))
+			}
+			out = append(out, in)
+			return r.err == nil
+		})
+		if r.err != nil {
+			return nil, true
+		}
+		return out, true
+	}
+	r.typeErr(key, want, v)
+	return nil, true
+}
+
+// tokenIDs reads an array of non-negative integer token ids.
+func (r *reader) tokenIDs(a jsonValue, path string) promptInput {
+	toks := []int32{}
+	a.elems(func(i int, x jsonValue) bool {
+		p := indexPath(path, i)
+		if !x.isNumber() {
+			r.typeErr(p, "integer token id", x)
+			return false
+		}
+		id := r.integerValue(x, p)
+		if r.err == nil && (id < 0 || id > math.MaxInt32) {
+			r.fail(badRequest(p, "%s: token id %d is out of range", p, id))
+		}
+		toks = append(toks, int32(id))
+		return r.err == nil
+	})
+	if r.err != nil {
+		return promptInput{}
+	}
+	return promptInput{tokens: toks, isTokens: true}
+}
+
 // paramError maps a *sampling.ParamError to a 400 naming its field.
 func paramError(err error) *Error {
 	var pe *sampling.ParamError
@@ -276,7 +393,7 @@ func (r *reader) responseFormat(rf jsonValue) string {
 // completionRequest is a decoded POST /v1/completions body.
 type completionRequest struct {
 	*genRequest
-	prompts []string
+	prompts []promptInput
 }
 
 func decodeCompletion(body []byte) (*completionRequest, *Error) {
@@ -290,9 +407,9 @@ func decodeCompletion(body []byte) (*completionRequest, *Error) {
 		return nil, r.err
 	}
 	req := &completionRequest{}
-	prompts, _, present := r.strOrStrings(m, "", "prompt", maxArrayStrings)
+	prompts, present := r.prompts(m, "prompt", maxArrayStrings)
 	if r.err == nil && !present {
-		r.fail(badRequest("prompt", "prompt: missing, want a string or an array of strings"))
+		r.fail(badRequest("prompt", "prompt: missing, want a string, an array of strings or token ids"))
 	}
 	if r.err == nil && len(prompts) == 0 {
 		r.fail(badRequest("prompt", "prompt: empty array"))
@@ -307,7 +424,7 @@ func decodeCompletion(body []byte) (*completionRequest, *Error) {
 
 // embeddingRequest is a decoded POST /v1/embeddings body.
 type embeddingRequest struct {
-	input     []string
+	input     []promptInput
 	normalize bool
 	base64    bool
 }
@@ -323,15 +440,15 @@ func decodeEmbedding(body []byte) (*embeddingRequest, *Error) {
 		return nil, r.err
 	}
 	req := &embeddingRequest{}
-	in, _, present := r.strOrStrings(m, "", "input", maxArrayStrings)
+	in, present := r.prompts(m, "input", maxArrayStrings)
 	if r.err == nil && !present {
-		r.fail(badRequest("input", "input: missing, want a string or an array of strings"))
+		r.fail(badRequest("input", "input: missing, want a string, an array of strings or token ids"))
 	}
 	if r.err == nil && len(in) == 0 {
 		r.fail(badRequest("input", "input: empty array"))
 	}
-	for i, s := range in {
-		if s == "" && r.err == nil {
+	for i, p := range in {
+		if !p.isTokens && p.text == "" && r.err == nil {
 			r.fail(badRequest(indexPath("input", i), "%s: empty string", indexPath("input", i)))
 		}
 	}

@@ -42,6 +42,13 @@ type Config struct {
 	// ChatTemplate is the template of requests without one; "" means
 	// "jinja" when the model has a template and "plain" otherwise.
 	ChatTemplate string
+	// ChatTemplateText, when set, is a Jinja chat template that replaces
+	// the model's tokenizer.chat_template (--chat-template-file).
+	ChatTemplateText string
+	// Version is the build's version, reported by /props and /metrics.
+	Version string
+	// ModelPath is the model file, reported by /props.
+	ModelPath string
 	// Parallel is how many Generate/Embed calls run at once (default 1).
 	Parallel int
 	// QueueSize is how many requests may wait for the model; more are
@@ -99,6 +106,10 @@ type Server struct {
 	// requests with tools render them (llama.cpp's preserved tokens).
 	preserved map[int32][]byte
 
+	// respStore keeps recent /v1/responses items (previous_response_id,
+	// item_reference).
+	respStore responseStore
+
 	slots    chan struct{} // one per parallel sequence (backends that do not batch)
 	batching bool          // the backend is a BatchingBackend
 	waiting  atomic.Int32  // requests queued or running
@@ -109,6 +120,7 @@ type Server struct {
 	baseCtx context.Context
 	cancel  context.CancelFunc
 	srv     *fasthttp.Server
+	metrics *metrics
 }
 
 // NewServer returns a server in the loading state.
@@ -142,6 +154,7 @@ func NewServer(cfg Config) *Server {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Parallel)}
+	s.metrics = newMetrics(s)
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.srv = &fasthttp.Server{
 		Handler:            s.Handler(),
@@ -204,6 +217,9 @@ func (s *Server) Ready(b Backend) error {
 			name = "jinja"
 		}
 	}
+	if s.cfg.ChatTemplateText != "" {
+		info.ChatTemplate = s.cfg.ChatTemplateText
+	}
 	t, err := newChatTemplate(name, info.ChatTemplate)
 	if err != nil {
 		return fmt.Errorf("--chat-template: %v", err)
@@ -229,7 +245,7 @@ func (s *Server) Ready(b Backend) error {
 // only loopback Host names (and Config.AllowedHosts) are answered.
 func (s *Server) Serve(ln net.Listener) error {
 	s.loopbackOnly = isLoopbackAddr(ln.Addr())
-	return s.srv.Serve(ln)
+	return s.srv.Serve(trackingListener{ln})
 }
 
 // drainTimeout bounds how long Shutdown waits for cancelled requests when
@@ -241,6 +257,8 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r := router.New()
 	r.GET("/health", s.handleHealth)
 	r.GET("/v1/models", s.wrap("models", s.handleModels))
+	r.GET("/v1/models/{id:*}", s.wrap("model", s.handleModel))
+	r.POST("/v1/responses", s.wrap("responses", s.handleResponses))
 	r.POST("/v1/completions", s.wrap("completions", s.handleCompletions))
 	r.POST("/v1/chat/completions", s.wrap("chat", s.handleChat))
 	r.POST("/v1/embeddings", s.wrap("embeddings", s.handleEmbeddings))
@@ -251,6 +269,7 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r.POST("/extras/tokenize/count", s.wrap("tokenize_count", s.handleTokenCount))
 	r.POST("/extras/detokenize", s.wrap("detokenize", s.handleDetokenize))
 	r.POST("/apply-template", s.wrap("apply_template", s.handleApplyTemplate))
+	s.opsRoutes(r)
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
 		s.writeError(ctx, errorf(404, "", "no route %s %s", ctx.Method(), ctx.Path()))
 		s.logRequest(ctx, "not_found", time.Now(), 0)
@@ -337,6 +356,7 @@ func (s *Server) wrap(route string, h func(ctx *fasthttp.RequestCtx) handlerResu
 func (s *Server) logRequest(ctx *fasthttp.RequestCtx, route string, start time.Time, tokens int) {
 	s.cfg.Logger.Info("request", "route", route, "method", string(ctx.Method()), "path", string(ctx.Path()),
 		"status", ctx.Response.StatusCode(), "tokens", tokens, "duration", time.Since(start))
+	s.metrics.request(route, ctx.Response.StatusCode(), time.Since(start))
 }
 
 func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {
@@ -419,11 +439,40 @@ var errShuttingDown = errorf(503, "", "the server is shutting down; the generati
 var errQueueFull = errorf(503, "", "the request queue is full; try again later")
 
 func (s *Server) handleModels(ctx *fasthttp.RequestCtx) handlerResult {
-	writeJSON(ctx, map[string]any{"object": "list", "data": []any{map[string]any{
+	writeJSON(ctx, map[string]any{"object": "list", "data": []any{s.modelEntry()}})
+	return handlerResult{}
+}
+
+// handleModel answers GET /v1/models/{id}: the model's entry, or a 404
+// for another id.
+func (s *Server) handleModel(ctx *fasthttp.RequestCtx) handlerResult {
+	id, _ := ctx.UserValue("id").(string)
+	if id != s.info.Name {
+		s.writeError(ctx, errorf(404, "model", "model %q not found: this server serves %q", id, s.info.Name))
+		return handlerResult{}
+	}
+	writeJSON(ctx, s.modelEntry())
+	return handlerResult{}
+}
+
+// modelMeta is the meta object of a /v1/models entry, named as the
+// reference server (llama.cpp) names it; unknown sizes are left out.
+type modelMeta struct {
+	NCtx      int   `json:"n_ctx"`
+	NCtxTrain int   `json:"n_ctx_train,omitempty"`
+	NVocab    int   `json:"n_vocab"`
+	NEmbd     int   `json:"n_embd,omitempty"`
+	NParams   int64 `json:"n_params,omitempty"`
+	Size      int64 `json:"size,omitempty"`
+}
+
+func (s *Server) modelEntry() map[string]any {
+	return map[string]any{
 		"id": s.info.Name, "object": "model", "owned_by": "vkllm", "permissions": []any{},
 		"created": s.cfg.Now().Unix(),
-	}}})
-	return handlerResult{}
+		"meta": modelMeta{NCtx: s.info.ContextSize, NCtxTrain: s.info.TrainContextSize, NVocab: s.info.VocabSize,
+			NEmbd: s.info.EmbeddingSize, NParams: s.info.Params, Size: s.info.SizeBytes},
+	}
 }
 
 func (s *Server) tokenize(text string) ([]int32, error) {
@@ -548,6 +597,9 @@ func modelError(err error) *Error {
 func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *Error, seqs int,
 	streamFn func(gctx contextT, cancel func(), sse *sseWriter) (tokens, status int),
 	whole func(gctx contextT) handlerResult) handlerResult {
+	if s.info.Encoder {
+		e = badRequest("model", "model: %s is an embedding or rerank model (an encoder) and cannot generate text; use /v1/embeddings or /v1/rerank", s.info.Name)
+	}
 	if e != nil {
 		if stream {
 			s.streamError(ctx, route, e)
@@ -561,26 +613,30 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 		return handlerResult{}
 	}
 	conn := ctx.Conn()
+	id := requestID(ctx)
 	method, path := string(ctx.Method()), string(ctx.Path())
-	st := &reqStats{start: time.Now()}
+	rs := &reqStats{id: id, start: time.Now()}
+	gone := func(cancel func()) func() { return func() { rs.clientGone.Store(true); cancel() } }
 	if !stream {
 		defer s.unreserve(seqs)
 		gctx, cancel := contextWithCancel(s)
 		defer cancel()
-		stop := watchClose(conn, func() { st.clientGone.Store(true); cancel() })
-		res := whole(withStats(gctx, st))
+		gctx = withStats(gctx, rs)
+		stop := watchClose(conn, gone(cancel))
+		res := whole(gctx)
 		stop()
 		// Logged here, with what happened; wrap logs the rest.
 		status, outcome := ctx.Response.StatusCode(), "ok"
 		switch {
-		case st.clientGone.Load():
+		case rs.clientGone.Load():
+			// Nobody reads the answer: the client's doing, not a 200.
 			status, outcome = 499, "client_gone"
 		case s.baseCtx.Err() != nil && status == errShuttingDown.Status:
 			outcome = "shutdown"
 		case status >= 400:
 			outcome = "error"
 		}
-		s.logGeneration(route, method, path, status, false, st, outcome, nil)
+		s.logGeneration(route, method, path, status, false, rs, outcome, nil)
 		res.logged = true
 		return res
 	}
@@ -590,9 +646,10 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 		defer s.unreserve(seqs)
 		gctx, cancel := contextWithCancel(s)
 		defer cancel()
+		gctx = withStats(gctx, rs)
 		// A client that leaves while its request waits or its prompt is
 		// prefilled (nothing written yet) is noticed too.
-		stop := watchClose(conn, func() { st.clientGone.Store(true); cancel() })
+		stop := watchClose(conn, gone(cancel))
 		defer stop()
 		sse := newSSEWriter(w)
 		// --timeout bounds each write, not the stream: a long stream
@@ -600,23 +657,22 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 		// cut.
 		sse.conn, sse.idle = conn, s.cfg.WriteTimeout
 		defer s.recoverStream(route, sse)
-		_, status := streamFn(withStats(gctx, st), cancel, sse)
+		_, status := streamFn(gctx, cancel, sse)
 		outcome := "ok"
-		var e *Error
 		switch {
+		case rs.clientGone.Load():
+			status, outcome = 499, "client_gone"
 		case sse.timedOut:
-			outcome = "timeout"
-		case st.clientGone.Load() || status == 499:
+			// The client took no data for --timeout: the server cut it.
+			status, outcome = 504, "timeout"
+		case status == 499:
 			outcome = "client_gone"
 		case s.baseCtx.Err() != nil && status == errShuttingDown.Status:
 			outcome = "shutdown"
 		case status >= 400:
 			outcome = "error"
 		}
-		if sse.sentError != nil {
-			e = sse.sentError
-		}
-		s.logGeneration(route, method, path, 200, true, st, outcome, e)
+		s.logGeneration(route, method, path, status, true, rs, outcome, sse.sentError)
 	})
 	return handlerResult{logged: true}
 }

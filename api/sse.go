@@ -59,7 +59,7 @@ func (s *sseWriter) write() error {
 	} else if err := s.w.Flush(); err != nil {
 		s.err = err
 	}
-	if s.err != nil && isTimeout(s.err) {
+	if s.err != nil && (isTimeout(s.err) || s.conn != nil && writeTimedOut(s.conn)) {
 		s.timedOut = true
 	}
 	return s.err

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/vkllm/vkllm/gguf/quant"
 )
@@ -49,23 +48,47 @@ func (b *Batch) check(vocab, slots, ctx int) error {
 	return nil
 }
 
-// CPUModel is the plain-Go reference of the forward pass: weights
-// dequantized to f32, arithmetic accumulated in f64, an f32 KV cache. It is
-// slow and exists to check the GPU path (tests and --verify).
-type CPUModel struct {
-	o      Options
-	slots  int
-	ctx    int
-	embd   []float32 // [vocab][embd]
-	outN   []float32
-	output []float32 // [vocab][embd]
-	blocks []cpuBlock
+// encoderSeqEnds checks that every slot's rows in b form one whole
+// sequence, consecutive at positions 0..n-1, as encoders need (they attend
+// in both directions and keep no cache), and writes each row's sequence end
+// (one past its last row) into ends.
+func encoderSeqEnds(b Batch, ends []int32) error {
+	n := b.Len()
+	for i := 0; i < n; {
+		if b.Pos[i] != 0 {
+			return fmt.Errorf("engine: batch row %d: an encoder sequence starts at position %d, want 0 (a sequence is fed whole in one batch)", i, b.Pos[i])
+		}
+		j := i + 1
+		for j < n && b.Slots[j] == b.Slots[i] && int(b.Pos[j]) == j-i {
+			j++
+		}
+		for r := i; r < j; r++ {
+			ends[r] = int32(j)
+		}
+		i = j
+	}
+	for i := 0; i < n; i = int(ends[i]) {
+		for j := 0; j < i; j = int(ends[j]) {
+			if b.Slots[j] == b.Slots[i] {
+				return fmt.Errorf("engine: batch row %d: slot %d holds two encoder sequences in one batch", i, b.Slots[i])
+			}
+		}
+	}
+	return nil
 }
 
-type cpuBlock struct {
-	attnNorm, q, k, v, qBias, kBias, vBias, qNorm, kNorm []float32
-	out, ffnNorm, gate, up, down                         []float32
-	kCache, vCache                                       []float32 // [slot][pos][kvhead][dim]
+// CPUModel is the plain-Go reference of the forward pass: weights
+// dequantized to f32, arithmetic accumulated in f64, an f32 KV cache. It
+// runs the same architecture description as the GPU (cpuGraph). It is slow
+// and exists to check the GPU path (tests and --verify).
+type CPUModel struct {
+	o      Options
+	model  archModel
+	slots  int
+	ctx    int
+	w      [][]float32 // every tensor, dequantized, by Tensor.idx
+	kCache [][]float32 // per layer [slot][pos][kvhead][dim]
+	vCache [][]float32
 }
 
 func dequant(t *Tensor) ([]float32, error) {
@@ -86,33 +109,21 @@ func dequant(t *Tensor) ([]float32, error) {
 // NewCPUModel dequantizes w and makes a KV cache of slots sequences of ctx
 // positions each.
 func NewCPUModel(o Options, w *Weights, ctx, slots int) (*CPUModel, error) {
-	m := &CPUModel{o: o, slots: slots, ctx: ctx, blocks: make([]cpuBlock, o.Layers)}
-	var err error
-	load := func(dst *[]float32, t *Tensor) {
-		if err == nil {
-			*dst, err = dequant(t)
+	m := &CPUModel{o: o, model: w.model, slots: slots, ctx: ctx, w: make([][]float32, len(w.Tensors))}
+	for i, t := range w.Tensors {
+		var err error
+		if m.w[i], err = dequant(t); err != nil {
+			return nil, err
 		}
 	}
-	load(&m.embd, w.TokenEmbd)
-	load(&m.outN, w.OutputNorm)
-	load(&m.output, w.OutputMatrix())
-	for i := range m.blocks {
-		b, wb := &m.blocks[i], &w.Blocks[i]
-		for _, p := range []struct {
-			dst *[]float32
-			t   *Tensor
-		}{
-			{&b.attnNorm, wb.AttnNorm}, {&b.q, wb.Q}, {&b.k, wb.K}, {&b.v, wb.V},
-			{&b.qBias, wb.QBias}, {&b.kBias, wb.KBias}, {&b.vBias, wb.VBias},
-			{&b.qNorm, wb.QNorm}, {&b.kNorm, wb.KNorm}, {&b.out, wb.Out},
-			{&b.ffnNorm, wb.FFNNorm}, {&b.gate, wb.Gate}, {&b.up, wb.Up}, {&b.down, wb.Down},
-		} {
-			load(p.dst, p.t)
+	if !o.Encoder {
+		m.kCache, m.vCache = make([][]float32, o.Layers), make([][]float32, o.Layers)
+		for l := range o.Layers {
+			m.kCache[l] = make([]float32, slots*ctx*o.KVHeads*o.HeadDim)
+			m.vCache[l] = make([]float32, slots*ctx*o.KVHeads*o.HeadDimV)
 		}
-		b.kCache = make([]float32, slots*ctx*o.KVHeads*o.HeadDim)
-		b.vCache = make([]float32, slots*ctx*o.KVHeads*o.HeadDimV)
 	}
-	return m, err
+	return m, nil
 }
 
 // Options returns the model's hyper-parameters.
@@ -121,215 +132,65 @@ func (m *CPUModel) Options() Options { return m.o }
 // Forward runs the batch and returns the logits of the rows that asked for
 // them, concatenated in row order ([rows][vocab]).
 func (m *CPUModel) Forward(b Batch) ([]float32, error) {
-	hidden, err := m.forwardHidden(b)
-	if err != nil {
-		return nil, err
-	}
-	o := m.o
-	var logits []float32
-	for i := range b.Len() {
-		if !b.Logits[i] {
-			continue
-		}
-		row := make([]float32, o.Vocab)
-		refMatVec(row, m.output, hidden[i*o.Embd:(i+1)*o.Embd], o.Vocab, o.Embd)
-		logits = append(logits, row...)
-	}
-	return logits, nil
+	var out Output
+	err := m.ForwardInto(b, &out)
+	return out.Logits, err
 }
 
 // Hidden runs the batch and returns every row's final hidden state (after
 // the output norm), [rows][embd].
-func (m *CPUModel) Hidden(b Batch) ([]float32, error) { return m.forwardHidden(b) }
-
-func (m *CPUModel) forwardHidden(b Batch) ([]float32, error) {
-	o := m.o
-	if err := b.check(o.Vocab, m.slots, m.ctx); err != nil {
-		return nil, err
+func (m *CPUModel) Hidden(b Batch) ([]float32, error) {
+	h := Batch{Tokens: b.Tokens, Slots: b.Slots, Pos: b.Pos, Logits: make([]bool, b.Len()), Hidden: make([]bool, b.Len())}
+	for i := range h.Hidden {
+		h.Hidden[i] = true
 	}
-	n, E := b.Len(), o.Embd
-	x := make([]float32, n*E)
-	for i, t := range b.Tokens {
-		copy(x[i*E:(i+1)*E], m.embd[int(t)*E:(int(t)+1)*E])
-	}
-	h := make([]float32, n*E)
-	for l := range m.blocks {
-		blk := &m.blocks[l]
-		refRMSNorm(h, x, blk.attnNorm, n, E, o.NormEps)
-		attn := m.attention(blk, h, b)
-		for i := range x {
-			x[i] += attn[i]
-		}
-		refRMSNorm(h, x, blk.ffnNorm, n, E, o.NormEps)
-		ffn := m.feedForward(blk, h, n)
-		for i := range x {
-			x[i] += ffn[i]
-		}
-	}
-	refRMSNorm(h, x, m.outN, n, E, o.NormEps)
-	return h, nil
+	var out Output
+	err := m.ForwardInto(h, &out)
+	return out.Hidden, err
 }
 
-// attention is the self-attention sublayer: projections, optional biases
-// and q/k norms, RoPE, the KV-cache write, scaled-dot-product attention over
-// the row's own slot, and the output projection.
-func (m *CPUModel) attention(blk *cpuBlock, h []float32, b Batch) []float32 {
-	o := m.o
-	n, E := b.Len(), o.Embd
-	D, DV := o.HeadDim, o.HeadDimV
-	qw, kw, vw := o.Heads*D, o.KVHeads*D, o.KVHeads*DV
-	q := make([]float32, n*qw)
-	k := make([]float32, n*kw)
-	v := make([]float32, n*vw)
-	for i := range n {
-		x := h[i*E : (i+1)*E]
-		refMatVec(q[i*qw:(i+1)*qw], blk.q, x, qw, E)
-		refMatVec(k[i*kw:(i+1)*kw], blk.k, x, kw, E)
-		refMatVec(v[i*vw:(i+1)*vw], blk.v, x, vw, E)
+// ForwardInto runs the batch and puts the logits and hidden states its
+// rows ask for into out, as GPUModel.ForwardInto.
+func (m *CPUModel) ForwardInto(b Batch, out *Output) error {
+	if err := b.check(m.o.Vocab, m.slots, m.ctx); err != nil {
+		return err
 	}
-	if blk.qBias != nil {
-		addRows(q, blk.qBias)
-		addRows(k, blk.kBias)
-		addRows(v, blk.vBias)
-	}
-	if blk.qNorm != nil {
-		refRMSNorm(q, q, blk.qNorm, n*o.Heads, D, o.NormEps)
-		refRMSNorm(k, k, blk.kNorm, n*o.KVHeads, D, o.NormEps)
-	}
-	for i := range n {
-		pos := float64(b.Pos[i])
-		for hd := range o.Heads {
-			RefRoPE(q[i*qw+hd*D:i*qw+(hd+1)*D], pos, o.RopeDim, o.RopeBase, o.RopeScale, o.RopeNeoX)
+	g := &cpuGraph{m: m, b: b}
+	if m.o.Encoder {
+		g.ends = make([]int32, b.Len())
+		if err := encoderSeqEnds(b, g.ends); err != nil {
+			return err
 		}
-		for hd := range o.KVHeads {
-			RefRoPE(k[i*kw+hd*D:i*kw+(hd+1)*D], pos, o.RopeDim, o.RopeBase, o.RopeScale, o.RopeNeoX)
-		}
-		at := (int(b.Slots[i])*m.ctx + int(b.Pos[i]))
-		copy(blk.kCache[at*kw:(at+1)*kw], k[i*kw:(i+1)*kw])
-		copy(blk.vCache[at*vw:(at+1)*vw], v[i*vw:(i+1)*vw])
 	}
-	out := make([]float32, n*o.Heads*DV)
-	scale := 1 / math.Sqrt(float64(D))
-	group := o.Heads / o.KVHeads
-	scores := make([]float64, m.ctx)
-	for i := range n {
-		base := int(b.Slots[i]) * m.ctx
-		npos := int(b.Pos[i]) + 1
-		for hd := range o.Heads {
-			kvh := hd / group
-			qv := q[i*qw+hd*D : i*qw+(hd+1)*D]
-			maxS := math.Inf(-1)
-			for p := range npos {
-				kv := blk.kCache[(base+p)*kw+kvh*D : (base+p)*kw+(kvh+1)*D]
-				s := 0.0
-				for d := range D {
-					s += float64(qv[d]) * float64(kv[d])
-				}
-				scores[p] = s * scale
-				maxS = math.Max(maxS, scores[p])
+	for i, want := range b.Logits {
+		if want {
+			if m.o.Encoder {
+				return fmt.Errorf("engine: %s is an encoder (embeddings and rerank only): it gives hidden states, not logits, so it cannot generate", m.o.Arch)
 			}
-			sum := 0.0
-			for p := range npos {
-				scores[p] = math.Exp(scores[p] - maxS)
-				sum += scores[p]
-			}
-			dst := out[(i*o.Heads+hd)*DV : (i*o.Heads+hd+1)*DV]
-			for d := range DV {
-				acc := 0.0
-				for p := range npos {
-					acc += scores[p] * float64(blk.vCache[(base+p)*vw+kvh*DV+d])
-				}
-				dst[d] = float32(acc / sum)
-			}
+			g.rows = append(g.rows, i)
 		}
 	}
-	res := make([]float32, n*E)
-	ow := o.Heads * DV
-	for i := range n {
-		refMatVec(res[i*E:(i+1)*E], blk.out, out[i*ow:(i+1)*ow], E, ow)
-	}
-	return res
-}
-
-// feedForward is the SwiGLU sublayer: down(silu(gate(h)) * up(h)).
-func (m *CPUModel) feedForward(blk *cpuBlock, h []float32, n int) []float32 {
-	E, F := m.o.Embd, m.o.FFN
-	g := make([]float32, F)
-	u := make([]float32, F)
-	res := make([]float32, n*E)
-	for i := range n {
-		x := h[i*E : (i+1)*E]
-		refMatVec(g, blk.gate, x, F, E)
-		refMatVec(u, blk.up, x, F, E)
-		for j := range g {
-			s := float64(g[j])
-			g[j] = float32(s / (1 + math.Exp(-s)) * float64(u[j]))
-		}
-		refMatVec(res[i*E:(i+1)*E], blk.down, g, E, F)
-	}
-	return res
-}
-
-// refMatVec computes y[r] = sum_k w[r][k] * x[k] for a [rows][cols] matrix.
-func refMatVec(y, w, x []float32, rows, cols int) {
-	for r := range rows {
-		row := w[r*cols : (r+1)*cols]
-		s := 0.0
-		for k, xv := range x[:cols] {
-			s += float64(row[k]) * float64(xv)
-		}
-		y[r] = float32(s)
-	}
-}
-
-// refRMSNorm normalizes each of rows rows of cols values and multiplies by
-// weight (dst may be src).
-func refRMSNorm(dst, src, weight []float32, rows, cols int, eps float32) {
-	for r := range rows {
-		x := src[r*cols : (r+1)*cols]
-		ss := 0.0
-		for _, v := range x {
-			ss += float64(v) * float64(v)
-		}
-		scale := 1 / math.Sqrt(ss/float64(cols)+float64(eps))
-		d := dst[r*cols : (r+1)*cols]
-		for i, v := range x {
-			d[i] = float32(float64(v) * scale * float64(weight[i]))
+	g.nLogits = len(g.rows)
+	for i := range b.Hidden {
+		if b.Hidden[i] {
+			g.rows = append(g.rows, i)
 		}
 	}
-}
-
-func addRows(x, bias []float32) {
-	for i := range x {
-		x[i] += bias[i%len(bias)]
+	m.model.forward(g)
+	if g.err != nil {
+		return g.err
 	}
-}
-
-// RefRoPE rotates the first dims values of one head's vector x by position
-// pos: pairs (x[2i], x[2i+1]) in normal mode, (x[i], x[i+dims/2]) in NeoX
-// mode, by the angle pos*scale*base^(-2i/dims). Values past dims are left.
-func RefRoPE(x []float32, pos float64, dims int, base, scale float32, neox bool) {
-	half := dims / 2
-	for i := range half {
-		theta := pos * float64(scale) * math.Pow(float64(base), -2*float64(i)/float64(dims))
-		c, s := math.Cos(theta), math.Sin(theta)
-		a, b := 2*i, 2*i+1
-		if neox {
-			a, b = i, i+half
-		}
-		x0, x1 := float64(x[a]), float64(x[b])
-		x[a] = float32(x0*c - x1*s)
-		x[b] = float32(x0*s + x1*c)
-	}
+	out.Logits, out.Hidden = g.logits, g.hidden
+	return nil
 }
 
 // CopyPrefix copies the keys and values of positions 0..n-1 of slot src to
 // slot dst (GPUModel.CopyPrefix's reference).
 func (m *CPUModel) CopyPrefix(dst, src, n int) {
 	kw, vw := m.o.KVHeads*m.o.HeadDim, m.o.KVHeads*m.o.HeadDimV
-	for i := range m.blocks {
-		b := &m.blocks[i]
-		copy(b.kCache[dst*m.ctx*kw:(dst*m.ctx+n)*kw], b.kCache[src*m.ctx*kw:(src*m.ctx+n)*kw])
-		copy(b.vCache[dst*m.ctx*vw:(dst*m.ctx+n)*vw], b.vCache[src*m.ctx*vw:(src*m.ctx+n)*vw])
+	for l := range m.kCache {
+		k, v := m.kCache[l], m.vCache[l]
+		copy(k[dst*m.ctx*kw:(dst*m.ctx+n)*kw], k[src*m.ctx*kw:(src*m.ctx+n)*kw])
+		copy(v[dst*m.ctx*vw:(dst*m.ctx+n)*vw], v[src*m.ctx*vw:(src*m.ctx+n)*vw])
 	}
 }

@@ -64,20 +64,27 @@ func TestGPUMatchesCPU(t *testing.T) {
 	archs := []struct {
 		arch, vocab string
 		tied        bool
-	}{{"llama", "spm", false}, {"qwen2", "bpe", true}, {"qwen3", "bpe", false}}
+		ropeFreqs   bool
+	}{{"llama", "spm", false, false}, {"qwen2", "bpe", true, false}, {"qwen3", "bpe", false, false},
+		{"llama", "bpe", true, true}, {"gemma2", "spm", true, false}, {"gemma3", "spm", true, false}, {"phi3", "spm", false, false}}
 	types := []gguf.GGMLType{gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_1,
 		gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K}
 	for _, a := range archs {
 		for _, typ := range types {
-			if a.arch != "llama" && typ != gguf.TypeF32 && typ != gguf.TypeQ8_0 && typ != gguf.TypeQ4_K {
+			if (a.arch != "llama" || a.ropeFreqs) && typ != gguf.TypeF32 && typ != gguf.TypeQ8_0 && typ != gguf.TypeQ4_K {
 				continue // every format on llama; a few on the others keep CI short
 			}
-			t.Run(fmt.Sprintf("%s/%v", a.arch, typ), func(t *testing.T) {
+			name := a.arch
+			if a.ropeFreqs {
+				name += "-rope_freqs"
+			}
+			t.Run(fmt.Sprintf("%s/%v", name, typ), func(t *testing.T) {
 				embd := 64
 				if typ.BlockSize() == 256 {
 					embd = 256
 				}
-				path := genModel(t, modelgen.Options{Arch: a.arch, Vocab: a.vocab, Type: typ, Embd: embd, Layers: 2, Heads: 4, KVHeads: 2, Tied: a.tied, Seed: 7})
+				path := genModel(t, modelgen.Options{Arch: a.arch, Vocab: a.vocab, Type: typ, Embd: embd, Layers: 2, Heads: 4, KVHeads: 2, Tied: a.tied,
+					RopeFreqs: a.ropeFreqs, Seed: 7})
 				o, w := openModel(t, path)
 				cpu, err := NewCPUModel(o, w, 32, 3)
 				if err != nil {
@@ -111,6 +118,16 @@ func TestGPUMatchesCPU(t *testing.T) {
 				}
 				if e := maxRelError(got, want); e > tolerance(typ) || math.IsNaN(e) {
 					t.Fatalf("mixed batch: max relative logit error %.3g, want <= %.3g", e, tolerance(typ))
+				}
+				if a.arch == "gemma2" {
+					// modelgen's final cap 5 bends logits that reach about 20.
+					top := 0.0
+					for _, v := range got {
+						top = math.Max(top, math.Abs(float64(v)))
+					}
+					if top > 5 || top < 4 {
+						t.Fatalf("gemma2: largest |logit| %.3f, want soft-capped to at most 5 (and near it)", top)
+					}
 				}
 				// Decode steps on slot 1, feeding the CPU's argmax.
 				next := argmaxF32(want[:o.Vocab])
@@ -149,7 +166,7 @@ func argmaxF32(x []float32) int32 {
 func TestGreedyIdentical(t *testing.T) {
 	dev := vktest.Open(t, vk.Options{})
 	for _, typ := range []gguf.GGMLType{gguf.TypeF32, gguf.TypeF16} {
-		for _, arch := range []string{"llama", "qwen2", "qwen3"} {
+		for _, arch := range []string{"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"} {
 			t.Run(fmt.Sprintf("%s/%v", arch, typ), func(t *testing.T) {
 				path := genModel(t, modelgen.Options{Arch: arch, Type: typ, Embd: 64, Layers: 2, Seed: 3})
 				o, w := openModel(t, path)

@@ -7,51 +7,81 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/vkllm/vkllm/gguf"
 )
 
-// Options are a decoder model's hyper-parameters, read from GGUF metadata
-// keys prefixed with the architecture name.
+// Options are a model's hyper-parameters, read from GGUF metadata keys
+// prefixed with the architecture name. What only one architecture has
+// (sliding windows, soft-capping, ...) its file reads into its own struct.
 type Options struct {
-	Arch       string
-	Embd       int // embedding_length
-	Layers     int // block_count
-	FFN        int // feed_forward_length
-	Heads      int // attention.head_count
-	KVHeads    int // attention.head_count_kv (default Heads)
-	HeadDim    int // attention.key_length (default Embd/Heads)
-	HeadDimV   int // attention.value_length (default HeadDim)
-	Vocab      int // rows of token_embd.weight
-	CtxTrain   int // context_length
-	NormEps    float32
-	RopeBase   float32 // rope.freq_base (default 10000)
-	RopeScale  float32 // position multiplier: 1/rope.scaling.factor for linear scaling, else 1
-	RopeDim    int     // rope.dimension_count (default HeadDim)
-	RopeNeoX   bool    // rotate halves (NeoX) rather than adjacent pairs
-	QKVBias    bool    // q/k/v projections have biases (qwen2)
-	QKNorm     bool    // per-head RMSNorm of q and k (qwen3)
-	TiedOutput bool    // no output.weight: the output reuses token_embd.weight
+	Arch     string
+	Embd     int // embedding_length
+	Layers   int // block_count
+	FFN      int // feed_forward_length
+	Heads    int // attention.head_count
+	KVHeads  int // attention.head_count_kv (default Heads)
+	HeadDim  int // attention.key_length (default Embd/Heads)
+	HeadDimV int // attention.value_length (default HeadDim)
+	Vocab    int // rows of token_embd.weight
+	CtxTrain int // context_length
+	// NormEps is attention.layer_norm_rms_epsilon, or
+	// attention.layer_norm_epsilon for architectures with LayerNorm.
+	NormEps   float32
+	RopeBase  float32 // rope.freq_base (default 10000)
+	RopeScale float32 // position multiplier: 1/rope.scaling.factor for linear and YaRN scaling, else 1
+	RopeDim   int     // rope.dimension_count (default HeadDim)
+	// RopeYaRN holds YaRN's settings when rope.scaling.type is yarn.
+	RopeYaRN *YaRN
+	// RopeAttnFactor is rope.scaling.attn_factor (default 1): it multiplies
+	// cos and sin.
+	RopeAttnFactor float32
+	// RopeOrigCtx is rope.scaling.original_context_length (0 when absent).
+	RopeOrigCtx int
+	TiedOutput  bool // no output.weight: the output reuses token_embd.weight
+	// Encoder models (BERT) attend in both directions, keep no KV cache
+	// and produce hidden states, not logits.
+	Encoder bool
+	// Pooling is {arch}.pooling_type (PoolNone when absent).
+	Pooling Pooling
 }
 
-// archSpec is what differs between the supported decoder architectures.
-// Adding an architecture that fits the llama block is one entry here; one
-// with another block shape is a new file with its own forward functions.
+// YaRN are the settings of YaRN RoPE scaling, as the reference's defaults.
+type YaRN struct {
+	ExtFactor          float32 // 1
+	BetaFast, BetaSlow float32 // 32, 1
+}
+
+// archSpec is what the loader needs to know of an architecture before its
+// file takes over.
 type archSpec struct {
-	neox, qkvBias, qkNorm bool
+	layerNorm bool // eps from attention.layer_norm_epsilon
+	encoder   bool
+	// load binds the architecture's tensors and reads its own settings.
+	load func(f *gguf.File, o Options) (archModel, error)
 }
 
+// archFor returns the architecture called name. Adding one is a file with
+// its struct, loader and forward pass, and a case here.
 func archFor(name string) (archSpec, error) {
 	switch name {
-	case "llama":
-		return archSpec{}, nil
-	case "qwen2":
-		return archSpec{neox: true, qkvBias: true}, nil
-	case "qwen3":
-		return archSpec{neox: true, qkNorm: true}, nil
+	case "llama", "qwen2", "qwen3":
+		return archSpec{load: loadLlama}, nil
+	case "gemma2":
+		return archSpec{load: loadGemma2}, nil
+	case "gemma3":
+		return archSpec{load: loadGemma3}, nil
+	case "phi3":
+		return archSpec{load: loadPhi3}, nil
+	case "bert":
+		return archSpec{load: loadBert, layerNorm: true, encoder: true}, nil
 	}
-	return archSpec{}, fmt.Errorf("engine: unsupported architecture %q (supported: llama, qwen2, qwen3)", name)
+	return archSpec{}, fmt.Errorf("engine: unsupported architecture %q (supported: %s)", name, supportedArchs)
 }
+
+// supportedArchs lists the architectures archFor knows, for errors.
+const supportedArchs = "llama, qwen2, qwen3, gemma2, gemma3, phi3, bert"
 
 // ReadOptions reads the hyper-parameters of f.
 func ReadOptions(f *gguf.File) (Options, error) {
@@ -63,7 +93,7 @@ func ReadOptions(f *gguf.File) (Options, error) {
 	if err != nil {
 		return Options{}, err
 	}
-	o := Options{Arch: arch, RopeNeoX: spec.neox, QKVBias: spec.qkvBias, QKNorm: spec.qkNorm}
+	o := Options{Arch: arch, Encoder: spec.encoder}
 	p := arch + "."
 	required := []struct {
 		key string
@@ -113,29 +143,23 @@ func ReadOptions(f *gguf.File) (Options, error) {
 	if v, err := f.Int(p + "rope.dimension_count"); err == nil {
 		o.RopeDim = int(v)
 	}
-	eps, err := f.Float(p + "attention.layer_norm_rms_epsilon")
+	epsKey := p + "attention.layer_norm_rms_epsilon"
+	if spec.layerNorm {
+		epsKey = p + "attention.layer_norm_epsilon"
+	}
+	eps, err := f.Float(epsKey)
 	if err != nil {
 		return Options{}, err
 	}
 	o.NormEps = float32(eps)
-	o.RopeBase = 10000
-	if v, err := f.Float(p + "rope.freq_base"); err == nil {
-		o.RopeBase = float32(v)
+	if err := readRope(f, p, &o); err != nil {
+		return Options{}, err
 	}
-	o.RopeScale = 1
-	if kind, err := f.String(p + "rope.scaling.type"); err == nil && kind != "none" {
-		if kind != "linear" {
-			return Options{}, fmt.Errorf("engine: %srope.scaling.type %q is not supported (only linear)", p, kind)
+	if v, err := f.Int(p + "pooling_type"); err == nil {
+		if v < 0 || v > int64(PoolRank) {
+			return Options{}, fmt.Errorf("engine: %spooling_type %d is not supported (0 none, 1 mean, 2 cls, 3 last, 4 rank)", p, v)
 		}
-		factor, err := f.Float(p + "rope.scaling.factor")
-		if err != nil {
-			return Options{}, err
-		}
-		if factor > 0 {
-			o.RopeScale = float32(1 / factor)
-		}
-	} else if v, err := f.Float(p + "rope.scale_linear"); err == nil && v > 0 {
-		o.RopeScale = float32(1 / v)
+		o.Pooling = Pooling(v)
 	}
 	emb, ok := f.Tensor("token_embd.weight")
 	if !ok {
@@ -146,7 +170,7 @@ func ReadOptions(f *gguf.File) (Options, error) {
 	}
 	o.Vocab = int(emb.Dims[1])
 	_, hasOutput := f.Tensor("output.weight")
-	o.TiedOutput = !hasOutput
+	o.TiedOutput = !hasOutput && !o.Encoder
 	switch {
 	case o.Heads%o.KVHeads != 0:
 		return Options{}, fmt.Errorf("engine: %d heads is not a multiple of %d KV heads", o.Heads, o.KVHeads)
@@ -154,4 +178,74 @@ func ReadOptions(f *gguf.File) (Options, error) {
 		return Options{}, fmt.Errorf("engine: rope dimension %d must be even and at most the head width %d", o.RopeDim, o.HeadDim)
 	}
 	return o, nil
+}
+
+// readRope reads the RoPE keys: base, scaling type and factor, YaRN's and
+// LongRoPE's settings. A scaling type the engine does not implement is an
+// error naming it, never ignored.
+func readRope(f *gguf.File, p string, o *Options) error {
+	o.RopeBase = 10000
+	if v, err := f.Float(p + "rope.freq_base"); err == nil {
+		o.RopeBase = float32(v)
+	}
+	o.RopeScale, o.RopeAttnFactor = 1, 1
+	if v, err := f.Float(p + "rope.scaling.attn_factor"); err == nil && v > 0 {
+		o.RopeAttnFactor = float32(v)
+	}
+	if v, err := f.Int(p + "rope.scaling.original_context_length"); err == nil && v > 0 && v <= 1<<24 {
+		o.RopeOrigCtx = int(v)
+	}
+	kind, err := f.String(p + "rope.scaling.type")
+	if err != nil {
+		if v, err := f.Float(p + "rope.scale_linear"); err == nil && v > 0 {
+			o.RopeScale = float32(1 / v)
+		}
+		return nil
+	}
+	switch kind {
+	case "none":
+		return nil
+	case "linear", "yarn":
+	default:
+		return fmt.Errorf("engine: %srope.scaling.type %q is not supported (none, linear and yarn are; Llama 3's scaling comes as rope_freqs.weight, LongRoPE as rope_factors_long/short.weight)", p, kind)
+	}
+	if factor, err := f.Float(p + "rope.scaling.factor"); err == nil && factor > 0 {
+		o.RopeScale = float32(1 / factor)
+	}
+	if kind == "yarn" {
+		if o.RopeOrigCtx == 0 {
+			return fmt.Errorf("engine: %srope.scaling.type yarn needs %srope.scaling.original_context_length", p, p)
+		}
+		y := &YaRN{ExtFactor: 1, BetaFast: 32, BetaSlow: 1}
+		if v, err := f.Float(p + "rope.scaling.yarn_beta_fast"); err == nil {
+			y.BetaFast = float32(v)
+		}
+		if v, err := f.Float(p + "rope.scaling.yarn_beta_slow"); err == nil {
+			y.BetaSlow = float32(v)
+		}
+		o.RopeYaRN = y
+	}
+	return nil
+}
+
+// rope returns the Rope of a layer with base and scale, from o's RoPE
+// settings (factors nil).
+func (o *Options) rope(neox bool, base, scale float32) Rope {
+	r := Rope{HeadDim: o.HeadDim, Dims: o.RopeDim, NeoX: neox, Base: base, Scale: scale, AttnFactor: o.RopeAttnFactor}
+	if y := o.RopeYaRN; y != nil && scale != 1 {
+		r.ExtFactor = y.ExtFactor
+		r.CorrDims = yarnCorrDims(o.RopeDim, o.RopeOrigCtx, base, y.BetaFast, y.BetaSlow)
+	}
+	return r
+}
+
+// yarnCorrDims is the reference's ggml_rope_yarn_corr_dims: the dimensions
+// where YaRN's ramp starts and ends.
+func yarnCorrDims(dims, origCtx int, base, betaFast, betaSlow float32) [2]float32 {
+	corr := func(rot float32) float64 {
+		return float64(dims) * math.Log(float64(origCtx)/(float64(rot)*2*math.Pi)) / (2 * math.Log(float64(base)))
+	}
+	start := math.Floor(corr(betaFast))
+	end := math.Ceil(corr(betaSlow))
+	return [2]float32{float32(max(0, start)), float32(min(float64(dims-1), end))}
 }

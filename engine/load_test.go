@@ -62,6 +62,18 @@ func TestLoadErrors(t *testing.T) {
 		{"missing bias", func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool {
 			return ti == nil || ti.Name != "blk.0.attn_k.bias"
 		}, "blk.0.attn_k.bias"},
+		{"unimplemented rope scaling", func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool {
+			if ti == nil {
+				w.MustSet("qwen2.rope.scaling.type", "su")
+			}
+			return true
+		}, `rope.scaling.type "su" is not supported`},
+		{"yarn without its original context", func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool {
+			if ti == nil {
+				w.MustSet("qwen2.rope.scaling.type", "yarn")
+			}
+			return true
+		}, "rope.scaling.original_context_length"},
 		{"missing key", func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool {
 			if ti == nil {
 				w.MustSet("qwen2.block_count", "four")

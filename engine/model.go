@@ -33,7 +33,10 @@ type Model struct {
 	Tok  *tokenizer.Tokenizer
 	GPU  *GPUModel
 	CPU  *CPUModel // only with Config.Verify
-	dev  *vk.Device
+	// Classifier is the classification head of a cross-encoder (nil for
+	// other models): Embed with PoolRank returns its score.
+	Classifier *Classifier
+	dev        *vk.Device
 	// lens holds each slot's sequence length: positions 0..lens[s]-1 of
 	// slot s hold keys and values of one sequence.
 	lens []int
@@ -68,6 +71,9 @@ func (m *Model) load(cfg Config) error {
 	}
 	w, err := LoadWeights(m.File, m.Opts)
 	if err != nil {
+		return err
+	}
+	if m.Classifier, err = newClassifier(w); err != nil {
 		return err
 	}
 	if m.dev, err = vk.Open(vk.Options{Device: cfg.Device, Validation: cfg.Validation}); err != nil {
@@ -177,12 +183,17 @@ func (m *Model) forward(b Batch, out *Output) error {
 	if err != nil || m.CPU == nil {
 		return err
 	}
-	want, err := m.CPU.Forward(b)
-	if err != nil {
+	var want Output
+	if err := m.CPU.ForwardInto(b, &want); err != nil {
 		return err
 	}
-	if e := maxRelError(out.Logits, want); e > 1e-2 || math.IsNaN(e) {
-		return fmt.Errorf("engine: --verify: GPU logits differ from the CPU reference by %.3g (relative)", e)
+	for _, c := range []struct {
+		what      string
+		got, want []float32
+	}{{"logits", out.Logits, want.Logits}, {"hidden states", out.Hidden, want.Hidden}} {
+		if e := maxRelError(c.got, c.want); e > 1e-2 || math.IsNaN(e) {
+			return fmt.Errorf("engine: --verify: GPU %s differ from the CPU reference by %.3g (relative)", c.what, e)
+		}
 	}
 	return nil
 }
@@ -275,20 +286,21 @@ const (
 	PoolMean Pooling = 1
 	PoolCLS  Pooling = 2
 	PoolLast Pooling = 3
+	// PoolRank scores a sequence with the classification head of a
+	// cross-encoder (cls.*) over its first token's hidden state.
+	PoolRank Pooling = 4
 )
 
 // Embed runs tokens through slot (from position 0) and pools the final
-// hidden states (after the output norm) into one vector of Embd values. The
-// slot then holds the tokens' keys and values.
+// hidden states (after the output norm) into one vector of Embd values; with
+// PoolRank it returns the classification head's score, one value. The slot
+// then holds the tokens' keys and values (decoders).
 func (m *Model) Embed(ctx context.Context, slot int, tokens []int32, pool Pooling) ([]float32, error) {
-	if len(tokens) == 0 {
-		return nil, errors.New("engine: nothing to embed")
-	}
-	if len(tokens) > m.CtxSize() {
-		return nil, fmt.Errorf("engine: %d tokens exceed the context of %d", len(tokens), m.CtxSize())
+	if err := m.checkEmbed(tokens, pool); err != nil {
+		return nil, err
 	}
 	E := m.Opts.Embd
-	pooler := newPooler(pool, len(tokens), E)
+	pooler := newPooler(pool, len(tokens), E, m.Classifier)
 	chunk := m.GPU.Config().BatchSize
 	var out Output
 	for off := 0; off < len(tokens); off += chunk {
@@ -308,21 +320,39 @@ func (m *Model) Embed(ctx context.Context, slot int, tokens []int32, pool Poolin
 	return pooler.result(make([]float32, E)), nil
 }
 
+// checkEmbed checks that tokens can be embedded with pool: not empty,
+// within the context, within one batch for an encoder (which sees a
+// sequence whole), and PoolRank only with a classification head.
+func (m *Model) checkEmbed(tokens []int32, pool Pooling) error {
+	switch {
+	case len(tokens) == 0:
+		return errors.New("engine: nothing to embed")
+	case len(tokens) > m.CtxSize():
+		return fmt.Errorf("engine: %d tokens exceed the context of %d", len(tokens), m.CtxSize())
+	case m.Opts.Encoder && len(tokens) > m.GPU.Config().BatchSize:
+		return fmt.Errorf("engine: %d tokens exceed the batch size %d; an encoder reads a sequence in one batch (raise --batch-size)", len(tokens), m.GPU.Config().BatchSize)
+	case pool == PoolRank && m.Classifier == nil:
+		return errors.New("engine: rank pooling needs a classification head (cls.output.weight), which the model lacks")
+	}
+	return nil
+}
+
 // pooler reduces the hidden states of one sequence's rows to one vector.
 type pooler struct {
 	pool Pooling
 	n    int       // the sequence's tokens
 	sum  []float64 // [embd]
+	cls  *Classifier
 }
 
-func newPooler(pool Pooling, n, embd int) pooler {
-	return pooler{pool: pool, n: n, sum: make([]float64, embd)}
+func newPooler(pool Pooling, n, embd int, cls *Classifier) pooler {
+	return pooler{pool: pool, n: n, sum: make([]float64, embd), cls: cls}
 }
 
 // wants reports whether the row at position pos contributes.
 func (p *pooler) wants(pos int) bool {
 	switch p.pool {
-	case PoolCLS:
+	case PoolCLS, PoolRank:
 		return pos == 0
 	case PoolLast:
 		return pos == p.n-1
@@ -340,7 +370,8 @@ func (p *pooler) add(h []float32) {
 	}
 }
 
-// result writes the pooled vector into out and returns it.
+// result writes the pooled vector into out and returns it; with PoolRank,
+// the classifier's score of the first token's state, out[:1].
 func (p *pooler) result(out []float32) []float32 {
 	div := 1.0
 	if p.pool == PoolMean || p.pool == PoolNone {
@@ -348,6 +379,10 @@ func (p *pooler) result(out []float32) []float32 {
 	}
 	for j := range p.sum {
 		out[j] = float32(p.sum[j] / div)
+	}
+	if p.pool == PoolRank {
+		out[0] = p.cls.Score(out)
+		return out[:1]
 	}
 	return out
 }

@@ -30,6 +30,10 @@ type SchedulerConfig struct {
 	// StepLatencyFactor is how much longer than a decode-only step a step
 	// that also feeds prompts may take, with PrefillChunk 0 (0: 1.5).
 	StepLatencyFactor float64
+	// OnStep, when set, is called after each forward pass with its
+	// duration and its decode and prompt rows (metrics). It runs on the
+	// scheduler goroutine between steps: it must be quick and not block.
+	OnStep func(d time.Duration, decodeRows, prefillRows int)
 }
 
 // GenRequest is one sequence to generate.
@@ -48,6 +52,8 @@ type GenRequest struct {
 	// alternatives in Event.Top.
 	Logprobs    bool
 	TopLogprobs int
+	// Label names the sequence's request in Slots (a request id); opaque.
+	Label string
 }
 
 // Event is one generated token of a Sequence.
@@ -71,6 +77,10 @@ var ErrContextFull = errors.New("engine: context full")
 // ErrClosed ends the sequences still queued or running when the scheduler
 // closes.
 var ErrClosed = errors.New("engine: the scheduler is closed")
+
+// ErrCannotGenerate is Generate's error on an encoder (an embedding or
+// rerank model), which gives hidden states, not next-token logits.
+var ErrCannotGenerate = errors.New("engine: the model is an encoder (embeddings and rerank only); it cannot generate text")
 
 // eventBuffer bounds the events a sequence may have waiting for its
 // consumer; a sequence whose consumer is that far behind sits out the
@@ -110,6 +120,10 @@ type Sequence struct {
 	sampleErr error
 	done      bool // finish at the end of the step (sampleErr or nil)
 	doneErr   error
+
+	// Set when the sequence takes its slot, before its first event.
+	admitted time.Time
+	reused   int
 }
 
 // Events returns the channel of generated tokens, closed after the last.
@@ -119,6 +133,11 @@ func (q *Sequence) Events() <-chan Event { return q.events }
 // EOG token or MaxTokens tokens, ErrContextFull, the context's error, or
 // the model's or sampler's error.
 func (q *Sequence) Err() error { return q.err }
+
+// Admission returns when the sequence took its slot and how many prompt
+// tokens it took from the cache there. It is valid once the first event has
+// been received (zero when the sequence never got a slot).
+func (q *Sequence) Admission() (at time.Time, reused int) { return q.admitted, q.reused }
 
 // Cancel ends the sequence at the scheduler's next step (its error is then
 // context.Canceled). It is safe from any goroutine and at any time.
@@ -158,10 +177,48 @@ func (g *group) leaderReady() bool {
 // Stats are a Scheduler's counters.
 type Stats struct {
 	Queued, Active int   // sequences waiting and running now
+	Decoding       int   // running sequences past their prompt (as of the last step)
+	CachedTokens   int   // KV-cache positions the slots hold, idle slots' kept prompts included
 	Steps          int64 // forward passes run
 	DecodeRows     int64 // rows that fed a generated token
 	PrefillRows    int64 // rows that fed a prompt token
 	ReusedTokens   int64 // prompt tokens taken from the cache instead of being fed
+}
+
+// SlotPhase is what a KV-cache slot is doing.
+type SlotPhase int
+
+// The phases of a slot.
+const (
+	SlotIdle      SlotPhase = iota // no sequence (it may keep a cached prompt)
+	SlotPrefill                    // a generation feeding its prompt
+	SlotDecoding                   // a generation past its prompt
+	SlotEmbedding                  // an embedding feeding its tokens
+)
+
+// String returns "idle", "prefill", "decoding" or "embedding".
+func (p SlotPhase) String() string {
+	switch p {
+	case SlotPrefill:
+		return "prefill"
+	case SlotDecoding:
+		return "decoding"
+	case SlotEmbedding:
+		return "embedding"
+	}
+	return "idle"
+}
+
+// SlotState describes one KV-cache slot, as of the scheduler's last step.
+type SlotState struct {
+	Phase     SlotPhase
+	Label     string // GenRequest.Label of the sequence in it
+	Cached    int    // positions whose keys and values it holds
+	Prompt    int    // prompt tokens of the sequence in it
+	Fed       int    // of which in the cache (reused or fed)
+	Reused    int    // of which taken from the cache
+	Generated int    // tokens generated so far
+	MaxTokens int    // the sequence's budget (0 for embeddings)
 }
 
 // Scheduler runs every sequence of a Model: one goroutine owns the model
@@ -191,7 +248,10 @@ type Scheduler struct {
 	queued atomic.Int32
 
 	steps, decodeRows, prefillRows, reused atomic.Int64
-	nActive                                atomic.Int32
+	nActive, nDecoding, nCached            atomic.Int32
+
+	viewMu sync.Mutex
+	view   []SlotState // what Slots reports, refreshed by publish
 
 	// Owned by the scheduler goroutine.
 	active   []*Sequence
@@ -284,7 +344,7 @@ func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
 		batch:    Batch{Tokens: make([]int32, 0, B), Slots: make([]int32, 0, B), Pos: make([]int32, 0, B), Logits: make([]bool, 0, B), Hidden: make([]bool, 0, B)},
 		out:      Output{Logits: make([]float32, 0, n*m.Opts.Vocab), Hidden: make([]float32, 0, B*m.Opts.Embd)},
 		stepSeqs: make([]*Sequence, 0, n), sampled: make([]*Sequence, 0, n), gone: make([]*Sequence, 0, n), active: make([]*Sequence, 0, n),
-		jobs: make(chan *Sequence, n), idle: time.NewTimer(time.Hour), eventCap: eventBuffer}
+		jobs: make(chan *Sequence, n), idle: time.NewTimer(time.Hour), eventCap: eventBuffer, view: make([]SlotState, n)}
 	for i := range s.cache {
 		s.cache[i] = make([]int32, 0, m.CtxSize())
 	}
@@ -297,7 +357,42 @@ func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
 // Stats returns the scheduler's counters.
 func (s *Scheduler) Stats() Stats {
 	return Stats{Queued: int(s.queued.Load()), Active: int(s.nActive.Load()), Steps: s.steps.Load(),
+		Decoding: int(s.nDecoding.Load()), CachedTokens: int(s.nCached.Load()),
 		DecodeRows: s.decodeRows.Load(), PrefillRows: s.prefillRows.Load(), ReusedTokens: s.reused.Load()}
+}
+
+// Slots returns what each KV-cache slot is doing, as of the last step.
+func (s *Scheduler) Slots() []SlotState {
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
+	return append([]SlotState(nil), s.view...)
+}
+
+// publish refreshes what Stats and Slots report from the scheduler
+// goroutine's state; it allocates nothing.
+func (s *Scheduler) publish() {
+	decoding, cached := 0, 0
+	s.viewMu.Lock()
+	for t, q := range s.slotSeq {
+		n := min(len(s.cache[t]), s.m.SlotLen(t))
+		cached += n
+		v := SlotState{Cached: n}
+		if q != nil {
+			v = SlotState{Phase: SlotPrefill, Label: q.req.Label, Cached: n, Prompt: len(q.prompt), Fed: q.fed,
+				Reused: q.reused, Generated: q.generated, MaxTokens: q.req.MaxTokens}
+			switch {
+			case q.embed:
+				v.Phase = SlotEmbedding
+			case q.decoding:
+				v.Phase = SlotDecoding
+				decoding++
+			}
+		}
+		s.view[t] = v
+	}
+	s.viewMu.Unlock()
+	s.nDecoding.Store(int32(decoding))
+	s.nCached.Store(int32(cached))
 }
 
 func (s *Scheduler) poke() {
@@ -314,6 +409,9 @@ func (s *Scheduler) poke() {
 // scheduler is closed, reqs is empty or larger than the number of slots,
 // or a request is malformed.
 func (s *Scheduler) Generate(ctx context.Context, reqs []GenRequest) ([]*Sequence, error) {
+	if s.m.Opts.Encoder {
+		return nil, ErrCannotGenerate
+	}
 	if len(reqs) == 0 || len(reqs) > s.m.Slots() {
 		return nil, fmt.Errorf("engine: %d candidates for %d slots", len(reqs), s.m.Slots())
 	}
@@ -346,15 +444,15 @@ func (s *Scheduler) Generate(ctx context.Context, reqs []GenRequest) ([]*Sequenc
 // says), [Embd]. It waits in the same queue and joins the same steps as
 // the generations. It returns ctx's error when cancelled.
 func (s *Scheduler) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
-	if len(tokens) == 0 {
-		return nil, errors.New("engine: nothing to embed")
+	if err := s.m.checkEmbed(tokens, s.cfg.Pooling); err != nil {
+		return nil, err
 	}
 	if err := s.checkPrompt(tokens); err != nil {
 		return nil, err
 	}
 	g := &group{s: s}
 	q := &Sequence{ctx: ctx, grp: g, prompt: tokens, embed: true, slot: -1, stepLogit: -1, events: make(chan Event),
-		pool: newPooler(s.cfg.Pooling, len(tokens), s.m.Opts.Embd)}
+		pool: newPooler(s.cfg.Pooling, len(tokens), s.m.Opts.Embd, s.m.Classifier)}
 	g.members = []*Sequence{q}
 	if err := s.enqueue(g); err != nil {
 		return nil, err
@@ -497,8 +595,9 @@ func (s *Scheduler) dropCancelled() {
 // retire ends the running sequences for which ended reports true, with the
 // error it gives, and drops them from the active list.
 //
-// The count Stats reports is updated before the sequences' channels close,
-// so a consumer that sees its channel closed never sees it still counted.
+// The counts Stats and Slots report are updated before the sequences'
+// channels close, so a consumer that sees its channel closed never sees it
+// still counted.
 func (s *Scheduler) retire(ended func(q *Sequence) (bool, error)) {
 	kept, gone := s.active[:0], s.gone[:0]
 	for _, q := range s.active {
@@ -512,6 +611,12 @@ func (s *Scheduler) retire(ended func(q *Sequence) (bool, error)) {
 	clear(s.active[len(kept):])
 	s.active = kept
 	s.nActive.Store(int32(len(s.active)))
+	for _, q := range gone {
+		if q.slot >= 0 && s.slotSeq[q.slot] == q {
+			s.slotSeq[q.slot] = nil
+		}
+	}
+	s.publish()
 	for _, q := range gone {
 		s.finish(q, q.err)
 	}
@@ -558,6 +663,7 @@ func (s *Scheduler) admit() {
 		gi++
 	}
 	s.nActive.Store(int32(len(s.active)))
+	s.publish()
 }
 
 // start binds q to a free slot, taking the longest cached prefix of its
@@ -596,6 +702,7 @@ func (s *Scheduler) start(q *Sequence) {
 		return
 	}
 	s.reused.Add(int64(reuse))
+	q.admitted, q.reused = time.Now(), reuse
 	q.fed, q.pos = reuse, reuse
 	s.active = append(s.active, q)
 }
@@ -681,6 +788,9 @@ func (s *Scheduler) step() bool {
 			continue
 		}
 		n := min(len(q.prompt)-q.fed, budget)
+		if s.m.Opts.Encoder && n < len(q.prompt) {
+			continue // an encoder reads a sequence whole: wait for room
+		}
 		q.stepHid = nHidden
 		for i := range n {
 			p := q.fed + i
@@ -707,7 +817,11 @@ func (s *Scheduler) step() bool {
 	s.prefillRows.Add(int64(b.Len() - decodeRows))
 	start := time.Now()
 	err := s.m.ForwardInto(*b, &s.out)
-	s.cost.observe(decodeRows, b.Len()-decodeRows, time.Since(start))
+	took := time.Since(start)
+	s.cost.observe(decodeRows, b.Len()-decodeRows, took)
+	if s.cfg.OnStep != nil {
+		s.cfg.OnStep(took, decodeRows, b.Len()-decodeRows)
+	}
 	if err != nil {
 		for _, q := range s.stepSeqs {
 			q.done, q.doneErr = true, err

@@ -526,3 +526,78 @@ func TestSchedulerCancelBeforeNextStep(t *testing.T) {
 		t.Errorf("the next step ran %d rows, want only the other sequence's", s.batch.Len())
 	}
 }
+
+// TestSchedulerSlots steps a scheduler by hand and checks what Slots,
+// Stats, Admission and OnStep report at each point against the sequences'
+// known progress.
+func TestSchedulerSlots(t *testing.T) {
+	m := schedModel(t, "llama", 2, 16)
+	type stepRec struct{ decode, prefill int }
+	var steps []stepRec
+	s := newScheduler(m, SchedulerConfig{OnStep: func(d time.Duration, decode, prefill int) {
+		if d <= 0 {
+			t.Errorf("OnStep duration %v, want > 0", d)
+		}
+		steps = append(steps, stepRec{decode, prefill})
+	}})
+	defer func() { close(s.quit); s.shutdown(); close(s.jobs) }()
+	p := testPrompt(m, 0, 5)
+	qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 3, Label: "req-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Queued != 1 || st.Active != 0 {
+		t.Fatalf("before admit: Stats = %+v, want 1 queued", st)
+	}
+	s.admit()
+	busy := func() (int, SlotState) {
+		for i, v := range s.Slots() {
+			if v.Phase != SlotIdle {
+				return i, v
+			}
+		}
+		return -1, SlotState{}
+	}
+	slot, v := busy()
+	if want := (SlotState{Phase: SlotPrefill, Label: "req-a", Prompt: 5, MaxTokens: 3}); slot < 0 || v != want {
+		t.Fatalf("after admit: slot %d = %+v, want %+v", slot, v, want)
+	}
+	s.step() // the whole prompt, and the first token
+	_, v = busy()
+	if want := (SlotState{Phase: SlotDecoding, Label: "req-a", Cached: 5, Prompt: 5, Fed: 5, Generated: 1, MaxTokens: 3}); v != want {
+		t.Errorf("after the prompt's step: %+v, want %+v", v, want)
+	}
+	if st := s.Stats(); st.Decoding != 1 || st.CachedTokens != 5 || st.Active != 1 {
+		t.Errorf("after the prompt's step: Stats = %+v, want 1 decoding, 5 cached, 1 active", st)
+	}
+	s.step()
+	s.step() // the third token ends it
+	if slot, v := busy(); slot >= 0 {
+		t.Errorf("after the last token: slot %d = %+v, want every slot idle", slot, v)
+	}
+	// The finished sequence's slot keeps its prompt and the tokens fed after it.
+	if st := s.Stats(); st.Decoding != 0 || st.Active != 0 || st.CachedTokens != 7 {
+		t.Errorf("after the end: Stats = %+v, want none decoding or active, 7 cached", st)
+	}
+	if want := []stepRec{{0, 5}, {1, 0}, {1, 0}}; fmt.Sprint(steps) != fmt.Sprint(want) {
+		t.Errorf("OnStep saw %v, want %v", steps, want)
+	}
+	at, reused := qs[0].Admission()
+	if at.IsZero() || reused != 0 {
+		t.Errorf("first sequence: Admission = %v, %d; want a time and 0 reused", at, reused)
+	}
+
+	// The same prompt again starts from the cache: all but its last token.
+	qs, err = s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.admit()
+	if _, v := busy(); v.Reused != 4 || v.Fed != 4 {
+		t.Errorf("a repeated prompt: %+v, want 4 reused and fed", v)
+	}
+	s.step()
+	if _, reused := qs[0].Admission(); reused != 4 {
+		t.Errorf("a repeated prompt: Admission reused %d, want 4", reused)
+	}
+}

@@ -14,6 +14,7 @@ type Tensor struct {
 	Type gguf.GGMLType
 	Dims []uint64 // fastest-varying first: a matrix is [cols rows]
 	Data []byte   // a slice of the file mapping
+	idx  int      // index in Weights.Tensors
 }
 
 // Cols returns the length of a row (ne0).
@@ -27,39 +28,25 @@ func (t *Tensor) Rows() int {
 	return int(t.Dims[1])
 }
 
-// Block holds one transformer block's weights, tagged with their GGUF names
-// below "blk.N.". Tensors an architecture does not have stay nil.
-type Block struct {
-	AttnNorm *Tensor `gguf:"attn_norm.weight"`
-	Q        *Tensor `gguf:"attn_q.weight"`
-	K        *Tensor `gguf:"attn_k.weight"`
-	V        *Tensor `gguf:"attn_v.weight"`
-	QBias    *Tensor `gguf:"attn_q.bias,optional"`
-	KBias    *Tensor `gguf:"attn_k.bias,optional"`
-	VBias    *Tensor `gguf:"attn_v.bias,optional"`
-	QNorm    *Tensor `gguf:"attn_q_norm.weight,optional"`
-	KNorm    *Tensor `gguf:"attn_k_norm.weight,optional"`
-	Out      *Tensor `gguf:"attn_output.weight"`
-	FFNNorm  *Tensor `gguf:"ffn_norm.weight"`
-	Gate     *Tensor `gguf:"ffn_gate.weight"`
-	Up       *Tensor `gguf:"ffn_up.weight"`
-	Down     *Tensor `gguf:"ffn_down.weight"`
-}
-
-// Weights holds every weight of a decoder model.
+// Weights holds the tensors of a model, bound to its architecture's
+// struct (see archModel), and every tensor the forward pass reads.
 type Weights struct {
-	TokenEmbd  *Tensor `gguf:"token_embd.weight"`
-	OutputNorm *Tensor `gguf:"output_norm.weight"`
-	Output     *Tensor `gguf:"output.weight,optional"` // nil when tied to TokenEmbd
-	Blocks     []Block
+	Arch string
+	// Tensors lists every tensor the forward pass reads, each once; a
+	// tensor's index here is its Tensor.idx.
+	Tensors []*Tensor
+	model   archModel
 }
 
-// OutputMatrix returns the matrix of the output projection.
-func (w *Weights) OutputMatrix() *Tensor {
-	if w.Output != nil {
-		return w.Output
+// Matrices returns the 2-D tensors of w.
+func (w *Weights) Matrices() []*Tensor {
+	var out []*Tensor
+	for _, t := range w.Tensors {
+		if len(t.Dims) >= 2 && t.Rows() > 1 {
+			out = append(out, t)
+		}
 	}
-	return w.TokenEmbd
+	return out
 }
 
 // SupportedTypes are the weight formats the kernels read.
@@ -71,13 +58,24 @@ var supportedTypes = map[gguf.GGMLType]bool{
 }
 
 // bindTensors fills the *Tensor fields of the struct dst points to from f,
-// by their gguf tags prefixed with prefix.
+// by their gguf tags prefixed with prefix ("name" or "name,optional"), and
+// recurses into slice-of-struct fields tagged gguf:"blk" with the prefix
+// "blk.N." for element N (the slice is made by the caller).
 func bindTensors(f *gguf.File, prefix string, dst any) error {
 	v := reflect.ValueOf(dst).Elem()
 	t := v.Type()
 	for i := range t.NumField() {
 		tag, ok := t.Field(i).Tag.Lookup("gguf")
 		if !ok {
+			continue
+		}
+		if tag == "blk" {
+			s := v.Field(i)
+			for j := range s.Len() {
+				if err := bindTensors(f, fmt.Sprintf("%sblk.%d.", prefix, j), s.Index(j).Addr().Interface()); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		name, opt, _ := strings.Cut(tag, ",")
@@ -101,58 +99,74 @@ func bindTensors(f *gguf.File, prefix string, dst any) error {
 	return nil
 }
 
-// LoadWeights binds the weights of a decoder model in f and checks every
-// shape against o.
-func LoadWeights(f *gguf.File, o Options) (*Weights, error) {
-	w := &Weights{Blocks: make([]Block, o.Layers)}
-	if err := bindTensors(f, "", w); err != nil {
-		return nil, err
-	}
-	for i := range w.Blocks {
-		if err := bindTensors(f, fmt.Sprintf("blk.%d.", i), &w.Blocks[i]); err != nil {
-			return nil, err
+// collectTensors lists every non-nil exported *Tensor field of the struct
+// src points to (recursing into slices of structs), each once, and numbers
+// them.
+func collectTensors(src any) []*Tensor {
+	var out []*Tensor
+	seen := map[*Tensor]bool{}
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		for i := range v.NumField() {
+			f := v.Field(i)
+			if !v.Type().Field(i).IsExported() {
+				continue // settings (Rope, Attn) refer to tensors listed in fields
+			}
+			switch {
+			case f.Type() == reflect.TypeFor[*Tensor]():
+				if t := f.Interface().(*Tensor); t != nil && !seen[t] {
+					seen[t] = true
+					t.idx = len(out)
+					out = append(out, t)
+				}
+			case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Struct:
+				for j := range f.Len() {
+					walk(f.Index(j))
+				}
+			}
 		}
 	}
-	return w, w.check(o)
+	walk(reflect.ValueOf(src).Elem())
+	return out
 }
 
-func (w *Weights) check(o Options) error {
-	q, kv, kvV := o.Heads*o.HeadDim, o.KVHeads*o.HeadDim, o.KVHeads*o.HeadDimV
-	type want struct {
-		name       string
-		t          *Tensor
-		cols, rows int
-		required   bool
+// rowRange returns rows [r0, r1) of the matrix t as a tensor of their own
+// (a fused weight split at load), named name.
+func rowRange(t *Tensor, name string, r0, r1 int) (*Tensor, error) {
+	rowBytes := t.Cols() / t.Type.BlockSize() * t.Type.TypeSize()
+	if r0 < 0 || r1 > t.Rows() || r0 >= r1 || len(t.Data) < t.Rows()*rowBytes {
+		return nil, fmt.Errorf("engine: tensor %s has dims %v, cannot take rows %d..%d", t.Name, t.Dims, r0, r1)
 	}
-	wants := []want{
-		{"token_embd.weight", w.TokenEmbd, o.Embd, o.Vocab, true},
-		{"output_norm.weight", w.OutputNorm, o.Embd, 1, true},
-		{"output.weight", w.Output, o.Embd, o.Vocab, false},
+	return &Tensor{Name: name, Type: t.Type, Dims: []uint64{t.Dims[0], uint64(r1 - r0)},
+		Data: t.Data[r0*rowBytes : r1*rowBytes]}, nil
+}
+
+// LoadWeights binds the weights of f's architecture and checks every shape
+// against o.
+func LoadWeights(f *gguf.File, o Options) (*Weights, error) {
+	spec, err := archFor(o.Arch)
+	if err != nil {
+		return nil, err
 	}
-	for i := range w.Blocks {
-		b, p := &w.Blocks[i], fmt.Sprintf("blk.%d.", i)
-		wants = append(wants,
-			want{p + "attn_norm.weight", b.AttnNorm, o.Embd, 1, true},
-			want{p + "attn_q.weight", b.Q, o.Embd, q, true},
-			want{p + "attn_k.weight", b.K, o.Embd, kv, true},
-			want{p + "attn_v.weight", b.V, o.Embd, kvV, true},
-			want{p + "attn_q.bias", b.QBias, q, 1, o.QKVBias},
-			want{p + "attn_k.bias", b.KBias, kv, 1, o.QKVBias},
-			want{p + "attn_v.bias", b.VBias, kvV, 1, o.QKVBias},
-			want{p + "attn_q_norm.weight", b.QNorm, o.HeadDim, 1, o.QKNorm},
-			want{p + "attn_k_norm.weight", b.KNorm, o.HeadDim, 1, o.QKNorm},
-			want{p + "attn_output.weight", b.Out, o.Heads * o.HeadDimV, o.Embd, true},
-			want{p + "ffn_norm.weight", b.FFNNorm, o.Embd, 1, true},
-			want{p + "ffn_gate.weight", b.Gate, o.Embd, o.FFN, true},
-			want{p + "ffn_up.weight", b.Up, o.Embd, o.FFN, true},
-			want{p + "ffn_down.weight", b.Down, o.FFN, o.Embd, true},
-		)
+	model, err := spec.load(f, o)
+	if err != nil {
+		return nil, err
 	}
-	for _, x := range wants {
+	return &Weights{Arch: o.Arch, model: model, Tensors: collectTensors(model)}, nil
+}
+
+// shape is one expected tensor shape: a matrix of cols x rows, or a vector
+// of cols (rows 1), which must be F32.
+type shape struct {
+	t          *Tensor
+	cols, rows int
+}
+
+// checkShapes checks each present tensor of want; an absent one (nil) was
+// optional, since binding fails on a missing required tensor.
+func checkShapes(want []shape) error {
+	for _, x := range want {
 		if x.t == nil {
-			if x.required {
-				return fmt.Errorf("engine: tensor %s is missing; %s needs it (want [%d %d])", x.name, o.Arch, x.cols, x.rows)
-			}
 			continue
 		}
 		if x.t.Cols() != x.cols || x.t.Rows() != x.rows || len(x.t.Dims) > 2 {
@@ -160,6 +174,17 @@ func (w *Weights) check(o Options) error {
 		}
 		if x.rows == 1 && x.t.Type != gguf.TypeF32 {
 			return fmt.Errorf("engine: vector %s has type %v; only F32 norms and biases are supported", x.t.Name, x.t.Type)
+		}
+	}
+	return nil
+}
+
+// require fails naming the first tensor of ts that is missing, for tensors
+// an architecture needs only in some configurations.
+func require(arch string, names []string, ts ...*Tensor) error {
+	for i, t := range ts {
+		if t == nil {
+			return fmt.Errorf("engine: tensor %s is missing; %s needs it", names[i], arch)
 		}
 	}
 	return nil

@@ -3,8 +3,10 @@
 //   out = sum_j softmax_j(scale * q . K[j]) V[j]
 // over the f16 cache [slot][position][kv_head][head_dim] of the row's slot,
 // with kv_head = h / (heads / kv_heads) (GQA). Causal rows see positions
-// 0..pos[row]; non-causal rows see 0..n_kv-1; rows with an out-of-range
-// slot get zeros.
+// 0..pos[row] (with a sliding window of w > 0 positions only
+// pos[row]-w+1..pos[row]); non-causal rows see 0..n_kv-1; rows with an
+// out-of-range slot get zeros. With softcap > 0 each scaled score s becomes
+// softcap * tanh(s / softcap) (Gemma 2).
 //
 // One workgroup serves one row and GPW query heads that share a kv head,
 // so each K and V row is read once for all of them. It walks the keys in
@@ -34,29 +36,7 @@ layout(constant_id = 1) const uint GPW = 1;
 layout(constant_id = 2) const uint HEAD_DIM = 128;
 #define MAX_GPW 8
 
-layout(binding = 0) readonly buffer Q { float data_q[]; };
-layout(binding = 1) readonly buffer K { float16_t data_k[]; };
-layout(binding = 1) readonly buffer K4 { f16vec4 data_k4[]; }; // same cache, 4 at a time
-layout(binding = 2) readonly buffer V { float16_t data_v[]; };
-layout(binding = 2) readonly buffer V4 { f16vec4 data_v4[]; };
-layout(binding = 3) readonly buffer S { int data_slot[]; };
-layout(binding = 4) readonly buffer P { int data_pos[]; };
-layout(binding = 5) writeonly buffer O { float data_o[]; };
-
-layout(push_constant) uniform Params {
-	uint rows;
-	uint heads;
-	uint kv_heads;
-	uint head_dim;
-	uint n_ctx;
-	uint n_slots;
-	uint n_kv; // keys seen by non-causal rows
-	uint causal;
-	float scale;
-	uint split_len; // keys per split (_split variants)
-	uint n_split;
-	uint tile_rows; // rows per tile of flash_attn_tiled; 0: serve every row
-} p;
+#include "attention.glsl"
 
 // q and the tile's probabilities are read by every invocation in the inner
 // loops, so they are stored as vec4s: one shared load serves four lanes of
@@ -151,28 +131,6 @@ void reduce_sum(inout float v[MAX_GPW]) {
 #endif
 }
 
-// tiled reports whether flash_attn_tiled serves row: whether the rows of
-// its tile that have an in-range slot share one (tile_slot of
-// attention_tiled.comp).
-bool tiled(uint row) {
-	if (p.tile_rows == 0) {
-		return false;
-	}
-	const uint row0 = row - row % p.tile_rows;
-	int s = -1;
-	for (uint r = row0; r < min(row0 + p.tile_rows, p.rows); r++) {
-		const int sr = data_slot[r];
-		if (sr < 0 || uint(sr) >= p.n_slots) {
-			continue;
-		}
-		if (s >= 0 && sr != s) {
-			return false;
-		}
-		s = sr;
-	}
-	return true;
-}
-
 void main() {
 	const uint groups_per_row = p.heads / GPW;
 #ifdef SPLIT
@@ -196,11 +154,13 @@ void main() {
 	const uint slot = uint(max(islot, 0));
 	uint nk = p.causal != 0 ? uint(max(ipos + 1, 0)) : p.n_kv;
 	nk = islot < 0 || uint(islot) >= p.n_slots ? 0 : min(nk, p.n_ctx); // bad rows read nothing
+	// The first key a windowed row sees.
+	const uint lo = p.causal != 0 && p.window != 0 && nk > p.window ? nk - p.window : 0;
 #ifdef SPLIT
-	const uint kbeg = split * p.split_len;
-	const uint kend = min(nk, kbeg + p.split_len);
+	const uint kbeg = max(split * p.split_len, lo);
+	const uint kend = min(nk, split * p.split_len + p.split_len);
 #else
-	const uint kbeg = 0, kend = nk;
+	const uint kbeg = lo, kend = nk;
 #endif
 
 	const uint qbase = (row * p.heads + h0) * D; // GPW consecutive heads
@@ -251,6 +211,11 @@ void main() {
 					[[unroll]] for (uint g = 0; g < GPW; g++) {
 						s[g] += q_s[g * QV + d / 4][d % 4] * kd;
 					}
+				}
+			}
+			if (p.softcap > 0.0) { // Gemma 2: softcap * tanh(score / softcap)
+				[[unroll]] for (uint g = 0; g < GPW; g++) {
+					s[g] = p.softcap * tanh_safe(s[g] / p.softcap);
 				}
 			}
 		} else {

@@ -58,6 +58,8 @@ layout(push_constant) uniform Params {
 	uint split_len; // unused here
 	uint n_split;   // unused here
 	uint tile_rows; // ROWS
+	uint window;    // unused here: windowed attention runs per row
+	float softcap;  // unused here: so does soft-capped attention
 } p;
 
 const uint Q = ROWS * GPW; // query q is head h0 + q % GPW of row row0 + q / GPW

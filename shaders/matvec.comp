@@ -87,13 +87,102 @@ layout(constant_id = 2) const bool FAST = false;
 layout(constant_id = 3) const uint TPR = 32;
 #define RPW (WG / TPR)
 
-#define MAX_COLS 8u
+#define MAX_COLS 16u
+
+// RPL is the number of rows each invocation computes when TPR is 1 (CPU
+// devices): rows base + j*WG for j < RPL. A CPU driver (lavapipe) turns
+// every load from a buffer into a per-lane loop, even one whose address is
+// the same in every lane, so the activation loads cost far more than the
+// arithmetic; computing RPL rows per invocation makes each activation load
+// serve RPL rows.
+layout(constant_id = 5) const uint RPL = 1;
+#define MAX_RPL 16u
 
 // red holds per-invocation (shared-memory path) or per-subgroup partial
 // sums; WG entries per column is enough for any subgroup size.
 shared float red[WG * MAX_COLS];
 
+// main_rows is main for TPR == 1 and RPL > 1: invocation tid of
+// workgroup g computes rows g*WG*RPL + tid + j*WG (j < RPL) for every
+// column.
+void main_rows() {
+	const uint base = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG * RPL + gl_LocalInvocationID.x;
+	uint wrow[MAX_RPL];
+	[[unroll]] for (uint j = 0u; j < RPL; j++) {
+		wrow[j] = p.w_off + min(base + j * WG, p.M - 1u) * p.w_stride;
+	}
+	float acc[MAX_RPL * MAX_COLS];
+	[[unroll]] for (uint i = 0u; i < RPL * NCOLS; i++) {
+		acc[i] = 0.0;
+	}
+#if !defined(DATA_A_PLAIN)
+	const uint nsub = p.K / 32u;
+	for (uint u = 0u; u < nsub; u++) {
+		vec4 w[MAX_RPL * 8u];
+		[[unroll]] for (uint j = 0u; j < RPL; j++) {
+			vec4 v[8];
+			dequant32(wrow[j] + (u / QSUB) * QS, u % QSUB, v);
+			[[unroll]] for (uint i = 0u; i < 8u; i++) {
+				w[j * 8u + i] = v[i];
+			}
+		}
+		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+			const uint xb = p.x_off + c * p.x_stride + 32u * u;
+			[[unroll]] for (uint i = 0u; i < 8u; i++) {
+				vec4 x;
+				if (FAST) {
+					x = data_x4[(xb >> 2) + i];
+				} else {
+					x = vec4(data_x[xb + 4u * i], data_x[xb + 4u * i + 1u], data_x[xb + 4u * i + 2u], data_x[xb + 4u * i + 3u]);
+				}
+				[[unroll]] for (uint j = 0u; j < RPL; j++) {
+					acc[j * NCOLS + c] += dot(w[j * 8u + i], x);
+				}
+			}
+		}
+	}
+#else
+	const uint ngroups = (p.K + 3u) / 4u;
+	for (uint g = 0u; g < ngroups; g++) {
+		vec4 w[MAX_RPL];
+		[[unroll]] for (uint j = 0u; j < RPL; j++) {
+			w[j] = load_w4(wrow[j], g, p.K, FAST);
+		}
+		const uint k = 4u * g;
+		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+			const uint xb = p.x_off + c * p.x_stride + k;
+			vec4 x;
+			if (FAST) {
+				x = data_x4[xb >> 2];
+			} else {
+				x = vec4(0.0);
+				[[unroll]] for (uint i = 0u; i < 4u; i++) {
+					if (k + i < p.K) {
+						x[i] = data_x[xb + i];
+					}
+				}
+			}
+			[[unroll]] for (uint j = 0u; j < RPL; j++) {
+				acc[j * NCOLS + c] += dot(w[j], x);
+			}
+		}
+	}
+#endif
+	[[unroll]] for (uint j = 0u; j < RPL; j++) {
+		const uint row = base + j * WG;
+		if (row < p.M) {
+			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+				store_y(p.y_off + c * p.y_stride + row, acc[j * NCOLS + c]);
+			}
+		}
+	}
+}
+
 void main() {
+	if (TPR == 1u && RPL > 1u) {
+		main_rows();
+		return;
+	}
 	const uint tid = gl_LocalInvocationID.x;
 	const uint lane = tid % TPR;
 	const uint row = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RPW + tid / TPR;

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -36,16 +35,19 @@ func cmdBench(args []string) error { return bench(os.Stdout, args) }
 
 // bench is cmdBench writing its table or JSON to w.
 func bench(w io.Writer, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs := newFlagSet("bench")
 	var mf modelFlags
-	mf.register(fs, 0)
-	pp := fs.Int("p", 512, "prompt tokens to process (0 = skip)")
-	tg := fs.Int("n", 128, "tokens to generate (0 = skip)")
-	reps := fs.Int("r", 5, "repetitions")
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	parallel := fs.String("parallel", "", "comma-separated `counts` of sequences run together (e.g. 1,2,4,8,16): each prefills its prompt of -p tokens, then all decode -n tokens in one batch per step")
-	if err := fs.Parse(args); err != nil {
+	mf.register(fs, 0, false)
+	pp := fs.IntShort('p', 512, "prompt `tokens` to process (0 = skip)")
+	tg := fs.IntShort('n', 128, "`tokens` to generate (0 = skip)")
+	reps := fs.IntShort('r', 5, "`repetitions`")
+	asJSON := fs.BoolLong("json", "print JSON instead of a table")
+	parallel := fs.StringLong("parallel", "", "comma-separated `counts` of sequences run together (e.g. 1,2,4,8,16): each prefills its prompt of -p tokens, then all decode -n tokens in one batch per step")
+	if err := parseFlags(fs, args, false, "vkllm bench -m FILE [-p N] [-n N] [-r N] [--parallel COUNTS] [flags]"); err != nil {
 		return err
+	}
+	if len(fs.GetArgs()) > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.GetArgs())
 	}
 	if *reps < 1 {
 		return fmt.Errorf("-r must be at least 1")

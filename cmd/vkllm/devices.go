@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,14 +15,14 @@ import (
 // version, memory, subgroup size and features. The device that --device (or
 // $VKLLM_DEVICE, or the default order) selects is marked with '*'.
 func cmdDevices(args []string) error {
-	fs := flag.NewFlagSet("devices", flag.ContinueOnError)
-	sel := fs.String("device", "", "device `index or name substring` to mark as selected (default $VKLLM_DEVICE, then discrete > integrated > virtual > CPU)")
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	if err := fs.Parse(args); err != nil {
+	fs := newFlagSet("devices")
+	sel := fs.StringLong("device", "", "device `index or name substring` to mark as selected (default $VKLLM_DEVICE, then discrete > integrated > virtual > CPU)")
+	asJSON := fs.BoolLong("json", "print JSON instead of a table")
+	if err := parseFlags(fs, args, false, "vkllm devices [--device SEL] [--json]"); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	if len(fs.GetArgs()) > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.GetArgs())
 	}
 	devs, err := vk.Devices(vk.Options{})
 	if err != nil {

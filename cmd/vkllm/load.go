@@ -1,12 +1,12 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/peterbourgon/ff/v4"
 	"github.com/vkllm/vkllm/engine"
 )
 
@@ -20,21 +20,21 @@ type modelFlags struct {
 	verify     bool
 }
 
-func (m *modelFlags) register(fs *flag.FlagSet, defaultCtx int) {
-	fs.StringVar(&m.model, "m", envOr("VKLLM_MODEL", ""), "GGUF model `file` ($VKLLM_MODEL)")
-	fs.StringVar(&m.model, "model", envOr("VKLLM_MODEL", ""), "GGUF model `file` (same as -m)")
-	fs.StringVar(&m.device, "device", os.Getenv("VKLLM_DEVICE"), "Vulkan device: `index or name substring` ($VKLLM_DEVICE; default discrete > integrated > virtual > CPU)")
-	fs.IntVar(&m.ctxSize, "ctx-size", defaultCtx, "KV-cache positions per sequence (0 = the model's training context, at most 4096)")
-	fs.IntVar(&m.batchSize, "batch-size", 512, "most tokens per forward pass (prompts are processed in chunks of this)")
-	fs.BoolVar(&m.validation, "validation", os.Getenv("VKLLM_VALIDATION") == "1", "enable the Vulkan validation layer ($VKLLM_VALIDATION=1)")
-	fs.BoolVar(&m.verify, "verify", false, "also run the CPU reference forward pass and fail when the GPU disagrees (slow; for debugging)")
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
+// register adds the model flags to fs. With env (serve), their defaults are
+// plain and parseFlags reads every VKLLM_* variable; without, the model,
+// device and validation defaults come from $VKLLM_MODEL, $VKLLM_DEVICE and
+// $VKLLM_VALIDATION=1 as they always have.
+func (m *modelFlags) register(fs *ff.FlagSet, defaultCtx int, env bool) {
+	model, device, validation := "", "", false
+	if !env {
+		model, device, validation = os.Getenv("VKLLM_MODEL"), os.Getenv("VKLLM_DEVICE"), os.Getenv("VKLLM_VALIDATION") == "1"
 	}
-	return def
+	fs.StringVar(&m.model, 'm', "model", model, "GGUF model `file`")
+	fs.StringVar(&m.device, 0, "device", device, "Vulkan device: `index or name substring` (default discrete > integrated > virtual > CPU; see vkllm devices)")
+	fs.IntVar(&m.ctxSize, 0, "ctx-size", defaultCtx, "KV-cache `positions` per sequence (0 = the model's training context, at most 4096)")
+	fs.IntVar(&m.batchSize, 0, "batch-size", 512, "most `tokens` per forward pass (prompts are processed in chunks of this)")
+	fs.BoolVarDefault(&m.validation, 0, "validation", validation, "enable the Vulkan validation layer")
+	fs.BoolVarDefault(&m.verify, 0, "verify", false, "also run the CPU reference forward pass and fail when the GPU disagrees (slow; for debugging)")
 }
 
 // load loads the model with a progress display on stderr.

@@ -6,7 +6,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"runtime"
+	"strings"
+
+	"github.com/vkllm/vkllm/api"
 )
 
 type command struct {
@@ -22,18 +27,34 @@ func commands() []command {
 		{"bench", "measure prompt processing and generation speed", cmdBench},
 		{"tokenize", "print the token ids of a text (metadata only, no GPU)", cmdTokenize},
 		{"devices", "list the Vulkan devices and the features vkllm uses", cmdDevices},
-		{"version", "print the version", func([]string) error { fmt.Println("vkllm", version); return nil }},
+		{"version", "print the version and the built-in features", cmdVersion},
 	}
 }
 
 const version = "0.1.0-dev"
+
+// cmdVersion prints the version and the build's features.
+func cmdVersion(args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q", args)
+	}
+	printVersion(os.Stdout)
+	return nil
+}
+
+// printVersion writes the version, the Go toolchain and platform, and the
+// features built in (as /props lists them).
+func printVersion(w io.Writer) {
+	fmt.Fprintf(w, "vkllm %s (%s, %s/%s)\nfeatures: %s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH,
+		strings.Join(api.Features(), " "))
+}
 
 func usage(w *os.File) {
 	fmt.Fprintln(w, "usage: vkllm <command> [flags]\n\ncommands:")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'vkllm <command> --help' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'vkllm <command> --help' for a command's flags; 'vkllm --version' prints the version.")
 }
 
 func main() {
@@ -44,6 +65,10 @@ func main() {
 	name := os.Args[1]
 	if name == "help" || name == "-h" || name == "--help" {
 		usage(os.Stdout)
+		return
+	}
+	if name == "--version" || name == "-version" || name == "-v" {
+		printVersion(os.Stdout)
 		return
 	}
 	for _, c := range commands() {

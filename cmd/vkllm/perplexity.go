@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -13,13 +12,16 @@ import (
 // cmdPerplexity measures perplexity over a text file the way the reference
 // implementation's perplexity tool does.
 func cmdPerplexity(args []string) error {
-	fs := flag.NewFlagSet("perplexity", flag.ContinueOnError)
+	fs := newFlagSet("perplexity")
 	var mf modelFlags
-	mf.register(fs, 512)
-	file := fs.String("f", "", "text `file` to score")
-	chunks := fs.Int("chunks", -1, "score only the first K windows (-1 = all)")
-	if err := fs.Parse(args); err != nil {
+	mf.register(fs, 512, false)
+	file := fs.StringShort('f', "", "text `file` to score")
+	chunks := fs.IntLong("chunks", -1, "score only the first `K` windows (-1 = all)")
+	if err := parseFlags(fs, args, false, "vkllm perplexity -m FILE -f TEXT [flags]"); err != nil {
 		return err
+	}
+	if len(fs.GetArgs()) > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.GetArgs())
 	}
 	if *file == "" {
 		return fmt.Errorf("no text: pass -f file.txt")

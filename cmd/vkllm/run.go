@@ -2,32 +2,35 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
+	"github.com/peterbourgon/ff/v4/ffval"
 	"github.com/vkllm/vkllm/sampling"
 )
 
 // cmdRun generates a continuation of a prompt and prints it as it comes,
 // then the prompt and generation speeds.
 func cmdRun(args []string) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs := newFlagSet("run")
 	var mf modelFlags
-	mf.register(fs, 0)
-	prompt := fs.String("p", "", "prompt `text` (read from stdin when empty)")
-	n := fs.Int("n", 64, "tokens to generate at most")
+	mf.register(fs, 0, false)
+	prompt := fs.StringShort('p', "", "prompt `text` (read from stdin when empty)")
+	n := fs.IntShort('n', 64, "`tokens` to generate at most")
 	sp := sampling.DefaultParams()
-	fs.Float64Var(&sp.Temperature, "temp", sp.Temperature, "temperature (0 = greedy)")
-	fs.IntVar(&sp.TopK, "top-k", sp.TopK, "top-k (0 = off)")
-	fs.Float64Var(&sp.TopP, "top-p", sp.TopP, "top-p (1 = off)")
-	fs.Float64Var(&sp.MinP, "min-p", sp.MinP, "min-p (0 = off)")
-	fs.Float64Var(&sp.RepeatPenalty, "repeat-penalty", sp.RepeatPenalty, "repeat penalty (1 = off)")
-	fs.Int64Var(&sp.Seed, "seed", sampling.RandomSeed, "random seed (-1 = random)")
-	if err := fs.Parse(args); err != nil {
+	fs.Float64Var(&sp.Temperature, 0, "temp", sp.Temperature, "temperature (0 = greedy)")
+	fs.IntVar(&sp.TopK, 0, "top-k", sp.TopK, "top-k (0 = off)")
+	fs.Float64Var(&sp.TopP, 0, "top-p", sp.TopP, "top-p (1 = off)")
+	fs.Float64Var(&sp.MinP, 0, "min-p", sp.MinP, "min-p (0 = off)")
+	fs.Float64Var(&sp.RepeatPenalty, 0, "repeat-penalty", sp.RepeatPenalty, "repeat penalty (1 = off)")
+	fs.Value(0, "seed", ffval.NewValueDefault(&sp.Seed, sampling.RandomSeed), "random seed (-1 = random)")
+	if err := parseFlags(fs, args, false, "vkllm run -m FILE [-p TEXT] [-n N] [flags]"); err != nil {
 		return err
+	}
+	if len(fs.GetArgs()) > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.GetArgs())
 	}
 	text := *prompt
 	if text == "" {

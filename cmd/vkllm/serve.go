@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"math"
@@ -17,67 +16,73 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/peterbourgon/ff/v4"
 	"github.com/vkllm/vkllm/api"
 	"github.com/vkllm/vkllm/engine"
+	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/vk"
 )
 
 // serveFlags are the flags of "vkllm serve".
 type serveFlags struct {
 	modelFlags
-	host, apiKey, alias, template, mmproj, pooling string
-	allowedHosts, corsOrigins, memoryLimit         string
-	port, parallel, queueSize, maxBody, prefill    int
-	maxInflight, maxRequestTokens                  int
-	readTimeout, writeTimeout, shutdownTimeout     time.Duration
-	logJSON                                        bool
+	host, apiKey, alias, template, templateFile, mmproj, pooling string
+	allowedHosts, corsOrigins, memoryLimit                       string
+	port, parallel, queueSize, maxBody, prefill                  int
+	maxInflight, maxRequestTokens                                int
+	readTimeout, writeTimeout, shutdownTimeout                   time.Duration
+	logJSON, version                                             bool
 }
 
-func envInt(key string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
-		return v
-	}
-	return def
-}
-
-func envDuration(key string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(key)); err == nil {
-		return v
-	}
-	return def
+// register adds serve's flags to fs. Each is also read from its VKLLM_*
+// variable (parseFlags with env).
+func (f *serveFlags) register(fs *ff.FlagSet) {
+	f.modelFlags.register(fs, 0, true)
+	fs.StringVar(&f.host, 0, "host", "127.0.0.1", "listen `address`")
+	fs.IntVar(&f.port, 0, "port", 8080, "listen `port`")
+	fs.IntVar(&f.parallel, 0, "parallel", 4, "`sequences` decoded together, one KV-cache slot each (a slot keeps the cache of its last conversation); more requests wait in the FIFO queue")
+	fs.IntVar(&f.prefill, 0, "prefill-chunk", 0, "most prompt `tokens` one step feeds while other sequences are decoding, which bounds how much a long prompt that arrives slows their tokens (0: chosen from measured step times so that such a step takes at most 1.5x a decode-only step; the step's budget is always --batch-size)")
+	fs.IntVar(&f.queueSize, 0, "queue-size", 64, "`requests` that may wait for the model; more get 503 at once")
+	fs.StringVar(&f.apiKey, 0, "api-key", "", "require \"Authorization: Bearer `key`\" on every route but /health and the chat page (default none)")
+	fs.StringVar(&f.allowedHosts, 0, "allowed-hosts", "", "comma-separated Host `names` answered besides localhost and 127.0.0.1 when listening on loopback (other Hosts get 403, against DNS rebinding); when set, enforced on any address; * allows all")
+	fs.StringVar(&f.corsOrigins, 0, "cors-origins", "", "comma-separated web `origins` (https://app.example) allowed to call the server from a browser, with CORS headers; * allows any (default none: requests from other origins' pages get 403)")
+	fs.StringVar(&f.alias, 0, "model-alias", "", "model `id` in /v1/models and responses (default the file name)")
+	fs.StringVar(&f.template, 0, "chat-template", "", "default chat `template`: "+strings.Join(api.TemplateNames, ", ")+" (default jinja when the model or --chat-template-file has a template, else plain)")
+	fs.StringVar(&f.templateFile, 0, "chat-template-file", "", "Jinja chat template `file` used instead of the model's tokenizer.chat_template")
+	fs.StringVar(&f.mmproj, 0, "mmproj", "", "multimodal projector `file` (not supported yet: multimodal input comes in a later release)")
+	fs.StringVar(&f.pooling, 0, "pooling", "", "embedding `pooling`: mean, cls or last (default the model's {arch}.pooling_type, mean when absent)")
+	fs.IntVar(&f.maxBody, 0, "max-request-bytes", 16<<20, "largest request body in `bytes`")
+	fs.IntVar(&f.maxInflight, 0, "max-inflight-bytes", 0, "most `bytes` of request bodies read or served at once; a body that does not fit is answered 503 before it is read (0: 4x --max-request-bytes)")
+	fs.IntVar(&f.maxRequestTokens, 0, "max-request-tokens", 0, "most `tokens` one request may ask for: prompts x candidates (n, best_of) x (prompt + max_tokens); more is a 400 (0: 16x the context size)")
+	fs.StringVar(&f.memoryLimit, 0, "memory-limit", "", "soft limit of the Go heap, as GOMEMLIMIT (`size` like 4GiB or 512MiB): the collector works harder near it instead of letting request garbage grow the process (default none: $GOMEMLIMIT if set)")
+	fs.DurationVar(&f.readTimeout, 0, "read-timeout", 60*time.Second, "`time` to read a request")
+	fs.DurationVar(&f.writeTimeout, 0, "timeout", 10*time.Minute, "`time` to write a non-streaming response; for a stream, the longest one event's write may wait for the client, so a stream that is read goes on however long it runs")
+	fs.DurationVar(&f.shutdownTimeout, 0, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, the whole `time` shutdown may take: requests in flight may finish until a quarter of it (at most 5s) is left, then their generations are cancelled and the connections still open closed")
+	fs.BoolVarDefault(&f.logJSON, 0, "log-json", false, "log as JSON lines instead of text")
+	fs.BoolVarDefault(&f.version, 0, "version", false, "print the version and the built-in features, and exit")
 }
 
 // cmdServe serves the HTTP API (API.md) for one model: it listens at once,
 // answers 503 while the model loads in the background, and shuts down
-// gracefully on SIGINT/SIGTERM.
-func cmdServe(args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+// gracefully on SIGINT/SIGTERM. The console (stderr) shows the model, the
+// device, the load's progress and the address.
+func cmdServe(args []string) error { return serve(os.Stderr, args) }
+
+// serve is cmdServe with its console on con: a progress bar when con is a
+// terminal, plain lines otherwise. The log goes to stderr.
+func serve(con *os.File, args []string) error {
+	fs := newFlagSet("serve")
 	var f serveFlags
-	f.register(fs, envInt("VKLLM_CTX_SIZE", 0))
-	fs.StringVar(&f.host, "host", envOr("VKLLM_HOST", "127.0.0.1"), "listen `address` ($VKLLM_HOST)")
-	fs.IntVar(&f.port, "port", envInt("VKLLM_PORT", 8080), "listen `port` ($VKLLM_PORT)")
-	fs.IntVar(&f.parallel, "parallel", envInt("VKLLM_PARALLEL", 4), "sequences decoded together, one KV-cache slot each (a slot keeps the cache of its last conversation); more requests wait in the FIFO queue ($VKLLM_PARALLEL)")
-	fs.IntVar(&f.prefill, "prefill-chunk", envInt("VKLLM_PREFILL_CHUNK", 0), "most prompt `tokens` one step feeds while other sequences are decoding, which bounds how much a long prompt that arrives slows their tokens (default 0: chosen from measured step times so that such a step takes at most 1.5x a decode-only step; the step's budget is always --batch-size) ($VKLLM_PREFILL_CHUNK)")
-	fs.IntVar(&f.queueSize, "queue-size", envInt("VKLLM_QUEUE_SIZE", 64), "requests that may wait for the model; more get 503 at once ($VKLLM_QUEUE_SIZE)")
-	fs.StringVar(&f.apiKey, "api-key", os.Getenv("VKLLM_API_KEY"), "require \"Authorization: Bearer `key`\" on every route but /health ($VKLLM_API_KEY; default none)")
-	fs.StringVar(&f.allowedHosts, "allowed-hosts", os.Getenv("VKLLM_ALLOWED_HOSTS"), "comma-separated Host `names` answered besides localhost and 127.0.0.1 when listening on loopback (other Hosts get 403, against DNS rebinding); when set, enforced on any address; * allows all ($VKLLM_ALLOWED_HOSTS)")
-	fs.StringVar(&f.corsOrigins, "cors-origins", os.Getenv("VKLLM_CORS_ORIGINS"), "comma-separated web `origins` (https://app.example) allowed to call the server from a browser, with CORS headers; * allows any ($VKLLM_CORS_ORIGINS; default none: requests from other origins' pages get 403)")
-	fs.StringVar(&f.alias, "model-alias", os.Getenv("VKLLM_MODEL_ALIAS"), "model `id` in /v1/models and responses ($VKLLM_MODEL_ALIAS; default the file name)")
-	fs.StringVar(&f.template, "chat-template", os.Getenv("VKLLM_CHAT_TEMPLATE"), "default chat `template`: "+strings.Join(api.TemplateNames, ", ")+" ($VKLLM_CHAT_TEMPLATE; default jinja when the model has a template, else plain)")
-	fs.StringVar(&f.mmproj, "mmproj", os.Getenv("VKLLM_MMPROJ"), "multimodal projector `file` (not supported yet: multimodal input comes in a later release)")
-	fs.StringVar(&f.pooling, "pooling", os.Getenv("VKLLM_POOLING"), "embedding pooling: mean, cls or last ($VKLLM_POOLING; default the model's {arch}.pooling_type, mean when absent)")
-	fs.IntVar(&f.maxBody, "max-request-bytes", envInt("VKLLM_MAX_REQUEST_BYTES", 16<<20), "largest request body in `bytes` ($VKLLM_MAX_REQUEST_BYTES)")
-	fs.IntVar(&f.maxInflight, "max-inflight-bytes", envInt("VKLLM_MAX_INFLIGHT_BYTES", 0), "most `bytes` of request bodies read or served at once; a body that does not fit is answered 503 before it is read ($VKLLM_MAX_INFLIGHT_BYTES; default 0: 4x --max-request-bytes)")
-	fs.IntVar(&f.maxRequestTokens, "max-request-tokens", envInt("VKLLM_MAX_REQUEST_TOKENS", 0), "most `tokens` one request may ask for: prompts x candidates (n, best_of) x (prompt + max_tokens); more is a 400 ($VKLLM_MAX_REQUEST_TOKENS; default 0: 16x the context size)")
-	fs.StringVar(&f.memoryLimit, "memory-limit", os.Getenv("VKLLM_MEMORY_LIMIT"), "soft limit of the Go heap, as GOMEMLIMIT (`size` like 4GiB or 512MiB): the collector works harder near it instead of letting request garbage grow the process ($VKLLM_MEMORY_LIMIT; default none: $GOMEMLIMIT if set)")
-	fs.DurationVar(&f.readTimeout, "read-timeout", envDuration("VKLLM_READ_TIMEOUT", 60*time.Second), "time to read a request ($VKLLM_READ_TIMEOUT)")
-	fs.DurationVar(&f.writeTimeout, "timeout", envDuration("VKLLM_TIMEOUT", 10*time.Minute), "time to write a non-streaming response; for a stream, the longest one event's write may wait for the client, so a stream that is read goes on however long it runs ($VKLLM_TIMEOUT)")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", envDuration("VKLLM_SHUTDOWN_TIMEOUT", 10*time.Second), "on SIGINT/SIGTERM, the whole time shutdown may take: requests in flight may finish until a quarter of it (at most 5s) is left, then their generations are cancelled and the connections still open closed ($VKLLM_SHUTDOWN_TIMEOUT)")
-	fs.BoolVar(&f.logJSON, "log-json", os.Getenv("VKLLM_LOG_JSON") == "1", "log as JSON lines instead of text ($VKLLM_LOG_JSON=1)")
-	if err := fs.Parse(args); err != nil {
+	f.register(fs)
+	if err := parseFlags(fs, args, true, "vkllm serve -m FILE [flags]"); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	if f.version {
+		printVersion(os.Stdout)
+		return nil
+	}
+	if len(fs.GetArgs()) > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.GetArgs())
 	}
 	if err := f.validate(); err != nil {
 		return err
@@ -95,6 +100,10 @@ func cmdServe(args []string) error {
 	if f.model == "" {
 		return errors.New("no model: pass -m file.gguf")
 	}
+	templateText, err := f.chatTemplate()
+	if err != nil {
+		return err
+	}
 	pool := engine.PoolNone // the model's own
 	if f.pooling != "" {
 		p, err := parsePooling(f.pooling)
@@ -108,19 +117,28 @@ func cmdServe(args []string) error {
 		h = slog.NewJSONHandler(os.Stderr, nil)
 	}
 	log := slog.New(h)
-	if f.prefill < 0 {
-		return fmt.Errorf("--prefill-chunk: %d, want >= 0", f.prefill)
-	}
 	// Catch the signals before anything starts: a SIGTERM that arrives
 	// while the model loads must shut down gracefully, not kill the process.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
 
+	// What will be loaded, on the console before the load starts: a file
+	// that is not a model or a device that does not exist fails here.
+	summary, err := modelSummary(f.model)
+	if err != nil {
+		return fmt.Errorf("loading %s: %w", f.model, err)
+	}
+	dev, err := deviceSummary(f.device)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(con, "vkllm %s\nmodel   %s\ndevice  %s\n", version, summary, dev)
+
 	srv := api.NewServer(api.Config{
-		APIKey: f.apiKey, ModelAlias: f.alias, ChatTemplate: f.template, Parallel: f.parallel,
-		QueueSize: f.queueSize, MaxRequestBytes: f.maxBody, ReadTimeout: f.readTimeout,
-		WriteTimeout: f.writeTimeout, Logger: log,
+		APIKey: f.apiKey, ModelAlias: f.alias, ChatTemplate: f.template, ChatTemplateText: templateText,
+		Parallel: f.parallel, QueueSize: f.queueSize, MaxRequestBytes: f.maxBody, ReadTimeout: f.readTimeout,
+		WriteTimeout: f.writeTimeout, Logger: log, Version: version, ModelPath: f.model,
 		MaxBodyBytesInFlight: f.maxInflight, MaxRequestTokens: f.maxRequestTokens,
 		AllowedHosts: splitList(f.allowedHosts), CORSOrigins: splitList(f.corsOrigins),
 	})
@@ -129,7 +147,8 @@ func cmdServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", f.model)
+	url := "http://" + ln.Addr().String()
+	log.Info("listening; loading the model (/health answers 503 until it is ready)", "addr", url, "model", f.model)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -138,16 +157,19 @@ func cmdServe(args []string) error {
 		model   *engine.Model
 		backend *api.EngineBackend
 	)
+	bar := newProgress(con, "loading")
 	go func() {
 		m, err := engine.Load(f.model, engine.Config{
 			Device: f.device, CtxSize: f.ctxSize, Parallel: f.parallel, BatchSize: f.batchSize,
 			Validation: f.validation, Verify: f.verify,
 			Progress: func(done, total int64) {
+				bar.update(done, total)
 				if total > 0 {
 					srv.SetProgress(float64(done) / float64(total))
 				}
 			},
 		})
+		bar.done()
 		if err != nil {
 			loaded <- err
 			return
@@ -155,7 +177,13 @@ func cmdServe(args []string) error {
 		model = m
 		name := strings.TrimSuffix(filepath.Base(f.model), filepath.Ext(f.model))
 		backend = api.NewEngineBackend(m, name, pool, engine.SchedulerConfig{PrefillChunk: f.prefill})
-		loaded <- srv.Ready(backend)
+		if err := srv.Ready(backend); err != nil {
+			loaded <- err
+			return
+		}
+		fmt.Fprintf(con, "ready   %s  (chat page at /, OpenAI-compatible API at /v1, metrics at /metrics); %d slots of %d tokens\n",
+			url, m.Slots(), m.CtxSize())
+		loaded <- nil
 	}()
 
 	var runErr error
@@ -209,23 +237,14 @@ func cmdServe(args []string) error {
 }
 
 // validate refuses settings that would otherwise be replaced by a default
-// without a word: zero or negative sizes and timeouts, and environment
-// values that do not parse.
+// without a word: zero or negative sizes and timeouts. (Values that do not
+// parse, from a flag or a VKLLM_* variable, were refused by parseFlags.)
 func (f *serveFlags) validate() error {
-	for _, key := range []string{"VKLLM_CTX_SIZE", "VKLLM_PORT", "VKLLM_PARALLEL", "VKLLM_QUEUE_SIZE", "VKLLM_MAX_REQUEST_BYTES",
-		"VKLLM_MAX_INFLIGHT_BYTES", "VKLLM_MAX_REQUEST_TOKENS"} {
-		if v := os.Getenv(key); v != "" {
-			if _, err := strconv.Atoi(v); err != nil {
-				return fmt.Errorf("$%s: %q is not an integer", key, v)
-			}
-		}
+	if f.prefill < 0 {
+		return fmt.Errorf("--prefill-chunk: %d, want >= 0", f.prefill)
 	}
-	for _, key := range []string{"VKLLM_READ_TIMEOUT", "VKLLM_TIMEOUT", "VKLLM_SHUTDOWN_TIMEOUT"} {
-		if v := os.Getenv(key); v != "" {
-			if _, err := time.ParseDuration(v); err != nil {
-				return fmt.Errorf("$%s: %q is not a duration (like 30s or 5m)", key, v)
-			}
-		}
+	if f.ctxSize < 0 || f.batchSize < 1 {
+		return fmt.Errorf("--ctx-size %d, --batch-size %d: want >= 0 and >= 1", f.ctxSize, f.batchSize)
 	}
 	for _, c := range []struct {
 		name string
@@ -266,6 +285,91 @@ func (f *serveFlags) validate() error {
 		return fmt.Errorf("--shutdown-timeout: %v, want >= 0", f.shutdownTimeout)
 	}
 	return nil
+}
+
+// chatTemplate checks --chat-template and reads --chat-template-file,
+// before anything is loaded.
+func (f *serveFlags) chatTemplate() (string, error) {
+	text := ""
+	if f.templateFile != "" {
+		b, err := os.ReadFile(f.templateFile)
+		if err != nil {
+			return "", fmt.Errorf("--chat-template-file: %w", err)
+		}
+		if len(b) == 0 {
+			return "", fmt.Errorf("--chat-template-file: %s is empty", f.templateFile)
+		}
+		text = string(b)
+	}
+	if err := api.CheckChatTemplate(f.template, text); err != nil {
+		return "", err
+	}
+	return text, nil
+}
+
+// modelSummary describes the model file from its metadata alone.
+func modelSummary(path string) (string, error) {
+	file, err := gguf.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer file.Close()
+	o, err := engine.ReadOptions(file)
+	if err != nil {
+		return "", err
+	}
+	name, _ := file.String("general.name")
+	if name == "" {
+		name = filepath.Base(path)
+	}
+	var params uint64
+	types := map[string]uint64{}
+	for i := range file.Tensors {
+		t := &file.Tensors[i]
+		params += t.NumElements()
+		types[t.Type.String()] += t.NumElements()
+	}
+	main, most := "", uint64(0)
+	for k, n := range types {
+		if n > most || n == most && k < main {
+			main, most = k, n
+		}
+	}
+	return fmt.Sprintf("%s: %s, %s parameters (mostly %s), %d layers, %d embd, %d vocab, trained context %d, %.1f MiB",
+		name, o.Arch, humanCount(params), main, o.Layers, o.Embd, o.Vocab, o.CtxTrain, float64(file.Size)/(1<<20)), nil
+}
+
+// humanCount writes n with a K, M or B suffix.
+func humanCount(n uint64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.1fB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1fK", float64(n)/1e3)
+	}
+	return strconv.FormatUint(n, 10)
+}
+
+// deviceSummary names the Vulkan device sel (--device) selects, as the
+// load will choose it.
+func deviceSummary(sel string) (string, error) {
+	devs, err := vk.Devices(vk.Options{})
+	if err != nil {
+		return "", err
+	}
+	i, err := vk.Select(devs, sel)
+	if err != nil {
+		return "", fmt.Errorf("--device: %w", err)
+	}
+	for _, d := range devs {
+		if d.Index == i {
+			return fmt.Sprintf("%s (%s, %s, Vulkan %s, %.1f GiB device memory)", d.Name, d.TypeName, d.DriverName, d.APIVersion,
+				float64(d.DeviceLocalBytes())/(1<<30)), nil
+		}
+	}
+	return "", fmt.Errorf("--device: BUG: selected device %d not listed", i)
 }
 
 // splitList splits a comma-separated flag value, dropping blanks.

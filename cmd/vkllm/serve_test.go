@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vkllm/vkllm/api"
 	"github.com/vkllm/vkllm/tools/modelgen"
 )
 
@@ -29,16 +33,34 @@ func freePort(t *testing.T) int {
 // checks that the stream still finishes and serve returns cleanly. Nothing
 // in it waits for a time: the grace period outlasts any machine's stream
 // and a hang is go test's -timeout to catch.
+//
+// It also checks the settings taken from VKLLM_* variables (the port, the
+// context size, a chat template file) through /props, and the console.
 func TestServeSignal(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tiny.gguf")
 	if err := modelgen.WriteFile(path, modelgen.Options{Arch: "llama", Embd: 64, Layers: 1, Seed: 3}); err != nil {
 		t.Fatal(err)
 	}
+	const tmpl = "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}<assistant>"
+	tmplFile := filepath.Join(dir, "chat.jinja")
+	if err := os.WriteFile(tmplFile, []byte(tmpl), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	port := freePort(t)
+	t.Setenv("VKLLM_PORT", strconv.Itoa(port))
+	t.Setenv("VKLLM_CTX_SIZE", "256")
+	t.Setenv("VKLLM_CHAT_TEMPLATE_FILE", tmplFile)
+	t.Setenv("VKLLM_PARALLEL", "8") // the command line wins
+	console, err := os.Create(filepath.Join(dir, "console.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer console.Close()
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	done := make(chan error, 1)
 	go func() {
-		done <- cmdServe([]string{"-m", path, "--port", strconv.Itoa(port), "--ctx-size", "256", "--shutdown-timeout", "1h"})
+		done <- serve(console, []string{"-m", path, "--parallel", "2", "--shutdown-timeout", "1h"})
 	}()
 	for {
 		resp, err := http.Get(base + "/health")
@@ -54,6 +76,26 @@ func TestServeSignal(t *testing.T) {
 		default:
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	var props map[string]any
+	if r, err := http.Get(base + "/props"); err != nil {
+		t.Fatal(err)
+	} else {
+		json.NewDecoder(r.Body).Decode(&props)
+		r.Body.Close()
+	}
+	for k, v := range map[string]any{"n_ctx": 256.0, "total_slots": 2.0, "chat_template": tmpl, "chat_template_name": "jinja",
+		"model_path": path, "build_info": "vkllm " + version} {
+		if props[k] != v {
+			t.Errorf("/props %s = %v, want %v", k, props[k], v)
+		}
+	}
+	out, _ := os.ReadFile(console.Name())
+	for _, want := range []string{"vkllm " + version + "\n", "\nmodel   ", "llama, ", "\ndevice  ", "loading: 100% of",
+		"\nready   " + base + " ", "2 slots of 256 tokens\n"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the console says\n%s\nwant it to contain %q", out, want)
+		}
 	}
 	resp, err := http.Post(base+"/v1/completions", "application/json",
 		strings.NewReader(`{"prompt":"hello","max_tokens":200,"temperature":0,"stream":true}`))
@@ -97,7 +139,10 @@ func TestServeErrors(t *testing.T) {
 // TestServeFlagErrors checks that settings a default would silently
 // replace are refused, naming the flag or variable.
 func TestServeFlagErrors(t *testing.T) {
-	port := strconv.Itoa(freePort(t))
+	good := filepath.Join(t.TempDir(), "good.jinja")
+	if err := os.WriteFile(good, []byte("{% for m in messages %}{{ m.content }}{% endfor %}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		env  [2]string
@@ -110,18 +155,71 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"--timeout", "0s"}, [2]string{}, "--timeout"},
 		{[]string{"--read-timeout", "-1s"}, [2]string{}, "--read-timeout"},
 		{[]string{"--shutdown-timeout", "-1s"}, [2]string{}, "--shutdown-timeout"},
-		{nil, [2]string{"VKLLM_QUEUE_SIZE", "many"}, "$VKLLM_QUEUE_SIZE"},
-		{nil, [2]string{"VKLLM_TIMEOUT", "10"}, "$VKLLM_TIMEOUT"},
+		{[]string{"--prefill-chunk", "-1"}, [2]string{}, "--prefill-chunk"},
+		{[]string{"--port", "188o8"}, [2]string{}, "port"},
+		{[]string{"--bogus"}, [2]string{}, "bogus"},
+		{[]string{"unexpected"}, [2]string{}, "unexpected arguments"},
+		// Go's single-dash long flags still work.
+		{[]string{"-queue-size", "0"}, [2]string{}, "--queue-size"},
+		{[]string{"--chat-template", "chatml2"}, [2]string{}, `--chat-template: unknown template "chatml2"`},
+		{[]string{"--chat-template-file", "/nonexistent/t.jinja"}, [2]string{}, "--chat-template-file"},
+		{[]string{"--chat-template", "chatml", "--chat-template-file", good}, [2]string{}, "--chat-template-file: the file is a Jinja template"},
+		{nil, [2]string{"VKLLM_QUEUE_SIZE", "many"}, "VKLLM_QUEUE_SIZE"},
+		{nil, [2]string{"VKLLM_PORT", "188o8"}, "VKLLM_PORT"},
+		{nil, [2]string{"VKLLM_PARALLEL", "0"}, "--parallel"},
+		{nil, [2]string{"VKLLM_PARALLEL", "-2"}, "--parallel"},
+		{nil, [2]string{"VKLLM_TIMEOUT", "10"}, "VKLLM_TIMEOUT"},
+		{nil, [2]string{"VKLLM_LOG_JSON", "yes please"}, "VKLLM_LOG_JSON"},
+		{nil, [2]string{"VKLLM_CHAT_TEMPLATE", "nope"}, "--chat-template"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			if tc.env[0] != "" {
 				t.Setenv(tc.env[0], tc.env[1])
 			}
-			args := append([]string{"-m", "/nonexistent/model.gguf", "--port", port}, tc.args...)
+			// Every case fails before listening: no --port needed.
+			args := append([]string{"-m", "/nonexistent/model.gguf"}, tc.args...)
 			err := cmdServe(args)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("serve %v (env %v) = %v, want an error naming %s", tc.args, tc.env, err, tc.want)
 			}
+			// Refused before anything is loaded: not an error about the file.
+			if err != nil && strings.Contains(err.Error(), "/nonexistent/model.gguf") {
+				t.Errorf("serve %v (env %v) = %v: the model was opened before the settings were checked", tc.args, tc.env, err)
+			}
 		})
+	}
+}
+
+// TestServeTemplateFile: a template file that does not parse is refused at
+// start, naming the flag and the parser's complaint.
+func TestServeTemplateFile(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.jinja")
+	if err := os.WriteFile(bad, []byte("{% for m in messages %}{{ m.content }"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := cmdServe([]string{"-m", "/nonexistent/model.gguf", "--chat-template-file", bad})
+	if err == nil || !strings.Contains(err.Error(), "--chat-template-file: the template does not parse") {
+		t.Errorf("serve with a broken template file = %v, want it refused naming the flag", err)
+	}
+}
+
+// TestVersion: "vkllm version" and "serve --version" print the version and
+// every built-in feature.
+func TestVersion(t *testing.T) {
+	var b bytes.Buffer
+	printVersion(&b)
+	if !strings.HasPrefix(b.String(), "vkllm "+version+" (go") {
+		t.Errorf("version output %q, want it to start with vkllm %s", b.String(), version)
+	}
+	for _, f := range api.Features() {
+		if !strings.Contains(b.String(), " "+f) {
+			t.Errorf("version output %q lacks the feature %q", b.String(), f)
+		}
+	}
+	if err := cmdServe([]string{"--version"}); err != nil {
+		t.Errorf("serve --version = %v, want nil (no model needed)", err)
+	}
+	if err := cmdVersion([]string{"x"}); err == nil {
+		t.Error("vkllm version x = nil, want an error")
 	}
 }

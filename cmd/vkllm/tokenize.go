@@ -2,12 +2,12 @@ package main
 
 import (
 	"bufio"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 
+	"github.com/peterbourgon/ff/v4"
 	"github.com/vkllm/vkllm/engine/tokenizer"
 	"github.com/vkllm/vkllm/gguf"
 )
@@ -16,17 +16,17 @@ import (
 // tokenizer of a GGUF file. It reads only metadata, so vocabulary-only files
 // work and no GPU is touched.
 func cmdTokenize(args []string) error {
-	fs := flag.NewFlagSet("tokenize", flag.ContinueOnError)
-	model := fs.String("m", "", "GGUF `file` whose tokenizer to use (required)")
-	prompt := fs.String("p", "", "`text` to tokenize (default: read stdin)")
-	noBOS := fs.Bool("no-bos", false, "do not add the special tokens (BOS/EOS, CLS/SEP) the model asks for")
-	noParse := fs.Bool("no-parse-special", false, "tokenize special-token text such as <|im_start|> as plain text")
-	pieces := fs.Bool("pieces", false, "print one id<TAB>piece line per token instead of ids on one line")
-	if err := fs.Parse(args); err != nil {
+	fs := newFlagSet("tokenize")
+	model := fs.String('m', "model", "", "GGUF `file` whose tokenizer to use (required)")
+	prompt := fs.StringShort('p', "", "`text` to tokenize (default: read stdin)")
+	noBOS := fs.BoolLong("no-bos", "do not add the special tokens (BOS/EOS, CLS/SEP) the model asks for")
+	noParse := fs.BoolLong("no-parse-special", "tokenize special-token text such as <|im_start|> as plain text")
+	pieces := fs.BoolLong("pieces", "print one id<TAB>piece line per token instead of ids on one line")
+	if err := parseFlags(fs, args, false, "vkllm tokenize -m FILE [-p TEXT] [flags]"); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	if len(fs.GetArgs()) > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.GetArgs())
 	}
 	if *model == "" {
 		return fmt.Errorf("-m is required")
@@ -71,12 +71,8 @@ func cmdTokenize(args []string) error {
 	return w.Flush()
 }
 
-func isFlagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == name {
-			set = true
-		}
-	})
-	return set
+// isFlagSet reports whether the command line set the flag with short name.
+func isFlagSet(fs *ff.FlagSet, short string) bool {
+	f, ok := fs.GetFlag(short)
+	return ok && f.IsSet()
 }

@@ -20,6 +20,14 @@ type RoPEParams struct {
 	FreqBase float32
 	// FreqScale multiplies positions (linear scaling: 1/factor); 0 means 1.
 	FreqScale float32
+	// AttnFactor multiplies cos and sin (LongRoPE, YaRN); 0 means 1.
+	AttnFactor float32
+	// ExtFactor != 0 turns on YaRN: the angle of pair j mixes the scaled
+	// and the unscaled angle by ramp(j) * ExtFactor, ramp falling from 1 to
+	// 0 over CorrDims, and the magnitude grows by 1 + 0.1 ln(1/FreqScale)
+	// (the reference's rope_yarn).
+	ExtFactor float32
+	CorrDims  [2]float32
 }
 
 // RoPEPush mirrors the push-constant block of rope.comp.
@@ -27,6 +35,8 @@ type RoPEPush struct {
 	Rows, Heads, HeadDim, RotDims uint32
 	FreqBase, FreqScale           float32
 	HasFactors                    uint32
+	AttnFactor, ExtFactor         float32
+	Corr0, Corr1                  float32
 }
 
 func (p *RoPEParams) norm() (RoPEParams, error) {
@@ -37,6 +47,9 @@ func (p *RoPEParams) norm() (RoPEParams, error) {
 	if q.FreqScale == 0 {
 		q.FreqScale = 1
 	}
+	if q.AttnFactor == 0 {
+		q.AttnFactor = 1
+	}
 	if q.Rows <= 0 || q.Heads <= 0 || q.HeadDim <= 0 || q.HeadDim%2 != 0 || q.RotDims%2 != 0 || q.RotDims > q.HeadDim || q.FreqBase <= 0 {
 		return q, fmt.Errorf("ops: RoPE: bad parameters %+v", *p)
 	}
@@ -46,7 +59,7 @@ func (p *RoPEParams) norm() (RoPEParams, error) {
 // RoPE records rotary position embedding of src into dst (may be the same
 // range): rows x heads x headDim f32, row r at position pos[r] (int32).
 // factors, when it has a buffer, holds RotDims/2 f32 frequency factors that
-// divide the angles (LLaMA 3 "rope_freqs"). YaRN is not implemented.
+// divide the angles (LLaMA 3 "rope_freqs", Phi-3 LongRoPE factors).
 func (k *Kernels) RoPE(c *vk.Cmd, dst, src, pos, factors vk.Range, p RoPEParams) error {
 	q, err := p.norm()
 	if err != nil {
@@ -63,7 +76,7 @@ func (k *Kernels) RoPE(c *vk.Cmd, dst, src, pos, factors vk.Range, p RoPEParams)
 		return err
 	}
 	push := RoPEPush{Rows: uint32(q.Rows), Heads: uint32(q.Heads), HeadDim: uint32(q.HeadDim), RotDims: uint32(q.RotDims),
-		FreqBase: q.FreqBase, FreqScale: q.FreqScale}
+		FreqBase: q.FreqBase, FreqScale: q.FreqScale, AttnFactor: q.AttnFactor, ExtFactor: q.ExtFactor, Corr0: q.CorrDims[0], Corr1: q.CorrDims[1]}
 	f := k.window(pos, 0, 4*uint64(q.Rows))
 	if factors.Buf != nil {
 		if err := sized("RoPE", "factors", factors, 4*uint64(q.RotDims/2)); err != nil {
@@ -97,15 +110,22 @@ func RefRoPE(dst, src []float32, pos []int32, factors []float32, p RoPEParams) e
 			x := src[(r*q.Heads+h)*q.HeadDim:]
 			y := dst[(r*q.Heads+h)*q.HeadDim:]
 			for j := 0; j < q.RotDims/2; j++ {
-				theta := float64(pos[r]) * float64(q.FreqScale) * math.Pow(float64(q.FreqBase), -float64(2*j)/float64(q.RotDims))
+				extrap := float64(pos[r]) * math.Pow(float64(q.FreqBase), -float64(2*j)/float64(q.RotDims))
 				if factors != nil {
-					theta /= float64(factors[j])
+					extrap /= float64(factors[j])
+				}
+				theta, mscale := float64(q.FreqScale)*extrap, float64(q.AttnFactor)
+				if q.ExtFactor != 0 {
+					y := (float64(j) - float64(q.CorrDims[0])) / math.Max(0.001, float64(q.CorrDims[1]-q.CorrDims[0]))
+					ramp := (1 - math.Min(1, math.Max(0, y))) * float64(q.ExtFactor)
+					theta = theta*(1-ramp) + extrap*ramp
+					mscale *= 1 + 0.1*math.Log(1/float64(q.FreqScale))
 				}
 				i0, i1 := 2*j, 2*j+1
 				if q.NeoX {
 					i0, i1 = j, j+q.RotDims/2
 				}
-				cs, sn := math.Cos(theta), math.Sin(theta)
+				cs, sn := math.Cos(theta)*mscale, math.Sin(theta)*mscale
 				x0, x1 := float64(x[i0]), float64(x[i1])
 				y[i0] = float32(x0*cs - x1*sn)
 				y[i1] = float32(x0*sn + x1*cs)
@@ -242,6 +262,13 @@ type AttnParams struct {
 	NKV    int
 	// Scale multiplies q.k (usually 1/sqrt(HeadDim)).
 	Scale float32
+	// Window > 0 limits causal rows to the last Window positions
+	// (pos-Window+1..pos: sliding-window attention). Windowed dispatches
+	// use the per-row kernel only.
+	Window int
+	// SoftCap > 0 turns each scaled score s into SoftCap*tanh(s/SoftCap)
+	// (Gemma 2's attention logit soft-capping); per-row kernel only.
+	SoftCap float32
 	// Splits > 1 divides every row's keys into that many ranges of
 	// ceil(max keys / Splits) handled by separate workgroups (flash
 	// decoding), merged by a second kernel; it needs Scratch of
@@ -293,7 +320,8 @@ func splitsFor(groups, maxKeys int) int {
 type AttnPush struct {
 	Rows, Heads, KVHeads, HeadDim, NCtx, NSlots, NKV, Causal uint32
 	Scale                                                    float32
-	SplitLen, NSplit, TileRows                               uint32
+	SplitLen, NSplit, TileRows, Window                       uint32
+	SoftCap                                                  float32
 }
 
 // AttnCombinePush mirrors the push-constant block of attn_combine.comp.
@@ -307,7 +335,7 @@ const MaxHeadDim = 256
 func (p *AttnParams) check() error {
 	if p.Rows <= 0 || p.Heads <= 0 || p.KVHeads <= 0 || p.Heads%p.KVHeads != 0 || p.HeadDim <= 0 || p.HeadDim > MaxHeadDim ||
 		p.Cache.KVDim != p.KVHeads*p.HeadDim || p.Cache.Slots <= 0 || p.Cache.NCtx <= 0 || (!p.Causal && (p.NKV <= 0 || p.NKV > p.Cache.NCtx)) ||
-		p.Splits < 0 || p.Splits > p.maxKeys() {
+		p.Splits < 0 || p.Splits > p.maxKeys() || p.Window < 0 || p.SoftCap < 0 {
 		return fmt.Errorf("ops: Attention: bad parameters %+v", *p)
 	}
 	return nil
@@ -348,8 +376,9 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 	push := AttnPush{Rows: uint32(p.Rows), Heads: uint32(p.Heads), KVHeads: uint32(p.KVHeads), HeadDim: uint32(p.HeadDim),
 		NCtx: uint32(p.Cache.NCtx), NSlots: uint32(p.Cache.Slots), NKV: uint32(p.NKV), Scale: p.Scale}
 	if p.Causal {
-		push.Causal = 1
+		push.Causal, push.Window = 1, uint32(p.Window)
 	}
+	push.SoftCap = p.SoftCap
 	wg := k.attnWG
 	gpw := k.attnHeadsPerGroup(p.Heads/p.KVHeads, p.HeadDim, wg)
 	if gpw == 0 {
@@ -357,7 +386,7 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 	}
 	spec := []uint32{wg, uint32(gpw), uint32(p.HeadDim)}
 	if p.Splits <= 1 {
-		if tile, ok := k.attnTileFor(p.Heads/p.KVHeads, p.HeadDim, wg); ok && p.Rows >= 2*tile.Rows {
+		if tile, ok := k.attnTileFor(p.Heads/p.KVHeads, p.HeadDim, wg); ok && p.Rows >= 2*tile.Rows && push.Window == 0 && push.SoftCap == 0 {
 			// Tiles of one slot (prefill) here, the rest by the per-row
 			// kernel below.
 			push.TileRows = uint32(tile.Rows)
@@ -368,8 +397,14 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 				return err
 			}
 		}
-		return Record(k, c, k.pick("flash_attn_f32_f16", "flash_attn_f32_f16_sg"), spec,
-			k.Groups(uint32(p.Rows*p.Heads/gpw)), &push,
+		name, groups := k.pick("flash_attn_f32_f16", "flash_attn_f32_f16_sg"), k.Groups(uint32(p.Rows*p.Heads/gpw))
+		if k.attnRows {
+			// One invocation per row and group of heads (CPU devices).
+			gpw = attnRowsHeads(p.Heads/p.KVHeads, p.HeadDim)
+			spec = []uint32{cpuAttnRowsWG, uint32(gpw), uint32(p.HeadDim)}
+			name, groups = "flash_attn_rows_f32_f16", k.Groups(ceilDiv(uint32(p.Rows*p.Heads/gpw), cpuAttnRowsWG))
+		}
+		return Record(k, c, name, spec, groups, &push,
 			k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes),
 			k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn))
 	}
@@ -391,6 +426,24 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 	}
 	comb := AttnCombinePush{RowsHeads: uint32(p.Rows * p.Heads), HeadDim: uint32(p.HeadDim), NSplit: uint32(p.Splits)}
 	return Record(k, c, "attn_combine_f32", []uint32{min(k.wg, 64)}, k.Groups(comb.RowsHeads), &comb, scratch, k.window(out, 0, qn))
+}
+
+// cpuAttnRowsWG is flash_attn_rows' workgroup size: one subgroup of a CPU
+// driver (lavapipe's is 8 lanes), so that a batch of a few decode rows
+// still spreads over the driver's threads.
+const cpuAttnRowsWG = 8
+
+// attnRowsHeads picks how many query heads of a GQA group one
+// flash_attn_rows invocation serves (each K/V row is then read once for
+// all of them): the largest divisor of group, at most 8, whose q and
+// accumulator registers (2 * heads * headDim floats) stay within 2048.
+func attnRowsHeads(group, headDim int) int {
+	for g := min(group, 8); g > 1; g-- {
+		if group%g == 0 && g*headDim <= 1024 {
+			return g
+		}
+	}
+	return 1
 }
 
 // attnHeadsPerGroup picks how many query heads of a GQA group one attention
@@ -473,20 +526,27 @@ func RefAttention(out, q []float32, kc, vc []uint16, slot, pos []int32, p AttnPa
 				clear(o)
 				continue
 			}
+			lo := 0
+			if p.Causal && p.Window > 0 && nk > p.Window {
+				lo = nk - p.Window
+			}
 			qv := q[(r*p.Heads+h)*D:]
 			base := int(slot[r])*p.Cache.NCtx*stride + (h/group)*D
 			m := math.Inf(-1)
-			for j := 0; j < nk; j++ {
+			for j := lo; j < nk; j++ {
 				var dot float64
 				for d := 0; d < D; d++ {
 					dot += float64(qv[d]) * float64(F32FromF16(kc[base+j*stride+d]))
 				}
 				s[j] = dot * float64(p.Scale)
+				if p.SoftCap > 0 {
+					s[j] = float64(p.SoftCap) * math.Tanh(s[j]/float64(p.SoftCap))
+				}
 				m = math.Max(m, s[j])
 			}
 			var sum float64
 			clear(acc)
-			for j := 0; j < nk; j++ {
+			for j := lo; j < nk; j++ {
 				w := math.Exp(s[j] - m)
 				sum += w
 				for d := 0; d < D; d++ {

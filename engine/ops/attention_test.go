@@ -17,6 +17,11 @@ func TestRoPE(t *testing.T) {
 		{Rows: 3, Heads: 2, HeadDim: 80, RotDims: 32, FreqBase: 10000, NeoX: true}, // partial (Phi-2 style)
 		{Rows: 3, Heads: 2, HeadDim: 96, RotDims: 64, FreqBase: 10000},
 		{Rows: 4, Heads: 5, HeadDim: 128, FreqBase: 500000, FreqScale: 0.25},
+		// LongRoPE's magnitude factor on a partial NeoX rotation (Phi-3).
+		{Rows: 3, Heads: 3, HeadDim: 32, RotDims: 24, FreqBase: 10000, NeoX: true, AttnFactor: 1.19},
+		// YaRN: the ramp between dimension pairs 5 and 20 of 32.
+		{Rows: 4, Heads: 2, HeadDim: 64, FreqBase: 10000, FreqScale: 0.25, ExtFactor: 1, CorrDims: [2]float32{5, 20}},
+		{Rows: 3, Heads: 2, HeadDim: 64, FreqBase: 1e6, FreqScale: 0.125, NeoX: true, ExtFactor: 0.5, AttnFactor: 1.1, CorrDims: [2]float32{0, 31}},
 	}
 	for _, p := range cases {
 		for _, withFactors := range []bool{false, true} {
@@ -182,15 +187,29 @@ func TestAttention(t *testing.T) {
 		{"prefill-mixed", AttnParams{Rows: 45, Heads: 8, KVHeads: 4, HeadDim: 32, Causal: true},
 			append(append([]int32{290, 17, 5}, run(39, 0)...), 250, 60, 299), append(append([]int32{0, 2, 9}, fill(39, 1)...), 2, -1, 0)},
 		{"decode-many-slots", AttnParams{Rows: 40, Heads: 4, KVHeads: 2, HeadDim: 64, Causal: true}, shuffled(40, 300), cycle(40, 3)},
+		// Sliding windows (Gemma): rows before, at and past the window.
+		{"window16", AttnParams{Rows: 5, Heads: 8, KVHeads: 2, HeadDim: 64, Causal: true, Window: 16}, []int32{0, 10, 15, 16, 300}, []int32{1, 1, 1, 0, 2}},
+		{"prefill-window7", AttnParams{Rows: 37, Heads: 4, KVHeads: 2, HeadDim: 32, Causal: true, Window: 7}, run(37, 0), fill(37, 1)},
+		// Gemma 2's soft-capped scores (a cap below the scores' range).
+		{"softcap", AttnParams{Rows: 36, Heads: 4, KVHeads: 2, HeadDim: 64, Causal: true, Window: 9, SoftCap: 1.5}, run(36, 0), fill(36, 2)},
 	}
-	// The CPU and the GPU workgroup sizes, whichever this device is.
-	defer func(wg uint32) { g.k.attnWG = wg }(g.k.attnWG)
-	for _, wg := range []uint32{min(g.k.wg, cpuAttnWG), min(g.k.wg, 128)} {
-		g.k.attnWG = wg
+	// The CPU and the GPU workgroup sizes, whichever this device is, and
+	// the CPU devices' per-row kernel (flash_attn_rows, no subgroup
+	// variant).
+	defer func(wg uint32, rows bool) { g.k.attnWG, g.k.attnRows = wg, rows }(g.k.attnWG, g.k.attnRows)
+	for _, cfg := range []struct {
+		wg   uint32
+		rows bool
+	}{{min(g.k.wg, cpuAttnWG), false}, {min(g.k.wg, 128), false}, {min(g.k.wg, cpuAttnWG), true}} {
+		g.k.attnWG, g.k.attnRows = cfg.wg, cfg.rows
+		wg, variants := cfg.wg, both
+		if cfg.rows {
+			variants = func(t *testing.T, _ *rig, f func(t *testing.T)) { t.Run("rows", f) }
+		}
 		for _, tc := range cases {
 			for _, splits := range []int{0, 3, 7} {
 				t.Run(fmt.Sprintf("wg%d/%s/splits=%d", wg, tc.name, splits), func(t *testing.T) {
-					both(t, g, func(t *testing.T) {
+					variants(t, g, func(t *testing.T) {
 						p := tc.p
 						p.Cache = KVParams{Slots: 3, NCtx: 301, KVDim: p.KVHeads * p.HeadDim}
 						p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))

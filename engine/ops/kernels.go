@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math/bits"
+	"runtime"
 	"unsafe"
 
 	"github.com/vkllm/vkllm/shaders"
@@ -10,7 +11,7 @@ import (
 )
 
 // maxSpec is the most specialization constants a kernel may take.
-const maxSpec = 5
+const maxSpec = 6
 
 type pipeKey struct {
 	name     string
@@ -35,8 +36,23 @@ type Kernels struct {
 	// cpuAttnWG on CPU devices.
 	attnWG uint32
 	// matvecCols is the most activation columns MulMat gives the matvec
-	// kernel: MatVecMaxCols on GPUs, cpuMatVecCols on CPU devices.
+	// kernel: gpuMatVecPass on GPUs, cpuMatVecCols on CPU devices.
 	matvecCols int
+	// matvecPass is the most activation columns one matvec dispatch
+	// takes: gpuMatVecPass on GPUs, MatVecMaxCols on CPU devices (where
+	// the activation loads dominate and a wider pass rereads and decodes
+	// the weights less often).
+	matvecPass int
+	// attnRows selects flash_attn_rows (one invocation per row, no
+	// barriers) over flash_attn for the rows flash_attn_tiled leaves: on
+	// CPU devices.
+	attnRows bool
+	// cpuRows lets one matvec invocation compute several rows (see
+	// rowsPerLane): on CPU devices.
+	cpuRows bool
+	// cpuThreads is the number of threads a CPU device runs workgroups on
+	// (lavapipe starts one per CPU).
+	cpuThreads int
 }
 
 // cpuMatVecCols is MulMat's crossover on CPU devices: the tiled kernel
@@ -69,9 +85,11 @@ func New(dev *vk.Device) *Kernels {
 		wg /= 2
 	}
 	k := &Kernels{dev: dev, pipes: map[pipeKey]*vk.Pipeline{}, wg: wg, sg: dev.Features().SubgroupArithmetic,
-		rowThreads: matvecWG, attnWG: min(wg, 128), matvecCols: MatVecMaxCols}
+		rowThreads: matvecWG, attnWG: min(wg, 128), matvecCols: gpuMatVecPass, matvecPass: gpuMatVecPass,
+		cpuThreads: runtime.NumCPU()}
 	if dev.Info().Type == vk.TypeCPU {
-		k.rowThreads, k.attnWG, k.matvecCols = cpuRowThreads, min(wg, cpuAttnWG), cpuMatVecCols
+		k.rowThreads, k.attnWG, k.matvecCols, k.cpuRows = cpuRowThreads, min(wg, cpuAttnWG), cpuMatVecCols, true
+		k.matvecPass, k.attnRows = MatVecMaxCols, true
 	}
 	return k
 }

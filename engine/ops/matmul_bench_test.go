@@ -3,7 +3,9 @@ package ops
 import (
 	"fmt"
 	"math/rand/v2"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/vk"
@@ -57,10 +59,14 @@ func benchMul(b *testing.B, typ gguf.GGMLType, rows, cols, n int, tiled bool) {
 	}
 	run() // create the pipeline outside the timing
 	b.ResetTimer()
+	c0 := cpuTime()
 	for i := 0; i < b.N; i++ {
 		run()
 	}
 	b.StopTimer() // ns/op must not include the device teardown below
+	// Process CPU time per op: on a CPU device (lavapipe) the kernels' own
+	// cost, less sensitive than wall time to other load on the machine.
+	b.ReportMetric(float64(cpuTime()-c0)/1e6/float64(b.N), "cpu-ms/op")
 	s := b.Elapsed().Seconds()
 	b.ReportMetric(float64(len(w))*float64(b.N)/s/1e9, "GB/s")
 	b.ReportMetric(2*float64(rows)*float64(cols)*float64(n)*float64(b.N)/s/1e9, "GFLOP/s")
@@ -93,4 +99,25 @@ func BenchmarkMatVecVocab(b *testing.B) {
 	for _, typ := range []gguf.GGMLType{gguf.TypeQ8_0, gguf.TypeF16} {
 		b.Run(typ.String(), func(b *testing.B) { benchMul(b, typ, 50257, 256, 1, false) })
 	}
+}
+
+// BenchmarkMatVecRows is a decode batch of 1, 8 and 16 sequences through
+// the matrices of a small model (../shared/fixtures/models/llama-spm-256x4:
+// 256 wide, FFN 768, 4 of 8 heads for keys and values, 8000 tokens) in
+// Q8_0.
+func BenchmarkMatVecRows(b *testing.B) {
+	for _, sh := range [][2]int{{8000, 256}, {256, 256}, {128, 256}, {768, 256}, {256, 768}} {
+		for _, n := range []int{1, 8, 16} {
+			b.Run(fmt.Sprintf("%dx%d/n=%d", sh[0], sh[1], n), func(b *testing.B) { benchMul(b, gguf.TypeQ8_0, sh[0], sh[1], n, false) })
+		}
+	}
+}
+
+// cpuTime returns the CPU time the process has used (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

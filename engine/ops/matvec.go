@@ -31,8 +31,13 @@ type MatVecPush struct {
 	YOff, YStride uint32 // output (row 0, column 0) and the distance between columns
 }
 
-// MatVecMaxCols is the most activation columns one matvec dispatch handles.
-const MatVecMaxCols = 8
+// MatVecMaxCols is the most activation columns one matvec dispatch handles:
+// GPUs give it at most gpuMatVecPass, CPU devices up to MatVecMaxCols.
+const MatVecMaxCols = 16
+
+// gpuMatVecPass is the most activation columns one matvec dispatch takes on
+// GPUs (k.matvecPass).
+const gpuMatVecPass = 8
 
 // matvecWG is the matvec workgroup size: one or more weight rows per
 // workgroup (see the tpr specialization constant in mulMat).
@@ -120,7 +125,7 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 		colStep = min(colStep, int(lim[1])*matmulBN)
 	}
 	if !tiled {
-		colStep = min(colStep, MatVecMaxCols)
+		colStep = min(colStep, k.matvecPass)
 	}
 	name := names.matmul
 	if !tiled {
@@ -157,13 +162,15 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 			if !o.slow && (w.Cols|int(xOff))%4 == 0 && (!plain || (ch.wOff|uint32(rowBytes))%16 == 0) {
 				fast = 1
 			}
-			groups := k.Groups(ceilDiv(uint32(rows), matvecWG/tpr))
+			rpl := k.rowsPerLane(tpr, rows, nc)
+			wg := k.matvecGroup(tpr)
+			groups := k.Groups(ceilDiv(uint32(rows), wg/tpr*rpl))
 			acc := b2u(o.acc)
-			spec := [5]uint32{matvecWG, uint32(nc), fast, tpr, acc}
-			nspec := 5
+			spec := [6]uint32{wg, uint32(nc), fast, tpr, acc, rpl}
+			nspec := 6
 			if tiled {
 				groups = [3]uint32{ceilDiv(uint32(rows), matmulBM), ceilDiv(uint32(nc), matmulBN), 1}
-				spec, nspec = [5]uint32{matmulWG, fast, acc}, 3
+				spec, nspec = [6]uint32{matmulWG, fast, acc}, 3
 			}
 			if !first {
 				c.NoBarrier()
@@ -193,6 +200,44 @@ func (k *Kernels) matvecTPR(t gguf.GGMLType, cols int) uint32 {
 	return tpr
 }
 
+// rowsPerLane returns the matvec rows one invocation computes (the RPL
+// specialization constant of shaders/matvec.comp) for a window of rows
+// weight rows and n activation columns. Only CPU devices (k.cpuRows) compute
+// several rows per invocation, and only where one invocation does a whole
+// row (tpr 1): 4 rows for one to three columns, 16 for more, fewer for
+// short matrices so that every CPU thread gets about two workgroups.
+// Process CPU time per product on lavapipe (Q8_0 8000 x 256, 16 columns,
+// workgroups of 8): 11.8 ms with 4 rows per invocation, 7.2-7.9 ms with
+// 8, 5.3-6.6 ms with 16 (BenchmarkMatVecRows).
+func (k *Kernels) rowsPerLane(tpr uint32, rows, n int) uint32 {
+	if tpr != 1 || !k.cpuRows {
+		return 1
+	}
+	rpl := 4
+	if n >= 4 {
+		rpl = 16
+	}
+	for rpl > 1 && rows < 2*k.cpuThreads*rpl*cpuMatVecWG {
+		rpl /= 2
+	}
+	return uint32(rpl)
+}
+
+// matvecGroup returns the matvec workgroup size for tpr invocations per
+// row: cpuMatVecWG where a CPU device computes whole rows per invocation,
+// matvecWG otherwise.
+func (k *Kernels) matvecGroup(tpr uint32) uint32 {
+	if tpr == 1 && k.cpuRows {
+		return cpuMatVecWG
+	}
+	return matvecWG
+}
+
+// cpuMatVecWG is the matvec workgroup size on CPU devices: one subgroup of
+// lavapipe (8 lanes), so that short matrices still make enough workgroups
+// for the driver's threads.
+const cpuMatVecWG = 8
+
 // PrepareWeight creates, ahead of the first step, the pipelines that MatVec
 // (1..MatVecMaxCols columns) and MatMul use for weights of type t with rows
 // of cols elements stored at a 16-byte aligned offset and vec4-aligned
@@ -200,7 +245,7 @@ func (k *Kernels) matvecTPR(t gguf.GGMLType, cols int) uint32 {
 // (hundreds of milliseconds on lavapipe); accumulate prepares MulMatAdd's
 // instead of MulMat's. Call it once per distinct (type, row length,
 // accumulate) at load time.
-func (k *Kernels) PrepareWeight(t gguf.GGMLType, cols int, accumulate bool) error {
+func (k *Kernels) PrepareWeight(t gguf.GGMLType, rows, cols int, accumulate bool) error {
 	names, ok := kernelsFor(t)
 	if !ok {
 		return fmt.Errorf("ops: PrepareWeight: no kernels for weight type %v", t)
@@ -220,8 +265,9 @@ func (k *Kernels) PrepareWeight(t gguf.GGMLType, cols int, accumulate bool) erro
 		name = names.matvecSG
 	}
 	tpr, acc := k.matvecTPR(t, cols), b2u(accumulate)
-	for n := uint32(1); n <= MatVecMaxCols; n++ {
-		if _, err := k.Pipeline(name, 3, push, matvecWG, n, fast, tpr, acc); err != nil {
+	for n := uint32(1); n <= uint32(k.matvecPass); n++ {
+		rpl := k.rowsPerLane(tpr, rows, int(n))
+		if _, err := k.Pipeline(name, 3, push, k.matvecGroup(tpr), n, fast, tpr, acc, rpl); err != nil {
 			return err
 		}
 	}

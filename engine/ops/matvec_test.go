@@ -97,13 +97,27 @@ func TestMatVec(t *testing.T) {
 				// Bindings of a few rows: the weight is split in windows
 				// whose first row is not at an aligned offset.
 				{rows: 23, cols: cols, n: 2, lead: 6, maxRange: 5*rowBytes + 4*uint64(cols) + 64},
+				// Several rows per invocation on CPU devices (rowsPerLane
+				// 2, 4 and 8), with a partial last workgroup.
+				{rows: 300, cols: cols, n: 3},
+				{rows: 600, cols: cols, n: 1, lead: 2, acc: true},
+				{rows: 700, cols: vecCols(typ), n: 4, slow: true},
+				{rows: 1100, cols: cols, n: 5, xyLead: 4},
+				{rows: 260, cols: cols, n: 4},
+				{rows: 100, cols: cols, n: 2},
 			}
 			both(t, g, func(t *testing.T) {
 				// The device's layout, and the other one: CPU devices
 				// cap the invocations per row, GPUs do not.
-				defer func(cap uint32) { g.k.rowThreads = cap }(g.k.rowThreads)
+				// CPU devices also compute several rows per invocation
+				// (how many depends on the thread count: 2 here, so the
+				// cases below cover 2, 4, 8 and 16 on any machine).
+				defer func(cap uint32, rows bool, threads int) {
+					g.k.rowThreads, g.k.cpuRows, g.k.cpuThreads = cap, rows, threads
+				}(g.k.rowThreads, g.k.cpuRows, g.k.cpuThreads)
+				g.k.cpuThreads = 2
 				for _, cap := range []uint32{g.k.rowThreads, matvecWG + cpuRowThreads - g.k.rowThreads} {
-					g.k.rowThreads = cap
+					g.k.rowThreads, g.k.cpuRows = cap, cap == cpuRowThreads
 					t.Run(fmt.Sprintf("tpr%d", cap), func(t *testing.T) {
 						for _, m := range cases {
 							t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, false) })
@@ -314,7 +328,7 @@ func TestPrepareWeight(t *testing.T) {
 			if add {
 				mul = g.k.MulMatAdd
 			}
-			if err := g.k.PrepareWeight(tt.typ, tt.cols, add); err != nil {
+			if err := g.k.PrepareWeight(tt.typ, rows, tt.cols, add); err != nil {
 				t.Fatalf("PrepareWeight(%v, %d, %v): %v", tt.typ, tt.cols, add, err)
 			}
 			before := len(g.k.pipes)
@@ -331,7 +345,7 @@ func TestPrepareWeight(t *testing.T) {
 			}
 		}
 	}
-	if err := g.k.PrepareWeight(gguf.TypeQ4_0, 48, false); err == nil {
+	if err := g.k.PrepareWeight(gguf.TypeQ4_0, 9, 48, false); err == nil {
 		t.Error("PrepareWeight(Q4_0, 48 columns) succeeded, want an error")
 	}
 }

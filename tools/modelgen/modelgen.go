@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/gguf/quant"
@@ -18,7 +19,7 @@ import (
 // Options describes the model to generate. Zero fields take the defaults
 // listed beside them.
 type Options struct {
-	Arch      string        // llama (default), qwen2, qwen3 or bert
+	Arch      string        // llama (default), qwen2, qwen3, gemma2, gemma3, phi3 or bert
 	Vocab     string        // bpe (default), spm; bert always uses its WordPiece vocabulary
 	VocabSize int           // at most this many tokens (default 1024; the built-in corpus supports about 700 BPE and 850 SPM tokens)
 	Type      gguf.GGMLType // format of the 2-D weights (default F32)
@@ -33,6 +34,15 @@ type Options struct {
 	Tied      bool          // no output.weight: the output reuses token_embd.weight
 	Seed      uint64        // weights' random seed
 	Name      string        // general.name (default "tiny-<arch>")
+	// RopeFreqs adds Llama 3.1's rope_freqs.weight (per-pair divisors from
+	// 1 to 8) to a llama model.
+	RopeFreqs bool
+	// Window is gemma2's and gemma3's attention.sliding_window (default 4,
+	// so short tests cross it; every other layer is local).
+	Window int
+	// Rerank makes a bert model a cross-encoder: pooling type rank and a
+	// classification head (cls.*).
+	Rerank bool
 }
 
 func (o *Options) fill() error {
@@ -40,9 +50,15 @@ func (o *Options) fill() error {
 		o.Arch = "llama"
 	}
 	switch o.Arch {
-	case "llama", "qwen2", "qwen3", "bert":
+	case "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "bert":
 	default:
-		return fmt.Errorf("modelgen: unsupported architecture %q (want llama, qwen2, qwen3 or bert)", o.Arch)
+		return fmt.Errorf("modelgen: unsupported architecture %q (want llama, qwen2, qwen3, gemma2, gemma3, phi3 or bert)", o.Arch)
+	}
+	if o.RopeFreqs && o.Arch != "llama" || o.Rerank && o.Arch != "bert" {
+		return fmt.Errorf("modelgen: RopeFreqs is for llama and Rerank for bert, not %s", o.Arch)
+	}
+	if o.Window == 0 {
+		o.Window = 4
 	}
 	if o.Vocab == "" {
 		o.Vocab = "bpe"
@@ -129,6 +145,30 @@ func (g *generator) tensor(name string, mean, std float64, dims ...int) error {
 	return g.w.AddTensor(name, typ, udims, data)
 }
 
+// divisors adds an F32 vector of n RoPE frequency divisors rising from 1 to
+// 8 (to 40 when long).
+func (g *generator) divisors(name string, n int, long bool) error {
+	top := 8.0
+	if long {
+		top = 40
+	}
+	vals := make([]float32, n)
+	for i := range vals {
+		vals[i] = float32(1 + (top-1)*float64(i)/float64(max(n-1, 1)))
+	}
+	data, _ := encode(gguf.TypeF32, vals)
+	return g.w.AddTensor(name, gguf.TypeF32, []uint64{uint64(n)}, data)
+}
+
+// ropeDims is the rotated width: three quarters of a head for phi3 (a
+// partial rotation, even), the whole head otherwise.
+func ropeDims(o Options) int {
+	if o.Arch == "phi3" {
+		return o.HeadDim * 3 / 4 &^ 1
+	}
+	return o.HeadDim
+}
+
 func encode(t gguf.GGMLType, vals []float32) ([]byte, error) {
 	if t == gguf.TypeF32 {
 		out := make([]byte, 4*len(vals))
@@ -177,13 +217,34 @@ func Generate(opts Options) (*gguf.Writer, error) {
 		w.MustSet(a+".attention.causal", false)
 		w.MustSet(a+".pooling_type", uint32(1)) // mean
 		w.MustSet("tokenizer.ggml.token_type_count", uint32(2))
+		if opts.Rerank {
+			w.MustSet(a+".pooling_type", uint32(4)) // rank
+		}
 	} else {
 		w.MustSet(a+".attention.head_count_kv", uint32(opts.KVHeads))
 		w.MustSet(a+".attention.layer_norm_rms_epsilon", float32(1e-5))
 		w.MustSet(a+".rope.freq_base", opts.RopeBase)
-		w.MustSet(a+".rope.dimension_count", uint32(opts.HeadDim))
+		w.MustSet(a+".rope.dimension_count", uint32(ropeDims(opts)))
 		w.MustSet(a+".attention.key_length", uint32(opts.HeadDim))
 		w.MustSet(a+".attention.value_length", uint32(opts.HeadDim))
+	}
+	switch a {
+	case "gemma3":
+		// Layers 0, 2, ... local (windowed, base 10000, unscaled); the others
+		// global with linear scaling.
+		w.MustSet(a+".attention.sliding_window", uint32(opts.Window))
+		w.MustSet(a+".attention.sliding_window_pattern", uint32(2))
+		w.MustSet(a+".rope.freq_base_swa", float32(10000))
+		w.MustSet(a+".rope.scaling.type", "linear")
+		w.MustSet(a+".rope.scaling.factor", float32(4))
+	case "gemma2":
+		// Caps low enough to bend random weights' scores and logits.
+		w.MustSet(a+".attention.sliding_window", uint32(opts.Window))
+		w.MustSet(a+".attn_logit_softcapping", float32(2))
+		w.MustSet(a+".final_logit_softcapping", float32(5))
+	case "phi3":
+		w.MustSet(a+".rope.scaling.original_context_length", uint32(opts.Context))
+		w.MustSet(a+".rope.scaling.attn_factor", float32(1.19))
 	}
 	w.MustSet(a+".vocab_size", uint32(nVocab))
 	vocab.set(w)
@@ -207,6 +268,13 @@ func Generate(opts Options) (*gguf.Writer, error) {
 	if a == "bert" {
 		add("token_types.weight", 0, 0.1, E, 2)
 	}
+	if opts.RopeFreqs {
+		add("rope_freqs.weight", 0, 0, ropeDims(opts)/2)
+	}
+	if a == "phi3" {
+		add("rope_factors_short.weight", 0, 0, ropeDims(opts)/2)
+		add("rope_factors_long.weight", 0, 0, ropeDims(opts)/2)
+	}
 	if a == "bert" {
 		add("position_embd.weight", 0, 0.1, E, opts.Context)
 		add("token_embd_norm.weight", 1, 0.1, E)
@@ -217,6 +285,15 @@ func Generate(opts Options) (*gguf.Writer, error) {
 		if a != "bert" {
 			add(p+"attn_norm.weight", 1, 0.1, E)
 		}
+		if a == "phi3" {
+			// Fused: the rows of q, then k, then v; gate then up.
+			add(p+"attn_qkv.weight", 0, inv(E), E, q+2*kv)
+			add(p+"attn_output.weight", 0, inv(q), q, E)
+			add(p+"ffn_norm.weight", 1, 0.1, E)
+			add(p+"ffn_up.weight", 0, inv(E), E, 2*F)
+			add(p+"ffn_down.weight", 0, inv(F), F, E)
+			continue
+		}
 		add(p+"attn_q.weight", 0, inv(E), E, q)
 		add(p+"attn_k.weight", 0, inv(E), E, kv)
 		add(p+"attn_v.weight", 0, inv(E), E, kv)
@@ -225,11 +302,15 @@ func Generate(opts Options) (*gguf.Writer, error) {
 			add(p+"attn_k.bias", 0, 0.1, kv)
 			add(p+"attn_v.bias", 0, 0.1, kv)
 		}
-		if a == "qwen3" {
+		if a == "qwen3" || a == "gemma3" {
 			add(p+"attn_q_norm.weight", 1, 0.1, D)
 			add(p+"attn_k_norm.weight", 1, 0.1, D)
 		}
 		add(p+"attn_output.weight", 0, inv(q), q, E)
+		if a == "gemma2" || a == "gemma3" {
+			add(p+"post_attention_norm.weight", 1, 0.1, E)
+			add(p+"post_ffw_norm.weight", 1, 0.1, E)
+		}
 		if a == "bert" {
 			add(p+"attn_output.bias", 0, 0.1, E)
 			add(p+"attn_output_norm.weight", 1, 0.1, E)
@@ -253,8 +334,23 @@ func Generate(opts Options) (*gguf.Writer, error) {
 			add("output.weight", 0, inv(E), E, nVocab)
 		}
 	}
+	if opts.Rerank {
+		add("cls.weight", 0, inv(E), E, E)
+		add("cls.bias", 0, 0.1, E)
+		add("cls.output.weight", 0, inv(E), E) // 1-D, as llama-quantize leaves it
+		add("cls.output.bias", 0, 0.1, 1)
+	}
 	for _, s := range steps {
-		if err := g.tensor(s.name, s.mean, s.std, s.dims...); err != nil {
+		var err error
+		switch {
+		case strings.HasPrefix(s.name, "rope_"):
+			// Frequency divisors from 1 to 8 (the long LongRoPE factors
+			// larger), as the real files'.
+			err = g.divisors(s.name, s.dims[0], strings.HasSuffix(s.name, "long.weight"))
+		default:
+			err = g.tensor(s.name, s.mean, s.std, s.dims...)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

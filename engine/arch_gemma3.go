@@ -1,0 +1,170 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/vkllm/vkllm/gguf"
+)
+
+// gemmaModel is Gemma 3: the input embedding scaled by sqrt(embd), per-head
+// q/k RMSNorm, RMSNorm after the attention and after the FFN (before each
+// residual add), a GeGLU FFN (tanh-GELU(gate) * up), and sliding-window
+// layers: all but every pattern-th layer see only the last window
+// positions and rotate with their own RoPE base, unscaled; the global
+// layers take the file's RoPE base and scaling. Norm weights are stored
+// with Gemma's +1 already added. The output reuses token_embd.weight.
+// Gemma 2 (arch_gemma2.go) is the same block without the q/k norms, with
+// soft-capped attention scores and logits.
+type gemmaModel struct {
+	TokenEmbd  *Tensor      `gguf:"token_embd.weight"`
+	OutputNorm *Tensor      `gguf:"output_norm.weight"`
+	Output     *Tensor      `gguf:"output.weight,optional"`
+	Blocks     []gemmaBlock `gguf:"blk"`
+
+	eps      float32
+	embScale float32
+	ropes    []Rope  // per layer
+	attns    []Attn  // per layer
+	softcap  float32 // final logit soft-capping (Gemma 2); 0: none
+}
+
+type gemmaBlock struct {
+	AttnNorm     *Tensor `gguf:"attn_norm.weight"`
+	Q            *Tensor `gguf:"attn_q.weight"`
+	K            *Tensor `gguf:"attn_k.weight"`
+	V            *Tensor `gguf:"attn_v.weight"`
+	QNorm        *Tensor `gguf:"attn_q_norm.weight,optional"` // Gemma 3
+	KNorm        *Tensor `gguf:"attn_k_norm.weight,optional"`
+	Out          *Tensor `gguf:"attn_output.weight"`
+	PostAttnNorm *Tensor `gguf:"post_attention_norm.weight"`
+	FFNNorm      *Tensor `gguf:"ffn_norm.weight"`
+	Gate         *Tensor `gguf:"ffn_gate.weight"`
+	Up           *Tensor `gguf:"ffn_up.weight"`
+	Down         *Tensor `gguf:"ffn_down.weight"`
+	PostFFNNorm  *Tensor `gguf:"post_ffw_norm.weight"`
+}
+
+// optInt reads an optional integer key (def when absent).
+func optInt(f *gguf.File, key string, def int) (int, error) {
+	v, err := f.Int(key)
+	switch {
+	case errors.Is(err, gguf.ErrKeyNotFound):
+		return def, nil
+	case err != nil:
+		return 0, err
+	case v < 0 || v > 1<<30:
+		return 0, fmt.Errorf("engine: %s = %d is out of range", key, v)
+	}
+	return int(v), nil
+}
+
+// bindGemma binds and checks the tensors of a Gemma 2 or 3 file.
+func bindGemma(f *gguf.File, o Options) (*gemmaModel, error) {
+	m := &gemmaModel{Blocks: make([]gemmaBlock, o.Layers)}
+	if err := bindTensors(f, "", m); err != nil {
+		return nil, err
+	}
+	if m.Output == nil {
+		m.Output = m.TokenEmbd
+	}
+	E, q, kv := o.Embd, o.Heads*o.HeadDim, o.KVHeads*o.HeadDim
+	want := []shape{{m.TokenEmbd, E, o.Vocab}, {m.OutputNorm, E, 1}, {m.Output, E, o.Vocab}}
+	for i := range m.Blocks {
+		b := &m.Blocks[i]
+		want = append(want,
+			shape{b.AttnNorm, E, 1}, shape{b.Q, E, q}, shape{b.K, E, kv}, shape{b.V, E, o.KVHeads * o.HeadDimV},
+			shape{b.QNorm, o.HeadDim, 1}, shape{b.KNorm, o.HeadDim, 1}, shape{b.Out, o.Heads * o.HeadDimV, E},
+			shape{b.PostAttnNorm, E, 1}, shape{b.FFNNorm, E, 1}, shape{b.Gate, E, o.FFN}, shape{b.Up, E, o.FFN},
+			shape{b.Down, o.FFN, E}, shape{b.PostFFNNorm, E, 1})
+	}
+	if err := checkShapes(want); err != nil {
+		return nil, err
+	}
+	m.eps = o.NormEps
+	m.embScale = float32(math.Sqrt(float64(E)))
+	return m, nil
+}
+
+func loadGemma3(f *gguf.File, o Options) (archModel, error) {
+	m, err := bindGemma(f, o)
+	if err != nil {
+		return nil, err
+	}
+	for i := range m.Blocks {
+		b, p := &m.Blocks[i], fmt.Sprintf("blk.%d.", i)
+		if err := require(o.Arch, []string{p + "attn_q_norm.weight", p + "attn_k_norm.weight"}, b.QNorm, b.KNorm); err != nil {
+			return nil, err
+		}
+	}
+	p := o.Arch + "."
+	// As the reference: no window without attention.sliding_window,
+	// pattern 6 and local base 10000 when their keys are absent.
+	window, err := optInt(f, p+"attention.sliding_window", 0)
+	if err != nil {
+		return nil, err
+	}
+	pattern, err := optInt(f, p+"attention.sliding_window_pattern", 6)
+	if err != nil {
+		return nil, err
+	}
+	baseSWA := float32(10000)
+	if v, err := f.Float(p + "rope.freq_base_swa"); err == nil {
+		baseSWA = float32(v)
+	}
+	// Gemma 3 27B (62 layers) scales queries by 1/sqrt(embd/heads), the
+	// others by 1/sqrt(head_dim), as the reference.
+	scale := float32(1 / math.Sqrt(float64(o.HeadDim)))
+	if o.Layers == 62 {
+		scale = float32(1 / math.Sqrt(float64(o.Embd/o.Heads)))
+	}
+	for l := range o.Layers {
+		local := window > 0 && (pattern == 0 || l%pattern < pattern-1)
+		a := Attn{Layer: l, Heads: o.Heads, KVHeads: o.KVHeads, HeadDim: o.HeadDim, Scale: scale}
+		r := o.rope(true, o.RopeBase, o.RopeScale)
+		if local {
+			a.Window = window
+			r = o.rope(true, baseSWA, 1)
+		}
+		m.attns, m.ropes = append(m.attns, a), append(m.ropes, r)
+	}
+	return m, nil
+}
+
+func (m *gemmaModel) forward(g Graph) {
+	x := g.Embed(m.TokenEmbd)
+	g.Scale(x, m.embScale)
+	for i := range m.Blocks {
+		g.Layer()
+		m.Blocks[i].attention(g, x, m, i)
+		m.Blocks[i].feedForward(g, x, m)
+	}
+	h := g.RMSNorm(g.OutputRows(x), m.OutputNorm, m.eps)
+	g.Hidden(h)
+	g.Logits(m.Output, h, m.softcap)
+}
+
+// attention adds the post-normed self-attention of the normed x to x.
+func (b *gemmaBlock) attention(g Graph, x Act, m *gemmaModel, layer int) {
+	a := m.attns[layer]
+	h := g.RMSNorm(x, b.AttnNorm, m.eps)
+	q, k, v := g.MatMul(b.Q, h), g.MatMul(b.K, h), g.MatMul(b.V, h)
+	if b.QNorm != nil {
+		g.RMSNormInPlace(q.Heads(a.Heads), b.QNorm, m.eps)
+		g.RMSNormInPlace(k.Heads(a.KVHeads), b.KNorm, m.eps)
+	}
+	g.RoPE(q, m.ropes[layer])
+	g.RoPE(k, m.ropes[layer])
+	o := g.MatMul(b.Out, g.Attention(q, k, v, a))
+	g.RMSNormInPlace(o, b.PostAttnNorm, m.eps)
+	g.Add(x, o)
+}
+
+// feedForward adds the post-normed GeGLU FFN of the normed x to x.
+func (b *gemmaBlock) feedForward(g Graph, x Act, m *gemmaModel) {
+	h := g.RMSNorm(x, b.FFNNorm, m.eps)
+	o := g.MatMul(b.Down, g.GeGLU(g.MatMul(b.Gate, h), g.MatMul(b.Up, h)))
+	g.RMSNormInPlace(o, b.PostFFNNorm, m.eps)
+	g.Add(x, o)
+}

@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vkllm/vkllm/gguf"
+)
+
+// phi3Model is Phi-3 (and 3.5): the Llama block with a fused q/k/v
+// projection (attn_qkv: the rows of q, then k, then v) and a fused
+// gate/up projection (ffn_up: the rows of gate, then up), split at load
+// into weights of their own; partial NeoX RoPE with LongRoPE
+// (rope_factors_short/long: per-pair divisors, the short ones while a
+// sequence's context is at most rope.scaling.original_context_length, and
+// rope.scaling.attn_factor multiplying cos and sin). The reference ignores
+// Phi-3's attention.sliding_window, and so do we.
+type phi3Model struct {
+	TokenEmbd    *Tensor     `gguf:"token_embd.weight"`
+	OutputNorm   *Tensor     `gguf:"output_norm.weight"`
+	Output       *Tensor     `gguf:"output.weight,optional"`
+	FactorsLong  *Tensor     `gguf:"rope_factors_long.weight,optional"`
+	FactorsShort *Tensor     `gguf:"rope_factors_short.weight,optional"`
+	Blocks       []phi3Block `gguf:"blk"`
+
+	eps     float32
+	origCtx int
+	rope    Rope
+	attn    Attn
+}
+
+type phi3Block struct {
+	AttnNorm *Tensor `gguf:"attn_norm.weight"`
+	QKV      *Tensor `gguf:"attn_qkv.weight,optional"` // split into Q, K, V at load
+	Q        *Tensor `gguf:"attn_q.weight,optional"`
+	K        *Tensor `gguf:"attn_k.weight,optional"`
+	V        *Tensor `gguf:"attn_v.weight,optional"`
+	Out      *Tensor `gguf:"attn_output.weight"`
+	FFNNorm  *Tensor `gguf:"ffn_norm.weight"`
+	Up       *Tensor `gguf:"ffn_up.weight"` // gate|up, split at load
+	Down     *Tensor `gguf:"ffn_down.weight"`
+	Gate     *Tensor
+}
+
+func loadPhi3(f *gguf.File, o Options) (archModel, error) {
+	m := &phi3Model{Blocks: make([]phi3Block, o.Layers)}
+	if err := bindTensors(f, "", m); err != nil {
+		return nil, err
+	}
+	if m.Output == nil {
+		m.Output = m.TokenEmbd
+	}
+	E, q, kv, F := o.Embd, o.Heads*o.HeadDim, o.KVHeads*o.HeadDim, o.FFN
+	want := []shape{{m.TokenEmbd, E, o.Vocab}, {m.OutputNorm, E, 1}, {m.Output, E, o.Vocab},
+		{m.FactorsLong, o.RopeDim / 2, 1}, {m.FactorsShort, o.RopeDim / 2, 1}}
+	for i := range m.Blocks {
+		b, p := &m.Blocks[i], fmt.Sprintf("blk.%d.", i)
+		var err error
+		if b.QKV != nil {
+			if err := checkShapes([]shape{{b.QKV, E, q + 2*kv}}); err != nil {
+				return nil, err
+			}
+			if b.Q, err = rowRange(b.QKV, p+"attn_qkv.weight[q]", 0, q); err != nil {
+				return nil, err
+			}
+			if b.K, err = rowRange(b.QKV, p+"attn_qkv.weight[k]", q, q+kv); err != nil {
+				return nil, err
+			}
+			if b.V, err = rowRange(b.QKV, p+"attn_qkv.weight[v]", q+kv, q+2*kv); err != nil {
+				return nil, err
+			}
+			b.QKV = nil
+		}
+		if err := require(o.Arch, []string{p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"}, b.Q, b.K, b.V); err != nil {
+			return nil, fmt.Errorf("%w (or the fused %sattn_qkv.weight)", err, p)
+		}
+		if err := checkShapes([]shape{{b.Up, E, 2 * F}}); err != nil {
+			return nil, fmt.Errorf("%w: the gate and up projections, fused", err)
+		}
+		up := b.Up
+		if b.Gate, err = rowRange(up, p+"ffn_up.weight[gate]", 0, F); err != nil {
+			return nil, err
+		}
+		if b.Up, err = rowRange(up, p+"ffn_up.weight[up]", F, 2*F); err != nil {
+			return nil, err
+		}
+		want = append(want, shape{b.AttnNorm, E, 1}, shape{b.Q, E, q}, shape{b.K, E, kv}, shape{b.V, E, kv},
+			shape{b.Out, q, E}, shape{b.FFNNorm, E, 1}, shape{b.Down, F, E})
+	}
+	if err := checkShapes(want); err != nil {
+		return nil, err
+	}
+	if (m.FactorsLong == nil) != (m.FactorsShort == nil) {
+		return nil, fmt.Errorf("engine: %s has only one of rope_factors_long.weight and rope_factors_short.weight", o.Arch)
+	}
+	m.eps, m.origCtx = o.NormEps, o.RopeOrigCtx
+	m.rope = o.rope(true, o.RopeBase, o.RopeScale)
+	m.attn = Attn{Heads: o.Heads, KVHeads: o.KVHeads, HeadDim: o.HeadDim, Scale: float32(1 / math.Sqrt(float64(o.HeadDim)))}
+	return m, nil
+}
+
+func (m *phi3Model) forward(g Graph) {
+	rope := m.rope
+	// LongRoPE: the short factors while a sequence fits the original
+	// context, as the reference decides by the context per sequence.
+	rope.Factors = m.FactorsShort
+	if m.origCtx > 0 && g.CtxSize() > m.origCtx {
+		rope.Factors = m.FactorsLong
+	}
+	x := g.Embed(m.TokenEmbd)
+	for i := range m.Blocks {
+		g.Layer()
+		m.Blocks[i].attention(g, x, m, rope, i)
+		m.Blocks[i].feedForward(g, x, m)
+	}
+	h := g.RMSNorm(g.OutputRows(x), m.OutputNorm, m.eps)
+	g.Hidden(h)
+	g.Logits(m.Output, h, 0)
+}
+
+// attention adds the self-attention of the normed x to x.
+func (b *phi3Block) attention(g Graph, x Act, m *phi3Model, rope Rope, layer int) {
+	h := g.RMSNorm(x, b.AttnNorm, m.eps)
+	q, k, v := g.MatMul(b.Q, h), g.MatMul(b.K, h), g.MatMul(b.V, h)
+	g.RoPE(q, rope)
+	g.RoPE(k, rope)
+	a := m.attn
+	a.Layer = layer
+	g.MatMulAdd(x, b.Out, g.Attention(q, k, v, a))
+}
+
+// feedForward adds the SwiGLU FFN (of the split gate|up) of the normed x
+// to x.
+func (b *phi3Block) feedForward(g Graph, x Act, m *phi3Model) {
+	h := g.RMSNorm(x, b.FFNNorm, m.eps)
+	g.MatMulAdd(x, b.Down, g.SwiGLU(g.MatMul(b.Gate, h), g.MatMul(b.Up, h)))
+}

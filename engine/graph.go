@@ -1,0 +1,139 @@
+package engine
+
+// Act is an activation of a forward pass: Rows x Cols f32 values, row-major,
+// held by the Graph that made it. Acts are values; copying one does not copy
+// its data. An Act made since the last Graph.Layer call is dead after the
+// next one (its memory is reused), except those made before the first
+// Layer call, which live for the whole pass.
+type Act struct {
+	ref        int // the graph's handle: a byte offset (GPU) or an index (CPU)
+	cap        int // bytes reserved for it (GPU: for a batch of BatchSize rows)
+	Rows, Cols int
+}
+
+// Heads views a [rows][heads*d] activation as [rows*heads][d], the same
+// values (for per-head norms).
+func (a Act) Heads(heads int) Act {
+	return Act{ref: a.ref, cap: a.cap, Rows: a.Rows * heads, Cols: a.Cols / heads}
+}
+
+// Rope says how RoPE rotates the heads of q or k in one layer. Angles are
+// theta_i = pos * Scale * Base^(-2i/Dims) / Factors[i] for the pairs i <
+// Dims/2; the values past Dims pass through. YaRN (ExtFactor != 0) mixes
+// that angle with the unscaled one by a ramp over CorrDims, as the
+// reference's rope_yarn.
+type Rope struct {
+	HeadDim int
+	Dims    int  // rotated dimensions (partial rotary: fewer than HeadDim)
+	NeoX    bool // pairs (i, i+Dims/2) rather than (2i, 2i+1)
+	Base    float32
+	Scale   float32 // position multiplier: 1/factor for linear scaling
+	// Factors holds Dims/2 per-pair divisors of the frequencies (Llama 3's
+	// rope_freqs, Phi-3's LongRoPE factors); nil means none.
+	Factors *Tensor
+	// AttnFactor multiplies cos and sin (LongRoPE and YaRN magnitude
+	// scaling); 0 means 1.
+	AttnFactor float32
+	// ExtFactor and CorrDims are YaRN's extrapolation mix and ramp
+	// (ExtFactor 0: no YaRN).
+	ExtFactor float32
+	CorrDims  [2]float32
+}
+
+// AttnKind says which keys a query sees.
+type AttnKind int
+
+const (
+	// Causal attention (decoders) reads the layer's KV cache: a row at
+	// position p of a slot sees positions 0..p of that slot (the last
+	// Window of them when Window > 0), and the row's own k and v are
+	// written to the cache first.
+	Causal AttnKind = iota
+	// Bidirectional attention (encoders) keeps no cache: a row sees every
+	// row of its sequence in the batch (a batch holds each encoder
+	// sequence whole, its rows consecutive at positions 0..n-1).
+	Bidirectional
+)
+
+// Attn describes the attention of one layer.
+type Attn struct {
+	Kind                    AttnKind
+	Layer                   int // the KV cache layer (Causal)
+	Heads, KVHeads, HeadDim int
+	Scale                   float32 // multiplies q.k
+	Window                  int     // sliding window in positions (Causal); 0 means none
+	// SoftCap > 0 turns each scaled score s into SoftCap*tanh(s/SoftCap)
+	// (Gemma 2).
+	SoftCap float32
+}
+
+// Graph is what an architecture's forward pass is written against. Two
+// implementations run it: the GPU recorder (gpuGraph, kernels recorded into
+// one command buffer) and the CPU reference (cpuGraph, plain Go in f64).
+// Ops that return an Act make a new one; the others change their first
+// argument in place. Shapes are checked by the implementations; an error
+// (a bad shape, a recording failure) is kept and returned by the forward
+// pass, and later ops do nothing.
+//
+// Call order: the architecture embeds the batch, calls Layer before each
+// block, then OutputRows on the final residual stream, and Hidden and/or
+// Logits on the result.
+type Graph interface {
+	// CtxSize is the number of positions of one sequence slot.
+	CtxSize() int
+	// Layer starts a block: the Acts made since the previous Layer call
+	// are dead; those made before the first stay.
+	Layer()
+	// Embed returns w's rows of the batch's tokens ([rows][w.Cols]).
+	Embed(w *Tensor) Act
+	// EmbedPositions returns w's rows of the batch's positions (learned
+	// absolute position embeddings).
+	EmbedPositions(w *Tensor) Act
+	// MatMul returns x times w transposed: [x.Rows][w.Rows].
+	MatMul(w *Tensor, x Act) Act
+	// MatMulAdd adds x times w transposed to dst (a residual connection).
+	MatMulAdd(dst Act, w *Tensor, x Act)
+	// Add adds a to dst (same shape).
+	Add(dst, a Act)
+	// AddBias adds the vector b (x.Cols values) to every row of x.
+	AddBias(x Act, b *Tensor)
+	// Scale multiplies x by s.
+	Scale(x Act, s float32)
+	// RMSNorm returns x normalized by the root mean square of each row,
+	// times w (nil: 1).
+	RMSNorm(x Act, w *Tensor, eps float32) Act
+	// RMSNormInPlace is RMSNorm into x.
+	RMSNormInPlace(x Act, w *Tensor, eps float32)
+	// LayerNorm returns (x - mean) / sqrt(var + eps) * w + b per row.
+	LayerNorm(x Act, w, b *Tensor, eps float32) Act
+	// LayerNormInPlace is LayerNorm into x.
+	LayerNormInPlace(x Act, w, b *Tensor, eps float32)
+	// RoPE rotates x ([rows][heads*r.HeadDim]) by each row's position.
+	RoPE(x Act, r Rope)
+	// Attention returns softmax(Scale q kᵀ) v per head as a says, q, k and
+	// v being [rows][heads*dim] ([rows][Heads*HeadDim] out).
+	Attention(q, k, v Act, a Attn) Act
+	// SwiGLU returns silu(gate) * up, in gate's memory.
+	SwiGLU(gate, up Act) Act
+	// GeGLU returns gelu(gate) * up (tanh GELU), in gate's memory.
+	GeGLU(gate, up Act) Act
+	// GELU applies the tanh-approximated GELU to x.
+	GELU(x Act)
+	// OutputRows returns the rows of x that asked for logits or hidden
+	// states: the logits rows first, in batch order, then the hidden ones.
+	OutputRows(x Act) Act
+	// Hidden delivers the hidden-state rows of h (from OutputRows) as the
+	// pass's hidden states.
+	Hidden(h Act)
+	// Logits delivers the logits rows of h (from OutputRows) times w
+	// transposed as the pass's logits, soft-capped to
+	// softcap*tanh(logit/softcap) when softcap > 0 (Gemma 2).
+	Logits(w *Tensor, h Act, softcap float32)
+}
+
+// archModel is one architecture's model: its weights as a struct tagged
+// with their GGUF names and its hyper-parameters, with the forward pass.
+type archModel interface {
+	// forward records the whole pass of the graph's batch.
+	forward(g Graph)
+}

@@ -1,0 +1,268 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vkllm/vkllm/engine/ops"
+)
+
+// cpuGraph runs an architecture's forward pass in plain Go (Graph's CPU
+// reference): f32 values, sums in f64, the KV cache in f32. It mirrors
+// gpuGraph op by op; each op's math is its kernel's CPU reference.
+type cpuGraph struct {
+	m       *CPUModel
+	b       Batch
+	ends    []int32 // encoder sequence ends (see encoderSeqEnds)
+	vals    [][]float32
+	base    int
+	started bool
+	rows    []int // the output rows: logits rows, then hidden ones
+	nLogits int
+	logits  []float32
+	hidden  []float32
+	err     error
+}
+
+func (g *cpuGraph) fail(err error) {
+	if g.err == nil && err != nil {
+		g.err = err
+	}
+}
+
+func (g *cpuGraph) new(rows, cols int) Act {
+	g.vals = append(g.vals, make([]float32, rows*cols))
+	return Act{ref: len(g.vals) - 1, Rows: rows, Cols: cols}
+}
+
+func (g *cpuGraph) v(a Act) []float32 { return g.vals[a.ref][:a.Rows*a.Cols] }
+
+func (g *cpuGraph) w(t *Tensor) []float32 {
+	if t == nil {
+		return nil
+	}
+	return g.m.w[t.idx]
+}
+
+func (g *cpuGraph) CtxSize() int { return g.m.ctx }
+
+func (g *cpuGraph) Layer() {
+	if !g.started {
+		g.base, g.started = len(g.vals), true
+	}
+	clear(g.vals[g.base:])
+	g.vals = g.vals[:g.base]
+}
+
+func (g *cpuGraph) rowsOf(t *Tensor, idx []int32) Act {
+	E := t.Cols()
+	x := g.new(len(idx), E)
+	w, xv := g.w(t), g.v(x)
+	for i, id := range idx {
+		if int(id) < t.Rows() {
+			copy(xv[i*E:(i+1)*E], w[int(id)*E:(int(id)+1)*E])
+		}
+	}
+	return x
+}
+
+func (g *cpuGraph) Embed(w *Tensor) Act          { return g.rowsOf(w, g.b.Tokens) }
+func (g *cpuGraph) EmbedPositions(w *Tensor) Act { return g.rowsOf(w, g.b.Pos) }
+
+func (g *cpuGraph) matmul(y []float32, t *Tensor, x Act, add bool) {
+	w, xv := g.w(t), g.v(x)
+	R, C := t.Rows(), t.Cols()
+	if x.Cols != C {
+		g.fail(fmt.Errorf("engine: MatMul %s: width %d, want %d", t.Name, x.Cols, C))
+		return
+	}
+	for i := range x.Rows {
+		in := xv[i*C : (i+1)*C]
+		for r := range R {
+			row := w[r*C : (r+1)*C]
+			s := 0.0
+			for k, v := range in {
+				s += float64(row[k]) * float64(v)
+			}
+			if add {
+				y[i*R+r] += float32(s)
+			} else {
+				y[i*R+r] = float32(s)
+			}
+		}
+	}
+}
+
+func (g *cpuGraph) MatMul(w *Tensor, x Act) Act {
+	y := g.new(x.Rows, w.Rows())
+	g.matmul(g.v(y), w, x, false)
+	return y
+}
+
+func (g *cpuGraph) MatMulAdd(dst Act, w *Tensor, x Act) { g.matmul(g.v(dst), w, x, true) }
+
+func (g *cpuGraph) Add(dst, a Act) {
+	d, av := g.v(dst), g.v(a)
+	for i := range d {
+		d[i] += av[i]
+	}
+}
+
+func (g *cpuGraph) AddBias(x Act, b *Tensor) {
+	xv, bv := g.v(x), g.w(b)
+	for i := range xv {
+		xv[i] += bv[i%len(bv)]
+	}
+}
+
+func (g *cpuGraph) Scale(x Act, s float32) {
+	xv := g.v(x)
+	for i := range xv {
+		xv[i] *= s
+	}
+}
+
+func (g *cpuGraph) RMSNorm(x Act, w *Tensor, eps float32) Act {
+	y := g.new(x.Rows, x.Cols)
+	refRMSNorm(g.v(y), g.v(x), g.w(w), x.Rows, x.Cols, eps)
+	return y
+}
+
+func (g *cpuGraph) RMSNormInPlace(x Act, w *Tensor, eps float32) {
+	refRMSNorm(g.v(x), g.v(x), g.w(w), x.Rows, x.Cols, eps)
+}
+
+func (g *cpuGraph) LayerNorm(x Act, w, b *Tensor, eps float32) Act {
+	y := g.new(x.Rows, x.Cols)
+	ops.RefLayerNorm(g.v(y), g.v(x), g.w(w), g.w(b), x.Rows, x.Cols, eps)
+	return y
+}
+
+func (g *cpuGraph) LayerNormInPlace(x Act, w, b *Tensor, eps float32) {
+	ops.RefLayerNorm(g.v(x), g.v(x), g.w(w), g.w(b), x.Rows, x.Cols, eps)
+}
+
+func (g *cpuGraph) RoPE(x Act, r Rope) {
+	p := ops.RoPEParams{Rows: x.Rows, Heads: x.Cols / r.HeadDim, HeadDim: r.HeadDim, RotDims: r.Dims, NeoX: r.NeoX,
+		FreqBase: r.Base, FreqScale: r.Scale, AttnFactor: r.AttnFactor, ExtFactor: r.ExtFactor, CorrDims: r.CorrDims}
+	src := append([]float32(nil), g.v(x)...)
+	g.fail(ops.RefRoPE(g.v(x), src, g.b.Pos, g.w(r.Factors), p))
+}
+
+func (g *cpuGraph) Attention(q, k, v Act, a Attn) Act {
+	n, D := q.Rows, a.HeadDim
+	out := g.new(n, a.Heads*D)
+	qv, kv, vv, ov := g.v(q), g.v(k), g.v(v), g.v(out)
+	kw := a.KVHeads * D
+	if a.Kind == Bidirectional {
+		g.fail(ops.RefAttentionBatch(ov, qv, kv, vv, g.b.Pos, g.ends,
+			ops.BatchAttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: D, Scale: a.Scale}))
+		return out
+	}
+	kc, vc := g.m.kCache[a.Layer], g.m.vCache[a.Layer]
+	ctx := g.m.ctx
+	for i := range n {
+		at := int(g.b.Slots[i])*ctx + int(g.b.Pos[i])
+		copy(kc[at*kw:(at+1)*kw], kv[i*kw:(i+1)*kw])
+		copy(vc[at*kw:(at+1)*kw], vv[i*kw:(i+1)*kw])
+	}
+	group := a.Heads / a.KVHeads
+	scores := make([]float64, ctx)
+	for i := range n {
+		base := int(g.b.Slots[i]) * ctx
+		hi := int(g.b.Pos[i]) + 1
+		lo := 0
+		if a.Window > 0 && hi > a.Window {
+			lo = hi - a.Window
+		}
+		for hd := range a.Heads {
+			kvh := hd / group
+			qh := qv[(i*a.Heads+hd)*D : (i*a.Heads+hd+1)*D]
+			maxS := math.Inf(-1)
+			for p := lo; p < hi; p++ {
+				kr := kc[(base+p)*kw+kvh*D : (base+p)*kw+(kvh+1)*D]
+				s := 0.0
+				for d := range D {
+					s += float64(qh[d]) * float64(kr[d])
+				}
+				scores[p] = s * float64(a.Scale)
+				if a.SoftCap > 0 {
+					scores[p] = float64(a.SoftCap) * math.Tanh(scores[p]/float64(a.SoftCap))
+				}
+				maxS = math.Max(maxS, scores[p])
+			}
+			sum := 0.0
+			for p := lo; p < hi; p++ {
+				scores[p] = math.Exp(scores[p] - maxS)
+				sum += scores[p]
+			}
+			dst := ov[(i*a.Heads+hd)*D : (i*a.Heads+hd+1)*D]
+			for d := range D {
+				acc := 0.0
+				for p := lo; p < hi; p++ {
+					acc += scores[p] * float64(vc[(base+p)*kw+kvh*D+d])
+				}
+				dst[d] = float32(acc / sum)
+			}
+		}
+	}
+	return out
+}
+
+func (g *cpuGraph) SwiGLU(gate, up Act) Act {
+	ops.RefSwiGLU(g.v(gate), g.v(gate), g.v(up))
+	return gate
+}
+
+func (g *cpuGraph) GeGLU(gate, up Act) Act {
+	ops.RefGeGLU(g.v(gate), g.v(gate), g.v(up))
+	return gate
+}
+
+func (g *cpuGraph) GELU(x Act) { ops.RefGELU(g.v(x), g.v(x)) }
+
+func (g *cpuGraph) OutputRows(x Act) Act {
+	h := g.new(len(g.rows), x.Cols)
+	xv, hv, E := g.v(x), g.v(h), x.Cols
+	for i, r := range g.rows {
+		copy(hv[i*E:(i+1)*E], xv[r*E:(r+1)*E])
+	}
+	return h
+}
+
+func (g *cpuGraph) Hidden(h Act) {
+	g.hidden = append([]float32(nil), g.v(h)[g.nLogits*h.Cols:]...)
+}
+
+func (g *cpuGraph) Logits(w *Tensor, h Act, softcap float32) {
+	if g.nLogits == 0 {
+		return
+	}
+	rows := Act{ref: h.ref, Rows: g.nLogits, Cols: h.Cols}
+	g.logits = make([]float32, g.nLogits*w.Rows())
+	g.matmul(g.logits, w, rows, false)
+	if softcap > 0 {
+		ops.RefSoftCap(g.logits, g.logits, softcap)
+	}
+}
+
+// refRMSNorm normalizes each of rows rows of cols values and multiplies by
+// weight (nil: 1; dst may be src), in f64.
+func refRMSNorm(dst, src, weight []float32, rows, cols int, eps float32) {
+	for r := range rows {
+		x := src[r*cols : (r+1)*cols]
+		ss := 0.0
+		for _, v := range x {
+			ss += float64(v) * float64(v)
+		}
+		scale := 1 / math.Sqrt(ss/float64(cols)+float64(eps))
+		d := dst[r*cols : (r+1)*cols]
+		for i, v := range x {
+			w := 1.0
+			if weight != nil {
+				w = float64(weight[i])
+			}
+			d[i] = float32(float64(v) * scale * w)
+		}
+	}
+}

@@ -1,0 +1,395 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/vkllm/vkllm/engine/ops"
+	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/vk"
+)
+
+// gpuGraph records an architecture's forward pass into a vk.Cmd (Graph's
+// GPU implementation). Activations are handed out by a bump pointer over a
+// virtual arena that Layer rewinds; every Act is reserved for BatchSize
+// rows, so its offset does not depend on the batch. Each offset the pass
+// uses gets a device buffer of its own (sized for the largest Act there),
+// so the kernels' cached descriptor sets are reused from step to step and
+// the validation layer sees exactly which activation a kernel binds. A dry
+// run (no Cmd) at load lists the offsets and the matrix shapes.
+//
+// Barriers: vk.Cmd puts one before every command unless told otherwise.
+// The graph tracks the activation and cache ranges read and written since
+// the last barrier and skips it for a command that touches none of what
+// those wrote, and writes none of what they read (the q, k and v
+// projections, their biases, the q and k norms and rotations, the K and V
+// cache writes, the gate and up projections).
+type gpuGraph struct {
+	m   *GPUModel
+	c   *vk.Cmd // nil in the dry run
+	err error
+	n   int // batch rows
+	// nLogits and nHidden are the rows that want logits and hidden states.
+	nLogits, nHidden int
+	top, base        uint64 // the arena's bump pointer, and where blocks start
+	inLayers         bool
+	slotOf           map[uint64]int // arena offset -> activation buffer (GPUModel.acts)
+	slotSize         []uint64       // bytes of each activation buffer
+	pend             [maxPending]access
+	npend            int
+	// shapes collects the matrix shapes of the dry run.
+	shapes map[matShape]bool
+}
+
+// matShape is one matrix-kernel configuration PrepareWeight compiles.
+type matShape struct {
+	t          gguf.GGMLType
+	rows, cols int
+	add        bool
+}
+
+// access is a byte range a recorded command reads or writes.
+type access struct {
+	buf    *vk.Buffer
+	lo, hi uint64
+	write  bool
+}
+
+const maxPending = 16
+
+// start readies the graph for a pass of n rows (c nil: the dry run).
+func (g *gpuGraph) start(c *vk.Cmd, n, nLogits, nHidden int) {
+	g.c, g.err, g.n, g.nLogits, g.nHidden = c, nil, n, nLogits, nHidden
+	g.top, g.base, g.inLayers, g.npend = 0, 0, false, 0
+}
+
+func (g *gpuGraph) fail(err error) {
+	if g.err == nil && err != nil {
+		g.err = err
+	}
+}
+
+// live reports whether ops should record: no error so far and not a dry run.
+func (g *gpuGraph) live() bool { return g.err == nil && g.c != nil }
+
+// alloc reserves an activation of rows x cols values and bytes bytes (room
+// for the largest batch).
+func (g *gpuGraph) alloc(rows, cols, bytes int) Act {
+	off := g.top
+	g.top += (uint64(bytes) + 255) &^ 255
+	i, ok := g.slotOf[off]
+	switch {
+	case g.c == nil && !ok:
+		i = len(g.slotSize)
+		g.slotOf[off] = i
+		g.slotSize = append(g.slotSize, uint64(bytes))
+	case g.c == nil:
+		g.slotSize[i] = max(g.slotSize[i], uint64(bytes))
+	case !ok || uint64(bytes) > g.slotSize[i]:
+		g.fail(fmt.Errorf("BUG: engine: an activation of %d bytes at offset %d the dry run did not reserve", bytes, off))
+		i = 0
+	}
+	return Act{ref: i, cap: bytes, Rows: rows, Cols: cols}
+}
+
+// actBytes is the total size of the activation buffers.
+func (g *gpuGraph) actBytes() int64 {
+	var n int64
+	for _, s := range g.slotSize {
+		n += int64(s)
+	}
+	return n
+}
+
+// like reserves an activation of x's rows and cols columns.
+func (g *gpuGraph) like(x Act, cols int) Act {
+	return g.alloc(x.Rows, cols, x.cap/x.Cols*cols)
+}
+
+// r returns the device range of a.
+func (g *gpuGraph) r(a Act) vk.Range {
+	if g.c == nil || g.err != nil {
+		return vk.Range{}
+	}
+	return g.m.acts[a.ref].Range(0, 4*uint64(a.Rows*a.Cols))
+}
+
+func (g *gpuGraph) weight(t *Tensor) ops.Weight { return g.m.weights[t.idx] }
+
+// vec returns the device range of the vector t (none for nil).
+func (g *gpuGraph) vec(t *Tensor) vk.Range {
+	if t == nil {
+		return vk.Range{}
+	}
+	return g.m.weights[t.idx].Data
+}
+
+func overlaps(a access, r vk.Range) bool {
+	return a.buf == r.Buf && a.lo < r.Offset+r.Size && r.Offset < a.hi
+}
+
+// dep prepares for a command that writes w and reads reads: it skips the
+// barrier before it when nothing pending conflicts.
+func (g *gpuGraph) dep(w vk.Range, reads ...vk.Range) {
+	conflict := g.npend+1+len(reads) > maxPending
+	for _, p := range g.pend[:g.npend] {
+		if conflict {
+			break
+		}
+		if overlaps(p, w) {
+			conflict = true
+		}
+		if p.write {
+			for _, r := range reads {
+				conflict = conflict || overlaps(p, r)
+			}
+		}
+	}
+	if conflict {
+		g.npend = 0 // the barrier vk.Cmd puts before the command syncs them
+	} else if g.npend > 0 {
+		g.c.NoBarrier()
+	}
+	g.pend[g.npend] = access{buf: w.Buf, lo: w.Offset, hi: w.Offset + w.Size, write: true}
+	g.npend++
+	for _, r := range reads {
+		g.pend[g.npend] = access{buf: r.Buf, lo: r.Offset, hi: r.Offset + r.Size}
+		g.npend++
+	}
+}
+
+func (g *gpuGraph) shapeErr(op string, want, got int) {
+	g.fail(fmt.Errorf("engine: %s: width %d, want %d", op, got, want))
+}
+
+func (g *gpuGraph) CtxSize() int { return g.m.cfg.CtxSize }
+
+func (g *gpuGraph) Layer() {
+	if !g.inLayers {
+		g.base, g.inLayers = g.top, true
+	}
+	g.top = g.base
+}
+
+func (g *gpuGraph) embedRows(w *Tensor, idx *vk.Buffer) Act {
+	x := g.alloc(g.n, w.Cols(), 4*g.m.cfg.BatchSize*w.Cols())
+	if g.live() {
+		dst := g.r(x)
+		g.dep(dst)
+		g.fail(g.m.k.GetRows(g.c, g.weight(w), idx.Range(0, 4*uint64(g.n)), g.n, dst))
+	}
+	return x
+}
+
+func (g *gpuGraph) Embed(w *Tensor) Act { return g.embedRows(w, g.m.ids) }
+
+func (g *gpuGraph) EmbedPositions(w *Tensor) Act { return g.embedRows(w, g.m.pos) }
+
+func (g *gpuGraph) mat(w *Tensor, add bool) {
+	if g.c == nil && g.shapes != nil {
+		g.shapes[matShape{w.Type, w.Rows(), w.Cols(), add}] = true
+	}
+}
+
+func (g *gpuGraph) MatMul(w *Tensor, x Act) Act {
+	y := g.like(x, w.Rows())
+	if x.Cols != w.Cols() {
+		g.shapeErr("MatMul "+w.Name, w.Cols(), x.Cols)
+	}
+	g.mat(w, false)
+	if g.live() && x.Rows > 0 {
+		g.dep(g.r(y), g.r(x))
+		g.fail(g.m.k.MulMat(g.c, g.weight(w), g.r(x), x.Rows, g.r(y)))
+	}
+	return y
+}
+
+func (g *gpuGraph) MatMulAdd(dst Act, w *Tensor, x Act) {
+	if x.Cols != w.Cols() || dst.Cols != w.Rows() || dst.Rows != x.Rows {
+		g.shapeErr("MatMulAdd "+w.Name, w.Cols(), x.Cols)
+	}
+	g.mat(w, true)
+	if g.live() && x.Rows > 0 {
+		g.dep(g.r(dst), g.r(x), g.r(dst))
+		g.fail(g.m.k.MulMatAdd(g.c, g.weight(w), g.r(x), x.Rows, g.r(dst)))
+	}
+}
+
+func (g *gpuGraph) Add(dst, a Act) {
+	if dst.Rows*dst.Cols != a.Rows*a.Cols {
+		g.shapeErr("Add", dst.Rows*dst.Cols, a.Rows*a.Cols)
+	}
+	if g.live() && dst.Rows > 0 {
+		n := dst.Rows * dst.Cols
+		g.dep(g.r(dst), g.r(dst), g.r(a))
+		g.fail(g.m.k.Add(g.c, g.r(dst), g.r(dst), g.r(a), n, n))
+	}
+}
+
+func (g *gpuGraph) AddBias(x Act, b *Tensor) {
+	if b.Cols() != x.Cols {
+		g.shapeErr("AddBias "+b.Name, x.Cols, b.Cols())
+	}
+	if g.live() && x.Rows > 0 {
+		g.dep(g.r(x), g.r(x))
+		g.fail(g.m.k.Add(g.c, g.r(x), g.r(x), g.vec(b), x.Rows*x.Cols, x.Cols))
+	}
+}
+
+func (g *gpuGraph) Scale(x Act, s float32) {
+	if g.live() && x.Rows > 0 {
+		g.dep(g.r(x), g.r(x))
+		g.fail(g.m.k.Scale(g.c, g.r(x), g.r(x), x.Rows*x.Cols, s))
+	}
+}
+
+func (g *gpuGraph) rmsNorm(dst, x Act, w *Tensor, eps float32) {
+	if w != nil && w.Cols() != x.Cols {
+		g.shapeErr("RMSNorm "+w.Name, x.Cols, w.Cols())
+	}
+	if g.live() && x.Rows > 0 {
+		g.dep(g.r(dst), g.r(x))
+		g.fail(g.m.k.RMSNorm(g.c, g.r(dst), g.r(x), g.vec(w), x.Rows, x.Cols, eps))
+	}
+}
+
+func (g *gpuGraph) RMSNorm(x Act, w *Tensor, eps float32) Act {
+	y := g.like(x, x.Cols)
+	g.rmsNorm(y, x, w, eps)
+	return y
+}
+
+func (g *gpuGraph) RMSNormInPlace(x Act, w *Tensor, eps float32) { g.rmsNorm(x, x, w, eps) }
+
+func (g *gpuGraph) layerNorm(dst, x Act, w, b *Tensor, eps float32) {
+	if w.Cols() != x.Cols || b.Cols() != x.Cols {
+		g.shapeErr("LayerNorm "+w.Name, x.Cols, w.Cols())
+	}
+	if g.live() && x.Rows > 0 {
+		g.dep(g.r(dst), g.r(x))
+		g.fail(g.m.k.LayerNorm(g.c, g.r(dst), g.r(x), g.vec(w), g.vec(b), x.Rows, x.Cols, eps))
+	}
+}
+
+func (g *gpuGraph) LayerNorm(x Act, w, b *Tensor, eps float32) Act {
+	y := g.like(x, x.Cols)
+	g.layerNorm(y, x, w, b, eps)
+	return y
+}
+
+func (g *gpuGraph) LayerNormInPlace(x Act, w, b *Tensor, eps float32) { g.layerNorm(x, x, w, b, eps) }
+
+func (g *gpuGraph) RoPE(x Act, r Rope) {
+	if r.HeadDim <= 0 || x.Cols%r.HeadDim != 0 {
+		g.shapeErr("RoPE", r.HeadDim, x.Cols)
+		return
+	}
+	if !g.live() || x.Rows == 0 {
+		return
+	}
+	p := ops.RoPEParams{Rows: x.Rows, Heads: x.Cols / r.HeadDim, HeadDim: r.HeadDim, RotDims: r.Dims, NeoX: r.NeoX,
+		FreqBase: r.Base, FreqScale: r.Scale, AttnFactor: r.AttnFactor, ExtFactor: r.ExtFactor, CorrDims: r.CorrDims}
+	g.dep(g.r(x), g.r(x))
+	g.fail(g.m.k.RoPE(g.c, g.r(x), g.r(x), g.m.pos.Range(0, 4*uint64(x.Rows)), g.vec(r.Factors), p))
+}
+
+func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
+	out := g.like(q, a.Heads*a.HeadDim)
+	if q.Cols != a.Heads*a.HeadDim || k.Cols != a.KVHeads*a.HeadDim || v.Cols != k.Cols {
+		g.shapeErr("Attention", a.Heads*a.HeadDim, q.Cols)
+	}
+	if !g.live() || q.Rows == 0 {
+		return out
+	}
+	m, c, n := g.m, g.c, q.Rows
+	slot, pos := m.slots.Range(0, 4*uint64(n)), m.pos.Range(0, 4*uint64(n))
+	if a.Kind == Bidirectional {
+		g.dep(g.r(out), g.r(q), g.r(k), g.r(v))
+		g.fail(m.k.AttentionBatch(c, g.r(out), g.r(q), g.r(k), g.r(v), pos, m.seqEnd.Range(0, 4*uint64(n)),
+			ops.BatchAttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Scale: a.Scale}))
+		return out
+	}
+	if a.Layer < 0 || a.Layer >= len(m.kCache) {
+		g.fail(fmt.Errorf("BUG: engine: attention of layer %d, %d KV-cache layers", a.Layer, len(m.kCache)))
+		return out
+	}
+	kc, vc := m.kCache[a.Layer], m.vCache[a.Layer]
+	cache := ops.KVParams{Slots: m.cfg.Slots, NCtx: m.cfg.CtxSize, KVDim: k.Cols}
+	g.dep(kc, g.r(k))
+	g.fail(m.k.KVWrite(c, kc, g.r(k), slot, pos, n, cache))
+	g.dep(vc, g.r(v))
+	g.fail(m.k.KVWrite(c, vc, g.r(v), slot, pos, n, cache))
+	g.dep(g.r(out), g.r(q), kc, vc)
+	g.fail(m.k.Attention(c, g.r(out), g.r(q), kc, vc, slot, pos, ops.AttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads,
+		HeadDim: a.HeadDim, Cache: cache, Causal: true, Scale: a.Scale, Window: a.Window, SoftCap: a.SoftCap}))
+	return out
+}
+
+func (g *gpuGraph) SwiGLU(gate, up Act) Act {
+	if gate.Rows*gate.Cols != up.Rows*up.Cols {
+		g.shapeErr("SwiGLU", gate.Cols, up.Cols)
+	}
+	if g.live() && gate.Rows > 0 {
+		g.dep(g.r(gate), g.r(gate), g.r(up))
+		g.fail(g.m.k.SwiGLU(g.c, g.r(gate), g.r(gate), g.r(up), gate.Rows*gate.Cols))
+	}
+	return gate
+}
+
+func (g *gpuGraph) GeGLU(gate, up Act) Act {
+	if gate.Rows*gate.Cols != up.Rows*up.Cols {
+		g.shapeErr("GeGLU", gate.Cols, up.Cols)
+	}
+	if g.live() && gate.Rows > 0 {
+		g.dep(g.r(gate), g.r(gate), g.r(up))
+		g.fail(g.m.k.GeGLU(g.c, g.r(gate), g.r(gate), g.r(up), gate.Rows*gate.Cols))
+	}
+	return gate
+}
+
+func (g *gpuGraph) GELU(x Act) {
+	if g.live() && x.Rows > 0 {
+		g.dep(g.r(x), g.r(x))
+		g.fail(g.m.k.GELU(g.c, g.r(x), g.r(x), x.Rows*x.Cols))
+	}
+}
+
+func (g *gpuGraph) OutputRows(x Act) Act {
+	nOut := g.nLogits + g.nHidden
+	h := g.alloc(nOut, x.Cols, 4*g.m.cfg.BatchSize*x.Cols)
+	if g.live() && nOut > 0 {
+		g.dep(g.r(h), g.r(x))
+		rows := ops.Weight{Type: gguf.TypeF32, Rows: x.Rows, Cols: x.Cols, Data: g.r(x)}
+		g.fail(g.m.k.GetRows(g.c, rows, g.m.logitRows.Range(0, 4*uint64(nOut)), nOut, g.r(h)))
+	}
+	return h
+}
+
+func (g *gpuGraph) Hidden(h Act) {
+	if h.Cols != g.m.o.Embd {
+		g.shapeErr("Hidden", g.m.o.Embd, h.Cols)
+	}
+	if !g.live() || g.nHidden == 0 {
+		return
+	}
+	size := 4 * uint64(g.nHidden*h.Cols)
+	dst, src := g.m.hidden.Range(0, size), g.r(h).Sub(4*uint64(g.nLogits*h.Cols), size)
+	g.dep(dst, src)
+	g.c.Copy(dst, src)
+}
+
+func (g *gpuGraph) Logits(w *Tensor, h Act, softcap float32) {
+	if w.Rows() != g.m.o.Vocab || h.Cols != w.Cols() {
+		g.shapeErr("Logits "+w.Name, w.Cols(), h.Cols)
+	}
+	g.mat(w, false)
+	if !g.live() || g.nLogits == 0 {
+		return
+	}
+	dst := g.m.logits.Range(0, 4*uint64(g.nLogits*w.Rows()))
+	g.dep(dst, g.r(h))
+	g.fail(g.m.k.MulMat(g.c, g.weight(w), g.r(h), g.nLogits, dst))
+	if softcap > 0 {
+		g.dep(dst, dst)
+		g.fail(g.m.k.SoftCap(g.c, dst, dst, g.nLogits*w.Rows(), softcap))
+	}
+}

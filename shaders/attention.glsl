@@ -1,0 +1,63 @@
+// attention.glsl declares the bindings and push constants that flash_attn
+// (attention.comp) and flash_attn_rows (attention_rows.comp) share, mirrored
+// by engine/ops AttnPush, and the test for rows that flash_attn_tiled
+// serves.
+
+layout(binding = 0) readonly buffer Q { float data_q[]; };
+layout(binding = 1) readonly buffer K { float16_t data_k[]; };
+layout(binding = 1) readonly buffer K4 { f16vec4 data_k4[]; }; // same cache, 4 at a time
+layout(binding = 2) readonly buffer V { float16_t data_v[]; };
+layout(binding = 2) readonly buffer V4 { f16vec4 data_v4[]; };
+layout(binding = 3) readonly buffer S { int data_slot[]; };
+layout(binding = 4) readonly buffer P { int data_pos[]; };
+layout(binding = 5) writeonly buffer O { float data_o[]; };
+
+layout(push_constant) uniform Params {
+	uint rows;
+	uint heads;
+	uint kv_heads;
+	uint head_dim;
+	uint n_ctx;
+	uint n_slots;
+	uint n_kv; // keys seen by non-causal rows
+	uint causal;
+	float scale;
+	uint split_len; // keys per split (_split variants)
+	uint n_split;
+	uint tile_rows; // rows per tile of flash_attn_tiled; 0: serve every row
+	uint window;    // causal sliding window in positions; 0: none
+	float softcap;  // > 0: scores become softcap * tanh(score / softcap)
+} p;
+
+// tiled reports whether flash_attn_tiled serves row: whether the rows of
+// its tile that have an in-range slot share one (tile_slot of
+// attention_tiled.comp).
+bool tiled(uint row) {
+	if (p.tile_rows == 0) {
+		return false;
+	}
+	const uint row0 = row - row % p.tile_rows;
+	int s = -1;
+	for (uint r = row0; r < min(row0 + p.tile_rows, p.rows); r++) {
+		const int sr = data_slot[r];
+		if (sr < 0 || uint(sr) >= p.n_slots) {
+			continue;
+		}
+		if (s >= 0 && sr != s) {
+			return false;
+		}
+		s = sr;
+	}
+	return true;
+}
+
+// tanh_safe is tanh(z) without overflow for large |z| (1 - 2/(e^2|z| + 1))
+// nor cancellation for small |z| (its Taylor series, error below 1e-7).
+float tanh_safe(float z) {
+	const float a = abs(z);
+	if (a < 0.25) {
+		const float z2 = z * z;
+		return z * (1.0 - z2 * (1.0 / 3.0 - z2 * (2.0 / 15.0 - z2 * (17.0 / 315.0))));
+	}
+	return sign(z) * (1.0 - 2.0 / (exp(2.0 * a) + 1.0));
+}
