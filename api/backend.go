@@ -166,6 +166,19 @@ type GenerateRequest struct {
 	// ID is the request's id (its response id), for reports such as
 	// /slots; opaque to the backend.
 	ID string
+	// PromptLogprobs asks for the prompt tokens' log-probabilities (each
+	// given the tokens before it, from the second token on, with
+	// TopLogprobs alternatives) in the first Event's Prompt: echo with
+	// logprobs.
+	PromptLogprobs bool
+}
+
+// PromptLogprob is a prompt token's log-probability given the tokens
+// before it, with the most likely alternatives at its position.
+type PromptLogprob struct {
+	Token   int32
+	Logprob float32
+	Top     []sampling.TokenLogprob
 }
 
 // Event is one generated token. The backend may reuse the Event and its
@@ -185,6 +198,10 @@ type Event struct {
 	// there; zero when the backend does not know. For timings.
 	Admitted time.Time
 	Reused   int
+	// Prompt is set on a sequence's first event when
+	// GenerateRequest.PromptLogprobs asked for it; it belongs to the
+	// receiver.
+	Prompt []PromptLogprob
 }
 
 // ErrStop is returned by emit to end a sequence normally.

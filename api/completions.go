@@ -18,16 +18,22 @@ type usage struct {
 type completionLogprobs struct {
 	Tokens        []string             `json:"tokens"`
 	TextOffset    []int                `json:"text_offset"`
-	TokenLogprobs []float32            `json:"token_logprobs"`
+	TokenLogprobs []*float32           `json:"token_logprobs"`
 	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
 }
 
 func toCompletionLogprobs(lps []tokenLogprob) *completionLogprobs {
-	out := &completionLogprobs{Tokens: []string{}, TextOffset: []int{}, TokenLogprobs: []float32{}, TopLogprobs: []map[string]float32{}}
+	out := &completionLogprobs{Tokens: []string{}, TextOffset: []int{}, TokenLogprobs: []*float32{}, TopLogprobs: []map[string]float32{}}
 	for _, lp := range lps {
 		out.Tokens = append(out.Tokens, lp.text)
 		out.TextOffset = append(out.TextOffset, lp.offset)
-		out.TokenLogprobs = append(out.TokenLogprobs, lp.logprob)
+		if lp.null {
+			// The prompt's first token (echo): null, as OpenAI writes it.
+			out.TokenLogprobs = append(out.TokenLogprobs, nil)
+			out.TopLogprobs = append(out.TopLogprobs, nil)
+			continue
+		}
+		out.TokenLogprobs = append(out.TokenLogprobs, &lp.logprob)
 		// Keys are compared as JSON will write them (invalid UTF-8 bytes
 		// become U+FFFD), keeping the most likely of tokens that collide.
 		top := make(map[string]float32, len(lp.top))
@@ -190,7 +196,7 @@ func (s *Server) completeWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *com
 			off = len(p.text)
 		}
 		specs := s.candidateSpecs(req.bestOf, genSpec{prompt: p.tokens, g: req.genRequest, constraint: factory,
-			textOffset: off, wantLogprob: req.logprobs})
+			textOffset: off, wantLogprob: req.logprobs, echoLogprobs: req.echo && req.logprobs})
 		cands, err := s.generateAll(gctx, specs, nil)
 		if err != nil {
 			s.writeError(ctx, modelError(err))
@@ -251,16 +257,19 @@ func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, 
 	for pi, p := range prompts {
 		u.PromptTokens += len(p.tokens)
 		off := 0
+		echoLP := req.echo && req.logprobs
 		if req.echo {
 			off = len(p.text)
-			for j := 0; j < req.n; j++ {
+			// With logprobs the echo goes out with the prompt's logprobs
+			// once the model has scored it (generateAll sends it).
+			for j := 0; j < req.n && !echoLP; j++ {
 				if send(pi*req.n+j, p.text, nil, nil) != nil {
 					return u.CompletionTokens, 499
 				}
 			}
 		}
 		specs := s.candidateSpecs(req.n, genSpec{prompt: p.tokens, g: req.genRequest, constraint: factory,
-			textOffset: off, wantLogprob: req.logprobs})
+			textOffset: off, wantLogprob: req.logprobs, echoLogprobs: echoLP, echoText: p.text})
 		// The candidates' chunks interleave as they are generated, each
 		// with its choice index; each ends with its finish_reason.
 		cands, err := s.generateAll(gctx, specs, func(j int, text []byte, lps []tokenLogprob) error {

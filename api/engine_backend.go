@@ -148,7 +148,7 @@ func (b *EngineBackend) Generate(ctx context.Context, reqs []*GenerateRequest, e
 		ereqs := make([]engine.GenRequest, last-first)
 		for i, r := range reqs[first:last] {
 			ereqs[i] = engine.GenRequest{Prompt: r.Prompt, Chain: chains[first+i], MaxTokens: r.MaxTokens,
-				Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs, Label: r.ID}
+				Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs, Label: r.ID, PromptLogprobs: r.PromptLogprobs}
 		}
 		seqs, err := b.s.Generate(ctx, ereqs)
 		if err != nil {
@@ -197,6 +197,12 @@ func follow(ctx context.Context, seqs []*engine.Sequence, emit func(i int, ev *E
 		}
 		ev = Event{Token: e.Token, EOG: e.EOG, Logprob: e.Logprob, Top: e.Top}
 		ev.Admitted, ev.Reused = q.Admission()
+		if e.Prompt != nil {
+			ev.Prompt = make([]PromptLogprob, len(e.Prompt))
+			for j, p := range e.Prompt {
+				ev.Prompt[j] = PromptLogprob(p)
+			}
+		}
 		if err := emit(i, &ev); err != nil {
 			if err == ErrStop {
 				stopped[i] = true

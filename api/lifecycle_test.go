@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +43,16 @@ func logLine(t *testing.T, logs *syncBuffer, parts ...string) string {
 		return false
 	})
 	return found
+}
+
+// logValue returns the value of key in a text log line.
+func logValue(line, key string) string {
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // rawStream sends a streamed request on a raw connection and reads until
@@ -112,9 +124,16 @@ func TestRequestLogs(t *testing.T) {
 	}
 	<-f.ended
 	line = logLine(t, logs, "outcome=ok", "stream=false")
-	for _, want := range []string{"status=200", "prompt_tokens=4", "completion_tokens=5", "prompt_tps=", "gen_tps="} {
+	for _, want := range []string{"status=200", "prompt_tokens=4", "completion_tokens=5"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("finished request logged %q, want %s", line, want)
+		}
+	}
+	// Both speeds are measured (positive), whatever the machine's pace.
+	for _, key := range []string{"prompt_tps", "gen_tps"} {
+		v := logValue(line, key)
+		if x, err := strconv.ParseFloat(v, 64); err != nil || x <= 0 {
+			t.Errorf("finished request logged %s=%q, want a positive speed in tokens/s", key, v)
 		}
 	}
 }
@@ -247,4 +266,77 @@ func readUntil(br *bufio.Reader, marker string) string {
 			return b.String()
 		}
 	}
+}
+
+// TestEchoLogprobs: echo with logprobs starts the choice's logprobs with
+// the prompt's tokens, the first null (nothing predicts it), each other one
+// with the log-probability the model gave it, as OpenAI does (issue 17 item
+// 19); streamed, the echoed text comes with them; with max_tokens 0 the
+// prompt alone is scored.
+func TestEchoLogprobs(t *testing.T) {
+	f := newFake()
+	f.reply = func(string) string { return "one" }
+	ts := newReadyServer(t, f, Config{})
+	// The fake scripts 20 for each generated token against fakeVocab-1
+	// zeros; each prompt token gets fakePromptScore at the position before.
+	gen := -math.Log1p((fakeVocab - 1) * math.Exp(-20))
+	prompt := math.Log(math.Exp(fakePromptScore) / (math.Exp(fakePromptScore) + fakeVocab - 1))
+	check := func(name string, lp map[string]any, generated int) {
+		t.Helper()
+		toks, lps, tops, offs := lp["tokens"].([]any), lp["token_logprobs"].([]any), lp["top_logprobs"].([]any), lp["text_offset"].([]any)
+		wantToks := append([]any{"", "x", "y"}, []any{"o", "n", "e"}[:generated]...)
+		if fmt.Sprint(toks) != fmt.Sprint(wantToks) || len(lps) != len(wantToks) || len(tops) != len(wantToks) {
+			t.Fatalf("%s: tokens %q with %d logprobs, %d tops; want %q (BOS, the prompt, the choice) and as many", name, toks, len(lps), len(tops), wantToks)
+		}
+		if lps[0] != nil || tops[0] != nil {
+			t.Errorf("%s: the first prompt token has logprob %v, top %v; want null, null", name, lps[0], tops[0])
+		}
+		for i := 1; i < len(lps); i++ {
+			want := gen
+			if i < 3 {
+				want = prompt
+			}
+			if v, ok := lps[i].(float64); !ok || math.Abs(v-want) > 1e-5 {
+				t.Errorf("%s: token_logprobs[%d] (%q) = %v, want %.6f", name, i, toks[i], lps[i], want)
+			}
+			if m, ok := tops[i].(map[string]any); !ok || len(m) != 2 {
+				t.Errorf("%s: top_logprobs[%d] = %v, want 2 alternatives", name, i, tops[i])
+			}
+		}
+		if fmt.Sprint(offs) != fmt.Sprint([]any{0.0, 0.0, 1.0, 2.0, 3.0, 4.0}[:len(wantToks)]) {
+			t.Errorf("%s: text_offset %v, want offsets into the echoed text", name, offs)
+		}
+	}
+	m := decodeBody(t, ts.post("/v1/completions", `{"prompt":"xy","max_tokens":3,"logprobs":2,"echo":true}`).body)
+	if jsonPath(m, "choices", 0, "text") != "xyone" {
+		t.Errorf("text = %v, want xyone", jsonPath(m, "choices", 0, "text"))
+	}
+	check("whole", jsonPath(m, "choices", 0, "logprobs").(map[string]any), 3)
+
+	m = decodeBody(t, ts.post("/v1/completions", `{"prompt":"xy","max_tokens":0,"logprobs":2,"echo":true}`).body)
+	if jsonPath(m, "choices", 0, "text") != "xy" || jsonPath(m, "usage", "completion_tokens") != 0.0 {
+		t.Errorf("max_tokens 0: text %v, usage %v; want the prompt alone", jsonPath(m, "choices", 0, "text"), m["usage"])
+	}
+	check("max_tokens 0", jsonPath(m, "choices", 0, "logprobs").(map[string]any), 0)
+
+	// Streamed: the chunks' logprobs joined read as the whole answer's.
+	evs := parseSSE(t, ts.post("/v1/completions", `{"prompt":"xy","max_tokens":3,"logprobs":2,"echo":true,"stream":true}`).body)
+	joined := map[string]any{"tokens": []any{}, "token_logprobs": []any{}, "top_logprobs": []any{}, "text_offset": []any{}}
+	text := ""
+	for _, ev := range evs {
+		if ev.data == "[DONE]" {
+			continue
+		}
+		c := decodeBody(t, []byte(ev.data))
+		text += jsonPath(c, "choices", 0, "text").(string)
+		if lp, ok := jsonPath(c, "choices", 0, "logprobs").(map[string]any); ok {
+			for k := range joined {
+				joined[k] = append(joined[k].([]any), lp[k].([]any)...)
+			}
+		}
+	}
+	if text != "xyone" {
+		t.Errorf("streamed text %q, want xyone", text)
+	}
+	check("stream", joined, 3)
 }
