@@ -61,12 +61,12 @@ type chatRequest struct {
 var chatFields = append([]string{"messages", "template", "chat_template", "tools", "tool_choice",
 	"function_call", "functions", "parallel_tool_calls", "chat_template_kwargs"}, genFields...)
 
-func decodeChat(body []byte) (*chatRequest, *Error) {
+func decodeChat(b grammar.Budget, body []byte) (*chatRequest, *Error) {
 	v, e := parseJSON(body)
 	if e != nil {
 		return nil, e
 	}
-	r := &reader{}
+	r := &reader{compile: b}
 	m := r.object(v, "", chatFields...)
 	if r.err != nil {
 		return nil, r.err

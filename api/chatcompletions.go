@@ -143,7 +143,8 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 		// Calls are grammar-constrained: from the start when a call is
 		// required, from the format's trigger on for "auto" (where the
 		// grammar writes the family's own format).
-		opts := grammar.ToolCallOptions{Format: t.format, Parallel: req.parallelCall, Compact: pc.forced}
+		opts := grammar.ToolCallOptions{Format: t.format, Parallel: req.parallelCall, Compact: pc.forced,
+			Budget: req.compile}
 		if req.toolChoice == toolChoiceNamed || t.format == grammar.ToolFormatGeneric {
 			// The generic prompt asks for {"tool_call": ...}: one call.
 			opts.Function = req.toolName
@@ -151,6 +152,9 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 		}
 		g, err := grammar.ToolCallGrammar(toolFunctions(req.tools), opts)
 		if err != nil {
+			if cancelled(req.compile) {
+				return nil, errCompileCancelled
+			}
 			return nil, badRequest("tools", "tools: %v", err)
 		}
 		src, root, param = g, "root", "tools"
@@ -158,14 +162,14 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 		lazy = req.toolChoice == toolChoiceAuto
 	}
 	if !lazy {
-		f, e := s.grammarConstraint(src, root, param)
+		f, e := s.grammarConstraint(req.compile, src, root, param)
 		if e != nil {
 			return nil, e
 		}
 		pc.factory = f
 		return pc, nil
 	}
-	matcher, e := s.grammarMatchers(src, root, param)
+	matcher, e := s.grammarMatchers(req.compile, src, root, param)
 	if e != nil {
 		return nil, e
 	}
@@ -179,7 +183,9 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 
 func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 	body := ctx.PostBody()
-	req, e := decodeChat(body)
+	vb, stop := s.validationBudget(ctx)
+	defer stop()
+	req, e := decodeChat(vb, body)
 	if e == nil && req.stream && req.bestOf > req.n {
 		e = badRequest("best_of", "best_of: %d > n (%d) cannot be streamed", req.bestOf, req.n)
 	}
@@ -201,6 +207,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 	if req != nil {
 		seqs = req.bestOf
 	}
+	stop() // validation is over: serve watches the connection from here
 	return s.serve(ctx, "chat", stream, e, seqs,
 		func(gctx contextT, cancel func(), sse *sseWriter) (int, int) {
 			return s.streamChat(gctx, cancel, sse, req, pc, id, created)

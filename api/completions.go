@@ -144,7 +144,9 @@ func streamRequested(body []byte) bool {
 
 func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
 	body := ctx.PostBody()
-	req, e := decodeCompletion(body)
+	vb, stop := s.validationBudget(ctx)
+	defer stop()
+	req, e := decodeCompletion(vb, body)
 	if e == nil && req.stream && req.bestOf > req.n {
 		e = badRequest("best_of", "best_of: %d > n (%d) cannot be streamed", req.bestOf, req.n)
 	}
@@ -164,7 +166,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
 	}
 	var factory constraintFactory
 	if e == nil {
-		factory, e = s.grammarConstraint(req.grammar, req.grammarRoot, "grammar")
+		factory, e = s.grammarConstraint(vb, req.grammar, req.grammarRoot, "grammar")
 	}
 	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
 	id := newID("cmpl-")
@@ -174,6 +176,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
 	if req != nil {
 		seqs = len(prompts) * req.bestOf
 	}
+	stop() // validation is over: serve watches the connection from here
 	return s.serve(ctx, "completions", stream, e, seqs,
 		func(gctx contextT, cancel func(), sse *sseWriter) (int, int) {
 			return s.streamCompletion(gctx, cancel, sse, req, prompts, factory, id, created)

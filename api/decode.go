@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
 // Request bodies are decoded without building a generic tree: parseJSON
@@ -184,7 +185,14 @@ func (v jsonValue) str() string {
 // decoders read straight through and check err once.
 type reader struct {
 	err *Error
+	// compile bounds the grammar and schema compiles of the request's
+	// validation: its context is done when the client leaves or the
+	// server shuts down.
+	compile grammar.Budget
 }
+
+// cancelled reports whether b's context is done.
+func cancelled(b grammar.Budget) bool { return b.Ctx != nil && b.Ctx.Err() != nil }
 
 func joinPath(path, key string) string {
 	if path == "" {

@@ -271,11 +271,11 @@ func (s *Server) maxTokensFor(g *genRequest, n int) int {
 
 // grammarConstraint returns a factory of fresh matchers for src (nil when
 // src is ""), or a 400 when the grammar does not parse.
-func (s *Server) grammarConstraint(src, root, param string) (func() (sampling.Constraint, error), *Error) {
+func (s *Server) grammarConstraint(b grammar.Budget, src, root, param string) (func() (sampling.Constraint, error), *Error) {
 	if src == "" {
 		return nil, nil
 	}
-	matcher, e := s.grammarMatchers(src, root, param)
+	matcher, e := s.grammarMatchers(b, src, root, param)
 	if e != nil {
 		return nil, e
 	}
@@ -285,9 +285,12 @@ func (s *Server) grammarConstraint(src, root, param string) (func() (sampling.Co
 // grammarMatchers parses src (the request field param) over the model's
 // vocabulary and returns a maker of fresh matchers, or a 400 when the
 // grammar does not parse.
-func (s *Server) grammarMatchers(src, root, param string) (func() *grammar.Matcher, *Error) {
-	gr, err := grammar.Parse(src, root)
+func (s *Server) grammarMatchers(b grammar.Budget, src, root, param string) (func() *grammar.Matcher, *Error) {
+	gr, err := grammar.ParseBudget(src, root, b)
 	if err != nil {
+		if cancelled(b) {
+			return nil, errCompileCancelled
+		}
 		return nil, badRequest(param, "%s: %v", param, err)
 	}
 	v, err := s.grammarVocab()

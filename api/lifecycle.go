@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
 // attrs returns the log attributes of the request's work: prompt tokens
@@ -190,4 +191,16 @@ func (c *trackedConn) SyscallConn() (syscall.RawConn, error) {
 func writeTimedOut(conn net.Conn) bool {
 	tc, ok := conn.(*trackedConn)
 	return ok && tc.writeTimedOut.Load()
+}
+
+// validationBudget returns the budget of a request's grammar and schema
+// compiles: Config.GrammarSteps of work, and a context done when the client
+// closes its connection or the server shuts down. Call stop once
+// validation is over, before the request waits for the model.
+func (s *Server) validationBudget(rc *fasthttp.RequestCtx) (b grammar.Budget, stop func()) {
+	ctx, cancel := context.WithCancel(s.baseCtx)
+	unwatch := watchClose(rc.Conn(), cancel)
+	// Once only: a second unwatch would wake the watcher that serve
+	// starts on the same connection.
+	return grammar.Budget{Ctx: ctx, Steps: s.cfg.GrammarSteps}, sync.OnceFunc(func() { unwatch(); cancel() })
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vkllm/vkllm/sampling/grammar"
 	"io"
 	"log/slog"
 	"math"
@@ -339,4 +340,51 @@ func TestEchoLogprobs(t *testing.T) {
 		t.Errorf("streamed text %q, want xyone", text)
 	}
 	check("stream", joined, 3)
+}
+
+// TestGrammarBudget: a grammar, schema or tool set that needs more than
+// the compile budget (Config.GrammarSteps) is a 400 naming its field,
+// before admission (issue 17 item 2); within the budget the same request
+// runs; a compile whose client has left stops (the budget's context).
+func TestGrammarBudget(t *testing.T) {
+	f := newFake()
+	f.ctxSize = 1 << 14 // room for the tools' prompt
+	f.reply = func(string) string { return "a" }
+	ts := newReadyServer(t, f, Config{GrammarSteps: 300})
+	var refs, rules, props []string
+	for i := range 200 {
+		refs = append(refs, fmt.Sprint("r", i))
+		rules = append(rules, fmt.Sprintf(`r%d ::= \"a\" | \"b\"`, i))
+		props = append(props, fmt.Sprintf(`"k%d":{"type":"string"}`, i))
+	}
+	gbnf := `root ::= ` + strings.Join(refs, " ") + `\n` + strings.Join(rules, `\n`)
+	schema := `{"type":"object","properties":{` + strings.Join(props, ",") + `}}`
+	for _, tc := range []struct{ name, path, body, param string }{
+		{"gbnf", "/v1/completions", `{"prompt":"a","max_tokens":1,"grammar":"` + gbnf + `"}`, "grammar"},
+		{"schema", "/v1/completions", `{"prompt":"a","max_tokens":1,"json_schema":` + schema + `}`, "json_schema"},
+		{"response_format", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"max_tokens":1,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + schema + `}}}`, "response_format.json_schema.schema"},
+		{"tools", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"max_tokens":1,"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":` + schema + `}}]}`, "tools"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ts.post(tc.path, tc.body)
+			if r.status != 400 || errorOf(t, r.body)["param"] != tc.param || !strings.Contains(string(r.body), "too much work") {
+				t.Errorf("over the budget: %d %s, want 400 naming %s and the work", r.status, r.body, tc.param)
+			}
+		})
+	}
+	if f.running.Load() != 0 || f.maxSeen.Load() != 0 {
+		t.Errorf("a request over the budget reached the model")
+	}
+	// The same compile within the default budget.
+	ts = newReadyServer(t, f, Config{})
+	if r := ts.post("/v1/completions", `{"prompt":"a","max_tokens":1,"json_schema":`+schema+`}`); r.status != 200 {
+		t.Errorf("within the default budget: %d %s, want 200", r.status, r.body)
+	}
+
+	// A compile under a context that is done stops with the context's error.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, e := decodeCompletion(grammar.Budget{Ctx: ctx}, []byte(`{"prompt":"a","json_schema":`+schema+`}`)); e == nil || e.Status != 503 {
+		t.Errorf("compile with its client gone = %v, want the 503 of a cancelled compile", e)
+	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"github.com/vkllm/vkllm/sampling/grammar"
 	"io"
 	"net"
 	"runtime"
@@ -321,10 +322,10 @@ func TestDecodeAmplification(t *testing.T) {
 		{"detokenize tokens", tokens, 3, func(b []byte) *Error { _, e := decodeDetokenize(b, 1000); return e }},
 		// Each message keeps its fields and a small map of them while
 		// it is read; there are at most maxMessages.
-		{"chat messages", msgs, 8, func(b []byte) *Error { _, e := decodeChat(b); return e }},
+		{"chat messages", msgs, 8, func(b []byte) *Error { _, e := decodeChat(grammar.Budget{}, b); return e }},
 		// The map of biases is the decoded result itself: about 4x the
 		// JSON text of short keys.
-		{"logit_bias", bias, 6, func(b []byte) *Error { _, e := decodeCompletion(b); return e }},
+		{"logit_bias", bias, 6, func(b []byte) *Error { _, e := decodeCompletion(grammar.Budget{}, b); return e }},
 	} {
 		body := []byte(tc.body)
 		var e *Error

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/vkllm/vkllm/sampling"
+	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
 // Limits of API-NOTES.md, and bounds on what one body may make the server
@@ -35,6 +36,8 @@ var genFields = []string{
 
 // genRequest holds the decoded generation fields.
 type genRequest struct {
+	// compile bounds the request's grammar compiles (see reader.compile).
+	compile      grammar.Budget
 	params       sampling.Params
 	maxTokens    int // -1: not given (up to the context)
 	stop         []string
@@ -57,7 +60,7 @@ type genRequest struct {
 // is /v1/completions, where logprobs may be an integer (OpenAI's legacy
 // form: the number of alternatives).
 func (r *reader) readGen(m jsonObject, completion bool) *genRequest {
-	g := &genRequest{params: sampling.DefaultParams()}
+	g := &genRequest{params: sampling.DefaultParams(), compile: r.compile}
 	p := &g.params
 	g.maxTokens = r.maxTokens(m)
 	p.MinTokens = int(r.intRange(m, "", "min_tokens", 0, 0, math.MaxInt32))
@@ -396,12 +399,12 @@ type completionRequest struct {
 	prompts []promptInput
 }
 
-func decodeCompletion(body []byte) (*completionRequest, *Error) {
+func decodeCompletion(b grammar.Budget, body []byte) (*completionRequest, *Error) {
 	v, e := parseJSON(body)
 	if e != nil {
 		return nil, e
 	}
-	r := &reader{}
+	r := &reader{compile: b}
 	m := r.object(v, "", append([]string{"prompt"}, genFields...)...)
 	if r.err != nil {
 		return nil, r.err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"github.com/vkllm/vkllm/internal/jinja"
+	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
 // POST /v1/responses: OpenAI's Responses API over the chat path. A request
@@ -62,12 +63,12 @@ type responsesRequest struct {
 	tools        []any          // echoed
 }
 
-func (s *Server) decodeResponses(body []byte) (*responsesRequest, *Error) {
+func (s *Server) decodeResponses(b grammar.Budget, body []byte) (*responsesRequest, *Error) {
 	v, e := parseJSON(body)
 	if e != nil {
 		return nil, e
 	}
-	r := &reader{}
+	r := &reader{compile: b}
 	m := r.object(v, "", responsesFields...)
 	if r.err != nil {
 		return nil, r.err
@@ -731,7 +732,9 @@ func finishStatus(finish string) (string, *respIncomplete) {
 
 func (s *Server) handleResponses(ctx *fasthttp.RequestCtx) handlerResult {
 	body := ctx.PostBody()
-	req, e := s.decodeResponses(body)
+	vb, stop := s.validationBudget(ctx)
+	defer stop()
+	req, e := s.decodeResponses(vb, body)
 	var pc *preparedChat
 	if e == nil {
 		pc, e = s.prepareChat(req.chat)
@@ -745,6 +748,7 @@ func (s *Server) handleResponses(ctx *fasthttp.RequestCtx) handlerResult {
 	stream := e == nil && req.chat.stream
 	id := newID("resp_")
 	created := s.cfg.Now().Unix()
+	stop() // validation is over: serve watches the connection from here
 	return s.serve(ctx, "responses", stream, e, 1,
 		func(gctx contextT, cancel func(), sse *sseWriter) (int, int) {
 			return s.streamResponse(gctx, cancel, sse, req, pc, id, created)

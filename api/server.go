@@ -65,6 +65,10 @@ type Config struct {
 	// for: prompts x candidates x (prompt + max_tokens) (default 16 x the
 	// context size).
 	MaxRequestTokens int
+	// GrammarSteps bounds the work of compiling one request's grammar,
+	// JSON Schema or tool grammar before it is admitted (grammar.Budget);
+	// more is a 400 naming the field (0: grammar.DefaultSteps).
+	GrammarSteps int
 	// ReadTimeout and WriteTimeout bound reading a request and writing a
 	// non-streaming response (defaults 60 s and 10 min).
 	ReadTimeout, WriteTimeout time.Duration

@@ -83,6 +83,9 @@ type ToolCallOptions struct {
 	// named function) uses it, so that a model cannot spend its whole
 	// budget on the whitespace JSON allows and never finish the call.
 	Compact bool
+	// Budget bounds the compile (the parameters schemas converted and the
+	// grammar checked); the zero Budget is the default.
+	Budget Budget
 }
 
 // ToolCallGrammar returns GBNF (start rule "root") for the tool calls the
@@ -101,6 +104,7 @@ func ToolCallGrammar(funcs []ToolFunction, opts ToolCallOptions) (string, error)
 	}
 	c := newSchemaConverter(nil)
 	c.compact = opts.Compact
+	c.work = opts.Budget.start()
 	sp := c.prim("space")
 	seen := map[string]bool{}
 	var calls []string
@@ -171,7 +175,7 @@ func ToolCallGrammar(funcs []ToolFunction, opts ToolCallOptions) (string, error)
 	}
 	c.setRule("root", root)
 	src := c.format()
-	if err := check(src, "#"); err != nil {
+	if err := c.check(src, "#"); err != nil {
 		return "", fmt.Errorf("grammar: ToolCallGrammar: %w", err)
 	}
 	return src, nil
