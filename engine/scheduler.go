@@ -145,9 +145,9 @@ type Sequence struct {
 	// results until the first event carries them.
 	stepPrompt, stepPromptN, stepFed int
 	promptLP                         []PromptLogprob
-	sampleErr error
-	done      bool // finish at the end of the step (sampleErr or nil)
-	doneErr   error
+	sampleErr                        error
+	done                             bool // finish at the end of the step (sampleErr or nil)
+	doneErr                          error
 
 	// Set when the sequence takes its slot, before its first event.
 	admitted time.Time

@@ -28,7 +28,7 @@ func TestBudget(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	compile := map[string]func(Budget) error{
-		"gbnf": func(b Budget) error { _, err := ParseBudget(gbnf, "", b); return err },
+		"gbnf":   func(b Budget) error { _, err := ParseBudget(gbnf, "", b); return err },
 		"schema": func(b Budget) error { _, err := SchemaToGrammarBudget(schema, b); return err },
 		"tools": func(b Budget) error {
 			_, err := ToolCallGrammar(tool, ToolCallOptions{Format: ToolFormatHermes, Budget: b})
