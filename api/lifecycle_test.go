@@ -388,3 +388,27 @@ func TestGrammarBudget(t *testing.T) {
 		t.Errorf("compile with its client gone = %v, want the 503 of a cancelled compile", e)
 	}
 }
+
+// TestStreamUsageCandidates: a streamed chat with n candidates reports the
+// prompt's tokens once, as the same request unstreamed does, and the
+// candidates' generated tokens summed (issue 17 item 18).
+func TestStreamUsageCandidates(t *testing.T) {
+	f := newFake()
+	f.reply = func(string) string { return "abc" }
+	ts := newReadyServer(t, f, Config{})
+	const req = `{"messages":[{"role":"user","content":"hello"}],"max_tokens":10,"n":3,"seed":1`
+	whole := decodeBody(t, ts.post("/v1/chat/completions", req+`}`).body)
+	evs := parseSSE(t, ts.post("/v1/chat/completions", req+`,"stream":true,"stream_options":{"include_usage":true}}`).body)
+	var u any
+	for _, ev := range evs {
+		if ev.data != "[DONE]" {
+			if x := jsonPath(decodeBody(t, []byte(ev.data)), "usage"); x != nil {
+				u = x
+			}
+		}
+	}
+	wp, wc := jsonPath(whole, "usage", "prompt_tokens"), jsonPath(whole, "usage", "completion_tokens")
+	if wp == nil || jsonPath(u, "prompt_tokens") != wp || jsonPath(u, "completion_tokens") != wc {
+		t.Errorf("streamed usage %v, want the unstreamed prompt_tokens %v and completion_tokens %v", u, wp, wc)
+	}
+}
