@@ -56,7 +56,9 @@ type applyTemplateBody struct {
 // a chat request in, {"prompt": "..."} out, the exact text the model would
 // read for it, without generating.
 func (s *Server) handleApplyTemplate(ctx *fasthttp.RequestCtx) handlerResult {
-	req, e := decodeChat(ctx.PostBody())
+	vb, stop := s.validationBudget(ctx)
+	defer stop()
+	req, e := decodeChat(vb, ctx.PostBody())
 	if e != nil {
 		s.writeError(ctx, e)
 		return handlerResult{}

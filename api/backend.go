@@ -128,6 +128,15 @@ type Backend interface {
 	Embed(ctx context.Context, tokens []int32) ([]float32, error)
 }
 
+// TextTokenizer is a Backend that can tokenize text as plain text: no
+// special token matched in it at all, not even the user-defined ones that
+// Tokenize matches without parseSpecial (some act as control tokens, as
+// Phi-3's "</s>"). The API tokenizes chat message contents so when the
+// backend offers it, and with Tokenize(text, false, false) otherwise.
+type TextTokenizer interface {
+	TokenizeText(text string) ([]int32, error)
+}
+
 // BatchingBackend is a Backend whose Generate and Embed calls run
 // together in shared forward passes and wait in the backend's own queue:
 // the API then lets every admitted request call it at once.
@@ -162,6 +171,19 @@ type GenerateRequest struct {
 	// ID is the request's id (its response id), for reports such as
 	// /slots; opaque to the backend.
 	ID string
+	// PromptLogprobs asks for the prompt tokens' log-probabilities (each
+	// given the tokens before it, from the second token on, with
+	// TopLogprobs alternatives) in the first Event's Prompt: echo with
+	// logprobs.
+	PromptLogprobs bool
+}
+
+// PromptLogprob is a prompt token's log-probability given the tokens
+// before it, with the most likely alternatives at its position.
+type PromptLogprob struct {
+	Token   int32
+	Logprob float32
+	Top     []sampling.TokenLogprob
 }
 
 // Event is one generated token. The backend may reuse the Event and its
@@ -181,6 +203,10 @@ type Event struct {
 	// there; zero when the backend does not know. For timings.
 	Admitted time.Time
 	Reused   int
+	// Prompt is set on a sequence's first event when
+	// GenerateRequest.PromptLogprobs asked for it; it belongs to the
+	// receiver.
+	Prompt []PromptLogprob
 }
 
 // ErrStop is returned by emit to end a sequence normally.

@@ -35,7 +35,7 @@ type toolCall struct {
 type tool struct {
 	name        string
 	description string
-	parameters  any // decoded JSON Schema, nil for none
+	parameters  jsonValue // JSON Schema text, nil for none
 }
 
 // Tool choice modes.
@@ -68,12 +68,12 @@ type chatRequest struct {
 var chatFields = append([]string{"messages", "template", "chat_template", "tools", "tool_choice",
 	"function_call", "functions", "parallel_tool_calls", "chat_template_kwargs"}, genFields...)
 
-func decodeChat(body []byte) (*chatRequest, *Error) {
+func decodeChat(b grammar.Budget, body []byte) (*chatRequest, *Error) {
 	v, e := parseJSON(body)
 	if e != nil {
 		return nil, e
 	}
-	r := &reader{}
+	r := &reader{compile: b}
 	m := r.object(v, "", chatFields...)
 	if r.err != nil {
 		return nil, r.err
@@ -83,14 +83,14 @@ func decodeChat(body []byte) (*chatRequest, *Error) {
 	if r.err == nil && !ok {
 		r.fail(badRequest("messages", "messages: missing, want an array of messages"))
 	}
-	if r.err == nil && len(msgs) == 0 {
-		r.fail(badRequest("messages", "messages: empty array"))
+	if r.err == nil {
+		req.messages = make([]message, 0, min(msgs.count(), maxMessages))
+		r.each(msgs, "messages", maxMessages, func(i int, mv jsonValue) {
+			req.messages = append(req.messages, r.readMessage(mv, indexPath("messages", i)))
+		})
 	}
-	for i, mv := range msgs {
-		if r.err != nil {
-			break
-		}
-		req.messages = append(req.messages, r.readMessage(mv, indexPath("messages", i)))
+	if r.err == nil && len(req.messages) == 0 {
+		r.fail(badRequest("messages", "messages: empty array"))
 	}
 	req.joinMedia()
 	req.template = r.str(m, "", "template", "")
@@ -98,17 +98,17 @@ func decodeChat(body []byte) (*chatRequest, *Error) {
 		req.template = t
 	}
 	if a, ok := r.array(m, "", "tools"); ok {
-		for i, tv := range a {
+		r.each(a, "tools", maxTools, func(i int, tv jsonValue) {
 			req.tools = append(req.tools, r.readTool(tv, indexPath("tools", i), true))
-		}
+		})
 	}
 	if a, ok := r.array(m, "", "functions"); ok {
 		if len(req.tools) > 0 {
 			r.fail(badRequest("functions", "functions: give either tools or the legacy functions, not both"))
 		}
-		for i, fv := range a {
+		r.each(a, "functions", maxTools, func(i int, fv jsonValue) {
 			req.tools = append(req.tools, r.readTool(fv, indexPath("functions", i), false))
-		}
+		})
 	}
 	req.parallelCall = r.boolean(m, "", "parallel_tool_calls", true)
 	if tc, ok := m["tool_choice"]; ok && tc != nil {
@@ -117,7 +117,7 @@ func decodeChat(body []byte) (*chatRequest, *Error) {
 		r.readToolChoice(req, fc, "function_call")
 	}
 	if kw, ok := m["chat_template_kwargs"]; ok && kw != nil {
-		if _, isObj := kw.(map[string]any); !isObj {
+		if !kw.isObject() {
 			r.typeErr("chat_template_kwargs", "object (template variables)", kw)
 		}
 	}
@@ -125,7 +125,7 @@ func decodeChat(body []byte) (*chatRequest, *Error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	if e := req.readOrdered(body); e != nil {
+	if e := req.readOrdered(m); e != nil {
 		return nil, e
 	}
 	if len(req.tools) == 0 && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed) {
@@ -152,18 +152,12 @@ func decodeChat(body []byte) (*chatRequest, *Error) {
 // readOrdered decodes the parts of the body that templates print with
 // their key order kept: the tools (as the client wrote them) and
 // chat_template_kwargs.
-func (req *chatRequest) readOrdered(body []byte) *Error {
-	var raw struct {
-		Tools     json.RawMessage `json:"tools"`
-		Functions json.RawMessage `json:"functions"`
-		Kwargs    json.RawMessage `json:"chat_template_kwargs"`
-	}
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return badRequest("", "malformed JSON: %v", err)
-	}
+func (req *chatRequest) readOrdered(m jsonObject) *Error {
+	var raw struct{ Tools, Functions, Kwargs jsonValue }
+	raw.Tools, raw.Functions, raw.Kwargs = m["tools"], m["functions"], m["chat_template_kwargs"]
 	if len(req.tools) > 0 {
 		src, param := raw.Tools, "tools"
-		if len(raw.Functions) > 0 && string(raw.Functions) != "null" && (len(raw.Tools) == 0 || string(raw.Tools) == "null") {
+		if raw.Functions != nil && raw.Tools == nil {
 			src, param = raw.Functions, "functions"
 		}
 		v, err := jinja.ParseJSON(src)
@@ -181,7 +175,7 @@ func (req *chatRequest) readOrdered(body []byte) *Error {
 		}
 		req.toolsValue = v
 	}
-	if len(raw.Kwargs) > 0 && string(raw.Kwargs) != "null" {
+	if raw.Kwargs != nil {
 		v, err := jinja.ParseJSON(raw.Kwargs)
 		if err != nil {
 			return badRequest("chat_template_kwargs", "chat_template_kwargs: %v", err)
@@ -195,10 +189,10 @@ func (req *chatRequest) readOrdered(body []byte) *Error {
 	return nil
 }
 
-func (r *reader) readToolChoice(req *chatRequest, v any, path string) {
-	switch x := v.(type) {
-	case string:
-		switch x {
+func (r *reader) readToolChoice(req *chatRequest, v jsonValue, path string) {
+	switch {
+	case v.isString():
+		switch x := v.str(); x {
 		case "auto":
 			req.toolChoice = toolChoiceAuto
 		case "none":
@@ -208,16 +202,16 @@ func (r *reader) readToolChoice(req *chatRequest, v any, path string) {
 		default:
 			r.fail(badRequest(path, "%s: %q is not one of \"none\", \"auto\", \"required\", or an object naming a function", path, x))
 		}
-	case map[string]any:
+	case v.isObject():
 		if path == "function_call" { // legacy {"name": ...}
-			m := r.object(x, path, "name")
+			m := r.object(v, path, "name")
 			if m != nil {
 				req.toolName = r.str(m, path, "name", "")
 				req.toolChoice = toolChoiceNamed
 			}
 			return
 		}
-		m := r.object(x, path, "type", "function")
+		m := r.object(v, path, "type", "function")
 		if m == nil {
 			return
 		}
@@ -239,9 +233,9 @@ func (r *reader) readToolChoice(req *chatRequest, v any, path string) {
 	}
 }
 
-func (r *reader) readTool(v any, path string, wrapped bool) tool {
+func (r *reader) readTool(v jsonValue, path string, wrapped bool) tool {
 	var t tool
-	fm := map[string]any(nil)
+	fm := jsonObject(nil)
 	fpath := path
 	if wrapped {
 		m := r.object(v, path, "type", "function")
@@ -271,7 +265,7 @@ func (r *reader) readTool(v any, path string, wrapped bool) tool {
 	t.description = r.str(fm, fpath, "description", "")
 	r.boolean(fm, fpath, "strict", false)
 	if p, ok := fm["parameters"]; ok && p != nil {
-		if _, ok := p.(map[string]any); !ok {
+		if !p.isObject() {
 			r.typeErr(fpath+".parameters", "object (a JSON Schema)", p)
 		}
 		t.parameters = p
@@ -279,7 +273,7 @@ func (r *reader) readTool(v any, path string, wrapped bool) tool {
 	return t
 }
 
-func (r *reader) readMessage(v any, path string) message {
+func (r *reader) readMessage(v jsonValue, path string) message {
 	var msg message
 	m := r.object(v, path, "role", "content", "tool_calls", "tool_call_id", "name", "function_call", "reasoning_content", "refusal")
 	if m == nil {
@@ -300,18 +294,18 @@ func (r *reader) readMessage(v any, path string) message {
 	msg.toolCallID = r.str(m, path, "tool_call_id", "")
 	msg.reasoning = r.str(m, path, "reasoning_content", "")
 	cpath := path + ".content"
-	switch c := m["content"].(type) {
-	case nil:
+	switch c := m["content"]; {
+	case c == nil:
 		msg.null = true
-	case string:
-		msg.content = c
-	case []any:
+	case c.isString():
+		msg.content = c.str()
+	case c.isArray():
 		var sb strings.Builder
-		for i, pv := range c {
+		r.each(c, cpath, maxContentParts, func(i int, pv jsonValue) {
 			ppath := indexPath(cpath, i)
 			pm := r.object(pv, ppath, "type", "text", "image_url", "audio_url", "video_url", "input_audio")
 			if pm == nil {
-				break
+				return
 			}
 			switch typ := r.str(pm, ppath, "type", ""); typ {
 			case "text":
@@ -332,15 +326,15 @@ func (r *reader) readMessage(v any, path string) message {
 			default:
 				r.fail(badRequest(ppath+".type", "%s.type: %q is not one of \"text\", \"image_url\", \"audio_url\", \"video_url\"", ppath, typ))
 			}
-		}
+		})
 		msg.content = sb.String()
 	default:
 		r.typeErr(cpath, "string, null or array of content parts", c)
 	}
 	if a, ok := r.array(m, path, "tool_calls"); ok {
-		for i, tv := range a {
+		r.each(a, path+".tool_calls", maxTools, func(i int, tv jsonValue) {
 			msg.toolCalls = append(msg.toolCalls, r.readToolCall(tv, indexPath(path+".tool_calls", i)))
-		}
+		})
 	}
 	if fc, ok := m["function_call"]; ok && fc != nil {
 		fm := r.object(fc, path+".function_call", "name", "arguments")
@@ -370,17 +364,17 @@ func (r *reader) readMessage(v any, path string) message {
 	return msg
 }
 
-func (r *reader) urlPart(pm map[string]any, ppath, key string) string {
+func (r *reader) urlPart(pm jsonObject, ppath, key string) string {
 	u, ok := pm[key]
 	if !ok {
 		r.fail(badRequest(ppath+"."+key, "%s.%s: missing", ppath, key))
 		return ""
 	}
-	switch x := u.(type) {
-	case string:
-		return x
-	case map[string]any:
-		um := r.object(x, ppath+"."+key, "url", "detail")
+	switch {
+	case u.isString():
+		return u.str()
+	case u.isObject():
+		um := r.object(u, ppath+"."+key, "url", "detail")
 		if um != nil {
 			r.str(um, ppath+"."+key, "detail", "")
 			return r.str(um, ppath+"."+key, "url", "")
@@ -391,7 +385,7 @@ func (r *reader) urlPart(pm map[string]any, ppath, key string) string {
 	return ""
 }
 
-func (r *reader) readToolCall(v any, path string) toolCall {
+func (r *reader) readToolCall(v jsonValue, path string) toolCall {
 	var tc toolCall
 	m := r.object(v, path, "id", "type", "function", "index")
 	if m == nil {
@@ -412,13 +406,13 @@ func (r *reader) readToolCall(v any, path string) toolCall {
 		return tc
 	}
 	tc.name = r.str(fm, path+".function", "name", "")
-	switch a := fm["arguments"].(type) {
-	case nil:
+	switch a := fm["arguments"]; {
+	case a == nil:
 		tc.arguments = "{}"
-	case string:
-		tc.arguments = a
-	case map[string]any:
-		tc.arguments = string(rawJSON(a))
+	case a.isString():
+		tc.arguments = a.str()
+	case a.isObject():
+		tc.arguments = compactJSON(a)
 	default:
 		r.typeErr(path+".function.arguments", "string (JSON-encoded arguments)", a)
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -11,10 +10,17 @@ import (
 )
 
 type chatLogprobEntry struct {
-	Token       string             `json:"token"`
-	Logprob     float32            `json:"logprob"`
-	Bytes       []int              `json:"bytes"`
-	TopLogprobs []chatLogprobEntry `json:"top_logprobs,omitempty"`
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+	// TopLogprobs is always present: [] when none were asked (API-NOTES).
+	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
+}
+
+type chatTopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
 }
 
 type chatLogprobs struct {
@@ -32,9 +38,9 @@ func bytesOf(s string) []int {
 func toChatLogprobs(lps []tokenLogprob) *chatLogprobs {
 	out := &chatLogprobs{Content: []chatLogprobEntry{}}
 	for _, lp := range lps {
-		e := chatLogprobEntry{Token: lp.text, Logprob: lp.logprob, Bytes: bytesOf(lp.text), TopLogprobs: []chatLogprobEntry{}}
+		e := chatLogprobEntry{Token: lp.text, Logprob: lp.logprob, Bytes: bytesOf(lp.text), TopLogprobs: []chatTopLogprob{}}
 		for _, t := range lp.top {
-			e.TopLogprobs = append(e.TopLogprobs, chatLogprobEntry{Token: t.text, Logprob: t.logprob, Bytes: bytesOf(t.text)})
+			e.TopLogprobs = append(e.TopLogprobs, chatTopLogprob{Token: t.text, Logprob: t.logprob, Bytes: bytesOf(t.text)})
 		}
 		out.Content = append(out.Content, e)
 	}
@@ -104,8 +110,11 @@ type preparedChat struct {
 	prompt      []int32
 	tmpl        *chatTemplate
 	toolsActive bool
-	factory     constraintFactory
-	media       []*engine.Media // the prompt's images (media.go)
+	// forced: tool_choice "required" or a named function; the answer is
+	// a call (a partial one when the budget ran out), never content.
+	forced  bool
+	factory constraintFactory
+	media   []*engine.Media // the prompt's images (media.go)
 }
 
 func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
@@ -117,17 +126,16 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 		return nil, e
 	}
 	pc := &preparedChat{tmpl: t, toolsActive: len(req.tools) > 0 && req.toolChoice != toolChoiceNone}
+	pc.forced = pc.toolsActive && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed)
 	addSpecial := !(s.info.BOSText != "" && strings.HasPrefix(text, s.info.BOSText))
 	var toks []int32
 	if req.marker != "" {
-		if toks, pc.media, e = s.mediaPrompt(req, text, addSpecial); e != nil {
-			return nil, e
-		}
+		toks, pc.media, e = s.mediaPrompt(req, t, text, addSpecial)
 	} else {
-		var err error
-		if toks, err = s.backend.Tokenize(text, addSpecial, true); err != nil {
-			return nil, badRequest("messages", "messages: %v", err)
-		}
+		toks, e = s.tokenizeChat(req, t, text, addSpecial, nil)
+	}
+	if e != nil {
+		return nil, e
 	}
 	if e := s.checkPrompt("messages", len(toks)); e != nil {
 		return nil, e
@@ -139,7 +147,8 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 		// Calls are grammar-constrained: from the start when a call is
 		// required, from the format's trigger on for "auto" (where the
 		// grammar writes the family's own format).
-		opts := grammar.ToolCallOptions{Format: t.format, Parallel: req.parallelCall}
+		opts := grammar.ToolCallOptions{Format: t.format, Parallel: req.parallelCall, Compact: pc.forced,
+			Budget: req.compile}
 		if req.toolChoice == toolChoiceNamed || t.format == grammar.ToolFormatGeneric {
 			// The generic prompt asks for {"tool_call": ...}: one call.
 			opts.Function = req.toolName
@@ -147,20 +156,24 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 		}
 		g, err := grammar.ToolCallGrammar(toolFunctions(req.tools), opts)
 		if err != nil {
+			if cancelled(req.compile) {
+				return nil, errCompileCancelled
+			}
 			return nil, badRequest("tools", "tools: %v", err)
 		}
 		src, root, param = g, "root", "tools"
+		req.grammarParam = "tools"
 		lazy = req.toolChoice == toolChoiceAuto
 	}
 	if !lazy {
-		f, e := s.grammarConstraint(src, root, param)
+		f, e := s.grammarConstraint(req.compile, src, root, param)
 		if e != nil {
 			return nil, e
 		}
 		pc.factory = f
 		return pc, nil
 	}
-	matcher, e := s.grammarMatchers(src, root, param)
+	matcher, e := s.grammarMatchers(req.compile, src, root, param)
 	if e != nil {
 		return nil, e
 	}
@@ -174,13 +187,21 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 
 func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 	body := ctx.PostBody()
-	req, e := decodeChat(body)
+	vb, stop := s.validationBudget(ctx)
+	defer stop()
+	req, e := decodeChat(vb, body)
 	if e == nil && req.stream && req.bestOf > req.n {
 		e = badRequest("best_of", "best_of: %d > n (%d) cannot be streamed", req.bestOf, req.n)
 	}
 	var pc *preparedChat
 	if e == nil {
 		pc, e = s.prepareChat(req)
+	}
+	if e == nil {
+		e = s.resolveLogitBias(&req.params)
+	}
+	if e == nil {
+		e = s.checkWork(req.genRequest, []int{len(pc.prompt)})
 	}
 	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
 	id := newID("chatcmpl-")
@@ -190,6 +211,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 	if req != nil {
 		seqs = req.bestOf
 	}
+	stop() // validation is over: serve watches the connection from here
 	return s.serve(ctx, "chat", stream, e, seqs,
 		func(gctx contextT, cancel func(), sse *sseWriter) (int, int) {
 			return s.streamChat(gctx, cancel, sse, req, pc, id, created)
@@ -218,8 +240,14 @@ func (s *Server) chatWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *chatReq
 		if pc.toolsActive {
 			prefix, calls := req.parseCalls(pc, c.text)
 			if len(calls) > 0 {
-				content = prefix
 				ch.FinishReason = "tool_calls"
+			} else if pc.forced {
+				// A forced call cut short (max_tokens) is still a call,
+				// never content.
+				prefix, calls = "", []toolCall{partialCall(c.text, req)}
+			}
+			if len(calls) > 0 {
+				content = prefix
 				for _, tc := range calls {
 					ch.Message.ToolCalls = append(ch.Message.ToolCalls, chatToolCall{ID: tc.id, Type: "function",
 						Function: chatFunction{Name: tc.name, Arguments: tc.arguments}})
@@ -242,10 +270,21 @@ func (s *Server) chatWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *chatReq
 
 func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *chatRequest, pc *preparedChat, id string, created int64) (int, int) {
 	chunk := chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.info.Name, Choices: make([]chatChunkChoice, 1)}
+	// Each choice's role frame goes out just before its first other
+	// chunk: a request that fails before generating (the backend refused
+	// it) answers with the error event alone, as API.md 3 asks.
+	started := make([]bool, req.n)
 	send := func(ch chatChunkChoice) error {
+		if !started[ch.Index] {
+			started[ch.Index] = true
+			chunk.Choices[0] = chatChunkChoice{Index: ch.Index, Delta: chatDelta{Role: "assistant"}}
+			if err := sse.json(&chunk); err != nil {
+				cancel()
+				return err
+			}
+		}
 		chunk.Choices[0] = ch
-		b, _ := json.Marshal(&chunk)
-		err := sse.data(b)
+		err := sse.json(&chunk)
 		if err != nil {
 			cancel()
 		}
@@ -253,13 +292,10 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 	}
 	fast := newChunkBuf(id, "chat.completion.chunk", created, s.info.Name)
 	u := usage{PromptTokens: len(pc.prompt)}
-	for j := 0; j < req.n; j++ {
-		if send(chatChunkChoice{Index: j, Delta: chatDelta{Role: "assistant"}}) != nil {
-			return u.CompletionTokens, 499
-		}
-	}
-	// Each candidate holds back text that may be a tool call.
+	// Each candidate holds back text that may be a tool call, with the
+	// logprobs of its tokens.
 	held := make([]strings.Builder, req.n)
+	heldLP := make([][]tokenLogprob, req.n)
 	holding := make([]bool, req.n)
 	for j := range holding {
 		holding[j] = pc.toolsActive
@@ -268,6 +304,9 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		if req.logprobs {
 			t := string(text)
 			return send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &t}, Logprobs: chatLP(true, lps)})
+		}
+		if !started[j] {
+			return send(chatChunkChoice{Index: j, Delta: chatDelta{Content: new(string(text))}})
 		}
 		err := sse.data(fast.chatContent(j, text))
 		if err != nil {
@@ -278,12 +317,14 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 	onText := func(j int, text []byte, lps []tokenLogprob) error {
 		if holding[j] {
 			held[j].Write(text)
-			if pc.tmpl.family.mayStart(held[j].String()) {
+			heldLP[j] = append(heldLP[j], lps...)
+			if pc.forced || pc.tmpl.family.mayStart(held[j].String()) {
 				return nil
 			}
 			holding[j] = false
 			t := held[j].String()
 			held[j].Reset()
+			lps, heldLP[j] = heldLP[j], nil
 			return sendText(j, []byte(t), lps)
 		}
 		if len(text) == 0 && len(lps) == 0 {
@@ -299,19 +340,30 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 	for j, c := range cands {
 		u.CompletionTokens += c.tokens
 		finish := c.finish
-		if holding[j] && held[j].Len() > 0 {
+		if holding[j] && (held[j].Len() > 0 || pc.forced) {
+			// The logprobs of the held text go with its first chunk.
+			lps := chatLP(req.logprobs, heldLP[j])
 			prefix, calls := req.parseCalls(pc, held[j].String())
 			if len(calls) > 0 {
 				finish = "tool_calls"
-				if prefix != "" && send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &prefix}}) != nil {
-					return u.CompletionTokens, 499
+			} else if pc.forced {
+				// A forced call cut short (max_tokens) is still a call.
+				prefix, calls = "", []toolCall{partialCall(held[j].String(), req)}
+			}
+			if len(calls) > 0 {
+				if prefix != "" {
+					if send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &prefix}, Logprobs: lps}) != nil {
+						return u.CompletionTokens, 499
+					}
+					lps = nil
 				}
 				for k, tc := range calls {
 					idx := k
 					first := chatToolCall{Index: &idx, ID: tc.id, Type: "function", Function: chatFunction{Name: tc.name, Arguments: ""}}
-					if send(chatChunkChoice{Index: j, Delta: chatDelta{ToolCalls: []chatToolCall{first}}}) != nil {
+					if send(chatChunkChoice{Index: j, Delta: chatDelta{ToolCalls: []chatToolCall{first}}, Logprobs: lps}) != nil {
 						return u.CompletionTokens, 499
 					}
+					lps = nil
 					// Arguments follow in fragments, as a model streams them.
 					for _, frag := range fragments(tc.arguments, 16) {
 						d := chatToolCall{Index: &idx, Function: chatFunction{Arguments: frag}}
@@ -322,7 +374,7 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 				}
 			} else {
 				t := held[j].String()
-				if send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &t}}) != nil {
+				if send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &t}, Logprobs: lps}) != nil {
 					return u.CompletionTokens, 499
 				}
 			}
@@ -336,9 +388,10 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 	}
 	if req.includeUsage {
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
-		b, _ := json.Marshal(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.info.Name,
-			Choices: []chatChunkChoice{}, Usage: &u, Timings: reqStatsOf(gctx).timings()})
-		sse.data(b)
+		if sse.json(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.info.Name,
+			Choices: []chatChunkChoice{}, Usage: &u, Timings: reqStatsOf(gctx).timings()}) != nil {
+			return u.CompletionTokens, 499
+		}
 	}
 	sse.done()
 	return u.CompletionTokens, 200

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"slices"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -17,16 +18,22 @@ type usage struct {
 type completionLogprobs struct {
 	Tokens        []string             `json:"tokens"`
 	TextOffset    []int                `json:"text_offset"`
-	TokenLogprobs []float32            `json:"token_logprobs"`
+	TokenLogprobs []*float32           `json:"token_logprobs"`
 	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
 }
 
 func toCompletionLogprobs(lps []tokenLogprob) *completionLogprobs {
-	out := &completionLogprobs{Tokens: []string{}, TextOffset: []int{}, TokenLogprobs: []float32{}, TopLogprobs: []map[string]float32{}}
+	out := &completionLogprobs{Tokens: []string{}, TextOffset: []int{}, TokenLogprobs: []*float32{}, TopLogprobs: []map[string]float32{}}
 	for _, lp := range lps {
 		out.Tokens = append(out.Tokens, lp.text)
 		out.TextOffset = append(out.TextOffset, lp.offset)
-		out.TokenLogprobs = append(out.TokenLogprobs, lp.logprob)
+		if lp.null {
+			// The prompt's first token (echo): null, as OpenAI writes it.
+			out.TokenLogprobs = append(out.TokenLogprobs, nil)
+			out.TopLogprobs = append(out.TopLogprobs, nil)
+			continue
+		}
+		out.TokenLogprobs = append(out.TokenLogprobs, &lp.logprob)
 		// Keys are compared as JSON will write them (invalid UTF-8 bytes
 		// become U+FFFD), keeping the most likely of tokens that collide.
 		top := make(map[string]float32, len(lp.top))
@@ -137,7 +144,9 @@ func streamRequested(body []byte) bool {
 
 func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
 	body := ctx.PostBody()
-	req, e := decodeCompletion(body)
+	vb, stop := s.validationBudget(ctx)
+	defer stop()
+	req, e := decodeCompletion(vb, body)
 	if e == nil && req.stream && req.bestOf > req.n {
 		e = badRequest("best_of", "best_of: %d > n (%d) cannot be streamed", req.bestOf, req.n)
 	}
@@ -145,9 +154,19 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
 	if e == nil {
 		prompts, e = s.prepareCompletion(req)
 	}
+	if e == nil {
+		e = s.resolveLogitBias(&req.params)
+	}
+	if e == nil {
+		lens := make([]int, len(prompts))
+		for i, p := range prompts {
+			lens[i] = len(p.tokens)
+		}
+		e = s.checkWork(req.genRequest, lens)
+	}
 	var factory constraintFactory
 	if e == nil {
-		factory, e = s.grammarConstraint(req.grammar, req.grammarRoot, "grammar")
+		factory, e = s.grammarConstraint(vb, req.grammar, req.grammarRoot, "grammar")
 	}
 	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
 	id := newID("cmpl-")
@@ -157,6 +176,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
 	if req != nil {
 		seqs = len(prompts) * req.bestOf
 	}
+	stop() // validation is over: serve watches the connection from here
 	return s.serve(ctx, "completions", stream, e, seqs,
 		func(gctx contextT, cancel func(), sse *sseWriter) (int, int) {
 			return s.streamCompletion(gctx, cancel, sse, req, prompts, factory, id, created)
@@ -179,7 +199,7 @@ func (s *Server) completeWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *com
 			off = len(p.text)
 		}
 		specs := s.candidateSpecs(req.bestOf, genSpec{prompt: p.tokens, g: req.genRequest, constraint: factory,
-			textOffset: off, wantLogprob: req.logprobs})
+			textOffset: off, wantLogprob: req.logprobs, echoLogprobs: req.echo && req.logprobs})
 		cands, err := s.generateAll(gctx, specs, nil)
 		if err != nil {
 			s.writeError(ctx, modelError(err))
@@ -230,8 +250,7 @@ func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, 
 		if req.logprobs {
 			chunk.Choices[0].Logprobs = toCompletionLogprobs(lps)
 		}
-		b, _ := json.Marshal(&chunk)
-		err := sse.data(b)
+		err := sse.json(&chunk)
 		if err != nil {
 			cancel()
 		}
@@ -241,16 +260,19 @@ func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, 
 	for pi, p := range prompts {
 		u.PromptTokens += len(p.tokens)
 		off := 0
+		echoLP := req.echo && req.logprobs
 		if req.echo {
 			off = len(p.text)
-			for j := 0; j < req.n; j++ {
+			// With logprobs the echo goes out with the prompt's logprobs
+			// once the model has scored it (generateAll sends it).
+			for j := 0; j < req.n && !echoLP; j++ {
 				if send(pi*req.n+j, p.text, nil, nil) != nil {
 					return u.CompletionTokens, 499
 				}
 			}
 		}
 		specs := s.candidateSpecs(req.n, genSpec{prompt: p.tokens, g: req.genRequest, constraint: factory,
-			textOffset: off, wantLogprob: req.logprobs})
+			textOffset: off, wantLogprob: req.logprobs, echoLogprobs: echoLP, echoText: p.text})
 		// The candidates' chunks interleave as they are generated, each
 		// with its choice index; each ends with its finish_reason.
 		cands, err := s.generateAll(gctx, specs, func(j int, text []byte, lps []tokenLogprob) error {
@@ -272,9 +294,10 @@ func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, 
 	}
 	if req.includeUsage {
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
-		b, _ := json.Marshal(completionBody{ID: id, Object: "text_completion", Created: created, Model: s.info.Name,
-			Choices: []completionChoice{}, Usage: &u, Timings: reqStatsOf(gctx).timings()})
-		sse.data(b)
+		if sse.json(completionBody{ID: id, Object: "text_completion", Created: created, Model: s.info.Name,
+			Choices: []completionChoice{}, Usage: &u, Timings: reqStatsOf(gctx).timings()}) != nil {
+			return u.CompletionTokens, 499
+		}
 	}
 	sse.done()
 	return u.CompletionTokens, 200
@@ -288,6 +311,5 @@ func (s *Server) streamError(ctx *fasthttp.RequestCtx, route string, e *Error) {
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		newSSEWriter(w).error(e)
 	})
-	s.cfg.Logger.Info("request", "route", route, "status", 200, "stream_error", e.Status, "error", e.Error())
-	s.metrics.request(route, e.Status, 0)
+	s.logGeneration(route, string(ctx.Method()), string(ctx.Path()), e.Status, true, &reqStats{start: time.Now()}, "invalid", e)
 }

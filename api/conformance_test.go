@@ -57,10 +57,10 @@ func TestClientConformance(t *testing.T) {
 			case strings.Contains(prompt, "sunny"):
 				return "It is sunny."
 			case strings.Contains(prompt, "weather in Paris"):
-				return `{"tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}}`
+				return `{"tool_call":{"name":"get_weather","arguments":{"city":"Paris"}}}` // compact: forced calls allow no free whitespace
 			case strings.Contains(prompt, "Describe Paris") && strings.Contains(prompt, `"extract"`):
 				// LangChain's withStructuredOutput with function calling.
-				return `{"tool_call": {"name": "extract", "arguments": {"city": "Paris", "temp": 21, "unit": "c"}}}`
+				return `{"tool_call":{"name":"extract","arguments":{"city":"Paris","temp":21,"unit":"c"}}}`
 			case strings.Contains(prompt, "Describe Paris"):
 				return `{"city": "Paris", "temp": 21, "unit": "c"}`
 			}

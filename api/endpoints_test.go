@@ -119,11 +119,11 @@ func TestCompletions(t *testing.T) {
 		}
 	})
 	t.Run("logprobs", func(t *testing.T) {
-		m := decodeBody(t, ts.post("/v1/completions", `{"prompt":"x","max_tokens":3,"logprobs":2,"echo":true}`).body)
+		m := decodeBody(t, ts.post("/v1/completions", `{"prompt":"x","max_tokens":3,"logprobs":2}`).body)
 		lp := jsonPath(m, "choices", 0, "logprobs").(map[string]any)
 		toks := lp["tokens"].([]any)
-		if fmt.Sprint(toks) != "[o n e]" || fmt.Sprint(lp["text_offset"]) != "[1 2 3]" {
-			t.Errorf("logprobs tokens/text_offset = %v/%v, want [o n e]/[1 2 3]", toks, lp["text_offset"])
+		if fmt.Sprint(toks) != "[o n e]" || fmt.Sprint(lp["text_offset"]) != "[0 1 2]" {
+			t.Errorf("logprobs tokens/text_offset = %v/%v, want [o n e]/[0 1 2]", toks, lp["text_offset"])
 		}
 		// The scripted token has logit 20 against fakeVocab-1 zeros.
 		want := -math.Log1p((fakeVocab - 1) * math.Exp(-20))
@@ -261,9 +261,16 @@ func TestChatToolCalls(t *testing.T) {
 	f.ctxSize = 4096
 	ts := newReadyServer(t, f, Config{})
 	call := "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+	// A forced call is constrained to compact JSON: the scripted model
+	// writes it so.
+	compactCall := "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}\n</tool_call>"
 	f.reply = func(string) string { return call }
 	for _, choice := range []string{`"auto"`, `"required"`, `{"type":"function","function":{"name":"get_weather"}}`} {
 		t.Run("non-stream "+choice, func(t *testing.T) {
+			if choice != `"auto"` {
+				f.reply = func(string) string { return compactCall }
+				defer func() { f.reply = func(string) string { return call } }()
+			}
 			r := ts.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"weather?"}],"template":"chatml","temperature":0,"max_tokens":200,`+weatherTools+`,"tool_choice":`+choice+`}`)
 			m := decodeBody(t, r.body)
 			if r.status != 200 {
@@ -311,11 +318,20 @@ func TestChatToolCalls(t *testing.T) {
 	t.Run("forced call is grammar-constrained", func(t *testing.T) {
 		// The scripted model would go on talking after the call; the grammar
 		// ends the output where the call is complete.
-		f.reply = func(string) string { return call + " and some more prose" }
+		f.reply = func(p string) string {
+			if strings.Contains(p, "FORCED") {
+				return compactCall + " and some more prose"
+			}
+			return call + " and some more prose"
+		}
 		defer func() { f.reply = func(string) string { return call } }()
 		var texts []string
 		for _, choice := range []string{`"none"`, `"required"`} {
-			r := ts.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"weather?"}],"template":"chatml","temperature":0,"max_tokens":300,`+weatherTools+`,"tool_choice":`+choice+`}`)
+			content := "weather?"
+			if choice != `"none"` {
+				content = "weather? FORCED"
+			}
+			r := ts.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"`+content+`"}],"template":"chatml","temperature":0,"max_tokens":300,`+weatherTools+`,"tool_choice":`+choice+`}`)
 			m := decodeBody(t, r.body)
 			if choice == `"none"` {
 				texts = append(texts, fmt.Sprint(jsonPath(m, "choices", 0, "message", "content")))
@@ -338,6 +354,9 @@ func TestChatToolCalls(t *testing.T) {
 		f.reply = func(string) string { return `[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Rome"}}]` }
 		defer func() { f.reply = func(string) string { return call } }()
 		for _, choice := range []string{`"auto"`, `"required"`} {
+			if choice == `"required"` {
+				f.reply = func(string) string { return `[TOOL_CALLS][{"name":"get_weather","arguments":{"city":"Rome"}}]` }
+			}
 			r := ts.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"weather?"}],"template":"mistral-instruct","temperature":0,"max_tokens":200,`+weatherTools+`,"tool_choice":`+choice+`}`)
 			m := decodeBody(t, r.body)
 			if jsonPath(m, "choices", 0, "message", "tool_calls", 0, "function", "arguments") != `{"city":"Rome"}` {
@@ -345,6 +364,7 @@ func TestChatToolCalls(t *testing.T) {
 			}
 		}
 		// Without tools the control token renders nothing.
+		f.reply = func(string) string { return `[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Rome"}}]` }
 		r := ts.post("/v1/chat/completions", `{"messages":[{"role":"user","content":"weather?"}],"template":"mistral-instruct","temperature":0,"max_tokens":200}`)
 		if got := jsonPath(decodeBody(t, r.body), "choices", 0, "message", "content"); got != `[{"name": "get_weather", "arguments": {"city": "Rome"}}]` {
 			t.Errorf("content without tools = %v, want the text without the control token", got)

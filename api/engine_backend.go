@@ -97,6 +97,10 @@ func (b *EngineBackend) Tokenize(text string, addSpecial, parseSpecial bool) ([]
 	return b.m.Tok.Encode(text, addSpecial, parseSpecial)
 }
 
+// TokenizeText turns text into token ids as plain text (no special token
+// matched); see TextTokenizer.
+func (b *EngineBackend) TokenizeText(text string) ([]int32, error) { return b.m.Tok.EncodeText(text) }
+
 // Detokenize returns the text of tokens.
 func (b *EngineBackend) Detokenize(tokens []int32) (string, error) { return b.m.Tok.Decode(tokens) }
 
@@ -145,7 +149,7 @@ func (b *EngineBackend) Generate(ctx context.Context, reqs []*GenerateRequest, e
 		ereqs := make([]engine.GenRequest, last-first)
 		for i, r := range reqs[first:last] {
 			ereqs[i] = engine.GenRequest{Prompt: r.Prompt, Chain: chains[first+i], MaxTokens: r.MaxTokens,
-				Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs, Label: r.ID, Media: r.Media}
+				Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs, Label: r.ID, Media: r.Media, PromptLogprobs: r.PromptLogprobs}
 		}
 		seqs, err := b.s.Generate(ctx, ereqs)
 		if err != nil {
@@ -194,6 +198,12 @@ func follow(ctx context.Context, seqs []*engine.Sequence, emit func(i int, ev *E
 		}
 		ev = Event{Token: e.Token, EOG: e.EOG, Logprob: e.Logprob, Top: e.Top}
 		ev.Admitted, ev.Reused = q.Admission()
+		if e.Prompt != nil {
+			ev.Prompt = make([]PromptLogprob, len(e.Prompt))
+			for j, p := range e.Prompt {
+				ev.Prompt[j] = PromptLogprob(p)
+			}
+		}
 		if err := emit(i, &ev); err != nil {
 			if err == ErrStop {
 				stopped[i] = true

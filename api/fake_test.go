@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -237,6 +238,13 @@ func (f *fakeBackend) generate(ctx context.Context, reqs []*GenerateRequest, emi
 					return err
 				}
 			}
+			if c.i == 0 && c.req.PromptLogprobs {
+				if c.ev.Prompt, err = fakePromptLogprobs(c.chain, c.req); err != nil {
+					return err
+				}
+			} else {
+				c.ev.Prompt = nil
+			}
 			c.i++
 			err = emit(k, &c.ev)
 			switch {
@@ -256,6 +264,38 @@ func (f *fakeBackend) generate(ctx context.Context, reqs []*GenerateRequest, emi
 		}
 	}
 	return nil
+}
+
+// fakePromptScore is the logit the fake gives each prompt token at the
+// position before it (every other token 0), so a prompt token's
+// log-probability is fakePromptLogprob.
+const fakePromptScore = 4
+
+// fakePromptLogprob is log(e^s / (e^s + V-1)) for s = fakePromptScore.
+var fakePromptLogprob = float32(fakePromptScore - math.Log(math.Exp(fakePromptScore)+fakeVocab-1))
+
+// fakePromptLogprobs scores req's prompt as the engine does, through the
+// chain, over the fake's logits rows.
+func fakePromptLogprobs(c *sampling.Chain, req *GenerateRequest) ([]PromptLogprob, error) {
+	row := make([]float32, fakeVocab)
+	var out []PromptLogprob
+	for _, tok := range req.Prompt[1:] {
+		clear(row)
+		row[tok] = fakePromptScore
+		if err := c.Score(row); err != nil {
+			return nil, err
+		}
+		lp, err := c.Logprob(tok)
+		if err != nil {
+			return nil, err
+		}
+		top, err := c.TopLogprobs(nil, req.TopLogprobs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, PromptLogprob{Token: tok, Logprob: lp, Top: top})
+	}
+	return out, nil
 }
 
 // Embed returns a letter histogram over 8 buckets (byte % 8), so texts that

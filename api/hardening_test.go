@@ -61,12 +61,12 @@ func TestUnsatisfiableGrammarRequests(t *testing.T) {
 	}
 	body := `{"prompt":"x","max_tokens":4,"grammar":` + jsonQuoted(g.String())
 	r := ts.post("/v1/completions", body+`}`)
-	if r.status != 422 || errorOf(t, r.body)["type"] != "unprocessable_entity_error" {
+	if r.status != 422 || errorOf(t, r.body)["type"] != "unprocessable_entity_error" || errorOf(t, r.body)["param"] != "grammar" {
 		t.Errorf("POST /v1/completions with a grammar that dead-ends = %d %.300s, want 422", r.status, r.body)
 	}
 	r = ts.post("/v1/completions", body+`,"stream":true}`)
 	evs := parseSSE(t, r.body)
-	if last := evs[len(evs)-1]; last.event != "error" || errorOf(t, []byte(last.data))["code"] != 422.0 {
+	if last := evs[len(evs)-1]; last.event != "error" || errorOf(t, []byte(last.data))["code"] != 422.0 || errorOf(t, []byte(last.data))["param"] != "grammar" {
 		t.Errorf("streamed completion with a grammar that dead-ends ends %+v, want an error event with code 422", last)
 	}
 }

@@ -142,12 +142,12 @@ func (s *Server) projector() Projector {
 	return nil
 }
 
-// mediaPrompt tokenizes the rendered prompt text of a request with images:
-// it splits text at the markers, tokenizes each piece on its own (BOS in
-// front of the first when addSpecial), puts each image's begin and end
-// texts around it and its pseudo-ids (engine.MediaTokens) in its place, and
-// returns the images for the engine.
-func (s *Server) mediaPrompt(req *chatRequest, text string, addSpecial bool) ([]int32, []*engine.Media, *Error) {
+// mediaPrompt tokenizes the rendered prompt text of a request with images
+// (tokenizeChat: message contents as plain text, BOS in front when
+// addSpecial): each image's marker becomes its begin and end texts around
+// its pseudo-ids (engine.MediaTokens), and the images are returned for the
+// engine.
+func (s *Server) mediaPrompt(req *chatRequest, t *chatTemplate, text string, addSpecial bool) ([]int32, []*engine.Media, *Error) {
 	proj := s.projector()
 	var parts []contentPart
 	for _, m := range req.messages {
@@ -161,53 +161,53 @@ func (s *Server) mediaPrompt(req *chatRequest, text string, addSpecial bool) ([]
 	if len(parts) > maxImages {
 		return nil, nil, badRequest(parts[maxImages].field, "%s: more than %d images in one request (the server's --max-images)", parts[maxImages].field, maxImages)
 	}
-	pieces := strings.Split(text, req.marker)
-	if len(pieces) != len(parts)+1 {
-		return nil, nil, badRequest("messages", "messages: the chat template rendered %d of the request's %d images (it drops or repeats message content)", len(pieces)-1, len(parts))
+	if n := strings.Count(text, req.marker); n != len(parts) {
+		return nil, nil, badRequest("messages", "messages: the chat template rendered %d of the request's %d images (it drops or repeats message content)", n, len(parts))
 	}
-	tokenize := func(t string, special bool) ([]int32, *Error) {
-		if t == "" && !special {
+	tokenize := func(t string) ([]int32, *Error) {
+		if t == "" {
 			return nil, nil
 		}
-		toks, err := s.backend.Tokenize(t, special, true)
+		toks, err := s.backend.Tokenize(t, false, true)
 		if err != nil {
 			return nil, badRequest("messages", "messages: %v", err)
 		}
 		return toks, nil
 	}
-	begin, e := tokenize(proj.ImageBegin(), false)
+	begin, e := tokenize(proj.ImageBegin())
 	if e != nil {
 		return nil, nil, e
 	}
-	end, e := tokenize(proj.ImageEnd(), false)
-	if e != nil {
-		return nil, nil, e
-	}
-	prompt, e := tokenize(pieces[0], addSpecial)
+	end, e := tokenize(proj.ImageEnd())
 	if e != nil {
 		return nil, nil, e
 	}
 	media := make([]*engine.Media, len(parts))
 	n := proj.Tokens()
-	for i, p := range parts {
+	next := 0
+	image := func(prompt []int32) ([]int32, *Error) {
+		p := parts[next]
 		data, e := s.imageBytes(p.url, p.field, maxBytes)
 		if e != nil {
-			return nil, nil, e
+			return nil, e
 		}
 		input, hash, err := proj.Prepare(data, maxPixels)
 		if err != nil {
-			return nil, nil, badRequest(p.field, "%s: %v", p.field, err)
+			return nil, badRequest(p.field, "%s: %v", p.field, err)
 		}
 		prompt = append(prompt, begin...)
-		media[i] = &engine.Media{Start: len(prompt), N: n, NonCausal: proj.NonCausal(),
+		media[next] = &engine.Media{Start: len(prompt), N: n, NonCausal: proj.NonCausal(),
 			Encode: func() ([]float32, error) { return proj.Encode(input) }}
 		prompt = append(prompt, engine.MediaTokens(hash, n)...)
-		prompt = append(prompt, end...)
-		rest, e := tokenize(pieces[i+1], false)
-		if e != nil {
-			return nil, nil, e
-		}
-		prompt = append(prompt, rest...)
+		next++
+		return append(prompt, end...), nil
+	}
+	prompt, e := s.tokenizeChat(req, t, text, addSpecial, image)
+	if e != nil {
+		return nil, nil, e
+	}
+	if next != len(parts) { // the content markers moved an image marker out of place
+		return nil, nil, badRequest("messages", "messages: the chat template rendered %d of the request's %d images", next, len(parts))
 	}
 	return prompt, media, nil
 }

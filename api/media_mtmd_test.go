@@ -16,6 +16,7 @@ import (
 
 	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/internal/fixtures"
+	"github.com/vkllm/vkllm/sampling/grammar"
 	"github.com/vkllm/vkllm/vision"
 )
 
@@ -127,7 +128,7 @@ func testImageChat(t *testing.T, pair string) {
 			exact = exact && st.Top[0][1]-st.Top[1][1] > 0.05
 		}
 		t.Run(c.Image+"/prompt-tokens", func(t *testing.T) {
-			req, e := decodeChat([]byte(request(c.Image, false)))
+			req, e := decodeChat(grammar.Budget{}, []byte(request(c.Image, false)))
 			if e != nil {
 				t.Fatal(e)
 			}

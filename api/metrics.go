@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -188,11 +189,16 @@ func newStepHistogram() prometheus.Histogram {
 // goroutine only).
 type reqStats struct {
 	id         string
+	start      time.Time     // the request was admitted (the log's duration)
 	promptN    int           // prompt tokens computed
 	cacheN     int           // prompt tokens taken from the cache
 	promptDur  time.Duration // admission to first token, summed over prompts
 	predictedN int
 	genDur     time.Duration // first to last token, summed over prompts
+
+	// clientGone says the client closed its connection before the answer
+	// was complete; set by the connection watcher (another goroutine).
+	clientGone atomic.Bool
 }
 
 type reqStatsKey struct{}
@@ -209,7 +215,12 @@ func requestID(rc *fasthttp.RequestCtx) string {
 
 // withReqStats returns ctx carrying a fresh reqStats for request id.
 func withReqStats(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, reqStatsKey{}, &reqStats{id: id})
+	return withStats(ctx, &reqStats{id: id, start: time.Now()})
+}
+
+// withStats returns ctx carrying rs.
+func withStats(ctx context.Context, rs *reqStats) context.Context {
+	return context.WithValue(ctx, reqStatsKey{}, rs)
 }
 
 // reqStatsOf returns the request's stats; nil outside a served request.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vkllm/vkllm/sampling/grammar"
 	"math"
 	"path/filepath"
 	"strings"
@@ -320,7 +321,7 @@ func TestPropsAndSlots(t *testing.T) {
 	for _, id := range m.Tok.EOGIDs() {
 		bias = append(bias, fmt.Sprintf("%q:-1000", fmt.Sprint(id)))
 	}
-	req, e := decodeCompletion([]byte(`{"prompt":"hello","max_tokens":1150,"temperature":0,"logit_bias":{` + strings.Join(bias, ",") + `}}`))
+	req, e := decodeCompletion(grammar.Budget{}, []byte(`{"prompt":"hello","max_tokens":1150,"temperature":0,"logit_bias":{`+strings.Join(bias, ",")+`}}`))
 	if e != nil {
 		t.Fatal(e)
 	}

@@ -1,18 +1,26 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"math"
 	"strconv"
 
 	"github.com/vkllm/vkllm/sampling"
+	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
-// Limits of API-NOTES.md.
+// Limits of API-NOTES.md, and bounds on what one body may make the server
+// hold before it is admitted (issue 17 item 3). The logit_bias bound here
+// is the largest vocabulary in use; validation then holds it to the
+// model's (at most one entry per token).
 const (
 	maxChoices      = 16
 	maxArrayStrings = 2048
+	maxLogitBias    = 1 << 18
+	maxMessages     = 8192
+	maxContentParts = 1024
+	maxTools        = 512
+	maxDetokenize   = 1 << 20
 )
 
 // genFields are the generation fields of API.md 4.1 shared by completions
@@ -28,6 +36,8 @@ var genFields = []string{
 
 // genRequest holds the decoded generation fields.
 type genRequest struct {
+	// compile bounds the request's grammar compiles (see reader.compile).
+	compile      grammar.Budget
 	params       sampling.Params
 	maxTokens    int // -1: not given (up to the context)
 	stop         []string
@@ -41,13 +51,16 @@ type genRequest struct {
 	seedSet      bool
 	grammar      string // GBNF source, "" for none
 	grammarRoot  string
+	// grammarParam is the request field the grammar comes from (grammar,
+	// json_schema, response_format or tools), named by its errors.
+	grammarParam string
 }
 
 // readGen decodes the generation fields of m. completion says the request
 // is /v1/completions, where logprobs may be an integer (OpenAI's legacy
 // form: the number of alternatives).
-func (r *reader) readGen(m map[string]any, completion bool) *genRequest {
-	g := &genRequest{params: sampling.DefaultParams()}
+func (r *reader) readGen(m jsonObject, completion bool) *genRequest {
+	g := &genRequest{params: sampling.DefaultParams(), compile: r.compile}
 	p := &g.params
 	g.maxTokens = r.maxTokens(m)
 	p.MinTokens = int(r.intRange(m, "", "min_tokens", 0, 0, math.MaxInt32))
@@ -70,24 +83,33 @@ func (r *reader) readGen(m map[string]any, completion bool) *genRequest {
 		g.seedSet = true
 	}
 	if lb, ok := m["logit_bias"]; ok && lb != nil {
-		obj, ok := lb.(map[string]any)
-		if !ok {
+		if !lb.isObject() {
 			r.typeErr("logit_bias", "object mapping token ids to numbers", lb)
 		} else {
-			p.LogitBias = make(map[string]float64, len(obj))
-			for k, v := range obj {
-				path := "logit_bias." + k
-				switch x := v.(type) {
-				case bool:
-					if x {
+			// Entries go straight into the map, which is bounded.
+			p.LogitBias = make(map[string]float64, min(lb.count(), maxLogitBias+1))
+			lb.members(func(k string, v jsonValue) bool {
+				if _, dup := p.LogitBias[k]; !dup && len(p.LogitBias) >= maxLogitBias {
+					r.fail(badRequest("logit_bias", "logit_bias: more than %d entries", maxLogitBias))
+					return false
+				}
+				switch {
+				case v.isBool():
+					if v[0] == 't' {
+						path := "logit_bias." + k
 						r.fail(badRequest(path, "%s: true is not a bias; use a number, or false to ban the token", path))
 					} else {
 						p.LogitBias[k] = math.Inf(-1)
 					}
 				default:
-					p.LogitBias[k] = r.numberValue(v, path)
+					f, err := strconv.ParseFloat(unsafeString(v), 64)
+					if err != nil || math.IsInf(f, 0) || !v.isNumber() {
+						f = r.numberValue(v, "logit_bias."+k) // says why
+					}
+					p.LogitBias[k] = f
 				}
-			}
+				return r.err == nil
+			})
 		}
 	}
 	p.LogitBiasType = r.str(m, "", "logit_bias_type", p.LogitBiasType)
@@ -105,6 +127,9 @@ func (r *reader) readGen(m map[string]any, completion bool) *genRequest {
 		}
 	}
 	g.echo = r.boolean(m, "", "echo", false)
+	if r.err == nil && g.maxTokens == 0 && !(completion && g.echo) {
+		r.fail(badRequest("max_tokens", "max_tokens: 0 is out of range: must be ≥ 1 (0 is allowed only with echo on /v1/completions, to return the prompt alone)"))
+	}
 	g.suffix, _ = r.optStr(m, "", "suffix")
 	g.n = int(r.intRange(m, "", "n", 1, 1, maxChoices))
 	g.bestOf = int(r.intRange(m, "", "best_of", int64(g.n), 1, maxChoices))
@@ -112,9 +137,9 @@ func (r *reader) readGen(m map[string]any, completion bool) *genRequest {
 		r.fail(badRequest("best_of", "best_of: %d is less than n (%d)", g.bestOf, g.n))
 	}
 	if v, ok := m["logprobs"]; ok && v != nil {
-		switch x := v.(type) {
-		case bool:
-			g.logprobs = x
+		switch {
+		case v.isBool():
+			g.logprobs = v[0] == 't'
 		default:
 			if !completion {
 				r.typeErr("logprobs", "boolean", v)
@@ -150,18 +175,16 @@ func (r *reader) readGen(m map[string]any, completion bool) *genRequest {
 	g.grammarRoot = r.str(m, "", "grammar_root", "root")
 	nsrc := 0
 	if gs, ok := r.optStr(m, "", "grammar"); ok {
-		g.grammar = gs
+		g.grammar, g.grammarParam = gs, "grammar"
 		nsrc++
 	}
 	if js, ok := m["json_schema"]; ok && js != nil {
-		if _, isObj := js.(map[string]any); !isObj {
-			if _, isBool := js.(bool); !isBool {
-				r.typeErr("json_schema", "object (a JSON Schema)", js)
-			}
+		if !js.isObject() && !js.isBool() {
+			r.typeErr("json_schema", "object (a JSON Schema)", js)
 		}
 		if r.err == nil {
 			g.grammar = schemaGrammar(r, "json_schema", js)
-			g.grammarRoot = "root"
+			g.grammarRoot, g.grammarParam = "root", "json_schema"
 			nsrc++
 		}
 	}
@@ -169,7 +192,7 @@ func (r *reader) readGen(m map[string]any, completion bool) *genRequest {
 		gs := r.responseFormat(rf)
 		if gs != "" {
 			g.grammar = gs
-			g.grammarRoot = "root"
+			g.grammarRoot, g.grammarParam = "root", "response_format"
 			nsrc++
 		}
 	}
@@ -188,7 +211,7 @@ func (r *reader) readGen(m map[string]any, completion bool) *genRequest {
 // (API-NOTES "Accepted OpenAI fields"): -1 when neither is given or null, 16
 // when absent, a 400 naming max_completion_tokens when both are given with
 // different values.
-func (r *reader) maxTokens(m map[string]any) int {
+func (r *reader) maxTokens(m jsonObject) int {
 	read := func(key string) (n int, given bool) {
 		v, ok := m[key]
 		if !ok {
@@ -233,47 +256,47 @@ type promptInput struct {
 // array of such arrays; present reports whether the field was there (and
 // not null). Token ids are checked against the vocabulary later, by the
 // server (checkTokenIDs).
-func (r *reader) prompts(m map[string]any, key string, maxLen int) (out []promptInput, present bool) {
+func (r *reader) prompts(m jsonObject, key string, maxLen int) (out []promptInput, present bool) {
 	v, ok := m[key]
 	if !ok || v == nil {
 		return nil, false
 	}
 	const want = "string, array of strings, array of token ids or array of token-id arrays"
-	switch x := v.(type) {
-	case string:
-		return []promptInput{{text: x}}, true
-	case []any:
-		if len(x) > maxLen {
-			r.fail(badRequest(key, "%s: %d prompts, at most %d allowed", key, len(x), maxLen))
-			return nil, true
-		}
-		if len(x) == 0 {
-			return nil, true
-		}
-		if _, isNum := x[0].(json.Number); isNum {
-			return []promptInput{r.tokenIDs(x, key)}, true
-		}
-		out = make([]promptInput, len(x))
-		for i, e := range x {
+	switch {
+	case v.isString():
+		return []promptInput{{text: v.str()}}, true
+	case v.isArray():
+		out = []promptInput{}
+		v.elems(func(i int, e jsonValue) bool {
+			if i >= maxLen {
+				r.fail(badRequest(key, "%s: more than %d prompts, at most %d allowed", key, maxLen, maxLen))
+				return false
+			}
+			if i == 0 && e.isNumber() {
+				out = append(out, r.tokenIDs(v, key))
+				return false
+			}
 			p := indexPath(key, i)
-			switch y := e.(type) {
-			case string:
-				out[i] = promptInput{text: y}
-			case []any:
-				if len(y) == 0 {
+			var in promptInput
+			switch {
+			case e.isString():
+				in = promptInput{text: e.str()}
+			case e.isArray():
+				if e.count() == 0 {
 					r.fail(badRequest(p, "%s: empty token array", p))
 				}
-				out[i] = r.tokenIDs(y, p)
+				in = r.tokenIDs(e, p)
 			default:
 				r.typeErr(p, "string or array of token ids", e)
 			}
-			if r.err != nil {
-				return nil, true
-			}
-			if i > 0 && out[i].isTokens != out[0].isTokens {
+			if r.err == nil && i > 0 && in.isTokens != out[0].isTokens {
 				r.fail(badRequest(p, "%s: mixes strings and token arrays; give one kind", p))
-				return nil, true
 			}
+			out = append(out, in)
+			return r.err == nil
+		})
+		if r.err != nil {
+			return nil, true
 		}
 		return out, true
 	}
@@ -282,22 +305,23 @@ func (r *reader) prompts(m map[string]any, key string, maxLen int) (out []prompt
 }
 
 // tokenIDs reads an array of non-negative integer token ids.
-func (r *reader) tokenIDs(a []any, path string) promptInput {
-	toks := make([]int32, len(a))
-	for i, x := range a {
+func (r *reader) tokenIDs(a jsonValue, path string) promptInput {
+	toks := []int32{}
+	a.elems(func(i int, x jsonValue) bool {
 		p := indexPath(path, i)
-		if _, ok := x.(json.Number); !ok {
+		if !x.isNumber() {
 			r.typeErr(p, "integer token id", x)
-			return promptInput{}
+			return false
 		}
 		id := r.integerValue(x, p)
 		if r.err == nil && (id < 0 || id > math.MaxInt32) {
 			r.fail(badRequest(p, "%s: token id %d is out of range", p, id))
 		}
-		if r.err != nil {
-			return promptInput{}
-		}
-		toks[i] = int32(id)
+		toks = append(toks, int32(id))
+		return r.err == nil
+	})
+	if r.err != nil {
+		return promptInput{}
 	}
 	return promptInput{tokens: toks, isTokens: true}
 }
@@ -311,9 +335,10 @@ func paramError(err error) *Error {
 	return badRequest("", "%v", err)
 }
 
-func (r *reader) responseFormat(rf any) string {
-	switch x := rf.(type) {
-	case string:
+func (r *reader) responseFormat(rf jsonValue) string {
+	switch {
+	case rf.isString():
+		x := rf.str()
 		switch x {
 		case "text":
 			return ""
@@ -322,8 +347,8 @@ func (r *reader) responseFormat(rf any) string {
 		}
 		r.fail(badRequest("response_format", "response_format: %q is not one of \"text\", \"json_object\", or an object", x))
 		return ""
-	case map[string]any:
-		m := r.object(x, "response_format", "type", "json_schema", "schema")
+	case rf.isObject():
+		m := r.object(rf, "response_format", "type", "json_schema", "schema")
 		if m == nil {
 			return ""
 		}
@@ -374,12 +399,12 @@ type completionRequest struct {
 	prompts []promptInput
 }
 
-func decodeCompletion(body []byte) (*completionRequest, *Error) {
+func decodeCompletion(b grammar.Budget, body []byte) (*completionRequest, *Error) {
 	v, e := parseJSON(body)
 	if e != nil {
 		return nil, e
 	}
-	r := &reader{}
+	r := &reader{compile: b}
 	m := r.object(v, "", append([]string{"prompt"}, genFields...)...)
 	if r.err != nil {
 		return nil, r.err
@@ -490,21 +515,30 @@ func decodeRerank(body []byte) (*rerankRequest, *Error) {
 	return req, nil
 }
 
-func decodeTokenize(body []byte) (string, *Error) {
+// tokenizeRequest is a decoded /extras/tokenize body.
+type tokenizeRequest struct {
+	input string
+	// parseSpecial turns special-token text into its id (default true,
+	// API-NOTES); false tokenizes it as plain text.
+	parseSpecial bool
+}
+
+func decodeTokenize(body []byte) (tokenizeRequest, *Error) {
 	v, e := parseJSON(body)
 	if e != nil {
-		return "", e
+		return tokenizeRequest{}, e
 	}
 	r := &reader{}
-	m := r.object(v, "", "input", "model")
+	m := r.object(v, "", "input", "model", "parse_special")
 	s, ok := r.optStr(m, "", "input")
 	if r.err == nil && !ok {
 		r.fail(badRequest("input", "input: missing, want a string"))
 	}
+	req := tokenizeRequest{input: s, parseSpecial: r.boolean(m, "", "parse_special", true)}
 	if r.err != nil {
-		return "", r.err
+		return tokenizeRequest{}, r.err
 	}
-	return s, nil
+	return req, nil
 }
 
 func decodeDetokenize(body []byte, vocab int) ([]int32, *Error) {
@@ -518,18 +552,22 @@ func decodeDetokenize(body []byte, vocab int) ([]int32, *Error) {
 	if r.err == nil && !ok {
 		r.fail(badRequest("tokens", "tokens: missing, want an array of integer token ids"))
 	}
-	out := make([]int32, 0, len(a))
-	for i, x := range a {
-		id := r.integerValue(x, indexPath("tokens", i))
-		if r.err != nil {
-			break
+	out := make([]int32, 0, min(a.count(), maxDetokenize))
+	r.each(a, "tokens", maxDetokenize, func(i int, x jsonValue) {
+		id, err := strconv.ParseInt(unsafeString(x), 10, 64)
+		if err != nil {
+			// Not a plain integer: the general path says why (or
+			// takes 1e3).
+			if id = r.integerValue(x, indexPath("tokens", i)); r.err != nil {
+				return
+			}
 		}
 		if id < 0 || id >= int64(vocab) {
 			r.fail(badRequest(indexPath("tokens", i), "tokens[%d]: token id %d is outside the vocabulary [0, %d)", i, id, vocab))
-			break
+			return
 		}
 		out = append(out, int32(id))
-	}
+	})
 	if r.err != nil {
 		return nil, r.err
 	}

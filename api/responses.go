@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"github.com/vkllm/vkllm/internal/jinja"
+	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
 // POST /v1/responses: OpenAI's Responses API over the chat path. A request
@@ -48,7 +50,7 @@ type responsesRequest struct {
 	chat *chatRequest
 	// items are the input items as sent (item references resolved and the
 	// previous response's items first), kept for store.
-	items        []any
+	items        []jsonValue
 	instructions any // string or null, echoed
 	maxOutput    any // integer or null, echoed
 	metadata     map[string]any
@@ -61,12 +63,12 @@ type responsesRequest struct {
 	tools        []any          // echoed
 }
 
-func (s *Server) decodeResponses(body []byte) (*responsesRequest, *Error) {
+func (s *Server) decodeResponses(b grammar.Budget, body []byte) (*responsesRequest, *Error) {
 	v, e := parseJSON(body)
 	if e != nil {
 		return nil, e
 	}
-	r := &reader{}
+	r := &reader{compile: b}
 	m := r.object(v, "", responsesFields...)
 	if r.err != nil {
 		return nil, r.err
@@ -76,7 +78,7 @@ func (s *Server) decodeResponses(body []byte) (*responsesRequest, *Error) {
 	req.chat = chat
 
 	// Generation fields: readGen reads the shared ones from gm.
-	gm := map[string]any{}
+	gm := jsonObject{}
 	for _, k := range responsesGenFields {
 		if x, ok := m[k]; ok {
 			gm[k] = x
@@ -85,26 +87,27 @@ func (s *Server) decodeResponses(body []byte) (*responsesRequest, *Error) {
 	gm["max_tokens"] = nil // up to the context unless max_output_tokens says
 	if x, ok := m["max_output_tokens"]; ok && x != nil {
 		n := r.intRange(m, "", "max_output_tokens", 0, 1, 1<<31-1)
-		gm["max_tokens"] = json.Number(strconv.FormatInt(n, 10))
+		gm["max_tokens"] = jsonValue(strconv.FormatInt(n, 10))
 		req.maxOutput = n
 	}
 	if a, ok := r.array(m, "", "include"); ok {
-		for i, x := range a {
+		r.each(a, "include", 64, func(i int, x jsonValue) {
 			p := indexPath("include", i)
-			sv, isStr := x.(string)
-			switch {
-			case !isStr:
+			if !x.isString() {
 				r.typeErr(p, "string", x)
+				return
+			}
+			switch sv := x.str(); {
 			case !slices.Contains(includeValues, sv):
 				r.fail(badRequest(p, "%s: %q is not one of %s", p, sv, strings.Join(includeValues, ", ")))
 			case sv == "message.output_text.logprobs":
-				gm["logprobs"] = true
+				gm["logprobs"] = jsonValue("true")
 			}
-		}
+		})
 	}
 	if x, ok := m["top_logprobs"]; ok && x != nil {
 		gm["top_logprobs"] = x
-		gm["logprobs"] = true
+		gm["logprobs"] = jsonValue("true")
 	}
 	if so, ok := m["stream_options"]; ok && so != nil {
 		if sm := r.object(so, "stream_options", "include_obfuscation"); sm != nil {
@@ -128,26 +131,31 @@ func (s *Server) decodeResponses(body []byte) (*responsesRequest, *Error) {
 	req.user, _ = r.optStr(m, "", "user")
 	req.store = r.boolean(m, "", "store", true)
 	if md, ok := m["metadata"]; ok && md != nil {
-		mm, isObj := md.(map[string]any)
-		if !isObj {
+		if !md.isObject() {
 			r.typeErr("metadata", "object of strings", md)
+		} else {
+			n := 0
+			md.members(func(k string, x jsonValue) bool {
+				if n++; n > maxMetadataKeys {
+					r.fail(badRequest("metadata", "metadata: more than %d keys, at most %d allowed", maxMetadataKeys, maxMetadataKeys))
+					return false
+				}
+				if !x.isString() {
+					r.typeErr("metadata."+k, "string", x)
+					return false
+				}
+				req.metadata[k] = x.str()
+				return true
+			})
 		}
-		for k, x := range mm {
-			if _, isStr := x.(string); !isStr {
-				r.typeErr("metadata."+k, "string", x)
-			}
-		}
-		req.metadata = mm
 	}
 	chat.genRequest = r.readGen(gm, false)
 	if r.err != nil {
 		return nil, r.err
 	}
 	chat.template = r.str(m, "", "template", "")
-	if kw, ok := m["chat_template_kwargs"]; ok && kw != nil {
-		if _, isObj := kw.(map[string]any); !isObj {
-			r.typeErr("chat_template_kwargs", "object (template variables)", kw)
-		}
+	if kw, ok := m["chat_template_kwargs"]; ok && kw != nil && !kw.isObject() {
+		r.typeErr("chat_template_kwargs", "object (template variables)", kw)
 	}
 
 	// Structured output: text.format.
@@ -160,27 +168,28 @@ func (s *Server) decodeResponses(body []byte) (*responsesRequest, *Error) {
 			if f, ok := tm["format"]; ok && f != nil {
 				chat.grammar = r.textFormat(f)
 				chat.grammarRoot = "root"
-				req.textFormat = map[string]any{"format": f}
+				req.textFormat = map[string]any{"format": json.RawMessage(bytes.Clone(f))}
 			}
 		}
 	}
 
 	// Tools.
 	if a, ok := r.array(m, "", "tools"); ok {
-		req.tools = a
-		for i, tv := range a {
+		req.tools = []any{}
+		r.each(a, "tools", maxTools, func(i int, tv jsonValue) {
+			req.tools = append(req.tools, json.RawMessage(bytes.Clone(tv)))
 			chat.tools = append(chat.tools, r.readResponsesTool(tv, indexPath("tools", i)))
-		}
+		})
 	}
 	chat.parallelCall = r.boolean(m, "", "parallel_tool_calls", true)
 	req.toolChoice = "auto"
 	if tc, ok := m["tool_choice"]; ok && tc != nil {
-		req.toolChoice = tc
+		req.toolChoice = json.RawMessage(bytes.Clone(tc))
 		r.readResponsesToolChoice(chat, tc)
 	}
 
 	// Input.
-	var items []any
+	var items []jsonValue
 	if id, ok := r.optStr(m, "", "previous_response_id"); ok {
 		req.previousID = id
 		prev, found := s.respStore.response(id)
@@ -195,20 +204,20 @@ func (s *Server) decodeResponses(body []byte) (*responsesRequest, *Error) {
 			chat.messages = append(chat.messages, message{role: "system", content: ins})
 		}
 	}
-	switch in := m["input"].(type) {
-	case nil:
+	switch in := m["input"]; {
+	case in == nil:
 		if r.err == nil && len(items) == 0 {
 			r.fail(badRequest("input", "input: missing, want a string or an array of input items"))
 		}
-	case string:
-		items = append(items, map[string]any{"type": "message", "role": "user", "content": in})
-	case []any:
-		if len(in) == 0 && len(items) == 0 && r.err == nil {
-			r.fail(badRequest("input", "input: empty array"))
-		}
-		for i, it := range in {
-			if ref := r.itemReference(it, indexPath("input", i)); ref != nil {
-				resolved, found := s.respStore.item(ref.(string))
+	case in.isString():
+		// As the client would have sent it in the array form.
+		items = append(items, jsonValue(`{"type":"message","role":"user","content":`+string(in)+`}`))
+	case in.isArray():
+		n := 0
+		r.each(in, "input", maxMessages, func(i int, it jsonValue) {
+			n++
+			if ref, isRef := r.itemReference(it, indexPath("input", i)); isRef {
+				resolved, found := s.respStore.item(ref)
 				if !found && r.err == nil {
 					p := indexPath("input", i) + ".id"
 					r.fail(errorf(404, p, "%s: item %q is not stored on this server (items are kept in memory for recent responses with store true); send the item itself", p, ref))
@@ -216,6 +225,9 @@ func (s *Server) decodeResponses(body []byte) (*responsesRequest, *Error) {
 				it = resolved
 			}
 			items = append(items, it)
+		})
+		if n == 0 && len(items) == 0 && r.err == nil {
+			r.fail(badRequest("input", "input: empty array"))
 		}
 	default:
 		r.typeErr("input", "string or array of input items", in)
@@ -238,6 +250,10 @@ func (s *Server) decodeResponses(body []byte) (*responsesRequest, *Error) {
 	return req, nil
 }
 
+// maxMetadataKeys bounds metadata, as OpenAI does (16 pairs); a few more
+// are taken, and a hostile object with a million keys is refused early.
+const maxMetadataKeys = 64
+
 // checkTools checks tool_choice against the tools and the tools against
 // a grammar, as decodeChat does.
 func (req *chatRequest) checkTools() *Error {
@@ -253,26 +269,40 @@ func (req *chatRequest) checkTools() *Error {
 	return nil
 }
 
-// itemReference returns the id of an item_reference item, nil for any
-// other item.
-func (r *reader) itemReference(v any, path string) any {
-	m, ok := v.(map[string]any)
-	if !ok || m["type"] != "item_reference" {
-		return nil
+// member returns object v's member name (nil when absent or null, or when
+// v is not an object).
+func (v jsonValue) member(name string) jsonValue {
+	var out jsonValue
+	if v.isObject() {
+		v.members(func(k string, x jsonValue) bool {
+			if k == name {
+				out = x // the last one wins, as in the decoder
+			}
+			return true
+		})
 	}
-	rm := r.object(m, path, "type", "id")
+	return out
+}
+
+// itemReference returns the id of an item_reference item; isRef is false
+// for any other item.
+func (r *reader) itemReference(v jsonValue, path string) (id string, isRef bool) {
+	if t := v.member("type"); !t.isString() || t.str() != "item_reference" {
+		return "", false
+	}
+	rm := r.object(v, path, "type", "id")
 	if rm == nil {
-		return nil
+		return "", true
 	}
 	id, ok := r.optStr(rm, path, "id")
 	if !ok && r.err == nil {
 		r.fail(badRequest(path+".id", "%s.id: missing", path))
 	}
-	return id
+	return id, true
 }
 
 // textFormat reads text.format and returns its grammar ("" for text).
-func (r *reader) textFormat(f any) string {
+func (r *reader) textFormat(f jsonValue) string {
 	const path = "text.format"
 	fm := r.object(f, path, "type", "name", "schema", "strict", "description")
 	if fm == nil {
@@ -305,18 +335,17 @@ func (r *reader) textFormat(f any) string {
 
 // readResponsesTool reads a Responses tool: a function, flat
 // ({"type": "function", "name", "description", "parameters", "strict"}).
-func (r *reader) readResponsesTool(v any, path string) tool {
+func (r *reader) readResponsesTool(v jsonValue, path string) tool {
 	var t tool
-	m, ok := v.(map[string]any)
-	if !ok {
+	if !v.isObject() {
 		r.typeErr(path, "object (a function tool)", v)
 		return t
 	}
-	if typ, _ := m["type"].(string); typ != "function" && r.err == nil {
-		r.fail(badRequest(path+".type", "%s.type: %v is not supported: this server runs function tools only", path, rawJSONText(m["type"])))
+	if typ := v.member("type"); (!typ.isString() || typ.str() != "function") && r.err == nil {
+		r.fail(badRequest(path+".type", "%s.type: %s is not supported: this server runs function tools only", path, rawJSON(typ)))
 		return t
 	}
-	m = r.object(m, path, "type", "name", "description", "parameters", "strict")
+	m := r.object(v, path, "type", "name", "description", "parameters", "strict")
 	if m == nil {
 		return t
 	}
@@ -327,7 +356,7 @@ func (r *reader) readResponsesTool(v any, path string) tool {
 	t.description = r.str(m, path, "description", "")
 	r.boolean(m, path, "strict", false)
 	if p, ok := m["parameters"]; ok && p != nil {
-		if _, ok := p.(map[string]any); !ok {
+		if !p.isObject() {
 			r.typeErr(path+".parameters", "object (a JSON Schema)", p)
 		}
 		t.parameters = p
@@ -335,15 +364,13 @@ func (r *reader) readResponsesTool(v any, path string) tool {
 	return t
 }
 
-func rawJSONText(v any) string { return string(rawJSON(v)) }
-
 // readResponsesToolChoice reads tool_choice: "auto", "none", "required" or
 // {"type": "function", "name"}.
-func (r *reader) readResponsesToolChoice(req *chatRequest, v any) {
+func (r *reader) readResponsesToolChoice(req *chatRequest, v jsonValue) {
 	const path = "tool_choice"
-	switch x := v.(type) {
-	case string:
-		switch x {
+	switch {
+	case v.isString():
+		switch x := v.str(); x {
 		case "auto":
 			req.toolChoice = toolChoiceAuto
 		case "none":
@@ -353,8 +380,8 @@ func (r *reader) readResponsesToolChoice(req *chatRequest, v any) {
 		default:
 			r.fail(badRequest(path, "%s: %q is not one of \"none\", \"auto\", \"required\", or {\"type\": \"function\", \"name\"}", path, x))
 		}
-	case map[string]any:
-		m := r.object(x, path, "type", "name")
+	case v.isObject():
+		m := r.object(v, path, "type", "name")
 		if m == nil {
 			return
 		}
@@ -375,7 +402,7 @@ func (r *reader) readResponsesToolChoice(req *chatRequest, v any) {
 // are, function_call items as the tool calls of an assistant turn (joined
 // to the assistant message before them), function_call_output items as
 // tool messages. images says the server takes image parts.
-func (r *reader) readItems(items []any, images bool) []message {
+func (r *reader) readItems(items []jsonValue, images bool) []message {
 	var out []message
 	callNames := map[string]string{}
 	for i, it := range items {
@@ -383,25 +410,23 @@ func (r *reader) readItems(items []any, images bool) []message {
 			return nil
 		}
 		path := indexPath("input", i)
-		m, ok := it.(map[string]any)
-		if !ok {
+		if !it.isObject() {
 			r.typeErr(path, "object (an input item)", it)
 			return nil
 		}
 		typ := "message"
-		if t, ok := m["type"]; ok {
-			s, isStr := t.(string)
-			if !isStr {
+		if t := it.member("type"); t != nil {
+			if !t.isString() {
 				r.typeErr(path+".type", "string", t)
 				return nil
 			}
-			typ = s
+			typ = t.str()
 		}
 		switch typ {
 		case "message":
-			out = append(out, r.readItemMessage(m, path, images))
+			out = append(out, r.readItemMessage(it, path, images))
 		case "function_call":
-			fm := r.object(m, path, "type", "id", "call_id", "name", "arguments", "status")
+			fm := r.object(it, path, "type", "id", "call_id", "name", "arguments", "status")
 			if fm == nil {
 				return nil
 			}
@@ -421,7 +446,7 @@ func (r *reader) readItems(items []any, images bool) []message {
 				out = append(out, message{role: "assistant", null: true, toolCalls: []toolCall{tc}})
 			}
 		case "function_call_output":
-			fm := r.object(m, path, "type", "id", "call_id", "output", "status")
+			fm := r.object(it, path, "type", "id", "call_id", "output", "status")
 			if fm == nil {
 				return nil
 			}
@@ -432,10 +457,10 @@ func (r *reader) readItems(items []any, images bool) []message {
 				r.fail(badRequest(path+".call_id", "%s.call_id: missing", path))
 			}
 			msg.name = callNames[msg.toolCallID]
-			switch o := fm["output"].(type) {
-			case string:
-				msg.content = o
-			case []any:
+			switch o := fm["output"]; {
+			case o.isString():
+				msg.content = o.str()
+			case o.isArray():
 				msg.content = r.readParts(&msg, o, path+".output", images)
 			default:
 				r.typeErr(path+".output", "string or array of content parts", o)
@@ -449,7 +474,7 @@ func (r *reader) readItems(items []any, images bool) []message {
 }
 
 // readItemMessage reads a message item.
-func (r *reader) readItemMessage(m map[string]any, path string, images bool) message {
+func (r *reader) readItemMessage(m jsonValue, path string, images bool) message {
 	var msg message
 	mm := r.object(m, path, "type", "role", "content", "id", "status", "phase")
 	if mm == nil {
@@ -467,10 +492,10 @@ func (r *reader) readItemMessage(m map[string]any, path string, images bool) mes
 	default:
 		r.fail(badRequest(path+".role", "%s.role: %q is not one of \"user\", \"system\", \"developer\", \"assistant\"", path, msg.role))
 	}
-	switch c := mm["content"].(type) {
-	case string:
-		msg.content = c
-	case []any:
+	switch c := mm["content"]; {
+	case c.isString():
+		msg.content = c.str()
+	case c.isArray():
 		msg.content = r.readParts(&msg, c, path+".content", images)
 	default:
 		r.typeErr(path+".content", "string or array of content parts", c)
@@ -481,13 +506,13 @@ func (r *reader) readItemMessage(m map[string]any, path string, images bool) mes
 // readParts reads the content parts of a message or tool output and
 // returns their text; image parts are counted in msg.images, and refused
 // unless images says the server takes them.
-func (r *reader) readParts(msg *message, parts []any, path string, images bool) string {
+func (r *reader) readParts(msg *message, parts jsonValue, path string, images bool) string {
 	var sb strings.Builder
-	for i, pv := range parts {
+	r.each(parts, path, maxArrayStrings, func(i int, pv jsonValue) {
 		pp := indexPath(path, i)
 		pm := r.object(pv, pp, "type", "text", "annotations", "logprobs", "refusal", "image_url", "file_id", "detail", "prompt_cache_breakpoint")
 		if pm == nil {
-			return ""
+			return
 		}
 		switch typ := r.str(pm, pp, "type", ""); typ {
 		case "input_text", "output_text", "text":
@@ -517,7 +542,7 @@ func (r *reader) readParts(msg *message, parts []any, path string, images bool) 
 		default:
 			r.fail(badRequest(pp+".type", "%s.type: %q is not supported: parts are input_text, output_text, refusal and input_image", pp, typ))
 		}
-	}
+	})
 	return sb.String()
 }
 
@@ -712,7 +737,9 @@ func finishStatus(finish string) (string, *respIncomplete) {
 
 func (s *Server) handleResponses(ctx *fasthttp.RequestCtx) handlerResult {
 	body := ctx.PostBody()
-	req, e := s.decodeResponses(body)
+	vb, stop := s.validationBudget(ctx)
+	defer stop()
+	req, e := s.decodeResponses(vb, body)
 	var pc *preparedChat
 	if e == nil {
 		pc, e = s.prepareChat(req.chat)
@@ -726,6 +753,7 @@ func (s *Server) handleResponses(ctx *fasthttp.RequestCtx) handlerResult {
 	stream := e == nil && req.chat.stream
 	id := newID("resp_")
 	created := s.cfg.Now().Unix()
+	stop() // validation is over: serve watches the connection from here
 	return s.serve(ctx, "responses", stream, e, 1,
 		func(gctx contextT, cancel func(), sse *sseWriter) (int, int) {
 			return s.streamResponse(gctx, cancel, sse, req, pc, id, created)
@@ -782,14 +810,14 @@ func (s *Server) storeResponse(req *responsesRequest, resp *responseBody) {
 	if !req.store {
 		return
 	}
-	out := make([]any, len(resp.Output))
+	out := make([]jsonValue, len(resp.Output))
 	for i, it := range resp.Output {
-		// Stored as the client would send the item back: decoded JSON.
-		v, e := parseJSON(rawJSON(it))
-		if e != nil {
-			panic("BUG: an output item does not round-trip: " + e.Error())
+		// Stored as the client would send the item back: its JSON.
+		b, err := json.Marshal(it)
+		if err != nil {
+			panic("BUG: an output item does not encode: " + err.Error())
 		}
-		out[i] = v
+		out[i] = b
 	}
 	s.respStore.put(resp.ID, req.items, out)
 }

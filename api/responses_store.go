@@ -1,6 +1,9 @@
 package api
 
-import "sync"
+import (
+	"bytes"
+	"sync"
+)
 
 // responseStore keeps the items of recent responses in memory, so that a
 // later request may continue one (previous_response_id) or refer to its
@@ -10,39 +13,43 @@ import "sync"
 type responseStore struct {
 	mu    sync.Mutex
 	resps map[string]storedResponse
-	items map[string]any // item id -> decoded item
-	refs  map[string]int // item id -> stored responses holding it
-	order []string       // response ids, oldest first
+	items map[string]jsonValue // item id -> the item's JSON
+	refs  map[string]int       // item id -> stored responses holding it
+	order []string             // response ids, oldest first
 	bytes int
 }
 
 type storedResponse struct {
-	items []any    // input items, then output items
-	ids   []string // ids of the items indexed in responseStore.items
+	items []jsonValue // input items, then output items (JSON text)
+	ids   []string    // ids of the items indexed in responseStore.items
 	bytes int
 }
 
 // maxStoredBytes bounds the memory the store holds (JSON size of items).
 const maxStoredBytes = 64 << 20
 
-// put stores response id with its input and output items.
-func (st *responseStore) put(id string, input, output []any) {
-	all := append(append([]any(nil), input...), output...)
-	sr := storedResponse{items: all}
-	for _, it := range all {
-		sr.bytes += len(rawJSON(it))
+// put stores response id with its input and output items. It keeps
+// copies: input items are slices of a request body that goes back to its
+// pool.
+func (st *responseStore) put(id string, input, output []jsonValue) {
+	all := make([]jsonValue, 0, len(input)+len(output))
+	sr := storedResponse{}
+	for _, it := range append(input[:len(input):len(input)], output...) {
+		sr.bytes += len(it)
+		if sr.bytes > maxStoredBytes {
+			return
+		}
+		all = append(all, bytes.Clone(it))
 	}
-	if sr.bytes > maxStoredBytes {
-		return
-	}
+	sr.items = all
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.resps == nil {
-		st.resps, st.items, st.refs = map[string]storedResponse{}, map[string]any{}, map[string]int{}
+		st.resps, st.items, st.refs = map[string]storedResponse{}, map[string]jsonValue{}, map[string]int{}
 	}
 	for _, it := range all {
-		if m, ok := it.(map[string]any); ok {
-			if iid, ok := m["id"].(string); ok && iid != "" {
+		if v := it.member("id"); v.isString() {
+			if iid := v.str(); iid != "" {
 				st.items[iid] = it
 				st.refs[iid]++
 				sr.ids = append(sr.ids, iid)
@@ -67,7 +74,7 @@ func (st *responseStore) put(id string, input, output []any) {
 }
 
 // response returns the items of a stored response (input then output).
-func (st *responseStore) response(id string) ([]any, bool) {
+func (st *responseStore) response(id string) ([]jsonValue, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	sr, ok := st.resps[id]
@@ -75,7 +82,7 @@ func (st *responseStore) response(id string) ([]any, bool) {
 }
 
 // item returns a stored item by its id.
-func (st *responseStore) item(id string) (any, bool) {
+func (st *responseStore) item(id string) (jsonValue, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	it, ok := st.items[id]

@@ -118,7 +118,8 @@ func TestResponsesTools(t *testing.T) {
 	f := newFake()
 	f.ctxSize = 4096
 	var prompt string
-	call := "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+	// Compact JSON: a forced call is constrained to it (issue 17 item 22).
+	call := "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}\n</tool_call>"
 	f.reply = func(p string) string { prompt = p; return call }
 	ts := newReadyServer(t, f, Config{})
 	for _, choice := range []string{`"auto"`, `"required"`, `{"type":"function","name":"get_weather"}`} {

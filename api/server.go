@@ -56,6 +56,19 @@ type Config struct {
 	QueueSize int
 	// MaxRequestBytes caps request bodies (default 16 MiB).
 	MaxRequestBytes int
+	// MaxBodyBytesInFlight caps the bytes of the request bodies being read
+	// or served at once (default 4 x MaxRequestBytes, at least
+	// MaxRequestBytes); a body that does not fit is answered 503 at once,
+	// before it is read.
+	MaxBodyBytesInFlight int
+	// MaxRequestTokens caps the tokens one generation request may ask
+	// for: prompts x candidates x (prompt + max_tokens) (default 16 x the
+	// context size).
+	MaxRequestTokens int
+	// GrammarSteps bounds the work of compiling one request's grammar,
+	// JSON Schema or tool grammar before it is admitted (grammar.Budget);
+	// more is a 400 naming the field (0: grammar.DefaultSteps).
+	GrammarSteps int
 	// ReadTimeout and WriteTimeout bound reading a request and writing a
 	// non-streaming response (defaults 60 s and 10 min).
 	ReadTimeout, WriteTimeout time.Duration
@@ -114,6 +127,9 @@ type Server struct {
 	batching bool          // the backend is a BatchingBackend
 	waiting  atomic.Int32  // requests queued or running
 
+	bodyBytes atomic.Int64 // bytes of the request bodies being read or served
+	conns     connSet      // open connections, for Shutdown
+
 	baseCtx context.Context
 	cancel  context.CancelFunc
 	srv     *fasthttp.Server
@@ -131,6 +147,10 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = 16 << 20
 	}
+	if cfg.MaxBodyBytesInFlight <= 0 {
+		cfg.MaxBodyBytesInFlight = 4 * cfg.MaxRequestBytes
+	}
+	cfg.MaxBodyBytesInFlight = max(cfg.MaxBodyBytesInFlight, cfg.MaxRequestBytes)
 	if cfg.MaxHeaderBytes <= 0 {
 		cfg.MaxHeaderBytes = 16 << 10
 	}
@@ -153,12 +173,17 @@ func NewServer(cfg Config) *Server {
 		Handler:            s.Handler(),
 		Name:               "vkllm",
 		MaxRequestBodySize: cfg.MaxRequestBytes,
-		ReadBufferSize:     cfg.MaxHeaderBytes,
-		ReadTimeout:        cfg.ReadTimeout,
-		WriteTimeout:       cfg.WriteTimeout,
-		CloseOnShutdown:    true,
-		Logger:             fasthttpLogger{cfg.Logger},
-		ErrorHandler:       s.readError,
+		// Bodies are read by the handler (readBody), after the request
+		// passed the guard and authentication and its bytes fit
+		// MaxBodyBytesInFlight; fasthttp reads ahead at most 8 KiB.
+		StreamRequestBody: true,
+		ReadBufferSize:    cfg.MaxHeaderBytes,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		CloseOnShutdown:   true,
+		Logger:            fasthttpLogger{cfg.Logger},
+		ErrorHandler:      s.readError,
+		ConnState:         s.conns.state,
 	}
 	return s
 }
@@ -233,31 +258,11 @@ func (s *Server) Ready(b Backend) error {
 // only loopback Host names (and Config.AllowedHosts) are answered.
 func (s *Server) Serve(ln net.Listener) error {
 	s.loopbackOnly = isLoopbackAddr(ln.Addr())
-	return s.srv.Serve(ln)
+	return s.srv.Serve(trackingListener{ln})
 }
 
-// Shutdown stops accepting connections and lets the requests in flight
-// finish until ctx is done; then it cancels the generations still running
-// (they stop at their next step and their streams end with an error event)
-// and waits for them, at most drainTimeout, so that the caller may release
-// the model afterwards.
-func (s *Server) Shutdown(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, s.cancel)
-	defer stop()
-	err := s.srv.ShutdownWithContext(ctx)
-	s.cancel()
-	deadline := time.Now().Add(drainTimeout)
-	for s.waiting.Load() > 0 {
-		if time.Now().After(deadline) {
-			return errors.Join(err, fmt.Errorf("api: %d requests still running %v after they were cancelled", s.waiting.Load(), drainTimeout))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return err
-}
-
-// drainTimeout bounds how long Shutdown waits for cancelled requests: one
-// forward pass each.
+// drainTimeout bounds how long Shutdown waits for cancelled requests when
+// its context has no deadline.
 const drainTimeout = 30 * time.Second
 
 // Handler returns the request handler with every route of API.md 4.
@@ -294,14 +299,21 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		if !s.guard(ctx) {
 			s.logRequest(ctx, "guard", time.Now(), 0)
-			return
+		} else {
+			r.Handler(ctx)
 		}
-		r.Handler(ctx)
+		if ctx.UserValue(bodyReadKey) == nil && ctx.Request.Header.ContentLength() != 0 {
+			// A body no handler read may still be on the wire.
+			ctx.SetConnectionClose()
+		}
 	}
 }
 
 // handlerResult is what a route handler reports for the request log.
-type handlerResult struct{ tokens int }
+type handlerResult struct {
+	tokens int
+	logged bool // the handler wrote the log line itself
+}
 
 // wrap adds authentication, the loading state and the request log.
 func (s *Server) wrap(route string, h func(ctx *fasthttp.RequestCtx) handlerResult) fasthttp.RequestHandler {
@@ -332,8 +344,23 @@ func (s *Server) wrap(route string, h func(ctx *fasthttp.RequestCtx) handlerResu
 			s.logRequest(ctx, route, start, 0)
 			return
 		}
+		if ctx.Request.Header.ContentLength() != 0 {
+			release, e := s.readBody(ctx)
+			defer release()
+			if e != nil {
+				// The rest of the body is unread: the connection
+				// cannot carry another request.
+				ctx.SetConnectionClose()
+				if e.Status == 503 {
+					ctx.Response.Header.Set("Retry-After", "1")
+				}
+				s.writeError(ctx, e)
+				s.logRequest(ctx, route, start, 0)
+				return
+			}
+		}
 		res := h(ctx)
-		if !ctx.IsBodyStream() {
+		if !res.logged && !ctx.IsBodyStream() {
 			s.logRequest(ctx, route, start, res.tokens)
 		}
 	}
@@ -473,7 +500,7 @@ func (s *Server) tokenizeBody(ctx *fasthttp.RequestCtx) ([]int32, bool) {
 		s.writeError(ctx, e)
 		return nil, false
 	}
-	toks, err := s.tokenize(in)
+	toks, err := s.backend.Tokenize(in.input, true, in.parseSpecial)
 	if err != nil {
 		s.writeError(ctx, badRequest("input", "input: %v", err))
 		return nil, false
@@ -600,36 +627,67 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 	}
 	conn := ctx.Conn()
 	id := requestID(ctx)
+	method, path := string(ctx.Method()), string(ctx.Path())
+	rs := &reqStats{id: id, start: time.Now()}
+	gone := func(cancel func()) func() { return func() { rs.clientGone.Store(true); cancel() } }
 	if !stream {
 		defer s.unreserve(seqs)
 		gctx, cancel := contextWithCancel(s)
 		defer cancel()
-		gctx = withReqStats(gctx, id)
-		stop := watchClose(conn, cancel)
-		defer stop()
-		return whole(gctx)
+		gctx = withStats(gctx, rs)
+		stop := watchClose(conn, gone(cancel))
+		res := whole(gctx)
+		stop()
+		// Logged here, with what happened; wrap logs the rest.
+		status, outcome := ctx.Response.StatusCode(), "ok"
+		switch {
+		case rs.clientGone.Load():
+			// Nobody reads the answer: the client's doing, not a 200.
+			status, outcome = 499, "client_gone"
+		case s.baseCtx.Err() != nil && status == errShuttingDown.Status:
+			outcome = "shutdown"
+		case status >= 400:
+			outcome = "error"
+		}
+		s.logGeneration(route, method, path, status, false, rs, outcome, nil)
+		res.logged = true
+		return res
 	}
-	start := time.Now()
-	method, path := string(ctx.Method()), string(ctx.Path())
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer s.unreserve(seqs)
 		gctx, cancel := contextWithCancel(s)
 		defer cancel()
-		gctx = withReqStats(gctx, id)
+		gctx = withStats(gctx, rs)
 		// A client that leaves while its request waits or its prompt is
 		// prefilled (nothing written yet) is noticed too.
-		stop := watchClose(conn, cancel)
+		stop := watchClose(conn, gone(cancel))
 		defer stop()
 		sse := newSSEWriter(w)
+		// --timeout bounds each write, not the stream: a long stream
+		// that a client reads goes on; one nobody reads for that long is
+		// cut.
+		sse.conn, sse.idle = conn, s.cfg.WriteTimeout
 		defer s.recoverStream(route, sse)
-		tokens, status := streamFn(gctx, cancel, sse)
-		s.cfg.Logger.Info("request", "route", route, "method", method, "path", path,
-			"status", status, "stream", true, "tokens", tokens, "duration", time.Since(start))
-		s.metrics.request(route, status, time.Since(start))
+		_, status := streamFn(gctx, cancel, sse)
+		outcome := "ok"
+		switch {
+		case rs.clientGone.Load():
+			status, outcome = 499, "client_gone"
+		case sse.timedOut:
+			// The client took no data for --timeout: the server cut it.
+			status, outcome = 504, "timeout"
+		case status == 499:
+			outcome = "client_gone"
+		case s.baseCtx.Err() != nil && status == errShuttingDown.Status:
+			outcome = "shutdown"
+		case status >= 400:
+			outcome = "error"
+		}
+		s.logGeneration(route, method, path, status, true, rs, outcome, sse.sentError)
 	})
-	return handlerResult{}
+	return handlerResult{logged: true}
 }
 
 // recoverStream, deferred in a stream writer (which runs outside the

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"time"
 )
 
 // sseWriter writes Server-Sent Events frames: "data: <json>\n\n", flushed
@@ -14,6 +16,16 @@ type sseWriter struct {
 	w   *bufio.Writer
 	buf []byte
 	err error
+
+	// conn, when set, gets a write deadline idle from now before each
+	// event: --timeout bounds how long one write may wait for the
+	// client, not the stream.
+	conn net.Conn
+	idle time.Duration
+	// timedOut says a write failed by that deadline; sentError is the
+	// error event the stream ended with, if any (for the log).
+	timedOut  bool
+	sentError *Error
 }
 
 func newSSEWriter(w *bufio.Writer) *sseWriter { return &sseWriter{w: w, buf: make([]byte, 0, 512)} }
@@ -39,12 +51,16 @@ func (s *sseWriter) data(payload []byte) error {
 }
 
 func (s *sseWriter) write() error {
+	if s.conn != nil && s.idle > 0 {
+		s.conn.SetWriteDeadline(time.Now().Add(s.idle))
+	}
 	if _, err := s.w.Write(s.buf); err != nil {
 		s.err = err
-		return err
-	}
-	if err := s.w.Flush(); err != nil {
+	} else if err := s.w.Flush(); err != nil {
 		s.err = err
+	}
+	if s.err != nil && (isTimeout(s.err) || s.conn != nil && writeTimedOut(s.conn)) {
+		s.timedOut = true
 	}
 	return s.err
 }
@@ -57,6 +73,7 @@ func (s *sseWriter) error(e *Error) error {
 	if s.err != nil {
 		return s.err
 	}
+	s.sentError = e
 	s.buf = append(s.buf[:0], "event: error\ndata: "...)
 	s.buf = appendErrorBody(s.buf, e)
 	s.buf = append(s.buf, '\n', '\n')

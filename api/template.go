@@ -283,8 +283,8 @@ func (t *chatTemplate) messagesValue(msgs []message) *jinja.List {
 	return l
 }
 
-// toolsValue builds the tools array from decoded tools (parameter keys
-// sorted: the client's order is lost).
+// toolsValue builds the tools array from decoded tools (parameter keys in
+// the client's order).
 func toolsValue(tools []tool) any {
 	l := jinja.NewList()
 	for _, t := range tools {
@@ -293,7 +293,7 @@ func toolsValue(tools []tool) any {
 		fn.Set("description", t.description)
 		var params any
 		if t.parameters != nil {
-			params, _ = jinja.FromGo(toPlain(t.parameters))
+			params, _ = jinja.ParseJSON(t.parameters)
 		}
 		if params == nil {
 			d := jinja.NewDict()
@@ -401,7 +401,7 @@ func toolsJSON(tools []tool) []any {
 	for i, t := range tools {
 		f := map[string]any{"name": t.name, "description": t.description}
 		if t.parameters != nil {
-			f["parameters"] = toPlain(t.parameters)
+			f["parameters"] = plainJSON(t.parameters)
 		} else {
 			f["parameters"] = map[string]any{"type": "object", "properties": map[string]any{}}
 		}
@@ -417,7 +417,7 @@ func toolSystemPrompt(tools []tool, f grammar.ToolFormat) string {
 	var b strings.Builder
 	b.WriteString("You can call the following functions. Their signatures, as JSON:\n")
 	for _, t := range toolsJSON(tools) {
-		b.Write(rawJSON(t))
+		b.Write(marshalPlain(t))
 		b.WriteByte('\n')
 	}
 	switch f {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"github.com/vkllm/vkllm/sampling/grammar"
 	"os"
 	"path/filepath"
 	"slices"
@@ -82,9 +83,9 @@ func TestExpectedPrompts(t *testing.T) {
 		}
 		for _, rq := range []string{"a", "b", "c", "c2"} {
 			t.Run(name+"/"+rq, func(t *testing.T) {
-				req, e := decodeChat(ep.Requests[rq])
+				req, e := decodeChat(grammar.Budget{}, ep.Requests[rq])
 				if e != nil {
-					t.Fatalf("decodeChat(request %s) = %v", rq, e)
+					t.Fatalf("decodeChat(grammar.Budget{}, request %s) = %v", rq, e)
 				}
 				got, e := tmpl.renderRequest(req, ep.ModelTokens.BOS, ep.ModelTokens.EOS, date, 0)
 				want, ok := ep.Templates[name][rq]

@@ -20,9 +20,8 @@ func toolConversation() renderInput {
 			{role: "assistant", null: true, toolCalls: []toolCall{{id: "abc123def", name: "get_weather", arguments: `{"city":"Paris"}`}}},
 			{role: "tool", toolCallID: "abc123def", content: "TOOL-RESULT"},
 		},
-		tools: []tool{{name: "get_weather", description: "Weather of a city", parameters: map[string]any{
-			"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string", "description": "city"}},
-			"required": []any{"city"}}}},
+		tools: []tool{{name: "get_weather", description: "Weather of a city", parameters: jsonValue(
+			`{"properties":{"city":{"description":"city","type":"string"}},"required":["city"],"type":"object"}`)}},
 		bos: "<s>", eos: "</s>", now: time.Date(2024, 7, 26, 0, 0, 0, 0, time.UTC),
 	}
 }

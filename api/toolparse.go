@@ -158,3 +158,32 @@ func mayStartToolCall(text string) bool {
 	}
 	return false
 }
+
+// partialCall recovers the call a forced tool call (tool_choice "required"
+// or a named function) was writing when it was cut short: the function (the
+// named one, the only tool, or the "name" the text got to) and the
+// arguments text written so far, which may be incomplete JSON.
+func partialCall(text string, req *chatRequest) toolCall {
+	c := toolCall{id: newCallID(), name: req.toolName}
+	if c.name == "" && len(req.tools) == 1 {
+		c.name = req.tools[0].name
+	}
+	if c.name == "" {
+		if i := strings.Index(text, `"name"`); i >= 0 {
+			rest := strings.TrimLeft(text[i+len(`"name"`):], " \t\n")
+			rest = strings.TrimLeft(strings.TrimPrefix(rest, ":"), " \t\n")
+			var name string
+			if json.NewDecoder(strings.NewReader(rest)).Decode(&name) == nil {
+				c.name = name
+			}
+		}
+	}
+	for _, key := range []string{`"arguments"`, `"parameters"`} {
+		if i := strings.Index(text, key); i >= 0 {
+			rest := strings.TrimLeft(text[i+len(key):], " \t\n")
+			c.arguments = strings.TrimLeft(strings.TrimPrefix(rest, ":"), " \t\n")
+			break
+		}
+	}
+	return c
+}

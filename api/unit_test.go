@@ -159,12 +159,12 @@ func FuzzDecodeChat(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if req, e := decodeChat(body); (req == nil) == (e == nil) {
+		if req, e := decodeChat(grammar.Budget{}, body); (req == nil) == (e == nil) {
 			t.Fatalf("decodeChat(%q) = %v, %v: want exactly one of request and error", body, req, e)
 		} else if e != nil && (e.Status < 400 || e.Message == "") {
 			t.Fatalf("decodeChat(%q) error %+v, want a 4xx with a message", body, e)
 		}
-		if req, e := decodeCompletion(body); (req == nil) == (e == nil) {
+		if req, e := decodeCompletion(grammar.Budget{}, body); (req == nil) == (e == nil) {
 			t.Fatalf("decodeCompletion(%q) = %v, %v: want exactly one", body, req, e)
 		}
 		decodeEmbedding(body)

@@ -57,7 +57,26 @@ type GenRequest struct {
 	// Media are the prompt's images, in prompt order (see Media): their
 	// rows hold pseudo-ids. Candidates of one request share them.
 	Media []*Media
+	// PromptLogprobs asks for the log-probability of each prompt token
+	// after the first, given the tokens before it, with TopLogprobs
+	// alternatives each, in the first Event's Prompt (echo with
+	// logprobs). The prompt is then fed whole, none of it taken from a
+	// cache, at most promptLogitRows of it per step. It needs a Chain made
+	// with Logprobs or TopLogprobs.
+	PromptLogprobs bool
 }
+
+// PromptLogprob is a prompt token's log-probability given the tokens
+// before it, with the most likely alternatives at its position.
+type PromptLogprob struct {
+	Token   int32
+	Logprob float32
+	Top     []sampling.TokenLogprob
+}
+
+// promptLogitRows bounds the logits rows a PromptLogprobs sequence asks of
+// one step (each is a vocabulary-sized read-back).
+const promptLogitRows = 64
 
 // Event is one generated token of a Sequence.
 type Event struct {
@@ -72,6 +91,10 @@ type Event struct {
 	// received and the consumer has received the next one: copy what you
 	// keep before receiving again.
 	Top []sampling.TokenLogprob
+	// Prompt is set on the first event of a GenRequest.PromptLogprobs
+	// sequence: its prompt tokens' log-probabilities, from the second
+	// token on. It belongs to the receiver.
+	Prompt []PromptLogprob
 }
 
 // ErrContextFull ends a sequence that has used every position of its slot.
@@ -120,9 +143,14 @@ type Sequence struct {
 	stepLogit int // its logits row in the step's output, or -1
 	stepHid   int // its first hidden-state row in the step's output
 	stepHidN  int // and how many hidden-state rows it has
-	sampleErr error
-	done      bool // finish at the end of the step (sampleErr or nil)
-	doneErr   error
+	// PromptLogprobs: the step's prompt rows scored (their logits rows
+	// from stepPrompt on, the first at prompt position stepFed), and the
+	// results until the first event carries them.
+	stepPrompt, stepPromptN, stepFed int
+	promptLP                         []PromptLogprob
+	sampleErr                        error
+	done                             bool // finish at the end of the step (sampleErr or nil)
+	doneErr                          error
 
 	// Set when the sequence takes its slot, before its first event.
 	admitted time.Time
@@ -685,9 +713,10 @@ func (s *Scheduler) start(q *Sequence) {
 		s.cache[t] = s.cache[t][:min(len(s.cache[t]), m.SlotLen(t))]
 	}
 	reuse, src := 0, slot
-	if !q.embed {
-		// Every row of an embedding needs its hidden state: nothing is
-		// reused. A generation takes the longest prefix any slot holds.
+	if !q.embed && !q.req.PromptLogprobs {
+		// Every row of an embedding needs its hidden state, and every
+		// row of a scored prompt its logits: nothing is reused. A
+		// generation takes the longest prefix any slot holds.
 		reuse = sharedPrefix(s.cache[slot], q.prompt)
 		for t := range s.cache {
 			if n := sharedPrefix(s.cache[t], q.prompt); n > reuse {
@@ -785,7 +814,7 @@ func (s *Scheduler) step() bool {
 	budget := s.m.GPU.Config().BatchSize
 	nLogits, nHidden := 0, 0
 	for _, q := range s.active {
-		q.stepRows, q.stepLogit = 0, -1
+		q.stepRows, q.stepLogit, q.stepPromptN = 0, -1, 0
 		if !q.decoding || len(q.events) == cap(q.events) || budget == 0 {
 			continue
 		}
@@ -818,9 +847,16 @@ func (s *Scheduler) step() bool {
 			}
 		}
 		q.stepHid = nHidden
+		score := q.req.PromptLogprobs && !q.embed
+		q.stepPromptN, q.stepFed = 0, q.fed
+		if score {
+			n = min(n, promptLogitRows)
+			q.stepPrompt = nLogits
+		}
 		for i := range n {
 			p := q.fed + i
-			wantLogits := !q.embed && p == len(q.prompt)-1
+			last := p == len(q.prompt)-1
+			wantLogits := !q.embed && (last || score)
 			wantHidden := q.embed && q.pool.wants(p)
 			if len(q.req.Media) > 0 {
 				embd, attnPos := q.mediaInput(p, s.m.Opts.Embd)
@@ -829,7 +865,11 @@ func (s *Scheduler) step() bool {
 				s.addRow(q.prompt[p], q.slot, p, wantLogits, wantHidden)
 			}
 			if wantLogits {
-				q.stepLogit = nLogits
+				if last {
+					q.stepLogit = nLogits
+				} else {
+					q.stepPromptN++
+				}
 				nLogits++
 			}
 			if wantHidden {
@@ -887,7 +927,7 @@ func (s *Scheduler) step() bool {
 			q.fed += q.stepRows
 			q.pos = q.fed
 		}
-		if q.stepLogit >= 0 {
+		if q.stepLogit >= 0 || q.stepPromptN > 0 {
 			s.sampled = append(s.sampled, q)
 		}
 	}
@@ -913,8 +953,38 @@ func (s *Scheduler) worker() {
 	}
 }
 
-// sample picks q's next token from its logits row and sends it.
+// scorePrompt records the log-probabilities of the prompt tokens that the
+// step's prompt rows of q predict; false when that failed (q is done).
+func (s *Scheduler) scorePrompt(q *Sequence) bool {
+	V := s.m.Opts.Vocab
+	c, k := q.req.Chain, q.req.TopLogprobs
+	for i := range q.stepPromptN {
+		r := q.stepPrompt + i
+		tok := q.prompt[q.stepFed+i+1]
+		err := c.Score(s.out.Logits[r*V : (r+1)*V])
+		var lp PromptLogprob
+		lp.Token = tok
+		if err == nil {
+			lp.Logprob, err = c.Logprob(tok)
+		}
+		if err == nil && k > 0 {
+			lp.Top, err = c.TopLogprobs(make([]sampling.TokenLogprob, 0, k), k)
+		}
+		if err != nil {
+			q.done, q.doneErr = true, err
+			return false
+		}
+		q.promptLP = append(q.promptLP, lp)
+	}
+	return true
+}
+
+// sample picks q's next token from its logits row and sends it; for a
+// scored prompt it first scores the step's prompt rows.
 func (s *Scheduler) sample(q *Sequence) {
+	if q.stepPromptN > 0 && !s.scorePrompt(q) || q.stepLogit < 0 {
+		return
+	}
 	V := s.m.Opts.Vocab
 	row := s.out.Logits[q.stepLogit*V : (q.stepLogit+1)*V]
 	c := q.req.Chain
@@ -927,6 +997,9 @@ func (s *Scheduler) sample(q *Sequence) {
 		return
 	}
 	ev := Event{Token: id, EOG: s.m.Tok.IsEOG(id)}
+	if q.generated == 0 {
+		ev.Prompt, q.promptLP = q.promptLP, nil
+	}
 	if q.req.Logprobs || q.req.TopLogprobs > 0 {
 		if ev.Logprob, err = c.Logprob(id); err != nil {
 			q.done, q.doneErr = true, err

@@ -601,3 +601,85 @@ func TestSchedulerSlots(t *testing.T) {
 		t.Errorf("a repeated prompt: Admission reused %d, want 4", reused)
 	}
 }
+
+// TestSchedulerPromptLogprobs: a PromptLogprobs sequence reports every
+// prompt token after the first with the log-probability the model gives it
+// at the position before, as a whole-prompt forward pass scored by
+// Perplexity's logProb says, even when the same prompt is cached in a slot
+// (nothing is reused: every row needs its logits) and when the prompt
+// spans several steps.
+func TestSchedulerPromptLogprobs(t *testing.T) {
+	m := schedModel(t, "llama", 2, 32)
+	prompt := testPrompt(m, 4, 80) // three steps of 32 rows
+	// The reference: logits for every row, fed alone in slot 0.
+	var want []float64
+	var wantTop []float64 // the best token's log-probability at each position
+	for off := 0; off < len(prompt); off += 32 {
+		end := min(off+32, len(prompt))
+		b := seqBatch(prompt[off:end], 0, off)
+		for i := range b.Logits {
+			b.Logits[i] = true
+		}
+		logits, err := m.Forward(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		V := m.Opts.Vocab
+		for i := range end - off {
+			if off+i+1 >= len(prompt) {
+				break
+			}
+			row := logits[i*V : (i+1)*V]
+			want = append(want, logProb(row, int(prompt[off+i+1])))
+			best := 0
+			for j, l := range row {
+				if l > row[best] {
+					best = j
+				}
+			}
+			wantTop = append(wantTop, logProb(row, best))
+		}
+	}
+	m.Truncate(0, 0)
+	s := NewScheduler(m, SchedulerConfig{})
+	defer s.Close()
+	// The same prompt generated first: its slot then caches it.
+	qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompt, Chain: newChain(t, m, prompt, sampling.RandomSeed), MaxTokens: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(qs[0])
+	c := newChainParams(t, m, prompt, sampling.RandomSeed, func(p *sampling.Params) { p.TopLogprobs = 2 })
+	qs, err = s.Generate(context.Background(), []GenRequest{{Prompt: prompt, Chain: c, MaxTokens: 2, Logprobs: true, TopLogprobs: 2, PromptLogprobs: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []PromptLogprob
+	events := 0
+	for ev := range qs[0].Events() {
+		if events == 0 {
+			got = ev.Prompt
+		} else if ev.Prompt != nil {
+			t.Errorf("event %d carries prompt logprobs too", events)
+		}
+		events++
+	}
+	if err := qs[0].Err(); err != nil || events != 2 {
+		t.Fatalf("scored sequence: %d events, %v; want 2, nil", events, err)
+	}
+	if _, reused := qs[0].Admission(); reused != 0 {
+		t.Errorf("scored sequence reused %d cached tokens, want 0", reused)
+	}
+	if len(got) != len(prompt)-1 {
+		t.Fatalf("%d prompt logprobs for a prompt of %d tokens, want %d", len(got), len(prompt), len(prompt)-1)
+	}
+	for i, lp := range got {
+		if lp.Token != prompt[i+1] || math.Abs(float64(lp.Logprob)-want[i]) > logprobBound {
+			t.Errorf("prompt logprob %d = token %d %.5f, want token %d %.5f", i, lp.Token, lp.Logprob, prompt[i+1], want[i])
+		}
+		// The best token by value: a near-tie may swap ids across batch shapes.
+		if len(lp.Top) != 2 || math.Abs(float64(lp.Top[0].Logprob)-wantTop[i]) > logprobBound || lp.Top[0].Logprob < lp.Top[1].Logprob {
+			t.Errorf("prompt position %d: top %v, want 2 entries led by the best token's %.5f", i+1, lp.Top, wantTop[i])
+		}
+	}
+}

@@ -49,6 +49,23 @@ func (c *Chain) lse() error {
 	return nil
 }
 
+// Score makes row the raw distribution that Logprob and TopLogprobs read,
+// as a Sample of it would, without drawing a token or changing anything
+// else in the chain: it is how a prompt's tokens get their
+// log-probabilities. It needs Params.Logprobs or TopLogprobs > 0 and
+// allocates nothing.
+func (c *Chain) Score(row []float32) error {
+	if c.raw == nil {
+		return ErrNoLogprobs
+	}
+	if len(row) != len(c.raw) {
+		return fmt.Errorf("sampling: logits row has %d entries, want vocabulary size %d", len(row), len(c.raw))
+	}
+	copy(c.raw, row)
+	c.rawValid, c.lseValid = true, false
+	return nil
+}
+
 // rawLogprob is the log-probability of a raw logit l.
 func (c *Chain) rawLogprob(l float32) float32 {
 	if math.IsInf(c.rawMax, 1) {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,8 +28,9 @@ type serveFlags struct {
 	modelFlags
 	mediaFlags
 	host, apiKey, alias, template, templateFile, pooling string
-	allowedHosts, corsOrigins                            string
+	allowedHosts, corsOrigins, memoryLimit               string
 	port, parallel, queueSize, maxBody, prefill          int
+	maxInflight, maxRequestTokens                        int
 	readTimeout, writeTimeout, shutdownTimeout           time.Duration
 	logJSON, version                                     bool
 }
@@ -50,9 +53,12 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	f.mediaFlags.register(fs)
 	fs.StringVar(&f.pooling, 0, "pooling", "", "embedding `pooling`: mean, cls or last (default the model's {arch}.pooling_type, mean when absent)")
 	fs.IntVar(&f.maxBody, 0, "max-request-bytes", 16<<20, "largest request body in `bytes`")
+	fs.IntVar(&f.maxInflight, 0, "max-inflight-bytes", 0, "most `bytes` of request bodies read or served at once; a body that does not fit is answered 503 before it is read (0: 4x --max-request-bytes)")
+	fs.IntVar(&f.maxRequestTokens, 0, "max-request-tokens", 0, "most `tokens` one request may ask for: prompts x candidates (n, best_of) x (prompt + max_tokens); more is a 400 (0: 16x the context size)")
+	fs.StringVar(&f.memoryLimit, 0, "memory-limit", "", "soft limit of the Go heap, as GOMEMLIMIT (`size` like 4GiB or 512MiB): the collector works harder near it instead of letting request garbage grow the process (default none: $GOMEMLIMIT if set)")
 	fs.DurationVar(&f.readTimeout, 0, "read-timeout", 60*time.Second, "`time` to read a request")
-	fs.DurationVar(&f.writeTimeout, 0, "timeout", 10*time.Minute, "`time` to write a response, streams included")
-	fs.DurationVar(&f.shutdownTimeout, 0, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, `time` for requests in flight to finish before their generations are cancelled")
+	fs.DurationVar(&f.writeTimeout, 0, "timeout", 10*time.Minute, "`time` to write a non-streaming response; for a stream, the longest one event's write may wait for the client, so a stream that is read goes on however long it runs")
+	fs.DurationVar(&f.shutdownTimeout, 0, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, the whole `time` shutdown may take: requests in flight may finish until a quarter of it (at most 5s) is left, then their generations are cancelled and the connections still open closed")
 	fs.BoolVarDefault(&f.logJSON, 0, "log-json", false, "log as JSON lines instead of text")
 	fs.BoolVarDefault(&f.version, 0, "version", false, "print the version and the built-in features, and exit")
 }
@@ -84,6 +90,13 @@ func serve(con *os.File, args []string) error {
 	}
 	if err := f.mediaFlags.validate(); err != nil {
 		return err
+	}
+	if f.memoryLimit != "" {
+		n, err := parseSize(f.memoryLimit)
+		if err != nil {
+			return fmt.Errorf("--memory-limit: %v", err)
+		}
+		debug.SetMemoryLimit(n)
 	}
 	if f.model == "" {
 		return errors.New("no model: pass -m file.gguf")
@@ -127,6 +140,7 @@ func serve(con *os.File, args []string) error {
 		APIKey: f.apiKey, ModelAlias: f.alias, ChatTemplate: f.template, ChatTemplateText: templateText,
 		Parallel: f.parallel, QueueSize: f.queueSize, MaxRequestBytes: f.maxBody, ReadTimeout: f.readTimeout,
 		WriteTimeout: f.writeTimeout, Logger: log, Version: version, ModelPath: f.model,
+		MaxBodyBytesInFlight: f.maxInflight, MaxRequestTokens: f.maxRequestTokens,
 		AllowedHosts: splitList(f.allowedHosts), CORSOrigins: splitList(f.corsOrigins),
 		HasProjector: f.mmproj != "", MediaDir: f.mediaDir, MaxImageBytes: int64(f.maxImageBytes),
 		MaxImagePixels: f.maxImagePixels, MaxImages: f.maxImagesPerRq,
@@ -211,12 +225,25 @@ func serve(con *os.File, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
 	defer cancel()
+	inFlight := false
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("shutdown", "err", err)
+		// Generations still run on the model: releasing it under them
+		// would crash them; exiting frees it.
+		inFlight = errors.Is(err, api.ErrWorkInFlight)
+	}
+	if inFlight {
+		return runErr
 	}
 	if loaded != nil && runErr == nil {
-		// Still loading: wait for the loader so the device is released cleanly.
-		<-loaded
+		// Still loading: wait for the loader so the device is released
+		// cleanly, within what is left of --shutdown-timeout.
+		select {
+		case <-loaded:
+		case <-ctx.Done():
+			log.Warn("shutdown: the model was still loading at the deadline; exiting without releasing it")
+			return runErr
+		}
 	}
 	if backend != nil {
 		backend.Close()
@@ -246,6 +273,22 @@ func (f *serveFlags) validate() error {
 	}{{"--parallel", f.parallel}, {"--queue-size", f.queueSize}, {"--max-request-bytes", f.maxBody}} {
 		if c.v < 1 {
 			return fmt.Errorf("%s: %d, want >= 1", c.name, c.v)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"--max-inflight-bytes", f.maxInflight}, {"--max-request-tokens", f.maxRequestTokens}} {
+		if c.v < 0 {
+			return fmt.Errorf("%s: %d, want >= 0 (0: the default)", c.name, c.v)
+		}
+	}
+	if f.maxInflight > 0 && f.maxInflight < f.maxBody {
+		return fmt.Errorf("--max-inflight-bytes: %d is less than --max-request-bytes (%d): the largest body could never be read", f.maxInflight, f.maxBody)
+	}
+	if f.memoryLimit != "" {
+		if _, err := parseSize(f.memoryLimit); err != nil {
+			return fmt.Errorf("--memory-limit: %v", err)
 		}
 	}
 	if f.port < 0 || f.port > 65535 {
@@ -371,4 +414,25 @@ func parsePooling(s string) (engine.Pooling, error) {
 		return engine.PoolLast, nil
 	}
 	return 0, fmt.Errorf("--pooling: %q is not one of mean, cls, last", s)
+}
+
+// parseSize parses a size as GOMEMLIMIT writes it: an integer number of
+// bytes with an optional unit B, KiB, MiB, GiB or TiB.
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%q is not a size (a positive number of bytes, optionally with B, KiB, MiB, GiB or TiB, as 4GiB)", s)
+	}
+	return n * mult, nil
 }

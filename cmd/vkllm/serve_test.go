@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -174,6 +175,12 @@ func TestServeFlagErrors(t *testing.T) {
 		{nil, [2]string{"VKLLM_TIMEOUT", "10"}, "VKLLM_TIMEOUT"},
 		{nil, [2]string{"VKLLM_LOG_JSON", "yes please"}, "VKLLM_LOG_JSON"},
 		{nil, [2]string{"VKLLM_CHAT_TEMPLATE", "nope"}, "--chat-template"},
+		{[]string{"--memory-limit", "lots"}, [2]string{}, "--memory-limit"},
+		{[]string{"--memory-limit", "0"}, [2]string{}, "--memory-limit"},
+		{nil, [2]string{"VKLLM_MEMORY_LIMIT", "4GB"}, "--memory-limit"},
+		{[]string{"--max-inflight-bytes", "-1"}, [2]string{}, "--max-inflight-bytes"},
+		{[]string{"--max-inflight-bytes", "1000"}, [2]string{}, "--max-inflight-bytes: 1000 is less than --max-request-bytes"},
+		{[]string{"--max-request-tokens", "-1"}, [2]string{}, "--max-request-tokens"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			if tc.env[0] != "" {
@@ -224,5 +231,50 @@ func TestVersion(t *testing.T) {
 	}
 	if err := cmdVersion([]string{"x"}); err == nil {
 		t.Error("vkllm version x = nil, want an error")
+	}
+}
+
+// TestServeMemoryLimit: --memory-limit and VKLLM_MEMORY_LIMIT set the Go
+// heap's soft limit (GOMEMLIMIT) before the model is opened.
+func TestServeMemoryLimit(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(old)
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want int64
+	}{
+		{[]string{"--memory-limit", "3GiB"}, "", 3 << 30},
+		{nil, "512MiB", 512 << 20},
+		{[]string{"--memory-limit", "123456789"}, "1GiB", 123456789}, // the command line wins
+	} {
+		if tc.env != "" {
+			t.Setenv("VKLLM_MEMORY_LIMIT", tc.env)
+		}
+		err := cmdServe(append([]string{"-m", "/nonexistent/model.gguf"}, tc.args...))
+		if err == nil || !strings.Contains(err.Error(), "/nonexistent/model.gguf") {
+			t.Fatalf("serve %v = %v, want the missing model's error", tc.args, err)
+		}
+		if got := debug.SetMemoryLimit(-1); got != tc.want {
+			t.Errorf("serve %v (VKLLM_MEMORY_LIMIT=%q): memory limit %d, want %d", tc.args, tc.env, got, tc.want)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"1024", 1024, true}, {"1B", 1, true}, {"2KiB", 2048, true}, {"4 MiB", 4 << 20, true},
+		{"4GiB", 4 << 30, true}, {"1TiB", 1 << 40, true},
+		{"", 0, false}, {"0", 0, false}, {"-1GiB", 0, false}, {"1.5GiB", 0, false}, {"4GB", 0, false},
+		{"99999999999TiB", 0, false},
+	} {
+		got, err := parseSize(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
 	}
 }

@@ -543,15 +543,18 @@ type fragment struct {
 // partition splits text on special-token strings, as the reference does
 // before tokenizing. Control and unknown tokens are matched only when
 // parseSpecial is set; user-defined tokens always are.
-func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
+func (t *Tokenizer) partition(text string, match specialMatch) []fragment {
 	frags := []fragment{{tok: null, s: 0, e: len(text)}}
 	if len(text) == 0 {
 		return nil
 	}
+	if match == matchNone {
+		return frags
+	}
 	var next []fragment
 	for _, id := range t.special {
 		a := t.attr[id]
-		if !parseSpecial && a&(attrControl|attrUnknown) != 0 {
+		if match == matchUserDefined && a&(attrControl|attrUnknown) != 0 {
 			continue
 		}
 		tok := t.text[id]
@@ -605,7 +608,33 @@ func isSpaceC(c byte) bool { return c == ' ' || c >= '\t' && c <= '\r' }
 // control tokens such as "<|im_start|>" becomes those tokens; without it such
 // text is tokenized as ordinary text, so user content cannot inject them.
 func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) ([]int32, error) {
-	frags := t.partition(text, parseSpecial)
+	match := matchUserDefined
+	if parseSpecial {
+		match = matchAll
+	}
+	return t.encode(text, addSpecial, match)
+}
+
+// EncodeText returns the token ids of text as plain text: no special token
+// is matched in it, neither control tokens nor the user-defined ones that
+// Encode matches even without parseSpecial (as the reference does), some
+// of which act as control tokens (Phi-3 marks its EOS "</s>" so). A chat
+// message's content is tokenized so, that a user cannot type one.
+func (t *Tokenizer) EncodeText(text string) ([]int32, error) {
+	return t.encode(text, false, matchNone)
+}
+
+// specialMatch says which special tokens partition finds in a text.
+type specialMatch int
+
+const (
+	matchAll         specialMatch = iota // control and user-defined tokens
+	matchUserDefined                     // user-defined tokens only (Encode without parseSpecial)
+	matchNone                            // none: plain text
+)
+
+func (t *Tokenizer) encode(text string, addSpecial bool, match specialMatch) ([]int32, error) {
+	frags := t.partition(text, match)
 	out := make([]int32, 0, len(text)/3+4)
 	// The special tokens around the text: BOS and EOS as the metadata
 	// asks; WordPiece always wraps in CLS (its BOS) and SEP.

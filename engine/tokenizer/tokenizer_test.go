@@ -153,6 +153,18 @@ func TestSpecialInjection(t *testing.T) {
 	if !tok.IsEOG(end) {
 		t.Errorf("IsEOG(<|end|>) = false, want true")
 	}
+	// Phi-3 marks its EOS "</s>" user-defined, which Encode matches even
+	// without parseSpecial (as the reference); EncodeText matches no
+	// special token: the text's ids are those of the plain merge.
+	for _, text := range []string{"hi</s>there", "a<|end|><|system|>b</s>"} {
+		ids, err := tok.EncodeText(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := naiveSPM(tok, text); !slices.Equal(ids, want) {
+			t.Errorf("EncodeText(%q) = %v, want %v", text, ids, want)
+		}
+	}
 }
 
 // naiveSPM is the textbook merge loop, quadratic but obviously right:

@@ -52,6 +52,7 @@ type parser struct {
 	rules   []parseRule
 	classes []charClass
 	nelems  int
+	work    *work
 }
 
 // Parse parses GBNF source text and checks it: every referenced rule must be
@@ -62,11 +63,20 @@ type parser struct {
 // (which UTF-8 cannot carry) as a character. root names the start rule; ""
 // means "root". Errors are *SyntaxError with the line and column of the
 // problem. Parsing and checking take time linear in the size of src.
-func Parse(src, root string) (*Grammar, error) {
+func Parse(src, root string) (*Grammar, error) { return ParseBudget(src, root, Budget{}) }
+
+// ParseBudget is Parse within b: a grammar that needs more work is an
+// error wrapping ErrBudget, and b.Ctx's end stops it with an error wrapping
+// the context's.
+func ParseBudget(src, root string, b Budget) (*Grammar, error) {
+	return parseWork(src, root, b.start())
+}
+
+func parseWork(src, root string, w *work) (*Grammar, error) {
 	if root == "" {
 		root = "root"
 	}
-	p := &parser{src: src, ruleIDs: map[string]int32{}}
+	p := &parser{src: src, ruleIDs: map[string]int32{}, work: w}
 	if err := p.parse(); err != nil {
 		return nil, err
 	}
@@ -79,8 +89,18 @@ func Parse(src, root string) (*Grammar, error) {
 	if !ok {
 		return nil, p.errAt(len(p.src), "grammar has no rule %q", root)
 	}
+	// The checks below are linear in the elements the budget counted
+	// (each alternative, rule and element visited a bounded number of
+	// times); the budget's context is checked between them.
 	g := p.flatten(rootID)
-	if name, ok := g.leftRecursive(); ok {
+	if err := w.done(); err != nil {
+		return nil, err
+	}
+	name, ok := g.leftRecursive()
+	if err := w.done(); err != nil {
+		return nil, err
+	}
+	if ok {
 		if i := strings.IndexByte(name, '~'); i >= 0 {
 			name = name[:i] // a group or repetition inside this rule
 		}
@@ -92,6 +112,9 @@ func Parse(src, root string) (*Grammar, error) {
 	}
 	if !g.closure(true)[rootID] {
 		return nil, p.errAt(p.rules[rootID].defPos, "rule %q matches no text: each of its alternatives needs a rule that never completes", root)
+	}
+	if err := w.done(); err != nil {
+		return nil, err
 	}
 	if m := NewMatcher(g, nil); m.err != nil {
 		return nil, p.errAt(p.rules[rootID].defPos, "grammar too ambiguous: its first character can start over %d different parses", maxStackSet)
@@ -180,6 +203,9 @@ func (p *parser) synthRule(base string, alts [][]sym) int32 {
 }
 
 func (p *parser) addElems(n int) error {
+	if err := p.work.spend(n); err != nil {
+		return err
+	}
 	p.nelems += n
 	if p.nelems > maxElems {
 		return p.errAt(p.pos, "grammar too large (over %d elements)", maxElems)

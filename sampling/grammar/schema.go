@@ -3,6 +3,7 @@ package grammar
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -76,19 +77,26 @@ var unsupportedKeywords = []string{
 // written without an exponent), and nullable
 // (OpenAPI). Annotations are ignored. Anything else it cannot honour is a
 // *SchemaError naming the schema path.
-func SchemaToGrammar(schema []byte) (string, error) {
+func SchemaToGrammar(schema []byte) (string, error) { return SchemaToGrammarBudget(schema, Budget{}) }
+
+// SchemaToGrammarBudget is SchemaToGrammar within b, which counts the
+// subschemas converted and the elements of the grammar checked: more is an
+// error wrapping ErrBudget, and b.Ctx's end stops it with an error wrapping
+// the context's.
+func SchemaToGrammarBudget(schema []byte, b Budget) (string, error) {
 	root, err := parseJSONValue(schema)
 	if err != nil {
 		return "", &SchemaError{Path: "#", Msg: "invalid JSON: " + err.Error()}
 	}
 	c := newSchemaConverter(root)
+	c.work = b.start()
 	body, err := c.expr(root, "root", "#")
 	if err != nil {
 		return "", err
 	}
 	c.setRule("root", body)
 	src := c.format()
-	if err := check(src, "#"); err != nil {
+	if err := c.check(src, "#"); err != nil {
 		return "", err
 	}
 	return src, nil
@@ -128,6 +136,8 @@ type schemaConverter struct {
 	refNames map[string]string // scope + "$ref" pointer -> rule name
 	scope    string            // tells apart the documents of several tools
 	steps    int               // subschemas visited, against maxSchemaSteps
+	compact  bool              // no free whitespace: "space" matches nothing
+	work     *work             // the compile's budget (nil: the default)
 
 	// For addRule: the rule of each base name and body, the next numeric
 	// suffix to try per base name, and the base name of each added rule.
@@ -148,7 +158,11 @@ func (c *schemaConverter) format() string {
 	var b strings.Builder
 	b.WriteString("root ::= " + c.rules["root"] + "\n")
 	for _, n := range names {
-		if n != "root" {
+		switch {
+		case n == "root":
+		case n == "space" && c.compact:
+			b.WriteString(`space ::= ""` + "\n")
+		default:
 			b.WriteString(n + " ::= " + c.rules[n] + "\n")
 		}
 	}
@@ -225,8 +239,16 @@ func isPrimitive(name string) bool {
 // "#"}) gives a grammar that matches nothing or is left-recursive, and
 // one with too many optional members a grammar too ambiguous to follow,
 // reported here as schema errors that quote the grammar's own complaint.
-func check(src, path string) error {
-	if _, err := Parse(src, ""); err != nil {
+// check parses src, the converter's output, within the converter's budget.
+func (c *schemaConverter) check(src, path string) error {
+	w := c.work
+	if w == nil {
+		w = Budget{}.start()
+	}
+	if _, err := parseWork(src, "", w); err != nil {
+		if errors.Is(err, ErrBudget) || w.ctx != nil && w.ctx.Err() != nil {
+			return err
+		}
 		return schemaErr(path, "schema gives an unusable grammar: %v", err)
 	}
 	return nil
@@ -291,6 +313,11 @@ func (c *schemaConverter) literalJSON(v *jsonValue) string {
 func (c *schemaConverter) expr(s *jsonValue, name, path string) (string, error) {
 	if c.steps++; c.steps > maxSchemaSteps {
 		return "", schemaErr(path, "schema too large: over %d subschemas to compile", maxSchemaSteps)
+	}
+	if c.work != nil {
+		if err := c.work.spend(1); err != nil {
+			return "", err
+		}
 	}
 	if len(c.order) > MaxSchemaRules {
 		return "", schemaErr(path, "schema too large: it needs over %d grammar rules", MaxSchemaRules)

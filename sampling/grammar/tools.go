@@ -78,6 +78,14 @@ type ToolCallOptions struct {
 	Function string
 	// Parallel allows one or more calls; otherwise exactly one.
 	Parallel bool
+	// Compact allows no whitespace between JSON tokens (the wrappers'
+	// own newlines stay). A forced call (tool_choice "required" or a
+	// named function) uses it, so that a model cannot spend its whole
+	// budget on the whitespace JSON allows and never finish the call.
+	Compact bool
+	// Budget bounds the compile (the parameters schemas converted and the
+	// grammar checked); the zero Budget is the default.
+	Budget Budget
 }
 
 // ToolCallGrammar returns GBNF (start rule "root") for the tool calls the
@@ -95,6 +103,8 @@ func ToolCallGrammar(funcs []ToolFunction, opts ToolCallOptions) (string, error)
 		argsKey = "parameters"
 	}
 	c := newSchemaConverter(nil)
+	c.compact = opts.Compact
+	c.work = opts.Budget.start()
 	sp := c.prim("space")
 	seen := map[string]bool{}
 	var calls []string
@@ -165,7 +175,7 @@ func ToolCallGrammar(funcs []ToolFunction, opts ToolCallOptions) (string, error)
 	}
 	c.setRule("root", root)
 	src := c.format()
-	if err := check(src, "#"); err != nil {
+	if err := c.check(src, "#"); err != nil {
 		return "", fmt.Errorf("grammar: ToolCallGrammar: %w", err)
 	}
 	return src, nil
