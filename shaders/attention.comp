@@ -1,7 +1,8 @@
 #version 450
 // flash_attn computes, for each row and query head h,
 //   out = sum_j softmax_j(scale * q . K[j]) V[j]
-// over the f16 cache [slot][position][kv_head][head_dim] of the row's slot,
+// over the positions of the row's slot in the paged f16 cache
+// [page][position in page][kv_head][head_dim] (kv_row, attention.glsl),
 // with kv_head = h / (heads / kv_heads) (GQA). Causal rows see positions
 // 0..pos[row] (with a sliding window of w > 0 positions only
 // pos[row]-w+1..pos[row]); non-causal rows see 0..n_kv-1; rows with an
@@ -52,6 +53,7 @@ shared vec4 q_s[GPW * QV];    // head g, dims 4i..4i+3 at g * QV + i
 shared float acc_s[GPW * HEAD_DIM];
 shared vec4 p_s[PG * WG];     // head g, key k at (g / 4) * WG + k, component g % 4
 shared float red_s[GPW * WG];
+shared uint row_s[WG]; // the cache offset of each key of the tile
 
 // reduce_max / reduce_sum combine v[g] over the workgroup for every g < GPW;
 // all invocations get the results in v. Uniform control flow only.
@@ -178,8 +180,7 @@ void main() {
 		acc_s[i] = 0.0;
 	}
 	barrier();
-	const uint stride = p.kv_heads * D; // elements per position
-	const uint kvbase = slot * p.n_ctx * stride + kvh * D;
+	const uint kvoff = kvh * D; // the kv head within a position
 	float m[MAX_GPW], l[MAX_GPW], s[MAX_GPW], alpha[MAX_GPW];
 	// Vector path for V (head_dim % 4 == 0): invocation t owns dims
 	// 4*d4..4*d4+3 of keys k = kq, kq + KG, ... of each tile, accumulating in
@@ -197,7 +198,8 @@ void main() {
 			s[g] = 0.0;
 		}
 		if (j < kend) {
-			const uint kb = kvbase + j * stride;
+			const uint kb = kv_row(slot, j) + kvoff;
+			row_s[t] = kb;
 			if (HEAD_DIM % 4 == 0) { // kb is then a multiple of 4 too
 				for (uint d4 = 0; d4 < D / 4; d4++) {
 					const vec4 kd = vec4(data_k4[kb / 4 + d4]);
@@ -236,7 +238,7 @@ void main() {
 			m[g] = mn;
 			s[g] = pj;
 		}
-		reduce_sum(s); // its barriers also publish p_s
+		reduce_sum(s); // its barriers also publish p_s and row_s
 		[[unroll]] for (uint g = 0; g < GPW; g++) {
 			l[g] = l[g] * alpha[g] + s[g];
 		}
@@ -246,9 +248,8 @@ void main() {
 				acc4[g] *= alpha[g];
 			}
 			if (kq < KG) {
-				uint vb = (kvbase + (j0 + kq) * stride) / 4 + d4;
-				for (uint k = kq; k < cnt; k += KG, vb += KG * stride / 4) {
-					const vec4 vd = vec4(data_v4[vb]);
+				for (uint k = kq; k < cnt; k += KG) {
+					const vec4 vd = vec4(data_v4[row_s[k] / 4 + d4]);
 					[[unroll]] for (uint gq = 0; gq < PG; gq++) {
 						const vec4 pk = p_s[gq * WG + k];
 						[[unroll]] for (uint c = 0; c < 4; c++) {
@@ -265,9 +266,8 @@ void main() {
 				[[unroll]] for (uint g = 0; g < GPW; g++) {
 					a[g] = acc_s[g * D + d] * alpha[g];
 				}
-				uint vb = kvbase + j0 * stride + d;
-				for (uint k = 0; k < cnt; k++, vb += stride) {
-					const float vd = float(data_v[vb]);
+				for (uint k = 0; k < cnt; k++) {
+					const float vd = float(data_v[row_s[k] + d]);
 					[[unroll]] for (uint gq = 0; gq < PG; gq++) {
 						const vec4 pk = p_s[gq * WG + k];
 						[[unroll]] for (uint c = 0; c < 4; c++) {

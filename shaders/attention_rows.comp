@@ -63,8 +63,12 @@ void main() {
 		l[g] = 0.0;
 	}
 	const uint stride = p.kv_heads * HEAD_DIM; // elements per position
-	uint kb = slot * p.n_ctx * stride + lo * stride + kvh * HEAD_DIM;
+	const uint page_mask = (1u << p.page_shift) - 1u;
+	uint kb = 0;
 	for (uint j = lo; j < nk; j++, kb += stride) {
+		if (j == lo || (j & page_mask) == 0) { // a new page: look it up
+			kb = kv_row(slot, j) + kvh * HEAD_DIM;
+		}
 		float s[MAX_GPW];
 		[[unroll]] for (uint g = 0; g < GPW; g++) {
 			s[g] = 0.0;

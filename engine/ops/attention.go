@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/vkllm/vkllm/vk"
 )
@@ -199,52 +200,117 @@ func RefSoftMax(dst, src, mask []float32, rows, cols, maskRows int, scale float3
 	}
 }
 
-// KVParams describe the f16 KV cache of one layer: [Slots][NCtx][KVDim]
-// (KVDim = kv_heads * head_dim), one range for K and one for V.
+// KVParams describe the paged f16 KV cache of one layer: a pool of Pages
+// pages of PageSize positions, [Pages][PageSize][KVDim] (KVDim = kv_heads *
+// head_dim), one range for K and one for V, and a page table of Slots rows
+// of TablePages() int32 page ids: position p of slot s lives in page
+// table[s][p / PageSize], at p % PageSize within it. Sequences of a slot
+// hold at most NCtx positions.
 type KVParams struct {
 	Slots, NCtx, KVDim int
+	// Pages is the size of the pool; PageSize the positions per page, a
+	// power of two (0 means DefaultPageSize).
+	Pages, PageSize int
 }
+
+// DefaultPageSize is the positions per KV page the engine uses. 16 and 32
+// measured the same on lavapipe (BenchmarkAttention's decode and prefill
+// shapes within noise), so the smaller page wins: less memory stranded in
+// each sequence's last page and finer prefix sharing.
+const DefaultPageSize = 16
+
+// TablePages is the number of page-table entries per slot:
+// ceil(NCtx / PageSize).
+func (kv KVParams) TablePages() int {
+	ps := kv.pageSize()
+	return (kv.NCtx + ps - 1) / ps
+}
+
+// PoolBytes is the size of one layer's K (or V) pool in bytes.
+func (kv KVParams) PoolBytes() uint64 {
+	return 2 * uint64(kv.Pages) * uint64(kv.pageSize()) * uint64(kv.KVDim)
+}
+
+func (kv KVParams) pageSize() int {
+	if kv.PageSize == 0 {
+		return DefaultPageSize
+	}
+	return kv.PageSize
+}
+
+func (kv KVParams) check() error {
+	ps := kv.pageSize()
+	if kv.Slots <= 0 || kv.NCtx <= 0 || kv.KVDim <= 0 || kv.Pages <= 0 || ps <= 0 || ps&(ps-1) != 0 || ps > 1<<12 {
+		return fmt.Errorf("ops: KV cache %+v: want positive sizes and a power-of-two page size", kv)
+	}
+	return nil
+}
+
+// pageShift is log2(PageSize).
+func (kv KVParams) pageShift() uint32 { return uint32(bits.TrailingZeros(uint(kv.pageSize()))) }
 
 // KVWritePush mirrors the push-constant block of kv_write.comp.
 type KVWritePush struct {
-	Rows, KVDim, NCtx, NSlots uint32
+	Rows, KVDim, NCtx, NSlots      uint32
+	PageShift, TableStride, NPages uint32
 }
 
 // KVWrite records storing rows x KVDim f32 (k or v activations) into the
-// f16 cache at (slot[r], pos[r]) for each row r; rows with an out-of-range
-// slot or position are skipped.
-func (k *Kernels) KVWrite(c *vk.Cmd, cache, src, slot, pos vk.Range, rows int, kv KVParams) error {
-	if rows <= 0 || kv.Slots <= 0 || kv.NCtx <= 0 || kv.KVDim <= 0 {
-		return fmt.Errorf("ops: KVWrite: %d rows, cache %+v", rows, kv)
+// paged f16 cache at position pos[r] of slot slot[r] for each row r (see
+// KVParams; table holds the page ids); rows with an out-of-range slot,
+// position or page are skipped.
+func (k *Kernels) KVWrite(c *vk.Cmd, cache, src, slot, pos, table vk.Range, rows int, kv KVParams) error {
+	if err := kv.check(); err != nil {
+		return err
+	}
+	if rows <= 0 {
+		return fmt.Errorf("ops: KVWrite: %d rows", rows)
 	}
 	if !k.dev.Features().Storage16 {
 		return fmt.Errorf("ops: KVWrite: device lacks 16-bit storage")
 	}
-	cacheBytes := 2 * uint64(kv.Slots) * uint64(kv.NCtx) * uint64(kv.KVDim)
+	cacheBytes := kv.PoolBytes()
+	tableBytes := 4 * uint64(kv.Slots) * uint64(kv.TablePages())
 	for _, o := range []struct {
 		what string
 		r    vk.Range
 		n    uint64
-	}{{"cache", cache, cacheBytes}, {"src", src, 4 * uint64(rows*kv.KVDim)}, {"slot", slot, 4 * uint64(rows)}, {"pos", pos, 4 * uint64(rows)}} {
+	}{{"cache", cache, cacheBytes}, {"src", src, 4 * uint64(rows*kv.KVDim)}, {"slot", slot, 4 * uint64(rows)}, {"pos", pos, 4 * uint64(rows)}, {"table", table, tableBytes}} {
 		if err := sized("KVWrite", o.what, o.r, o.n); err != nil {
 			return err
 		}
 		if o.n > k.dev.MaxBinding() {
-			return fmt.Errorf("ops: KVWrite: %s of %d bytes exceeds one binding (use fewer slots or a shorter context per cache range)", o.what, o.n)
+			return fmt.Errorf("ops: KVWrite: %s of %d bytes exceeds one binding (use fewer pages per cache range)", o.what, o.n)
 		}
 	}
-	push := KVWritePush{Rows: uint32(rows), KVDim: uint32(kv.KVDim), NCtx: uint32(kv.NCtx), NSlots: uint32(kv.Slots)}
+	push := KVWritePush{Rows: uint32(rows), KVDim: uint32(kv.KVDim), NCtx: uint32(kv.NCtx), NSlots: uint32(kv.Slots),
+		PageShift: kv.pageShift(), TableStride: uint32(kv.TablePages()), NPages: uint32(kv.Pages)}
 	return Record(k, c, "kv_write_f32_f16", []uint32{k.wg}, k.Groups(ceilDiv(uint32(rows*kv.KVDim), k.wg)), &push,
-		k.window(src, 0, 4*uint64(rows*kv.KVDim)), k.window(slot, 0, 4*uint64(rows)), k.window(pos, 0, 4*uint64(rows)), k.window(cache, 0, cacheBytes))
+		k.window(src, 0, 4*uint64(rows*kv.KVDim)), k.window(slot, 0, 4*uint64(rows)), k.window(pos, 0, 4*uint64(rows)),
+		k.window(cache, 0, cacheBytes), k.window(table, 0, tableBytes))
+}
+
+// kvRow returns the element offset of position pos of slot in a paged cache,
+// or -1 when the slot, position or page is out of range.
+func kvRow(table []int32, slot, pos int32, kv KVParams) int {
+	if slot < 0 || int(slot) >= kv.Slots || pos < 0 || int(pos) >= kv.NCtx {
+		return -1
+	}
+	ps := kv.pageSize()
+	page := table[int(slot)*kv.TablePages()+int(pos)/ps]
+	if page < 0 || int(page) >= kv.Pages {
+		return -1
+	}
+	return (int(page)*ps + int(pos)%ps) * kv.KVDim
 }
 
 // RefKVWrite is the CPU reference of KVWrite over a cache of f16 bits.
-func RefKVWrite(cache []uint16, src []float32, slot, pos []int32, rows int, kv KVParams) {
+func RefKVWrite(cache []uint16, src []float32, slot, pos, table []int32, rows int, kv KVParams) {
 	for r := 0; r < rows; r++ {
-		if slot[r] < 0 || int(slot[r]) >= kv.Slots || pos[r] < 0 || int(pos[r]) >= kv.NCtx {
+		base := kvRow(table, slot[r], pos[r], kv)
+		if base < 0 {
 			continue
 		}
-		base := (int(slot[r])*kv.NCtx + int(pos[r])) * kv.KVDim
 		for i := 0; i < kv.KVDim; i++ {
 			cache[base+i] = F16FromF32(src[r*kv.KVDim+i])
 		}
@@ -322,6 +388,7 @@ type AttnPush struct {
 	Scale                                                    float32
 	SplitLen, NSplit, TileRows, Window                       uint32
 	SoftCap                                                  float32
+	PageShift, TableStride, NPages                           uint32
 }
 
 // AttnCombinePush mirrors the push-constant block of attn_combine.comp.
@@ -333,8 +400,11 @@ type AttnCombinePush struct {
 const MaxHeadDim = 256
 
 func (p *AttnParams) check() error {
+	if err := p.Cache.check(); err != nil {
+		return fmt.Errorf("ops: Attention: %w", err)
+	}
 	if p.Rows <= 0 || p.Heads <= 0 || p.KVHeads <= 0 || p.Heads%p.KVHeads != 0 || p.HeadDim <= 0 || p.HeadDim > MaxHeadDim ||
-		p.Cache.KVDim != p.KVHeads*p.HeadDim || p.Cache.Slots <= 0 || p.Cache.NCtx <= 0 || (!p.Causal && (p.NKV <= 0 || p.NKV > p.Cache.NCtx)) ||
+		p.Cache.KVDim != p.KVHeads*p.HeadDim || (!p.Causal && (p.NKV <= 0 || p.NKV > p.Cache.NCtx)) ||
 		p.Splits < 0 || p.Splits > p.maxKeys() || p.Window < 0 || p.SoftCap < 0 {
 		return fmt.Errorf("ops: Attention: bad parameters %+v", *p)
 	}
@@ -342,17 +412,18 @@ func (p *AttnParams) check() error {
 }
 
 // Attention records out = softmax(Scale * q K^T) V for every row and head,
-// over the row's slot in the f16 cache (see AttnParams), with GQA
-// (query head h reads kv head h / (Heads/KVHeads)). q and out are
-// [Rows][Heads][HeadDim] f32; slot and pos are int32 per row. Rows with an
-// out-of-range slot produce zeros.
+// over the row's slot in the paged f16 cache (see KVParams; table holds
+// the page ids), with GQA (query head h reads kv head h / (Heads/KVHeads)).
+// q and out are [Rows][Heads][HeadDim] f32; slot and pos are int32 per row.
+// Rows with an out-of-range slot produce zeros; every position a row sees
+// must have a page in the pool.
 //
 // Without splits, a batch of at least two query tiles (see attnTileFor)
 // also dispatches flash_attn_tiled, which serves every tile of rows whose
 // slots agree (prefill), and the per-row kernel serves only the rest
 // (tiles mixing slots, e.g. decode rows of other sequences); smaller
 // batches (decode) use the per-row kernel alone.
-func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p AttnParams) error {
+func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos, table vk.Range, p AttnParams) error {
 	if err := p.check(); err != nil {
 		return err
 	}
@@ -360,12 +431,13 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 		return fmt.Errorf("ops: Attention: device lacks 16-bit storage")
 	}
 	qn := 4 * uint64(p.Rows*p.Heads*p.HeadDim)
-	cacheBytes := 2 * uint64(p.Cache.Slots) * uint64(p.Cache.NCtx) * uint64(p.Cache.KVDim)
+	cacheBytes := p.Cache.PoolBytes()
+	tableBytes := 4 * uint64(p.Cache.Slots) * uint64(p.Cache.TablePages())
 	for _, o := range []struct {
 		what string
 		r    vk.Range
 		n    uint64
-	}{{"out", out, qn}, {"q", q, qn}, {"k", kc, cacheBytes}, {"v", vc, cacheBytes}, {"slot", slot, 4 * uint64(p.Rows)}, {"pos", pos, 4 * uint64(p.Rows)}} {
+	}{{"out", out, qn}, {"q", q, qn}, {"k", kc, cacheBytes}, {"v", vc, cacheBytes}, {"slot", slot, 4 * uint64(p.Rows)}, {"pos", pos, 4 * uint64(p.Rows)}, {"table", table, tableBytes}} {
 		if err := sized("Attention", o.what, o.r, o.n); err != nil {
 			return err
 		}
@@ -374,7 +446,9 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 		}
 	}
 	push := AttnPush{Rows: uint32(p.Rows), Heads: uint32(p.Heads), KVHeads: uint32(p.KVHeads), HeadDim: uint32(p.HeadDim),
-		NCtx: uint32(p.Cache.NCtx), NSlots: uint32(p.Cache.Slots), NKV: uint32(p.NKV), Scale: p.Scale}
+		NCtx: uint32(p.Cache.NCtx), NSlots: uint32(p.Cache.Slots), NKV: uint32(p.NKV), Scale: p.Scale,
+		PageShift: p.Cache.pageShift(), TableStride: uint32(p.Cache.TablePages()), NPages: uint32(p.Cache.Pages)}
+	tb := k.window(table, 0, tableBytes)
 	if p.Causal {
 		push.Causal, push.Window = 1, uint32(p.Window)
 	}
@@ -393,7 +467,7 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 			if err := Record(k, c, "flash_attn_tiled_f32_f16", []uint32{wg, uint32(tile.GPW), uint32(p.HeadDim), uint32(tile.Rows)},
 				k.Groups(ceilDiv(uint32(p.Rows), uint32(tile.Rows))*uint32(p.Heads/tile.GPW)), &push,
 				k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes),
-				k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn)); err != nil {
+				k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn), tb); err != nil {
 				return err
 			}
 		}
@@ -406,7 +480,7 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 		}
 		return Record(k, c, name, spec, groups, &push,
 			k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes),
-			k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn))
+			k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn), tb)
 	}
 	sb := AttentionScratchBytes(p)
 	if err := sized("Attention", "scratch", p.Scratch, sb); err != nil {
@@ -421,7 +495,7 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 	if err := Record(k, c, k.pick("flash_attn_split_f32_f16", "flash_attn_split_f32_f16_sg"), spec,
 		k.Groups(uint32(p.Rows*p.Heads/gpw*p.Splits)), &push,
 		k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes),
-		k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), scratch); err != nil {
+		k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), scratch, tb); err != nil {
 		return err
 	}
 	comb := AttnCombinePush{RowsHeads: uint32(p.Rows * p.Heads), HeadDim: uint32(p.HeadDim), NSplit: uint32(p.Splits)}
@@ -452,8 +526,8 @@ func attnRowsHeads(group, headDim int) int {
 // 0 if none fits.
 func (k *Kernels) attnHeadsPerGroup(group, headDim int, wg uint32) int {
 	for g := min(group, 8); g >= 1; g-- {
-		// q_s, acc_s, p_s and red_s of attention.comp.
-		shared := 16*g*((headDim+3)/4) + 4*g*headDim + 16*((g+3)/4)*int(wg) + 4*g*int(wg)
+		// q_s, acc_s, p_s, red_s and row_s of attention.comp.
+		shared := 16*g*((headDim+3)/4) + 4*g*headDim + 16*((g+3)/4)*int(wg) + 4*g*int(wg) + 4*int(wg)
 		if group%g == 0 && shared <= int(k.dev.Limits().MaxSharedMemory) {
 			return g
 		}
@@ -491,8 +565,8 @@ func (k *Kernels) attnTileFor(group, headDim int, wg uint32) (t attnTile, ok boo
 		for _, rows := range []int{16, 8, 4} {
 			q := rows * g
 			qk := (q + ng - 1) / ng
-			// q_s, p_s, alpha_s, l_s and nk_s.
-			shared := 16*q*qv + 16*((bc*ng*qk+3)/4) + 8*q + 4*rows
+			// q_s, p_s, alpha_s, l_s, nk_s and row_s.
+			shared := 16*q*qv + 16*((bc*ng*qk+3)/4) + 8*q + 4*rows + 4*bc
 			if q <= 32 && q <= int(wg) && dm*qk <= 16 && shared <= int(k.dev.Limits().MaxSharedMemory) {
 				return attnTile{Rows: rows, GPW: g}, true
 			}
@@ -501,15 +575,16 @@ func (k *Kernels) attnTileFor(group, headDim int, wg uint32) (t attnTile, ok boo
 	return attnTile{}, false
 }
 
-// RefAttention is the CPU reference of Attention over caches of f16 bits:
-// plain two-pass softmax in float64.
-func RefAttention(out, q []float32, kc, vc []uint16, slot, pos []int32, p AttnParams) error {
+// RefAttention is the CPU reference of Attention over paged caches of f16
+// bits: plain two-pass softmax in float64.
+func RefAttention(out, q []float32, kc, vc []uint16, slot, pos, table []int32, p AttnParams) error {
 	if err := p.check(); err != nil {
 		return err
 	}
-	D, stride := p.HeadDim, p.Cache.KVDim
+	D := p.HeadDim
 	group := p.Heads / p.KVHeads
 	s := make([]float64, p.Cache.NCtx)
+	rowAt := make([]int, p.Cache.NCtx)
 	acc := make([]float64, D)
 	for r := 0; r < p.Rows; r++ {
 		for h := 0; h < p.Heads; h++ {
@@ -531,12 +606,17 @@ func RefAttention(out, q []float32, kc, vc []uint16, slot, pos []int32, p AttnPa
 				lo = nk - p.Window
 			}
 			qv := q[(r*p.Heads+h)*D:]
-			base := int(slot[r])*p.Cache.NCtx*stride + (h/group)*D
+			kvh := (h / group) * D
 			m := math.Inf(-1)
 			for j := lo; j < nk; j++ {
+				base := kvRow(table, slot[r], int32(j), p.Cache)
+				if base < 0 {
+					return fmt.Errorf("ops: RefAttention: row %d: position %d of slot %d has no page", r, j, slot[r])
+				}
+				rowAt[j] = base + kvh
 				var dot float64
 				for d := 0; d < D; d++ {
-					dot += float64(qv[d]) * float64(F32FromF16(kc[base+j*stride+d]))
+					dot += float64(qv[d]) * float64(F32FromF16(kc[rowAt[j]+d]))
 				}
 				s[j] = dot * float64(p.Scale)
 				if p.SoftCap > 0 {
@@ -550,7 +630,7 @@ func RefAttention(out, q []float32, kc, vc []uint16, slot, pos []int32, p AttnPa
 				w := math.Exp(s[j] - m)
 				sum += w
 				for d := 0; d < D; d++ {
-					acc[d] += w * float64(F32FromF16(vc[base+j*stride+d]))
+					acc[d] += w * float64(F32FromF16(vc[rowAt[j]+d]))
 				}
 			}
 			for d := range o {

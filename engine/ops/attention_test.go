@@ -133,25 +133,109 @@ func TestArgmax(t *testing.T) {
 
 func TestKVWrite(t *testing.T) {
 	g := newRig(t)
-	kv := KVParams{Slots: 3, NCtx: 9, KVDim: 2 * 12}
-	rows := 5
+	// Pages of 4 positions; slot 1's second page is unmapped (-1) and
+	// slot 2's last entry names a page past the pool: rows there are
+	// skipped, as are rows of an out-of-range slot or position.
+	kv := KVParams{Slots: 3, NCtx: 9, KVDim: 2 * 12, Pages: 8, PageSize: 4}
+	table := []int32{
+		5, 0, 7,
+		2, -1, 3,
+		6, 1, 8,
+	}
+	slot := []int32{0, 2, 2, 1, 7, 1, 2, 0, 1, 0}
+	pos := []int32{0, 7, 3, 4, 0, 3, 8, 9, 8, 4}
+	rows := len(slot)
 	x := g.randn(rows*kv.KVDim, 2)
-	slot := []int32{0, 2, 2, 1, 7} // the last row is out of range: skipped
-	pos := []int32{0, 8, 3, 4, 0}
-	cacheInit := make([]uint16, kv.Slots*kv.NCtx*kv.KVDim)
+	cacheInit := make([]uint16, kv.Pages*kv.PageSize*kv.KVDim)
 	for i := range cacheInit {
 		cacheInit[i] = F16FromF32(float32(i%97) / 8)
 	}
 	cache := g.upF16(cacheInit)
-	src, sr, pr := g.upF32(x), g.upI32(slot), g.upI32(pos)
-	g.run(func(c *vk.Cmd) error { return g.k.KVWrite(c, cache, src, sr, pr, rows, kv) })
+	src, sr, pr, tr := g.upF32(x), g.upI32(slot), g.upI32(pos), g.upI32(table)
+	g.run(func(c *vk.Cmd) error { return g.k.KVWrite(c, cache, src, sr, pr, tr, rows, kv) })
 	want := append([]uint16(nil), cacheInit...)
-	RefKVWrite(want, x, slot, pos, rows, kv)
+	RefKVWrite(want, x, slot, pos, table, rows, kv)
+	// Independently of RefKVWrite: row 1 (slot 2, position 7) lands in page
+	// table[2][1] = 1 at offset 3, and row 5 (slot 1, position 3) in page 2
+	// at offset 3; row 3 (slot 1, position 4: unmapped page) nowhere.
+	for _, c := range []struct{ row, at int }{{1, (1*4 + 3) * kv.KVDim}, {5, (2*4 + 3) * kv.KVDim}, {0, (5*4 + 0) * kv.KVDim}} {
+		if w := F16FromF32(x[c.row*kv.KVDim]); want[c.at] != w {
+			t.Fatalf("RefKVWrite: row %d at element %d = %#04x, want %#04x", c.row, c.at, want[c.at], w)
+		}
+	}
+	changed := 0
+	for i := range want {
+		if want[i] != cacheInit[i] {
+			changed++
+		}
+	}
+	if changed != 6*kv.KVDim {
+		t.Fatalf("RefKVWrite changed %d elements, want the 6 mapped rows of %d", changed, kv.KVDim)
+	}
 	got := g.downF16(cache, len(want))
 	for i := range got {
 		if got[i] != want[i] {
 			t.Fatalf("KVWrite cache[%d] = %#04x, want %#04x", i, got[i], want[i])
 		}
+	}
+}
+
+// scatteredTable returns a page table of kv.Slots rows that maps every
+// position of every slot to a distinct page, in a scrambled order, with
+// kv.Pages = slots * pages per slot + spare (unused pages).
+func scatteredTable(g *rig, kv *KVParams, spare int) []int32 {
+	tp := kv.TablePages()
+	kv.Pages = kv.Slots*tp + spare
+	perm := g.r.Perm(kv.Pages)
+	table := make([]int32, kv.Slots*tp)
+	for i := range table {
+		table[i] = int32(perm[i])
+	}
+	return table
+}
+
+// TestPagedAttentionShared checks that two slots whose tables name the same
+// pages (a shared prompt prefix) see the same keys: rows of both slots at
+// the same positions get the same output, and it equals the reference.
+func TestPagedAttentionShared(t *testing.T) {
+	g := newRig(t)
+	for _, ps := range []int{1, 4, 16, 32} {
+		t.Run(fmt.Sprintf("page%d", ps), func(t *testing.T) {
+			p := AttnParams{Rows: 4, Heads: 4, KVHeads: 2, HeadDim: 32, Causal: true, Scale: 0.2,
+				Cache: KVParams{Slots: 2, NCtx: 70, KVDim: 64, PageSize: ps}}
+			table := scatteredTable(g, &p.Cache, 3)
+			tp := p.Cache.TablePages()
+			copy(table[tp:], table[:tp]) // slot 1 shares slot 0's pages
+			nc := p.Cache.Pages * ps * p.Cache.KVDim
+			kc, vc := make([]uint16, nc), make([]uint16, nc)
+			for i := range kc {
+				kc[i] = F16FromF32(float32(g.r.NormFloat64()))
+				vc[i] = F16FromF32(float32(g.r.NormFloat64()))
+			}
+			q1 := g.randn(p.Heads*p.HeadDim, 1)
+			q := append(append(append([]float32(nil), q1...), q1...), g.randn(2*p.Heads*p.HeadDim, 1)...)
+			slot, pos := []int32{0, 1, 0, 1}, []int32{66, 66, int32(ps), int32(ps - 1)}
+			out := g.buf(4 * len(q))
+			defer func(rows bool) { g.k.attnRows = rows }(g.k.attnRows)
+			for _, rows := range []bool{false, true} {
+				g.k.attnRows = rows
+				g.run(func(c *vk.Cmd) error {
+					return g.k.Attention(c, out, g.upF32(q), g.upF16(kc), g.upF16(vc), g.upI32(slot), g.upI32(pos), g.upI32(table), p)
+				})
+				got := g.downF32(out, len(q))
+				n := p.Heads * p.HeadDim
+				for i := 0; i < n; i++ {
+					if got[i] != got[n+i] {
+						t.Fatalf("shared pages: slot 1 output[%d] = %g, slot 0's %g", i, got[n+i], got[i])
+					}
+				}
+				want := make([]float32, len(q))
+				if err := RefAttention(want, q, kc, vc, slot, pos, table, p); err != nil {
+					t.Fatal(err)
+				}
+				closeTo(t, fmt.Sprintf("Attention (per-row kernel %v)", rows), got, want, 1e-4)
+			}
+		})
 	}
 }
 
@@ -211,14 +295,17 @@ func TestAttention(t *testing.T) {
 				t.Run(fmt.Sprintf("wg%d/%s/splits=%d", wg, tc.name, splits), func(t *testing.T) {
 					variants(t, g, func(t *testing.T) {
 						p := tc.p
-						p.Cache = KVParams{Slots: 3, NCtx: 301, KVDim: p.KVHeads * p.HeadDim}
+						// Pages of 16 positions in a scrambled order: every
+						// row crosses page boundaries.
+						p.Cache = KVParams{Slots: 3, NCtx: 301, KVDim: p.KVHeads * p.HeadDim, PageSize: 16}
+						table := scatteredTable(g, &p.Cache, 5)
 						p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))
 						p.Splits = splits
 						if splits > 1 {
 							p.Scratch = g.buf(int(AttentionScratchBytes(p)))
 						}
 						q := g.randn(p.Rows*p.Heads*p.HeadDim, 1)
-						nc := p.Cache.Slots * p.Cache.NCtx * p.Cache.KVDim
+						nc := p.Cache.Pages * p.Cache.PageSize * p.Cache.KVDim
 						kc, vc := make([]uint16, nc), make([]uint16, nc)
 						for i := range kc {
 							kc[i] = F16FromF32(float32(g.r.NormFloat64()) * 2)
@@ -226,9 +313,10 @@ func TestAttention(t *testing.T) {
 						}
 						qr, kr, vr := g.upF32(q), g.upF16(kc), g.upF16(vc)
 						sr, pr, out := g.upI32(tc.slot), g.upI32(tc.pos), g.buf(len(q)*4)
-						g.run(func(c *vk.Cmd) error { return g.k.Attention(c, out, qr, kr, vr, sr, pr, p) })
+						tr := g.upI32(table)
+						g.run(func(c *vk.Cmd) error { return g.k.Attention(c, out, qr, kr, vr, sr, pr, tr, p) })
 						want := make([]float32, len(q))
-						if err := RefAttention(want, q, kc, vc, tc.slot, tc.pos, p); err != nil {
+						if err := RefAttention(want, q, kc, vc, tc.slot, tc.pos, table, p); err != nil {
 							t.Fatal(err)
 						}
 						closeTo(t, "Attention", g.downF32(out, len(q)), want, 1e-4)
@@ -351,11 +439,12 @@ func TestTopK(t *testing.T) {
 func TestDecodeStep(t *testing.T) {
 	g := newRig(t)
 	const heads, kvHeads, dim = 4, 2, 32
-	kv := KVParams{Slots: 2, NCtx: 40, KVDim: kvHeads * dim}
+	kv := KVParams{Slots: 2, NCtx: 40, KVDim: kvHeads * dim, PageSize: 4}
+	table := scatteredTable(g, &kv, 2)
 	slot := []int32{1, 1, 1, 0}
 	pos := []int32{5, 6, 7, 20}
 	rows := len(slot)
-	nc := kv.Slots * kv.NCtx * kv.KVDim
+	nc := kv.Pages * kv.PageSize * kv.KVDim
 	kc, vc := make([]uint16, nc), make([]uint16, nc)
 	for i := range kc { // earlier positions; the rest is overwritten or unseen
 		kc[i] = F16FromF32(float32(g.r.NormFloat64()))
@@ -367,7 +456,7 @@ func TestDecodeStep(t *testing.T) {
 
 	qr, kr, vr := g.upF32(q), g.upF32(k), g.upF32(v)
 	kcr, vcr := g.upF16(kc), g.upF16(vc)
-	sr, pr, out := g.upI32(slot), g.upI32(pos), g.buf(4*len(q))
+	sr, pr, out, tr := g.upI32(slot), g.upI32(pos), g.buf(4*len(q)), g.upI32(table)
 	g.run(func(c *vk.Cmd) error {
 		if err := g.k.RoPE(c, qr, qr, pr, vk.Range{}, rope); err != nil {
 			return err
@@ -377,13 +466,13 @@ func TestDecodeStep(t *testing.T) {
 		if err := g.k.RoPE(c, kr, kr, pr, vk.Range{}, kRope); err != nil {
 			return err
 		}
-		if err := g.k.KVWrite(c, kcr, kr, sr, pr, rows, kv); err != nil {
+		if err := g.k.KVWrite(c, kcr, kr, sr, pr, tr, rows, kv); err != nil {
 			return err
 		}
-		if err := g.k.KVWrite(c, vcr, vr, sr, pr, rows, kv); err != nil {
+		if err := g.k.KVWrite(c, vcr, vr, sr, pr, tr, rows, kv); err != nil {
 			return err
 		}
-		return g.k.Attention(c, out, qr, kcr, vcr, sr, pr, ap)
+		return g.k.Attention(c, out, qr, kcr, vcr, sr, pr, tr, ap)
 	})
 
 	qRef, kRef := make([]float32, len(q)), make([]float32, len(k))
@@ -395,10 +484,10 @@ func TestDecodeStep(t *testing.T) {
 	if err := RefRoPE(kRef, k, pos, nil, kRope); err != nil {
 		t.Fatal(err)
 	}
-	RefKVWrite(kc, kRef, slot, pos, rows, kv)
-	RefKVWrite(vc, v, slot, pos, rows, kv)
+	RefKVWrite(kc, kRef, slot, pos, table, rows, kv)
+	RefKVWrite(vc, v, slot, pos, table, rows, kv)
 	want := make([]float32, len(q))
-	if err := RefAttention(want, qRef, kc, vc, slot, pos, ap); err != nil {
+	if err := RefAttention(want, qRef, kc, vc, slot, pos, table, ap); err != nil {
 		t.Fatal(err)
 	}
 	// f16 rounding of k in the cache may differ by an ulp where the GPU's
