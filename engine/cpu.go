@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 
+	"github.com/vkllm/vkllm/engine/ops"
+
 	"github.com/vkllm/vkllm/gguf/quant"
 )
 
@@ -87,8 +89,12 @@ type CPUModel struct {
 	slots  int
 	ctx    int
 	w      [][]float32 // every tensor, dequantized, by Tensor.idx
-	kCache [][]float32 // per layer [slot][pos][kvhead][dim]
+	kCache [][]float32 // per layer, the K page pool [page][pos in page][kvhead][dim]
 	vCache [][]float32
+	// kv maps slots' positions to pages: its own, or the GPU model's
+	// (Model with Verify: useKV), which then reserves the pages.
+	kv    *kvCache
+	ownKV bool
 }
 
 func dequant(t *Tensor) ([]float32, error) {
@@ -106,8 +112,8 @@ func dequant(t *Tensor) ([]float32, error) {
 	return out, nil
 }
 
-// NewCPUModel dequantizes w and makes a KV cache of slots sequences of ctx
-// positions each.
+// NewCPUModel dequantizes w and makes a paged KV cache with room for slots
+// sequences of ctx positions each.
 func NewCPUModel(o Options, w *Weights, ctx, slots int) (*CPUModel, error) {
 	m := &CPUModel{o: o, model: w.model, slots: slots, ctx: ctx, w: make([][]float32, len(w.Tensors))}
 	for i, t := range w.Tensors {
@@ -117,13 +123,40 @@ func NewCPUModel(o Options, w *Weights, ctx, slots int) (*CPUModel, error) {
 		}
 	}
 	if !o.Encoder {
-		m.kCache, m.vCache = make([][]float32, o.Layers), make([][]float32, o.Layers)
-		for l := range o.Layers {
-			m.kCache[l] = make([]float32, slots*ctx*o.KVHeads*o.HeadDim)
-			m.vCache[l] = make([]float32, slots*ctx*o.KVHeads*o.HeadDimV)
-		}
+		ps := ops.DefaultPageSize
+		m.useKV(newKVCache(slots*((ctx+ps-1)/ps), ps, slots, ctx))
+		m.ownKV = true
 	}
 	return m, nil
+}
+
+// useKV makes the model's pools follow kv's pages (contents are lost).
+func (m *CPUModel) useKV(kv *kvCache) {
+	o := m.o
+	m.kv, m.ownKV = kv, false
+	m.kCache, m.vCache = make([][]float32, o.Layers), make([][]float32, o.Layers)
+	for l := range o.Layers {
+		m.kCache[l] = make([]float32, kv.pages*kv.pageSize*o.KVHeads*o.HeadDim)
+		m.vCache[l] = make([]float32, kv.pages*kv.pageSize*o.KVHeads*o.HeadDimV)
+	}
+}
+
+// applyCopies performs kv's pending copy-on-write page copies on the pools.
+func (m *CPUModel) applyCopies() {
+	kw, vw := m.kv.pageSize*m.o.KVHeads*m.o.HeadDim, m.kv.pageSize*m.o.KVHeads*m.o.HeadDimV
+	for _, cp := range m.kv.copies {
+		for l := range m.kCache {
+			copy(m.kCache[l][int(cp.dst)*kw:int(cp.dst+1)*kw], m.kCache[l][int(cp.src)*kw:int(cp.src+1)*kw])
+			copy(m.vCache[l][int(cp.dst)*vw:int(cp.dst+1)*vw], m.vCache[l][int(cp.src)*vw:int(cp.src+1)*vw])
+		}
+	}
+}
+
+// row returns the element offset of position pos of slot in a pool whose
+// rows are w wide.
+func (m *CPUModel) row(slot, pos int32, w int) int {
+	ps := m.kv.pageSize
+	return (int(m.kv.tables[slot][int(pos)/ps])*ps + int(pos)%ps) * w
 }
 
 // Options returns the model's hyper-parameters.
@@ -155,6 +188,13 @@ func (m *CPUModel) ForwardInto(b Batch, out *Output) error {
 	if err := b.check(m.o.Vocab, m.slots, m.ctx); err != nil {
 		return err
 	}
+	if m.kv != nil && m.ownKV {
+		if err := m.kv.reserveRows(b); err != nil {
+			return err
+		}
+		m.applyCopies()
+		m.kv.copies = m.kv.copies[:0]
+	}
 	g := &cpuGraph{m: m, b: b}
 	if m.o.Encoder {
 		g.ends = make([]int32, b.Len())
@@ -182,15 +222,4 @@ func (m *CPUModel) ForwardInto(b Batch, out *Output) error {
 	}
 	out.Logits, out.Hidden = g.logits, g.hidden
 	return nil
-}
-
-// CopyPrefix copies the keys and values of positions 0..n-1 of slot src to
-// slot dst (GPUModel.CopyPrefix's reference).
-func (m *CPUModel) CopyPrefix(dst, src, n int) {
-	kw, vw := m.o.KVHeads*m.o.HeadDim, m.o.KVHeads*m.o.HeadDimV
-	for l := range m.kCache {
-		k, v := m.kCache[l], m.vCache[l]
-		copy(k[dst*m.ctx*kw:(dst*m.ctx+n)*kw], k[src*m.ctx*kw:(src*m.ctx+n)*kw])
-		copy(v[dst*m.ctx*vw:(dst*m.ctx+n)*vw], v[src*m.ctx*vw:(src*m.ctx+n)*vw])
-	}
 }

@@ -33,6 +33,10 @@ type kvCache struct {
 	dirty  []bool    // slots whose device table row is stale
 	copies []pageCopy
 	cached int // pages held by the tree alone (evictable)
+	// treeTokens is how many positions of each page the tree caches;
+	// cachedTokens sums it over the pages the tree holds alone.
+	treeTokens   []int32
+	cachedTokens int
 
 	tree radixTree
 }
@@ -42,7 +46,7 @@ type pageCopy struct{ dst, src int32 }
 
 func newKVCache(pages, pageSize, slots, ctx int) *kvCache {
 	c := &kvCache{pageSize: pageSize, pages: pages, tableLen: (ctx + pageSize - 1) / pageSize,
-		ref: make([]int32, pages), inTree: make([]bool, pages), free: make([]int32, pages),
+		ref: make([]int32, pages), inTree: make([]bool, pages), free: make([]int32, pages), treeTokens: make([]int32, pages),
 		tables: make([][]int32, slots), dirty: make([]bool, slots), copies: make([]pageCopy, 0, slots)}
 	for i := range c.free {
 		c.free[i] = int32(pages - 1 - i) // pop from the end: page 0 first
@@ -62,11 +66,13 @@ type KVStats struct {
 	Used     int // pages some sequence holds
 	Cached   int // pages only the prefix cache holds (evicted when needed)
 	Free     int // pages nobody holds
+	// CachedTokens is the positions of the Cached pages that hold tokens.
+	CachedTokens int
 }
 
 func (c *kvCache) stats() KVStats {
 	f := len(c.free)
-	return KVStats{PageSize: c.pageSize, Pages: c.pages, Used: c.pages - f - c.cached, Cached: c.cached, Free: f}
+	return KVStats{PageSize: c.pageSize, Pages: c.pages, Used: c.pages - f - c.cached, Cached: c.cached, Free: f, CachedTokens: c.cachedTokens}
 }
 
 // available is the number of pages an allocation can get: free ones and
@@ -79,6 +85,7 @@ func (c *kvCache) pagesFor(n int) int { return (n + c.pageSize - 1) / c.pageSize
 func (c *kvCache) hold(p int32) {
 	if c.ref[p] == 1 && c.inTree[p] {
 		c.cached-- // the tree no longer holds it alone
+		c.cachedTokens -= int(c.treeTokens[p])
 	}
 	c.ref[p]++
 }
@@ -92,6 +99,7 @@ func (c *kvCache) drop(p int32) {
 		c.free = append(c.free, p)
 	case c.ref[p] == 1 && c.inTree[p]:
 		c.cached++
+		c.cachedTokens += int(c.treeTokens[p])
 	}
 }
 
@@ -115,7 +123,9 @@ func (c *kvCache) reserve(slot, from, to int) error {
 		return nil
 	}
 	t := c.tables[slot]
-	for i := from / c.pageSize; i < c.pagesFor(to); i++ {
+	// Pages between the slot's last and from are reserved too: a row may
+	// skip positions (their keys are undefined but mapped).
+	for i := min(from/c.pageSize, len(t)); i < c.pagesFor(to); i++ {
 		switch {
 		case i >= len(t):
 			p, err := c.alloc()
@@ -142,13 +152,23 @@ func (c *kvCache) reserve(slot, from, to int) error {
 	return nil
 }
 
+// reserveRows reserves the page of every row of b.
+func (c *kvCache) reserveRows(b Batch) error {
+	for i, s := range b.Slots {
+		if err := c.reserve(int(s), int(b.Pos[i]), int(b.Pos[i])+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // need returns how many pages reserve(slot, from, to) would take.
 func (c *kvCache) need(slot, from, to int) int {
 	if to <= from {
 		return 0
 	}
 	t, n := c.tables[slot], 0
-	for i := from / c.pageSize; i < c.pagesFor(to); i++ {
+	for i := min(from/c.pageSize, len(t)); i < c.pagesFor(to); i++ {
 		if i >= len(t) || c.ref[t[i]] > 1 {
 			n++
 		}
@@ -300,10 +320,9 @@ func (t *radixTree) insert(c *kvCache, tokens []int32, pages []int32) {
 		next := node.children[tokenKey(seg)]
 		if next == nil {
 			if c.inTree[pages[i]] {
-				// The page is already cached under a shorter key (a partial
-				// leaf that the sequence went on filling after sharing it
-				// is impossible: shared pages are copied before writes), so
-				// this is a partial page republished: leave it.
+				// Already cached under another key: a partial leaf this
+				// slot published (a slot writes no page the tree holds
+				// without copying it first). Leave it.
 				return
 			}
 			next = &radixNode{parent: node, tokens: append([]int32(nil), seg...), page: pages[i], at: len(t.nodes)}
@@ -312,8 +331,9 @@ func (t *radixTree) insert(c *kvCache, tokens []int32, pages []int32) {
 			}
 			node.children[tokenKey(next.tokens)] = next
 			t.nodes = append(t.nodes, next)
+			c.hold(next.page) // before it counts as the tree's
 			c.inTree[next.page] = true
-			c.hold(next.page)
+			c.treeTokens[next.page] = int32(len(seg))
 		}
 		next.used = t.clock
 		if next.children == nil {
@@ -341,6 +361,8 @@ func (t *radixTree) evict(c *kvCache) bool {
 	t.nodes = t.nodes[:len(t.nodes)-1]
 	c.inTree[victim.page] = false
 	c.cached--
+	c.cachedTokens -= int(c.treeTokens[victim.page])
+	c.treeTokens[victim.page] = 0
 	c.ref[victim.page] = 0
 	c.free = append(c.free, victim.page)
 	return true

@@ -29,6 +29,38 @@
 // variant: flash_attn_f32_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1
 // variant: flash_attn_split_f32_f16 -DUSE_F16=1 -DSPLIT=1
 // variant: flash_attn_split_f32_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1
+// variant: flash_attn_f32_f16_q8_0 -DUSE_F16=1 -DV_Q8_0=1
+// variant: flash_attn_f32_f16_q4_0 -DUSE_F16=1 -DV_Q4_0=1
+// variant: flash_attn_f32_q8_0_f16 -DUSE_F16=1 -DK_Q8_0=1
+// variant: flash_attn_f32_q8_0_q8_0 -DUSE_F16=1 -DK_Q8_0=1 -DV_Q8_0=1
+// variant: flash_attn_f32_q8_0_q4_0 -DUSE_F16=1 -DK_Q8_0=1 -DV_Q4_0=1
+// variant: flash_attn_f32_q4_0_f16 -DUSE_F16=1 -DK_Q4_0=1
+// variant: flash_attn_f32_q4_0_q8_0 -DUSE_F16=1 -DK_Q4_0=1 -DV_Q8_0=1
+// variant: flash_attn_f32_q4_0_q4_0 -DUSE_F16=1 -DK_Q4_0=1 -DV_Q4_0=1
+// variant: flash_attn_f32_f16_q8_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DV_Q8_0=1
+// variant: flash_attn_f32_f16_q4_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DV_Q4_0=1
+// variant: flash_attn_f32_q8_0_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DK_Q8_0=1
+// variant: flash_attn_f32_q8_0_q8_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DK_Q8_0=1 -DV_Q8_0=1
+// variant: flash_attn_f32_q8_0_q4_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DK_Q8_0=1 -DV_Q4_0=1
+// variant: flash_attn_f32_q4_0_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DK_Q4_0=1
+// variant: flash_attn_f32_q4_0_q8_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DK_Q4_0=1 -DV_Q8_0=1
+// variant: flash_attn_f32_q4_0_q4_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DK_Q4_0=1 -DV_Q4_0=1
+// variant: flash_attn_split_f32_f16_q8_0 -DUSE_F16=1 -DSPLIT=1 -DV_Q8_0=1
+// variant: flash_attn_split_f32_f16_q4_0 -DUSE_F16=1 -DSPLIT=1 -DV_Q4_0=1
+// variant: flash_attn_split_f32_q8_0_f16 -DUSE_F16=1 -DSPLIT=1 -DK_Q8_0=1
+// variant: flash_attn_split_f32_q8_0_q8_0 -DUSE_F16=1 -DSPLIT=1 -DK_Q8_0=1 -DV_Q8_0=1
+// variant: flash_attn_split_f32_q8_0_q4_0 -DUSE_F16=1 -DSPLIT=1 -DK_Q8_0=1 -DV_Q4_0=1
+// variant: flash_attn_split_f32_q4_0_f16 -DUSE_F16=1 -DSPLIT=1 -DK_Q4_0=1
+// variant: flash_attn_split_f32_q4_0_q8_0 -DUSE_F16=1 -DSPLIT=1 -DK_Q4_0=1 -DV_Q8_0=1
+// variant: flash_attn_split_f32_q4_0_q4_0 -DUSE_F16=1 -DSPLIT=1 -DK_Q4_0=1 -DV_Q4_0=1
+// variant: flash_attn_split_f32_f16_q8_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DV_Q8_0=1
+// variant: flash_attn_split_f32_f16_q4_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DV_Q4_0=1
+// variant: flash_attn_split_f32_q8_0_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DK_Q8_0=1
+// variant: flash_attn_split_f32_q8_0_q8_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DK_Q8_0=1 -DV_Q8_0=1
+// variant: flash_attn_split_f32_q8_0_q4_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DK_Q8_0=1 -DV_Q4_0=1
+// variant: flash_attn_split_f32_q4_0_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DK_Q4_0=1
+// variant: flash_attn_split_f32_q4_0_q8_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DK_Q4_0=1 -DV_Q8_0=1
+// variant: flash_attn_split_f32_q4_0_q4_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DK_Q4_0=1 -DV_Q4_0=1
 #include "common.glsl"
 
 // GPW query heads per workgroup (divides heads / kv_heads, at most 8);
@@ -202,14 +234,14 @@ void main() {
 			row_s[t] = kb;
 			if (HEAD_DIM % 4 == 0) { // kb is then a multiple of 4 too
 				for (uint d4 = 0; d4 < D / 4; d4++) {
-					const vec4 kd = vec4(data_k4[kb / 4 + d4]);
+					const vec4 kd = load_k4e(kb + 4 * d4);
 					[[unroll]] for (uint g = 0; g < GPW; g++) {
 						s[g] += dot(q_s[g * QV + d4], kd);
 					}
 				}
 			} else {
 				for (uint d = 0; d < D; d++) {
-					const float kd = float(data_k[kb + d]);
+					const float kd = load_k1(kb + d);
 					[[unroll]] for (uint g = 0; g < GPW; g++) {
 						s[g] += q_s[g * QV + d / 4][d % 4] * kd;
 					}
@@ -249,7 +281,7 @@ void main() {
 			}
 			if (kq < KG) {
 				for (uint k = kq; k < cnt; k += KG) {
-					const vec4 vd = vec4(data_v4[row_s[k] / 4 + d4]);
+					const vec4 vd = load_v4e(row_s[k] + 4 * d4);
 					[[unroll]] for (uint gq = 0; gq < PG; gq++) {
 						const vec4 pk = p_s[gq * WG + k];
 						[[unroll]] for (uint c = 0; c < 4; c++) {
@@ -267,7 +299,7 @@ void main() {
 					a[g] = acc_s[g * D + d] * alpha[g];
 				}
 				for (uint k = 0; k < cnt; k++) {
-					const float vd = float(data_v[row_s[k] + d]);
+					const float vd = load_v1(row_s[k] + d);
 					[[unroll]] for (uint gq = 0; gq < PG; gq++) {
 						const vec4 pk = p_s[gq * WG + k];
 						[[unroll]] for (uint c = 0; c < 4; c++) {

@@ -4,10 +4,7 @@
 // flash_attn_tiled serves.
 
 layout(binding = 0) readonly buffer Q { float data_q[]; };
-layout(binding = 1) readonly buffer K { float16_t data_k[]; };
-layout(binding = 1) readonly buffer K4 { f16vec4 data_k4[]; }; // same cache, 4 at a time
-layout(binding = 2) readonly buffer V { float16_t data_v[]; };
-layout(binding = 2) readonly buffer V4 { f16vec4 data_v4[]; };
+#include "kv_types.glsl" // bindings 1 and 2: the K and V pools
 layout(binding = 3) readonly buffer S { int data_slot[]; };
 layout(binding = 4) readonly buffer P { int data_pos[]; };
 layout(binding = 5) writeonly buffer O { float data_o[]; };

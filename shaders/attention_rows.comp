@@ -12,6 +12,14 @@
 // of flash_attn_tiled's tiles alone).
 // CPU reference: engine/ops RefAttention.
 // variant: flash_attn_rows_f32_f16 -DUSE_F16=1
+// variant: flash_attn_rows_f32_f16_q8_0 -DUSE_F16=1 -DV_Q8_0=1
+// variant: flash_attn_rows_f32_f16_q4_0 -DUSE_F16=1 -DV_Q4_0=1
+// variant: flash_attn_rows_f32_q8_0_f16 -DUSE_F16=1 -DK_Q8_0=1
+// variant: flash_attn_rows_f32_q8_0_q8_0 -DUSE_F16=1 -DK_Q8_0=1 -DV_Q8_0=1
+// variant: flash_attn_rows_f32_q8_0_q4_0 -DUSE_F16=1 -DK_Q8_0=1 -DV_Q4_0=1
+// variant: flash_attn_rows_f32_q4_0_f16 -DUSE_F16=1 -DK_Q4_0=1
+// variant: flash_attn_rows_f32_q4_0_q8_0 -DUSE_F16=1 -DK_Q4_0=1 -DV_Q8_0=1
+// variant: flash_attn_rows_f32_q4_0_q4_0 -DUSE_F16=1 -DK_Q4_0=1 -DV_Q4_0=1
 #include "common.glsl"
 
 // GPW query heads per invocation (divides heads / kv_heads); HEAD_DIM is
@@ -76,12 +84,12 @@ void main() {
 		for (uint i = 0; i < DV; i++) {
 			vec4 kd;
 			if (HEAD_DIM % 4 == 0) { // kb is then a multiple of 4 too
-				kd = vec4(data_k4[kb / 4 + i]);
+				kd = load_k4e(kb + 4 * i);
 			} else {
 				kd = vec4(0.0);
 				[[unroll]] for (uint c = 0; c < 4; c++) {
 					if (4 * i + c < HEAD_DIM) {
-						kd[c] = float(data_k[kb + 4 * i + c]);
+						kd[c] = load_k1(kb + 4 * i + c);
 					}
 				}
 			}
@@ -105,12 +113,12 @@ void main() {
 		for (uint i = 0; i < DV; i++) {
 			vec4 vd;
 			if (HEAD_DIM % 4 == 0) {
-				vd = vec4(data_v4[kb / 4 + i]);
+				vd = load_v4e(kb + 4 * i);
 			} else {
 				vd = vec4(0.0);
 				[[unroll]] for (uint c = 0; c < 4; c++) {
 					if (4 * i + c < HEAD_DIM) {
-						vd[c] = float(data_v[kb + 4 * i + c]);
+						vd[c] = load_v1(kb + 4 * i + c);
 					}
 				}
 			}

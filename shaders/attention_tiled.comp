@@ -24,6 +24,14 @@
 // No reduction crosses invocations, so nothing assumes a subgroup size.
 // q, out: [row][head][head_dim] f32. CPU reference: engine/ops RefAttention.
 // variant: flash_attn_tiled_f32_f16 -DUSE_F16=1
+// variant: flash_attn_tiled_f32_f16_q8_0 -DUSE_F16=1 -DV_Q8_0=1
+// variant: flash_attn_tiled_f32_f16_q4_0 -DUSE_F16=1 -DV_Q4_0=1
+// variant: flash_attn_tiled_f32_q8_0_f16 -DUSE_F16=1 -DK_Q8_0=1
+// variant: flash_attn_tiled_f32_q8_0_q8_0 -DUSE_F16=1 -DK_Q8_0=1 -DV_Q8_0=1
+// variant: flash_attn_tiled_f32_q8_0_q4_0 -DUSE_F16=1 -DK_Q8_0=1 -DV_Q4_0=1
+// variant: flash_attn_tiled_f32_q4_0_f16 -DUSE_F16=1 -DK_Q4_0=1
+// variant: flash_attn_tiled_f32_q4_0_q8_0 -DUSE_F16=1 -DK_Q4_0=1 -DV_Q8_0=1
+// variant: flash_attn_tiled_f32_q4_0_q4_0 -DUSE_F16=1 -DK_Q4_0=1 -DV_Q4_0=1
 #include "common.glsl"
 
 // GPW query heads per workgroup (divides heads / kv_heads); HEAD_DIM is
@@ -36,10 +44,7 @@ layout(constant_id = 3) const uint ROWS = 8;
 #define MAX_ACC 16
 
 layout(binding = 0) readonly buffer Q_ { float data_q[]; };
-layout(binding = 1) readonly buffer K { float16_t data_k[]; };
-layout(binding = 1) readonly buffer K4 { f16vec4 data_k4[]; }; // same cache, 4 at a time
-layout(binding = 2) readonly buffer V { float16_t data_v[]; };
-layout(binding = 2) readonly buffer V4 { f16vec4 data_v4[]; };
+#include "kv_types.glsl" // bindings 1 and 2: the K and V pools
 layout(binding = 3) readonly buffer S { int data_slot[]; };
 layout(binding = 4) readonly buffer P { int data_pos[]; };
 layout(binding = 5) writeonly buffer O { float data_o[]; };
@@ -141,12 +146,12 @@ uint row_keys(uint r) {
 // base (zeros past head_dim).
 vec4 load_k4(uint base, uint d4) {
 	if (HEAD_DIM % 4 == 0) { // base is then a multiple of 4 too
-		return vec4(data_k4[base / 4 + d4]);
+		return load_k4e(base + 4 * d4);
 	}
 	vec4 v = vec4(0.0);
 	[[unroll]] for (uint c = 0; c < 4; c++) {
 		if (4 * d4 + c < HEAD_DIM) {
-			v[c] = float(data_k[base + 4 * d4 + c]);
+			v[c] = load_k1(base + 4 * d4 + c);
 		}
 	}
 	return v;
@@ -154,12 +159,12 @@ vec4 load_k4(uint base, uint d4) {
 
 vec4 load_v4(uint base, uint d4) {
 	if (HEAD_DIM % 4 == 0) {
-		return vec4(data_v4[base / 4 + d4]);
+		return load_v4e(base + 4 * d4);
 	}
 	vec4 v = vec4(0.0);
 	[[unroll]] for (uint c = 0; c < 4; c++) {
 		if (4 * d4 + c < HEAD_DIM) {
-			v[c] = float(data_v[base + 4 * d4 + c]);
+			v[c] = load_v1(base + 4 * d4 + c);
 		}
 	}
 	return v;
