@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"unsafe"
 
+	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/gguf/quant"
 	"github.com/vkllm/vkllm/vk"
 )
 
@@ -211,7 +214,73 @@ type KVParams struct {
 	// Pages is the size of the pool; PageSize the positions per page, a
 	// power of two (0 means DefaultPageSize).
 	Pages, PageSize int
+	// Type is the pool's element type (KVWrite's; Attention's K pool).
+	Type KVType
 }
+
+// KVType is the element type of a KV page pool: f16, or the reference's
+// q8_0 or q4_0 blocks of 32 values (quantized by KVWrite, dequantized by
+// the attention kernels; they need KVDim % 32 == 0).
+type KVType int
+
+// The KV element types.
+const (
+	KVF16 KVType = iota
+	KVQ8_0
+	KVQ4_0
+)
+
+// KVTypes lists the KV element types by their names (String).
+var KVTypes = []KVType{KVF16, KVQ8_0, KVQ4_0}
+
+// String returns the type's name as the reference spells it: "f16",
+// "q8_0" or "q4_0".
+func (t KVType) String() string {
+	switch t {
+	case KVQ8_0:
+		return "q8_0"
+	case KVQ4_0:
+		return "q4_0"
+	}
+	return "f16"
+}
+
+// ParseKVType returns the type named s (see String).
+func ParseKVType(s string) (KVType, error) {
+	for _, t := range KVTypes {
+		if t.String() == s {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("ops: KV cache type %q: want f16, q8_0 or q4_0", s)
+}
+
+// RowBytes is the size of one position of kvDim values (a multiple of 32
+// for the quantized types).
+func (t KVType) RowBytes(kvDim int) int {
+	switch t {
+	case KVQ8_0:
+		return kvDim / 32 * 34
+	case KVQ4_0:
+		return kvDim / 32 * 18
+	}
+	return 2 * kvDim
+}
+
+// ggml returns the GGUF tensor type of t's blocks.
+func (t KVType) ggml() gguf.GGMLType {
+	switch t {
+	case KVQ8_0:
+		return gguf.TypeQ8_0
+	case KVQ4_0:
+		return gguf.TypeQ4_0
+	}
+	return gguf.TypeF16
+}
+
+// KVBlocked reports whether a pool of type t can hold rows of kvDim
+// values: any width in f16, multiples of 32 in the block types.
+func KVBlocked(t KVType, kvDim int) bool { return t == KVF16 || kvDim%32 == 0 }
 
 // DefaultPageSize is the positions per KV page the engine uses. 16 and 32
 // measured the same on lavapipe (BenchmarkAttention's decode and prefill
@@ -228,7 +297,7 @@ func (kv KVParams) TablePages() int {
 
 // PoolBytes is the size of one layer's K (or V) pool in bytes.
 func (kv KVParams) PoolBytes() uint64 {
-	return 2 * uint64(kv.Pages) * uint64(kv.pageSize()) * uint64(kv.KVDim)
+	return uint64(kv.Pages) * uint64(kv.pageSize()) * uint64(kv.Type.RowBytes(kv.KVDim))
 }
 
 func (kv KVParams) pageSize() int {
@@ -242,6 +311,9 @@ func (kv KVParams) check() error {
 	ps := kv.pageSize()
 	if kv.Slots <= 0 || kv.NCtx <= 0 || kv.KVDim <= 0 || kv.Pages <= 0 || ps <= 0 || ps&(ps-1) != 0 || ps > 1<<12 {
 		return fmt.Errorf("ops: KV cache %+v: want positive sizes and a power-of-two page size", kv)
+	}
+	if kv.Type < KVF16 || kv.Type > KVQ4_0 || !KVBlocked(kv.Type, kv.KVDim) {
+		return fmt.Errorf("ops: a KV cache of %v rows of %d values: the block types need a multiple of 32", kv.Type, kv.KVDim)
 	}
 	return nil
 }
@@ -285,7 +357,14 @@ func (k *Kernels) KVWrite(c *vk.Cmd, cache, src, slot, pos, table vk.Range, rows
 	}
 	push := KVWritePush{Rows: uint32(rows), KVDim: uint32(kv.KVDim), NCtx: uint32(kv.NCtx), NSlots: uint32(kv.Slots),
 		PageShift: kv.pageShift(), TableStride: uint32(kv.TablePages()), NPages: uint32(kv.Pages)}
-	return Record(k, c, "kv_write_f32_f16", []uint32{k.wg}, k.Groups(ceilDiv(uint32(rows*kv.KVDim), k.wg)), &push,
+	name, n := "kv_write_f32_f16", uint32(rows*kv.KVDim)
+	switch kv.Type {
+	case KVQ8_0:
+		name, n = "kv_write_f32_q8_0", n/32 // one invocation per block
+	case KVQ4_0:
+		name, n = "kv_write_f32_q4_0", n/32
+	}
+	return Record(k, c, name, []uint32{k.wg}, k.Groups(ceilDiv(n, k.wg)), &push,
 		k.window(src, 0, 4*uint64(rows*kv.KVDim)), k.window(slot, 0, 4*uint64(rows)), k.window(pos, 0, 4*uint64(rows)),
 		k.window(cache, 0, cacheBytes), k.window(table, 0, tableBytes))
 }
@@ -304,24 +383,57 @@ func kvRow(table []int32, slot, pos int32, kv KVParams) int {
 	return (int(page)*ps + int(pos)%ps) * kv.KVDim
 }
 
-// RefKVWrite is the CPU reference of KVWrite over a cache of f16 bits.
+// RefKVWrite is the CPU reference of KVWrite over a pool viewed as
+// halfwords (f16 values, or the 17 / 9 halfwords of each q8_0 / q4_0
+// block), quantizing with gguf/quant.
 func RefKVWrite(cache []uint16, src []float32, slot, pos, table []int32, rows int, kv KVParams) {
+	rb := kv.Type.RowBytes(kv.KVDim)
 	for r := 0; r < rows; r++ {
 		base := kvRow(table, slot[r], pos[r], kv)
 		if base < 0 {
 			continue
 		}
-		for i := 0; i < kv.KVDim; i++ {
-			cache[base+i] = F16FromF32(src[r*kv.KVDim+i])
+		x := src[r*kv.KVDim : (r+1)*kv.KVDim]
+		if kv.Type == KVF16 {
+			for i, v := range x {
+				cache[base+i] = F16FromF32(v)
+			}
+			continue
+		}
+		row := base / kv.KVDim
+		dst := unsafe.Slice((*byte)(unsafe.Pointer(&cache[0])), 2*len(cache))[row*rb : (row+1)*rb]
+		if err := quant.QuantizeTo(kv.Type.ggml(), dst, x); err != nil {
+			panic("BUG: ops: RefKVWrite: " + err.Error())
 		}
 	}
+}
+
+// DequantizeKV returns the values of a pool of type t with rows of kvDim
+// values, viewed as halfwords (see RefKVWrite), in the f16 layout's order.
+func DequantizeKV(cache []uint16, t KVType, kvDim int) []float32 {
+	if t == KVF16 {
+		out := make([]float32, len(cache))
+		for i, h := range cache {
+			out[i] = F32FromF16(h)
+		}
+		return out
+	}
+	rows := 2 * len(cache) / t.RowBytes(kvDim)
+	out := make([]float32, rows*kvDim)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&cache[0])), rows*t.RowBytes(kvDim))
+	if err := quant.Dequantize(t.ggml(), b, out); err != nil {
+		panic("BUG: ops: DequantizeKV: " + err.Error())
+	}
+	return out
 }
 
 // AttnParams describe an attention dispatch.
 type AttnParams struct {
 	Rows, Heads, KVHeads, HeadDim int
-	// Cache is the layout of the K and V ranges (KVDim = KVHeads*HeadDim).
+	// Cache is the layout of the K and V ranges (KVDim = KVHeads*HeadDim)
+	// and K's element type; VType is V's.
 	Cache KVParams
+	VType KVType
 	// Causal rows attend to positions 0..pos[r] of their slot; otherwise
 	// every row attends to positions 0..NKV-1.
 	Causal bool
@@ -349,6 +461,13 @@ func AttentionScratchBytes(p AttnParams) uint64 {
 		return 0
 	}
 	return 4 * uint64(p.Rows) * uint64(p.Heads) * uint64(p.Splits) * uint64(p.HeadDim+2)
+}
+
+// vCache is the layout of the V pool.
+func (p *AttnParams) vCache() KVParams {
+	v := p.Cache
+	v.Type = p.VType
+	return v
 }
 
 // maxKeys is the most keys any row can see.
@@ -403,6 +522,9 @@ func (p *AttnParams) check() error {
 	if err := p.Cache.check(); err != nil {
 		return fmt.Errorf("ops: Attention: %w", err)
 	}
+	if v := p.vCache(); v.check() != nil {
+		return fmt.Errorf("ops: Attention: V: %w", v.check())
+	}
 	if p.Rows <= 0 || p.Heads <= 0 || p.KVHeads <= 0 || p.Heads%p.KVHeads != 0 || p.HeadDim <= 0 || p.HeadDim > MaxHeadDim ||
 		p.Cache.KVDim != p.KVHeads*p.HeadDim || (!p.Causal && (p.NKV <= 0 || p.NKV > p.Cache.NCtx)) ||
 		p.Splits < 0 || p.Splits > p.maxKeys() || p.Window < 0 || p.SoftCap < 0 {
@@ -431,13 +553,13 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos, table vk.Range
 		return fmt.Errorf("ops: Attention: device lacks 16-bit storage")
 	}
 	qn := 4 * uint64(p.Rows*p.Heads*p.HeadDim)
-	cacheBytes := p.Cache.PoolBytes()
+	cacheBytes, vBytes := p.Cache.PoolBytes(), p.vCache().PoolBytes()
 	tableBytes := 4 * uint64(p.Cache.Slots) * uint64(p.Cache.TablePages())
 	for _, o := range []struct {
 		what string
 		r    vk.Range
 		n    uint64
-	}{{"out", out, qn}, {"q", q, qn}, {"k", kc, cacheBytes}, {"v", vc, cacheBytes}, {"slot", slot, 4 * uint64(p.Rows)}, {"pos", pos, 4 * uint64(p.Rows)}, {"table", table, tableBytes}} {
+	}{{"out", out, qn}, {"q", q, qn}, {"k", kc, cacheBytes}, {"v", vc, vBytes}, {"slot", slot, 4 * uint64(p.Rows)}, {"pos", pos, 4 * uint64(p.Rows)}, {"table", table, tableBytes}} {
 		if err := sized("Attention", o.what, o.r, o.n); err != nil {
 			return err
 		}
@@ -459,27 +581,28 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos, table vk.Range
 		return fmt.Errorf("ops: Attention: head_dim %d needs more shared memory than the device's %d bytes", p.HeadDim, k.dev.Limits().MaxSharedMemory)
 	}
 	spec := []uint32{wg, uint32(gpw), uint32(p.HeadDim)}
+	names := &k.attnNames[p.Cache.Type][p.VType]
 	if p.Splits <= 1 {
 		if tile, ok := k.attnTileFor(p.Heads/p.KVHeads, p.HeadDim, wg); ok && p.Rows >= 2*tile.Rows && push.Window == 0 && push.SoftCap == 0 {
 			// Tiles of one slot (prefill) here, the rest by the per-row
 			// kernel below.
 			push.TileRows = uint32(tile.Rows)
-			if err := Record(k, c, "flash_attn_tiled_f32_f16", []uint32{wg, uint32(tile.GPW), uint32(p.HeadDim), uint32(tile.Rows)},
+			if err := Record(k, c, names.tiled, []uint32{wg, uint32(tile.GPW), uint32(p.HeadDim), uint32(tile.Rows)},
 				k.Groups(ceilDiv(uint32(p.Rows), uint32(tile.Rows))*uint32(p.Heads/tile.GPW)), &push,
-				k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes),
+				k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, vBytes),
 				k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn), tb); err != nil {
 				return err
 			}
 		}
-		name, groups := k.pick("flash_attn_f32_f16", "flash_attn_f32_f16_sg"), k.Groups(uint32(p.Rows*p.Heads/gpw))
+		name, groups := k.pick(names.row, names.rowSG), k.Groups(uint32(p.Rows*p.Heads/gpw))
 		if k.attnRows {
 			// One invocation per row and group of heads (CPU devices).
 			gpw = attnRowsHeads(p.Heads/p.KVHeads, p.HeadDim)
 			spec = []uint32{cpuAttnRowsWG, uint32(gpw), uint32(p.HeadDim)}
-			name, groups = "flash_attn_rows_f32_f16", k.Groups(ceilDiv(uint32(p.Rows*p.Heads/gpw), cpuAttnRowsWG))
+			name, groups = names.rows, k.Groups(ceilDiv(uint32(p.Rows*p.Heads/gpw), cpuAttnRowsWG))
 		}
 		return Record(k, c, name, spec, groups, &push,
-			k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes),
+			k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, vBytes),
 			k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn), tb)
 	}
 	sb := AttentionScratchBytes(p)
@@ -492,14 +615,35 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos, table vk.Range
 	push.NSplit = uint32(p.Splits)
 	push.SplitLen = uint32((p.maxKeys() + p.Splits - 1) / p.Splits)
 	scratch := k.window(p.Scratch, 0, sb)
-	if err := Record(k, c, k.pick("flash_attn_split_f32_f16", "flash_attn_split_f32_f16_sg"), spec,
+	if err := Record(k, c, k.pick(names.split, names.splitSG), spec,
 		k.Groups(uint32(p.Rows*p.Heads/gpw*p.Splits)), &push,
-		k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes),
+		k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, vBytes),
 		k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), scratch, tb); err != nil {
 		return err
 	}
 	comb := AttnCombinePush{RowsHeads: uint32(p.Rows * p.Heads), HeadDim: uint32(p.HeadDim), NSplit: uint32(p.Splits)}
 	return Record(k, c, "attn_combine_f32", []uint32{min(k.wg, 64)}, k.Groups(comb.RowsHeads), &comb, scratch, k.window(out, 0, qn))
+}
+
+// attnNames are the pipeline names of the attention kernels for one pair
+// of K and V types: flash_attn_f32_{suffix} and so on, the suffix "f16"
+// for f16 K and V, else "{k}_{v}" (q8_0_q4_0).
+type attnNames struct{ tiled, row, rowSG, rows, split, splitSG string }
+
+// newAttnNames returns the names of every pair, indexed [k][v].
+func newAttnNames() [3][3]attnNames {
+	var n [3][3]attnNames
+	for _, kt := range KVTypes {
+		for _, vt := range KVTypes {
+			suf := "f16"
+			if kt != KVF16 || vt != KVF16 {
+				suf = kt.String() + "_" + vt.String()
+			}
+			n[kt][vt] = attnNames{tiled: "flash_attn_tiled_f32_" + suf, row: "flash_attn_f32_" + suf, rowSG: "flash_attn_f32_" + suf + "_sg",
+				rows: "flash_attn_rows_f32_" + suf, split: "flash_attn_split_f32_" + suf, splitSG: "flash_attn_split_f32_" + suf + "_sg"}
+		}
+	}
+	return n
 }
 
 // cpuAttnRowsWG is flash_attn_rows' workgroup size: one subgroup of a CPU
@@ -575,12 +719,14 @@ func (k *Kernels) attnTileFor(group, headDim int, wg uint32) (t attnTile, ok boo
 	return attnTile{}, false
 }
 
-// RefAttention is the CPU reference of Attention over paged caches of f16
-// bits: plain two-pass softmax in float64.
-func RefAttention(out, q []float32, kc, vc []uint16, slot, pos, table []int32, p AttnParams) error {
+// RefAttention is the CPU reference of Attention over paged pools viewed
+// as halfwords (see RefKVWrite), dequantized with gguf/quant: plain
+// two-pass softmax in float64.
+func RefAttention(out, q []float32, kq, vq []uint16, slot, pos, table []int32, p AttnParams) error {
 	if err := p.check(); err != nil {
 		return err
 	}
+	kc, vc := DequantizeKV(kq, p.Cache.Type, p.Cache.KVDim), DequantizeKV(vq, p.VType, p.Cache.KVDim)
 	D := p.HeadDim
 	group := p.Heads / p.KVHeads
 	s := make([]float64, p.Cache.NCtx)
@@ -616,7 +762,7 @@ func RefAttention(out, q []float32, kc, vc []uint16, slot, pos, table []int32, p
 				rowAt[j] = base + kvh
 				var dot float64
 				for d := 0; d < D; d++ {
-					dot += float64(qv[d]) * float64(F32FromF16(kc[rowAt[j]+d]))
+					dot += float64(qv[d]) * float64(kc[rowAt[j]+d])
 				}
 				s[j] = dot * float64(p.Scale)
 				if p.SoftCap > 0 {
@@ -630,7 +776,7 @@ func RefAttention(out, q []float32, kc, vc []uint16, slot, pos, table []int32, p
 				w := math.Exp(s[j] - m)
 				sum += w
 				for d := 0; d < D; d++ {
-					acc[d] += w * float64(F32FromF16(vc[rowAt[j]+d]))
+					acc[d] += w * float64(vc[rowAt[j]+d])
 				}
 			}
 			for d := range o {

@@ -519,3 +519,141 @@ func TestSplitsFor(t *testing.T) {
 		t.Errorf("AttentionSplits(%+v, 4096) on a %v device = %d, want %d", p, g.k.dev.Info().Type, got, want)
 	}
 }
+
+// TestKVWriteQuant quantizes rows into q8_0 and q4_0 pools: each block's
+// scale equals the reference's (gguf/quant) bit for bit, and each value
+// dequantizes within one quantization step of the reference's (the GPU
+// may fuse x*id + 0.5 differently at a rounding tie), and the input within
+// the format's error.
+func TestKVWriteQuant(t *testing.T) {
+	g := newRig(t)
+	for _, typ := range []KVType{KVQ8_0, KVQ4_0} {
+		t.Run(typ.String(), func(t *testing.T) {
+			kv := KVParams{Slots: 2, NCtx: 20, KVDim: 96, PageSize: 4, Type: typ}
+			table := scatteredTable(g, &kv, 1)
+			slot := []int32{1, 0, 1, 0, 3}
+			pos := []int32{0, 7, 19, 8, 2}
+			rows := len(slot)
+			x := g.randn(rows*kv.KVDim, 3)
+			halfwords := int(kv.PoolBytes() / 2)
+			init := make([]uint16, halfwords)
+			for i := range init {
+				init[i] = uint16(i * 7919)
+			}
+			cache := g.upF16(init)
+			g.run(func(c *vk.Cmd) error {
+				return g.k.KVWrite(c, cache, g.upF32(x), g.upI32(slot), g.upI32(pos), g.upI32(table), rows, kv)
+			})
+			want := append([]uint16(nil), init...)
+			RefKVWrite(want, x, slot, pos, table, rows, kv)
+			got := g.downF16(cache, halfwords)
+			hw := typ.RowBytes(32) / 2 // halfwords per block
+			for i := range got {
+				if i%hw == 0 && got[i] != want[i] {
+					t.Fatalf("block %d: scale %#04x, want %#04x", i/hw, got[i], want[i])
+				}
+			}
+			gv, wv := DequantizeKV(got, typ, kv.KVDim), DequantizeKV(want, typ, kv.KVDim)
+			for r := range rows {
+				at := kvRow(table, slot[r], pos[r], kv)
+				if at < 0 {
+					continue
+				}
+				for i := 0; i < kv.KVDim; i++ {
+					d := math.Abs(float64(F32FromF16(want[(at+i)/32*hw])))
+					if e := math.Abs(float64(gv[at+i] - wv[at+i])); e > d*1.0001 {
+						t.Fatalf("row %d value %d: %g, reference %g (scale %g)", r, i, gv[at+i], wv[at+i], d)
+					}
+					if e := math.Abs(float64(gv[at+i] - x[r*kv.KVDim+i])); e > d*1.0001 {
+						t.Fatalf("row %d value %d: %g from %g, more than one step (%g) off", r, i, gv[at+i], x[r*kv.KVDim+i], d)
+					}
+				}
+			}
+			// Rows elsewhere are untouched: the skipped row (slot 3) and
+			// every position no row wrote.
+			for i := range got {
+				row := i / (typ.RowBytes(kv.KVDim) / 2)
+				written := false
+				for r := range rows {
+					if at := kvRow(table, slot[r], pos[r], kv); at >= 0 && at/kv.KVDim == row {
+						written = true
+					}
+				}
+				if !written && got[i] != init[i] {
+					t.Fatalf("halfword %d of unwritten row %d changed", i, row)
+				}
+			}
+		})
+	}
+}
+
+// TestAttentionQuant runs the attention kernels over q8_0 and q4_0 pools
+// (and mixed pairs) against RefAttention over the same blocks: the
+// dequantization is exact in f32, so the f16 tolerance holds.
+func TestAttentionQuant(t *testing.T) {
+	g := newRig(t)
+	cases := []struct {
+		name string
+		p    AttnParams
+		pos  []int32
+		slot []int32
+	}{
+		{"decode", AttnParams{Rows: 1, Heads: 4, KVHeads: 4, HeadDim: 64, Causal: true}, []int32{37}, []int32{0}},
+		{"gqa-mixed-slots", AttnParams{Rows: 5, Heads: 8, KVHeads: 2, HeadDim: 64, Causal: true}, []int32{0, 1, 2, 300, 129}, []int32{1, 1, 1, 0, 2}},
+		{"prefill37", AttnParams{Rows: 37, Heads: 8, KVHeads: 4, HeadDim: 32, Causal: true}, run(37, 0), fill(37, 1)},
+		{"prefill-mixed-d128", AttnParams{Rows: 45, Heads: 4, KVHeads: 2, HeadDim: 128, Causal: true},
+			append(append([]int32{290, 17, 5}, run(39, 0)...), 250, 60, 299), append(append([]int32{0, 2, 9}, fill(39, 1)...), 2, -1, 0)},
+		{"softcap-window", AttnParams{Rows: 36, Heads: 4, KVHeads: 2, HeadDim: 64, Causal: true, Window: 9, SoftCap: 1.5}, run(36, 0), fill(36, 2)},
+	}
+	pairs := [][2]KVType{{KVQ8_0, KVQ8_0}, {KVQ4_0, KVQ4_0}, {KVQ8_0, KVF16}, {KVF16, KVQ4_0}, {KVQ4_0, KVQ8_0}}
+	defer func(rows bool) { g.k.attnRows = rows }(g.k.attnRows)
+	for _, pair := range pairs {
+		for _, rows := range []bool{false, true} {
+			g.k.attnRows = rows
+			for _, tc := range cases {
+				for _, splits := range []int{0, 3} {
+					if rows && splits > 1 {
+						continue // the split kernels serve both
+					}
+					t.Run(fmt.Sprintf("%v_%v/rows=%v/%s/splits=%d", pair[0], pair[1], rows, tc.name, splits), func(t *testing.T) {
+						p := tc.p
+						p.Cache = KVParams{Slots: 3, NCtx: 301, KVDim: p.KVHeads * p.HeadDim, PageSize: 16, Type: pair[0]}
+						p.VType = pair[1]
+						table := scatteredTable(g, &p.Cache, 2)
+						p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))
+						p.Splits = splits
+						if splits > 1 {
+							p.Scratch = g.buf(int(AttentionScratchBytes(p)))
+						}
+						// Fill the pools through RefKVWrite: every position
+						// of every page.
+						all := p.Cache.Pages * p.Cache.PageSize
+						ks, vs := g.randn(all*p.Cache.KVDim, 2), g.randn(all*p.Cache.KVDim, 1)
+						one := make([]int32, p.Cache.Pages) // a table naming each page once
+						for i := range one {
+							one[i] = int32(i)
+						}
+						fillKV := KVParams{Slots: 1, NCtx: all, KVDim: p.Cache.KVDim, Pages: p.Cache.Pages, PageSize: p.Cache.PageSize}
+						zero, seq := make([]int32, all), run(all, 0)
+						fillKV.Type = pair[0]
+						kc := make([]uint16, fillKV.PoolBytes()/2)
+						RefKVWrite(kc, ks, zero, seq, one, all, fillKV)
+						fillKV.Type = pair[1]
+						vc := make([]uint16, fillKV.PoolBytes()/2)
+						RefKVWrite(vc, vs, zero, seq, one, all, fillKV)
+						q := g.randn(p.Rows*p.Heads*p.HeadDim, 1)
+						out := g.buf(len(q) * 4)
+						g.run(func(c *vk.Cmd) error {
+							return g.k.Attention(c, out, g.upF32(q), g.upF16(kc), g.upF16(vc), g.upI32(tc.slot), g.upI32(tc.pos), g.upI32(table), p)
+						})
+						want := make([]float32, len(q))
+						if err := RefAttention(want, q, kc, vc, tc.slot, tc.pos, table, p); err != nil {
+							t.Fatal(err)
+						}
+						closeTo(t, "Attention", g.downF32(out, len(q)), want, 1e-4)
+					})
+				}
+			}
+		}
+	}
+}
