@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vkllm/vkllm/engine/ops"
+	"github.com/vkllm/vkllm/gguf"
 
 	"github.com/vkllm/vkllm/gguf/quant"
 )
@@ -95,6 +96,10 @@ type CPUModel struct {
 	// (Model with Verify: useKV), which then reserves the pages.
 	kv    *kvCache
 	ownKV bool
+	// kvTypes are the element types of the K and V pools it mirrors:
+	// values written there round-trip through them (the GPU's quantized
+	// cache), f16 ones are kept as f32.
+	kvTypes [2]ops.KVType
 }
 
 func dequant(t *Tensor) ([]float32, error) {
@@ -138,6 +143,26 @@ func (m *CPUModel) useKV(kv *kvCache) {
 	for l := range o.Layers {
 		m.kCache[l] = make([]float32, kv.pages*kv.pageSize*o.KVHeads*o.HeadDim)
 		m.vCache[l] = make([]float32, kv.pages*kv.pageSize*o.KVHeads*o.HeadDimV)
+	}
+}
+
+// storeKV writes row (one position's keys or values) into dst as a pool of
+// type t holds it: quantized and dequantized for the block types.
+func storeKV(dst, row []float32, t ops.KVType) {
+	if t == ops.KVF16 {
+		copy(dst, row)
+		return
+	}
+	gt := gguf.TypeQ8_0
+	if t == ops.KVQ4_0 {
+		gt = gguf.TypeQ4_0
+	}
+	b, err := quant.Quantize(gt, row)
+	if err == nil {
+		err = quant.Dequantize(gt, b, dst[:len(row)])
+	}
+	if err != nil {
+		panic("BUG: engine: storeKV: " + err.Error())
 	}
 }
 

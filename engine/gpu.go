@@ -24,6 +24,10 @@ type GPUConfig struct {
 	KVFraction float64
 	// PageSize is the positions per KV page (0: ops.DefaultPageSize).
 	PageSize int
+	// TypeK and TypeV are the element types of the K and V pools
+	// (--cache-type-k/-v; zero: f16). The block types need a multiple of
+	// 32 values per position (kv_heads x head_dim).
+	TypeK, TypeV ops.KVType
 	// Pages is set by NewGPUModel to the pages of the pool.
 	Pages int
 	// Progress, when set, is called as weights are uploaded with the bytes
@@ -98,6 +102,16 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 	if o.HeadDimV != o.HeadDim {
 		return nil, fmt.Errorf("engine: key width %d differs from value width %d; not supported", o.HeadDim, o.HeadDimV)
 	}
+	kvDim := o.KVHeads * o.HeadDim
+	for _, t := range []struct {
+		flag string
+		t    ops.KVType
+	}{{"--cache-type-k", cfg.TypeK}, {"--cache-type-v", cfg.TypeV}} {
+		if !o.Encoder && !ops.KVBlocked(t.t, kvDim) {
+			return nil, fmt.Errorf("engine: %s %v: the model's %d key/value values per position (%d heads x %d) are not a multiple of its blocks of 32; use f16",
+				t.flag, t.t, kvDim, o.KVHeads, o.HeadDim)
+		}
+	}
 	m := &GPUModel{o: o, cfg: cfg, dev: dev, k: ops.New(dev), model: w.model}
 	// A dry run of the largest batch sizes the activations and lists the
 	// matrix shapes to compile.
@@ -150,17 +164,17 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%d KiB", (n+1023)/1024)
 }
 
-// kvBytes is the size of one layer's K (or V) pool; encoders keep none.
+// kvBytes is the size of one layer's K and V pools; encoders keep none.
 func (m *GPUModel) kvBytes() int64 {
 	if m.o.Encoder {
 		return 0
 	}
-	return int64(m.cfg.Pages) * m.pageBytes()
+	return int64(m.cfg.Pages) * (m.pageBytes(m.cfg.TypeK) + m.pageBytes(m.cfg.TypeV))
 }
 
-// pageBytes is the size of one page of one layer's K (or V) pool.
-func (m *GPUModel) pageBytes() int64 {
-	return int64(m.cfg.PageSize) * int64(m.o.KVHeads*m.o.HeadDim) * 2
+// pageBytes is the size of one page of one layer's pool of type t.
+func (m *GPUModel) pageBytes(t ops.KVType) int64 {
+	return int64(m.cfg.PageSize) * int64(t.RowBytes(m.o.KVHeads*m.o.HeadDim))
 }
 
 // kvSafetyMargin is what the default pool leaves of a GPU's memory for
@@ -175,7 +189,7 @@ func (m *GPUModel) poolPages(w *Weights) (int, error) {
 		return 0, nil
 	}
 	cfg := m.cfg
-	perPage := 2 * int64(m.o.Layers) * m.pageBytes() // K and V of every layer
+	perPage := int64(m.o.Layers) * (m.pageBytes(cfg.TypeK) + m.pageBytes(cfg.TypeV)) // K and V of every layer
 	have := deviceMemory(m.dev)
 	left := have - m.deviceBytes(w) // weights and scratch (no pages yet)
 	var bytes int64
@@ -191,10 +205,11 @@ func (m *GPUModel) poolPages(w *Weights) (int, error) {
 	}
 	pages := max(bytes/perPage, 1)
 	// One layer's K (or V) pool is one storage binding.
-	most := min(int64(m.dev.MaxBinding())/m.pageBytes(), 1<<31-1)
+	largest := max(m.pageBytes(cfg.TypeK), m.pageBytes(cfg.TypeV))
+	most := min(int64(m.dev.MaxBinding())/largest, 1<<31-1)
 	if cfg.KVMemory > 0 && pages > most {
-		return 0, fmt.Errorf("engine: a KV pool of %s needs %s per layer for keys (and as much for values), but %s has storage bindings of at most %s (at most %s of KV memory for this model)",
-			formatBytes(cfg.KVMemory), formatBytes(pages*m.pageBytes()), m.dev.Info().Name, formatBytes(int64(m.dev.MaxBinding())), formatBytes(most*perPage))
+		return 0, fmt.Errorf("engine: a KV pool of %s needs %s per layer for keys or values, but %s has storage bindings of at most %s (at most %s of KV memory for this model)",
+			formatBytes(cfg.KVMemory), formatBytes(pages*largest), m.dev.Info().Name, formatBytes(int64(m.dev.MaxBinding())), formatBytes(most*perPage))
 	}
 	return int(max(min(pages, most), 1)), nil
 }
@@ -206,7 +221,7 @@ func (m *GPUModel) deviceBytes(w *Weights) int64 {
 		total += int64(len(t.Data))
 	}
 	o, B := m.o, int64(m.cfg.BatchSize)
-	total += 2 * int64(o.Layers) * m.kvBytes()
+	total += int64(o.Layers) * m.kvBytes()
 	total += m.g.actBytes() + 4*B*int64(o.Embd+o.Vocab+5)
 	total += 4 * int64(m.cfg.Slots) * int64((m.cfg.CtxSize+m.cfg.PageSize-1)/m.cfg.PageSize) // page table
 	return total
@@ -259,19 +274,23 @@ func (m *GPUModel) prepare() error {
 // reserve allocates the KV cache and the batch scratch.
 func (m *GPUModel) reserve() error {
 	o, B := m.o, uint64(m.cfg.BatchSize)
-	if kv := uint64(m.kvBytes()); kv > 0 {
-		if kv > m.dev.MaxBinding() {
-			return fmt.Errorf("BUG: engine: one layer's KV pool (%s) exceeds the device's largest binding (%s)",
-				formatBytes(int64(kv)), formatBytes(int64(m.dev.MaxBinding())))
-		}
+	if m.kvBytes() > 0 {
 		m.kCache, m.vCache = make([]vk.Range, o.Layers), make([]vk.Range, o.Layers)
 		for i := range o.Layers {
-			for _, dst := range []*vk.Range{&m.kCache[i], &m.vCache[i]} {
-				b, err := m.newBuffer(kv, vk.DeviceBuffer)
+			for _, pool := range []struct {
+				dst *vk.Range
+				t   ops.KVType
+			}{{&m.kCache[i], m.cfg.TypeK}, {&m.vCache[i], m.cfg.TypeV}} {
+				n := uint64(m.cfg.Pages) * uint64(m.pageBytes(pool.t))
+				if n > m.dev.MaxBinding() {
+					return fmt.Errorf("BUG: engine: one layer's KV pool (%s) exceeds the device's largest binding (%s)",
+						formatBytes(int64(n)), formatBytes(int64(m.dev.MaxBinding())))
+				}
+				b, err := m.newBuffer(n, vk.DeviceBuffer)
 				if err != nil {
 					return fmt.Errorf("engine: KV cache: %w", err)
 				}
-				*dst = b.Range(0, kv)
+				*pool.dst = b.Range(0, n)
 			}
 		}
 		tl := m.kv.tableLen
@@ -463,17 +482,21 @@ func (m *GPUModel) recordCopies(c *vk.Cmd) {
 	if m.kv == nil {
 		return
 	}
-	pb := uint64(m.pageBytes())
+	kb, vb := uint64(m.pageBytes(m.cfg.TypeK)), uint64(m.pageBytes(m.cfg.TypeV))
 	for _, cp := range m.kv.copies {
 		// A barrier between pages: a page copied from may be evicted and
 		// copied into later in the same list.
 		first := true
 		for i := range m.kCache {
-			for _, pool := range []vk.Range{m.kCache[i], m.vCache[i]} {
+			for j, pool := range []vk.Range{m.kCache[i], m.vCache[i]} {
 				if !first {
 					c.NoBarrier() // the layers of one page touch their own bytes
 				}
 				first = false
+				pb := kb
+				if j == 1 {
+					pb = vb
+				}
 				c.Copy(pool.Sub(uint64(cp.dst)*pb, pb), pool.Sub(uint64(cp.src)*pb, pb))
 			}
 		}

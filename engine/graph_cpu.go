@@ -163,8 +163,8 @@ func (g *cpuGraph) Attention(q, k, v Act, a Attn) Act {
 	ctx := g.m.ctx
 	for i := range n {
 		at := g.m.row(g.b.Slots[i], g.b.Pos[i], kw)
-		copy(kc[at:at+kw], kv[i*kw:(i+1)*kw])
-		copy(vc[at:at+kw], vv[i*kw:(i+1)*kw])
+		storeKV(kc[at:at+kw], kv[i*kw:(i+1)*kw], g.m.kvTypes[0])
+		storeKV(vc[at:at+kw], vv[i*kw:(i+1)*kw], g.m.kvTypes[1])
 	}
 	group := a.Heads / a.KVHeads
 	scores := make([]float64, ctx)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/vkllm/vkllm/engine/ops"
 	"github.com/vkllm/vkllm/engine/tokenizer"
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/vk"
@@ -21,6 +22,9 @@ type Config struct {
 	// and 0 choose the default.
 	KVMemory   int64
 	KVFraction float64
+	// CacheTypeK and CacheTypeV are the element types of the K and V
+	// pools (zero: f16).
+	CacheTypeK, CacheTypeV CacheType
 	// Validation turns on the Khronos validation layer.
 	Validation bool
 	// Verify also builds the CPU reference; Model.Verify compares them.
@@ -28,6 +32,13 @@ type Config struct {
 	// Progress is called while the weights are uploaded.
 	Progress func(done, total int64)
 }
+
+// CacheType is the element type of the KV cache's pools: f16, q8_0 or
+// q4_0 (ops.KVType).
+type CacheType = ops.KVType
+
+// ParseCacheType returns the cache type named s ("f16", "q8_0", "q4_0").
+func ParseCacheType(s string) (CacheType, error) { return ops.ParseKVType(s) }
 
 // Model is a loaded model: its file, hyper-parameters, tokenizer and the
 // GPU forward pass. Its methods are used from one goroutine at a time.
@@ -84,7 +95,7 @@ func (m *Model) load(cfg Config) error {
 		return err
 	}
 	gc := GPUConfig{CtxSize: cfg.CtxSize, Slots: cfg.Parallel, BatchSize: cfg.BatchSize, Progress: cfg.Progress,
-		KVMemory: cfg.KVMemory, KVFraction: cfg.KVFraction}
+		KVMemory: cfg.KVMemory, KVFraction: cfg.KVFraction, TypeK: cfg.CacheTypeK, TypeV: cfg.CacheTypeV}
 	if m.GPU, err = NewGPUModel(m.dev, m.Opts, w, gc); err != nil {
 		return err
 	}
@@ -96,6 +107,7 @@ func (m *Model) load(cfg Config) error {
 		}
 		if m.GPU.kv != nil {
 			m.CPU.useKV(m.GPU.kv) // the same pages, so the GPU's decisions hold
+			m.CPU.kvTypes = [2]ops.KVType{c.TypeK, c.TypeV}
 		}
 	}
 	return nil

@@ -148,10 +148,14 @@ func serve(con *os.File, args []string) error {
 	if err != nil {
 		return err
 	}
+	typeK, typeV, err := f.cacheTypes()
+	if err != nil {
+		return err
+	}
 	go func() {
 		m, err := engine.Load(f.model, engine.Config{
 			Device: f.device, CtxSize: f.ctxSize, Parallel: f.parallel, BatchSize: f.batchSize,
-			KVMemory: kvBytes, KVFraction: kvFrac,
+			KVMemory: kvBytes, KVFraction: kvFrac, CacheTypeK: typeK, CacheTypeV: typeV,
 			Validation: f.validation, Verify: f.verify,
 			Progress: func(done, total int64) {
 				bar.update(done, total)
@@ -221,6 +225,12 @@ func serve(con *os.File, args []string) error {
 func (f *serveFlags) validate() error {
 	if f.prefill < 0 {
 		return fmt.Errorf("--prefill-chunk: %d, want >= 0", f.prefill)
+	}
+	if _, _, err := parseKVMemory(f.kvMemory); err != nil {
+		return err
+	}
+	if _, _, err := f.cacheTypes(); err != nil {
+		return err
 	}
 	if f.ctxSize < 0 || f.batchSize < 1 {
 		return fmt.Errorf("--ctx-size %d, --batch-size %d: want >= 0 and >= 1", f.ctxSize, f.batchSize)
