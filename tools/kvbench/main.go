@@ -121,7 +121,8 @@ func generate(s *engine.Scheduler, req engine.GenRequest) result {
 
 // memory: 16 sequences of 100 to 2,000 prompt tokens (+32 generated) at
 // once; the pages reserved against the positions the sequences hold,
-// sampled every step, and against today's --parallel x --ctx-size.
+// sampled at every decode-only step, and against today's --parallel x
+// --ctx-size.
 func memory(o opts) error {
 	const n, gen = 16, 32
 	m, err := load(o, engine.Config{Parallel: n})
@@ -133,13 +134,15 @@ func memory(o opts) error {
 	var mu sync.Mutex
 	worst, sumPos, sumPages, samples := 0.0, 0, 0, 0
 	var s *engine.Scheduler
-	s = engine.NewScheduler(m, engine.SchedulerConfig{OnStep: func(time.Duration, int, int) {
+	s = engine.NewScheduler(m, engine.SchedulerConfig{OnStep: func(_ time.Duration, _, prefill int) {
+		// Decode-only steps: every running sequence holds what it
+		// reserved (a prompt's pages are reserved when it is admitted).
 		held := 0
 		for _, v := range s.Slots() {
 			held += v.Cached
 		}
 		kv := s.Stats().KV
-		if held == 0 {
+		if held == 0 || prefill > 0 {
 			return
 		}
 		mu.Lock()
@@ -165,7 +168,7 @@ func memory(o opts) error {
 	wg.Wait()
 	kv := m.KV()
 	fmt.Printf("16 sequences of %v prompt tokens + %d generated, --ctx-size %d, pages of %d\n", lens, gen, o.ctx, kv.PageSize)
-	fmt.Printf("reserved/held positions: worst step %.3fx, mean %.3fx over %d steps\n", worst, float64(sumPages*kv.PageSize)/float64(sumPos), samples)
+	fmt.Printf("reserved/held positions while decoding: worst step %.3fx, mean %.3fx over %d steps\n", worst, float64(sumPages*kv.PageSize)/float64(sumPos), samples)
 	total := 0
 	for _, l := range lens {
 		total += l + gen - 1
@@ -264,8 +267,9 @@ func fit(o opts) error {
 	return nil
 }
 
-// types: KV memory per position and decode speed of 8 sequences of 1,000
-// prompt tokens generating 64 each, for f16, q8_0 and q4_0 caches.
+// types: KV memory per position and decode speed (decode-only steps) of 8
+// sequences of 1,000 prompt tokens generating 64 each, for f16, q8_0 and
+// q4_0 caches.
 func types(o opts) error {
 	const n, plen, gen = 8, 1000, 64
 	for _, t := range []string{"f16", "q8_0", "q4_0"} {
@@ -278,8 +282,8 @@ func types(o opts) error {
 		var decodeRows int64
 		var decodeTime time.Duration
 		var mu sync.Mutex
-		s := engine.NewScheduler(m, engine.SchedulerConfig{OnStep: func(d time.Duration, decode, prefill int) {
-			if prefill == 0 && decode == n {
+		s := engine.NewScheduler(m, engine.SchedulerConfig{PrefillChunk: 512, OnStep: func(d time.Duration, decode, prefill int) {
+			if prefill == 0 && decode > 0 { // decode-only steps
 				mu.Lock()
 				decodeRows += int64(decode)
 				decodeTime += d
