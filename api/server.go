@@ -292,7 +292,12 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 }
 
 // handlerResult is what a route handler reports for the request log.
-type handlerResult struct{ tokens int }
+type handlerResult struct {
+	tokens int
+	// prompt and cached are a generation's prompt tokens and those taken
+	// from the prefix cache, for the request log (prompt 0: not one).
+	prompt, cached int
+}
 
 // wrap adds authentication, the loading state and the request log.
 func (s *Server) wrap(route string, h func(ctx *fasthttp.RequestCtx) handlerResult) fasthttp.RequestHandler {
@@ -325,7 +330,13 @@ func (s *Server) wrap(route string, h func(ctx *fasthttp.RequestCtx) handlerResu
 		}
 		res := h(ctx)
 		if !ctx.IsBodyStream() {
-			s.logRequest(ctx, route, start, res.tokens)
+			if res.prompt > 0 {
+				s.cfg.Logger.Info("request", "route", route, "method", string(ctx.Method()), "path", string(ctx.Path()),
+					"status", ctx.Response.StatusCode(), "tokens", res.tokens, "prompt_tokens", res.prompt, "prompt_cached", res.cached, "duration", time.Since(start))
+				s.metrics.request(route, ctx.Response.StatusCode(), time.Since(start))
+			} else {
+				s.logRequest(ctx, route, start, res.tokens)
+			}
 		}
 	}
 }
@@ -598,7 +609,11 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 		gctx = withReqStats(gctx, id)
 		stop := watchClose(conn, cancel)
 		defer stop()
-		return whole(gctx)
+		res := whole(gctx)
+		if rs := reqStatsOf(gctx); rs != nil {
+			res.prompt, res.cached = rs.promptN+rs.cacheN, rs.cacheN
+		}
+		return res
 	}
 	start := time.Now()
 	method, path := string(ctx.Method()), string(ctx.Path())
@@ -616,8 +631,9 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 		sse := newSSEWriter(w)
 		defer s.recoverStream(route, sse)
 		tokens, status := streamFn(gctx, cancel, sse)
+		rs := reqStatsOf(gctx)
 		s.cfg.Logger.Info("request", "route", route, "method", method, "path", path,
-			"status", status, "stream", true, "tokens", tokens, "duration", time.Since(start))
+			"status", status, "stream", true, "tokens", tokens, "prompt_tokens", rs.promptN+rs.cacheN, "prompt_cached", rs.cacheN, "duration", time.Since(start))
 		s.metrics.request(route, status, time.Since(start))
 	})
 	return handlerResult{}
