@@ -78,7 +78,7 @@ func (b *EngineBackend) Info() ModelInfo {
 	// A sequence may use --ctx-size positions, or the whole KV pool when
 	// that is smaller: the prompt check answers 400 past it.
 	ctxSize := b.m.CtxSize()
-	if kv := b.m.KV(); kv.Pages > 0 {
+	if kv := b.m.GPU.Config(); kv.Pages > 0 {
 		ctxSize = min(ctxSize, kv.Pages*kv.PageSize)
 	}
 	info := ModelInfo{Name: b.name, ContextSize: ctxSize, VocabSize: b.m.Opts.Vocab, ChatTemplate: tok.ChatTemplate(), AddBOS: tok.AddBOS(),

@@ -140,7 +140,9 @@ func (m *Model) CtxSize() int { return m.GPU.Config().CtxSize }
 // pool of pages.
 func (m *Model) Slots() int { return m.GPU.Config().Slots }
 
-// KV returns the statistics of the KV page pool.
+// KV returns the statistics of the KV page pool. Like the Model's other
+// methods it must not run beside a forward pass (a Scheduler's Stats
+// reports them safely); its Pages and PageSize never change.
 func (m *Model) KV() KVStats { return m.GPU.KV() }
 
 // SlotLen returns the number of positions slot holds.

@@ -517,7 +517,7 @@ var ErrKVTooSmall = errors.New("engine: the KV cache is too small for the reques
 // first page of each of its candidates' own tokens, needs more pages than
 // the whole pool.
 func (s *Scheduler) checkFits(n, candidates int) error {
-	kv := s.m.KV()
+	kv := s.m.GPU.Config() // fixed at load: safe from any goroutine
 	if kv.Pages == 0 {
 		return nil // an encoder: no cache
 	}

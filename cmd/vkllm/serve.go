@@ -176,7 +176,7 @@ func serve(con *os.File, args []string) error {
 			loaded <- err
 			return
 		}
-		kv := m.KV()
+		kv := m.GPU.Config()
 		fmt.Fprintf(con, "ready   %s  (chat page at /, OpenAI-compatible API at /v1, metrics at /metrics); %d sequences of up to %d tokens sharing %d KV pages of %d (%d positions)\n",
 			url, m.Slots(), m.CtxSize(), kv.Pages, kv.PageSize, kv.Pages*kv.PageSize)
 		loaded <- nil

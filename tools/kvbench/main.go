@@ -263,7 +263,7 @@ func fit(o opts) error {
 	wg.Wait()
 	st := s.Stats()
 	fmt.Printf("pool of %d positions (%s; today's --parallel 4 --ctx-size 4096), %d requests of %d+%d tokens: at most %d running together (%.1fx the 4 slots), %d preemptions, %v\n",
-		m.KV().Pages*m.KV().PageSize, humanBytes(bytes), n, plen, gen, most, float64(most)/4, st.Preempted, time.Since(start).Round(time.Millisecond))
+		m.GPU.Config().Pages*m.GPU.Config().PageSize, humanBytes(bytes), n, plen, gen, most, float64(most)/4, st.Preempted, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
