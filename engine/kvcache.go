@@ -343,27 +343,55 @@ func (t *radixTree) insert(c *kvCache, tokens []int32, pages []int32) {
 	}
 }
 
-// evict frees the least recently used cached page that is a leaf and that
-// only the tree holds; false if there is none.
+// evict frees the least recently used page that only the tree holds,
+// among the leaves; false if there is none. When every such page is an
+// inner node (a slot that computed a cached prefix again holds its own
+// copy, and its later pages hang below the cached one), the least recently
+// used of those goes with its subtree: the tree lets go of every page
+// there, freeing those nobody else holds.
 func (t *radixTree) evict(c *kvCache) bool {
-	var victim *radixNode
+	var leaf, inner *radixNode
 	for _, n := range t.nodes {
-		if c.ref[n.page] == 1 && len(n.children) == 0 && (victim == nil || n.used < victim.used) {
-			victim = n
+		if c.ref[n.page] != 1 {
+			continue
+		}
+		if len(n.children) == 0 {
+			if leaf == nil || n.used < leaf.used {
+				leaf = n
+			}
+		} else if inner == nil || n.used < inner.used {
+			inner = n
 		}
 	}
-	if victim == nil {
+	switch {
+	case leaf != nil:
+		t.remove(c, leaf)
+	case inner != nil:
+		t.remove(c, inner)
+	default:
 		return false
 	}
-	delete(victim.parent.children, tokenKey(victim.tokens))
-	last := t.nodes[len(t.nodes)-1]
-	t.nodes[victim.at], last.at = last, victim.at
-	t.nodes = t.nodes[:len(t.nodes)-1]
-	c.inTree[victim.page] = false
-	c.cached--
-	c.cachedTokens -= int(c.treeTokens[victim.page])
-	c.treeTokens[victim.page] = 0
-	c.ref[victim.page] = 0
-	c.free = append(c.free, victim.page)
 	return true
+}
+
+// remove takes n and its subtree out of the tree, dropping the tree's
+// reference to their pages.
+func (t *radixTree) remove(c *kvCache, n *radixNode) {
+	for _, ch := range n.children {
+		t.remove(c, ch)
+	}
+	delete(n.parent.children, tokenKey(n.tokens))
+	last := t.nodes[len(t.nodes)-1]
+	t.nodes[n.at], last.at = last, n.at
+	t.nodes = t.nodes[:len(t.nodes)-1]
+	p := n.page
+	if c.ref[p] == 1 { // counted as cached until now
+		c.cached--
+		c.cachedTokens -= int(c.treeTokens[p])
+	}
+	c.inTree[p], c.treeTokens[p] = false, 0
+	c.ref[p]--
+	if c.ref[p] == 0 {
+		c.free = append(c.free, p)
+	}
 }

@@ -232,3 +232,36 @@ func TestKVCacheArbitraryKeys(t *testing.T) {
 		t.Errorf("cached pages %s, want %s (the first page shared by three prompts)", got, want)
 	}
 }
+
+// TestKVCacheEvictInner: a slot that computed a cached prefix again holds
+// its own copy of that page, and its later pages hang below the cached
+// node; when that cached inner page is the only one the tree holds alone,
+// eviction takes it with its subtree, and the slot keeps its pages.
+func TestKVCacheEvictInner(t *testing.T) {
+	const ps = 2
+	c := newKVCache(5, ps, 2, 20)
+	a := seqTokens(0, 4)
+	if err := c.reserve(0, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	c.publish(0, a[:2], false) // node X: a[0:2] in slot 0's page
+	c.truncate(0, 0)           // X is cached only
+	// Slot 1 computes a[0:4] itself (pages of its own) and publishes:
+	// a[2:4] goes below X, held by slot 1 and the tree.
+	if err := c.reserve(1, 0, 4); err != nil {
+		t.Fatal(err)
+	}
+	c.publish(1, a, false)
+	checkPool(t, c)
+	if st := c.stats(); st.Cached != 1 || st.Free != 2 {
+		t.Fatalf("%+v, want 1 cached (X), 2 free", st)
+	}
+	// Three more pages: 2 free, then X must go, subtree and all.
+	if err := c.reserve(0, 0, 6); err != nil {
+		t.Fatalf("reserve with only an inner node evictable: %v", err)
+	}
+	checkPool(t, c)
+	if len(c.tree.nodes) != 0 || len(c.tables[1]) != 2 {
+		t.Fatalf("tree has %d nodes, slot 1 %d pages; want 0 and 2", len(c.tree.nodes), len(c.tables[1]))
+	}
+}

@@ -764,7 +764,8 @@ func (s *Scheduler) start(q *Sequence) bool {
 		return false
 	}
 	if err := m.ReserveKV(slot, reuse, len(q.prompt)); err != nil {
-		panic("BUG: engine: reserving counted KV pages: " + err.Error())
+		m.Truncate(slot, 0) // every cached page is evictable, so this should not happen; wait
+		return false
 	}
 	s.slotSeq[slot] = q
 	q.slot = slot
