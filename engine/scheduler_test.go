@@ -641,8 +641,9 @@ func TestSchedulerPreemption(t *testing.T) {
 		want[i] = soloGenerateEndless(t, m, prompts[i], maxTokens)
 	}
 	m.Truncate(0, 0)
-	s := NewScheduler(m, SchedulerConfig{})
-	defer s.Close()
+	// Every request is queued before the scheduler starts: all four are
+	// admitted together (8 pages of prompts), whatever the timing.
+	s := newScheduler(m, SchedulerConfig{})
 	got := make([]genResult, n)
 	var wg sync.WaitGroup
 	for i := range prompts {
@@ -653,6 +654,8 @@ func TestSchedulerPreemption(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); got[i] = collect(qs[0]) }()
 	}
+	s.run()
+	defer s.Close()
 	wg.Wait()
 	for i := range got {
 		compareRuns(t, fmt.Sprintf("sequence %d", i), got[i], want[i])
