@@ -76,7 +76,13 @@ func (b *EngineBackend) Stats() engine.Stats { return b.s.Stats() }
 // Info returns the model description.
 func (b *EngineBackend) Info() ModelInfo {
 	tok := b.m.Tok
-	info := ModelInfo{Name: b.name, ContextSize: b.m.CtxSize(), VocabSize: b.m.Opts.Vocab, ChatTemplate: tok.ChatTemplate(), AddBOS: tok.AddBOS(),
+	// A sequence may use --ctx-size positions, or the whole KV pool when
+	// that is smaller: the prompt check answers 400 past it.
+	ctxSize := b.m.CtxSize()
+	if kv := b.m.GPU.Config(); kv.Pages > 0 {
+		ctxSize = min(ctxSize, kv.Pages*kv.PageSize)
+	}
+	info := ModelInfo{Name: b.name, ContextSize: ctxSize, VocabSize: b.m.Opts.Vocab, ChatTemplate: tok.ChatTemplate(), AddBOS: tok.AddBOS(),
 		TrainContextSize: b.m.Opts.CtxTrain, EmbeddingSize: b.m.Opts.Embd,
 		Encoder: b.m.Opts.Encoder, Reranker: b.pool == engine.PoolRank}
 	for _, t := range b.m.File.Tensors {

@@ -217,10 +217,16 @@ func TestMetricsAndTimings(t *testing.T) {
 	if got, want := metricDelta(before, after, "vkllm_step_rows_total", "kind", "prompt"), float64(prompts)-reused; got != want {
 		t.Errorf("prompt rows moved by %v, want %v prompt tokens less %v reused", got, want, reused)
 	}
-	// The one slot holds the chat's prompt and the tokens fed after it: all
-	// generated ones but the last when it ran out of max_tokens.
+	// The prefix cache holds the chat's prompt and the tokens fed after it
+	// (all generated ones but the last when it ran out of max_tokens), and
+	// the first completion's (the second's are the same tokens: its pages
+	// were not cached twice).
 	held := int(chat.timings["prompt_n"].(float64)+chat.timings["cache_n"].(float64)) + chat.completion
 	if chat.completion == 5 {
+		held--
+	}
+	held += first.prompt + first.completion
+	if first.completion == 6 {
 		held--
 	}
 	if got, _ := metricValue(after, "vkllm_kv_cache_used_tokens"); got != float64(held) {

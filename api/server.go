@@ -16,6 +16,7 @@ import (
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
+	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
@@ -588,6 +589,11 @@ func modelError(err error) *Error {
 	}
 	if pe := paramError(err); pe.Param != "" {
 		return pe
+	}
+	if errors.Is(err, engine.ErrKVTooSmall) {
+		// The prompt (with its n candidates) needs more KV pages than the
+		// whole pool: the engine's message names both.
+		return errorf(400, "n", "%v", err)
 	}
 	if errors.Is(err, grammar.ErrDeadEnd) {
 		// The request's grammar (grammar, json_schema, response_format or

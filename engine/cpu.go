@@ -3,6 +3,9 @@ package engine
 import (
 	"fmt"
 
+	"github.com/vkllm/vkllm/engine/ops"
+	"github.com/vkllm/vkllm/gguf"
+
 	"github.com/vkllm/vkllm/gguf/quant"
 )
 
@@ -107,8 +110,16 @@ type CPUModel struct {
 	slots  int
 	ctx    int
 	w      [][]float32 // every tensor, dequantized, by Tensor.idx
-	kCache [][]float32 // per layer [slot][pos][kvhead][dim]
+	kCache [][]float32 // per layer, the K page pool [page][pos in page][kvhead][dim]
 	vCache [][]float32
+	// kv maps slots' positions to pages: its own, or the GPU model's
+	// (Model with Verify: useKV), which then reserves the pages.
+	kv    *kvCache
+	ownKV bool
+	// kvTypes are the element types of the K and V pools it mirrors:
+	// values written there round-trip through them (the GPU's quantized
+	// cache), f16 ones are kept as f32.
+	kvTypes [2]ops.KVType
 }
 
 func dequant(t *Tensor) ([]float32, error) {
@@ -126,8 +137,8 @@ func dequant(t *Tensor) ([]float32, error) {
 	return out, nil
 }
 
-// NewCPUModel dequantizes w and makes a KV cache of slots sequences of ctx
-// positions each.
+// NewCPUModel dequantizes w and makes a paged KV cache with room for slots
+// sequences of ctx positions each.
 func NewCPUModel(o Options, w *Weights, ctx, slots int) (*CPUModel, error) {
 	m := &CPUModel{o: o, model: w.model, slots: slots, ctx: ctx, w: make([][]float32, len(w.Tensors))}
 	for i, t := range w.Tensors {
@@ -137,13 +148,60 @@ func NewCPUModel(o Options, w *Weights, ctx, slots int) (*CPUModel, error) {
 		}
 	}
 	if !o.Encoder {
-		m.kCache, m.vCache = make([][]float32, o.Layers), make([][]float32, o.Layers)
-		for l := range o.Layers {
-			m.kCache[l] = make([]float32, slots*ctx*o.KVHeads*o.HeadDim)
-			m.vCache[l] = make([]float32, slots*ctx*o.KVHeads*o.HeadDimV)
-		}
+		ps := ops.DefaultPageSize
+		m.useKV(newKVCache(slots*((ctx+ps-1)/ps), ps, slots, ctx))
+		m.ownKV = true
 	}
 	return m, nil
+}
+
+// useKV makes the model's pools follow kv's pages (contents are lost).
+func (m *CPUModel) useKV(kv *kvCache) {
+	o := m.o
+	m.kv, m.ownKV = kv, false
+	m.kCache, m.vCache = make([][]float32, o.Layers), make([][]float32, o.Layers)
+	for l := range o.Layers {
+		m.kCache[l] = make([]float32, kv.pages*kv.pageSize*o.KVHeads*o.HeadDim)
+		m.vCache[l] = make([]float32, kv.pages*kv.pageSize*o.KVHeads*o.HeadDimV)
+	}
+}
+
+// storeKV writes row (one position's keys or values) into dst as a pool of
+// type t holds it: quantized and dequantized for the block types.
+func storeKV(dst, row []float32, t ops.KVType) {
+	if t == ops.KVF16 {
+		copy(dst, row)
+		return
+	}
+	gt := gguf.TypeQ8_0
+	if t == ops.KVQ4_0 {
+		gt = gguf.TypeQ4_0
+	}
+	b, err := quant.Quantize(gt, row)
+	if err == nil {
+		err = quant.Dequantize(gt, b, dst[:len(row)])
+	}
+	if err != nil {
+		panic("BUG: engine: storeKV: " + err.Error())
+	}
+}
+
+// applyCopies performs kv's pending copy-on-write page copies on the pools.
+func (m *CPUModel) applyCopies() {
+	kw, vw := m.kv.pageSize*m.o.KVHeads*m.o.HeadDim, m.kv.pageSize*m.o.KVHeads*m.o.HeadDimV
+	for _, cp := range m.kv.copies {
+		for l := range m.kCache {
+			copy(m.kCache[l][int(cp.dst)*kw:int(cp.dst+1)*kw], m.kCache[l][int(cp.src)*kw:int(cp.src+1)*kw])
+			copy(m.vCache[l][int(cp.dst)*vw:int(cp.dst+1)*vw], m.vCache[l][int(cp.src)*vw:int(cp.src+1)*vw])
+		}
+	}
+}
+
+// row returns the element offset of position pos of slot in a pool whose
+// rows are w wide.
+func (m *CPUModel) row(slot, pos int32, w int) int {
+	ps := m.kv.pageSize
+	return (int(m.kv.tables[slot][int(pos)/ps])*ps + int(pos)%ps) * w
 }
 
 // Options returns the model's hyper-parameters.
@@ -175,6 +233,13 @@ func (m *CPUModel) ForwardInto(b Batch, out *Output) error {
 	if err := b.check(m.o.Vocab, m.slots, m.ctx); err != nil {
 		return err
 	}
+	if m.kv != nil && m.ownKV {
+		if err := m.kv.reserveRows(b); err != nil {
+			return err
+		}
+		m.applyCopies()
+		m.kv.copies = m.kv.copies[:0]
+	}
 	g := &cpuGraph{m: m, b: b}
 	if m.o.Encoder {
 		g.ends = make([]int32, b.Len())
@@ -202,15 +267,4 @@ func (m *CPUModel) ForwardInto(b Batch, out *Output) error {
 	}
 	out.Logits, out.Hidden = g.logits, g.hidden
 	return nil
-}
-
-// CopyPrefix copies the keys and values of positions 0..n-1 of slot src to
-// slot dst (GPUModel.CopyPrefix's reference).
-func (m *CPUModel) CopyPrefix(dst, src, n int) {
-	kw, vw := m.o.KVHeads*m.o.HeadDim, m.o.KVHeads*m.o.HeadDimV
-	for l := range m.kCache {
-		k, v := m.kCache[l], m.vCache[l]
-		copy(k[dst*m.ctx*kw:(dst*m.ctx+n)*kw], k[src*m.ctx*kw:(src*m.ctx+n)*kw])
-		copy(v[dst*m.ctx*vw:(dst*m.ctx+n)*vw], v[src*m.ctx*vw:(src*m.ctx+n)*vw])
-	}
 }

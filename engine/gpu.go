@@ -10,9 +10,26 @@ import (
 
 // GPUConfig sizes what the GPU model reserves at load.
 type GPUConfig struct {
-	CtxSize   int // positions per sequence slot in the KV cache
-	Slots     int // sequence slots (--parallel)
+	CtxSize   int // the most positions one sequence may use
+	Slots     int // sequences at once: rows of the KV page table (--parallel)
 	BatchSize int // most rows in one Forward (prompt chunks are cut to this)
+	// KVMemory is the bytes of the KV page pool, all layers' keys and
+	// values together (--kv-memory); 0 chooses it: KVFraction of the
+	// memory left after the weights and the scratch when that is set,
+	// else all of it less a safety margin on GPUs, and Slots x CtxSize
+	// positions (what every slot needs at full context) on CPU devices,
+	// whose "device memory" is the host's. The pool is capped so that
+	// one layer's K or V fits one storage binding.
+	KVMemory   int64
+	KVFraction float64
+	// PageSize is the positions per KV page (0: ops.DefaultPageSize).
+	PageSize int
+	// TypeK and TypeV are the element types of the K and V pools
+	// (--cache-type-k/-v; zero: f16). The block types need a multiple of
+	// 32 values per position (kv_heads x head_dim).
+	TypeK, TypeV ops.KVType
+	// Pages is set by NewGPUModel to the pages of the pool.
+	Pages int
 	// Progress, when set, is called as weights are uploaded with the bytes
 	// done and the total.
 	Progress func(done, total int64)
@@ -31,8 +48,17 @@ func (c *GPUConfig) fill(o Options) error {
 	if c.BatchSize <= 0 {
 		c.BatchSize = 512
 	}
-	if c.BatchSize > 1<<16 || c.CtxSize > 1<<20 || c.Slots > 1024 {
+	if c.PageSize <= 0 {
+		c.PageSize = ops.DefaultPageSize
+	}
+	if c.BatchSize > 1<<16 || c.CtxSize > 1<<20 || c.Slots > 1<<14 {
 		return fmt.Errorf("engine: batch %d, context %d or %d slots out of range", c.BatchSize, c.CtxSize, c.Slots)
+	}
+	if c.PageSize&(c.PageSize-1) != 0 || c.PageSize > 1<<12 {
+		return fmt.Errorf("engine: a KV page of %d positions; want a power of two up to 4096", c.PageSize)
+	}
+	if c.KVMemory < 0 || c.KVFraction < 0 || c.KVFraction > 1 {
+		return fmt.Errorf("engine: KV memory %d bytes or fraction %g out of range (want bytes >= 0, a fraction in (0, 1])", c.KVMemory, c.KVFraction)
 	}
 	return nil
 }
@@ -48,10 +74,13 @@ type GPUModel struct {
 	k     *ops.Kernels
 	model archModel
 
-	bufs    []*vk.Buffer // everything to close
-	weights []ops.Weight // by Tensor.idx
-	kCache  []vk.Range   // per layer (decoders)
-	vCache  []vk.Range
+	bufs     []*vk.Buffer // everything to close
+	weights  []ops.Weight // by Tensor.idx
+	kCache   []vk.Range   // per layer (decoders): the K page pool
+	vCache   []vk.Range
+	kv       *kvCache   // which pages each slot uses (decoders)
+	table    *vk.Buffer // [Slots][tableLen] int32 page ids, host-visible
+	tableRow []int32    // scratch for one row of table
 
 	// Per-forward scratch, sized for cfg.BatchSize rows.
 	acts                               []*vk.Buffer // the activations (see gpuGraph)
@@ -78,6 +107,16 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 	if o.HeadDimV != o.HeadDim {
 		return nil, fmt.Errorf("engine: key width %d differs from value width %d; not supported", o.HeadDim, o.HeadDimV)
 	}
+	kvDim := o.KVHeads * o.HeadDim
+	for _, t := range []struct {
+		flag string
+		t    ops.KVType
+	}{{"--cache-type-k", cfg.TypeK}, {"--cache-type-v", cfg.TypeV}} {
+		if !o.Encoder && !ops.KVBlocked(t.t, kvDim) {
+			return nil, fmt.Errorf("engine: %s %v: the model's %d key/value values per position (%d heads x %d) are not a multiple of its blocks of 32; use f16",
+				t.flag, t.t, kvDim, o.KVHeads, o.HeadDim)
+		}
+	}
 	m := &GPUModel{o: o, cfg: cfg, dev: dev, k: ops.New(dev), model: w.model}
 	// A dry run of the largest batch sizes the activations and lists the
 	// matrix shapes to compile.
@@ -88,11 +127,20 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 		m.k.Close()
 		return nil, m.g.err
 	}
+	pages, err := m.poolPages(w)
+	if err != nil {
+		m.k.Close()
+		return nil, err
+	}
+	m.cfg.Pages = pages
 	need := m.deviceBytes(w)
 	if have := deviceMemory(dev); need > have {
 		m.k.Close()
-		return nil, fmt.Errorf("engine: the model needs %s of device memory (weights, %d-position KV cache for %d slots, batch scratch) but %s has %s",
-			formatBytes(need), cfg.CtxSize, cfg.Slots, dev.Info().Name, formatBytes(have))
+		return nil, fmt.Errorf("engine: the model needs %s of device memory (weights, a KV pool of %d pages of %d positions, batch scratch) but %s has %s",
+			formatBytes(need), m.cfg.Pages, m.cfg.PageSize, dev.Info().Name, formatBytes(have))
+	}
+	if !o.Encoder {
+		m.kv = newKVCache(m.cfg.Pages, m.cfg.PageSize, m.cfg.Slots, m.cfg.CtxSize)
 	}
 	if err := m.upload(w); err != nil {
 		m.Close()
@@ -121,12 +169,54 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%d KiB", (n+1023)/1024)
 }
 
-// kvBytes is the size of one layer's K (or V) cache; encoders keep none.
+// kvBytes is the size of one layer's K and V pools; encoders keep none.
 func (m *GPUModel) kvBytes() int64 {
 	if m.o.Encoder {
 		return 0
 	}
-	return int64(m.cfg.Slots) * int64(m.cfg.CtxSize) * int64(m.o.KVHeads*m.o.HeadDim) * 2
+	return int64(m.cfg.Pages) * (m.pageBytes(m.cfg.TypeK) + m.pageBytes(m.cfg.TypeV))
+}
+
+// pageBytes is the size of one page of one layer's pool of type t.
+func (m *GPUModel) pageBytes(t ops.KVType) int64 {
+	return int64(m.cfg.PageSize) * int64(t.RowBytes(m.o.KVHeads*m.o.HeadDim))
+}
+
+// kvSafetyMargin is what the default pool leaves of a GPU's memory for
+// the driver and other programs: 5% of it, at least 256 MiB.
+func kvSafetyMargin(have int64) int64 { return max(have/20, 256<<20) }
+
+// poolPages sizes the KV pool as GPUConfig.KVMemory says. An explicit
+// size is an error when one layer's share of it exceeds a storage binding;
+// a chosen one is capped there.
+func (m *GPUModel) poolPages(w *Weights) (int, error) {
+	if m.o.Encoder {
+		return 0, nil
+	}
+	cfg := m.cfg
+	perPage := int64(m.o.Layers) * (m.pageBytes(cfg.TypeK) + m.pageBytes(cfg.TypeV)) // K and V of every layer
+	have := deviceMemory(m.dev)
+	left := have - m.deviceBytes(w) // weights and scratch (no pages yet)
+	var bytes int64
+	switch {
+	case cfg.KVMemory > 0:
+		bytes = cfg.KVMemory
+	case cfg.KVFraction > 0:
+		bytes = int64(cfg.KVFraction * float64(max(left, 0)))
+	case m.dev.Info().Type == vk.TypeCPU:
+		bytes = int64(cfg.Slots) * int64((cfg.CtxSize+cfg.PageSize-1)/cfg.PageSize) * perPage
+	default:
+		bytes = left - kvSafetyMargin(have)
+	}
+	pages := max(bytes/perPage, 1)
+	// One layer's K (or V) pool is one storage binding.
+	largest := max(m.pageBytes(cfg.TypeK), m.pageBytes(cfg.TypeV))
+	most := min(int64(m.dev.MaxBinding())/largest, 1<<31-1)
+	if cfg.KVMemory > 0 && pages > most {
+		return 0, fmt.Errorf("engine: a KV pool of %s needs %s per layer for keys or values, but %s has storage bindings of at most %s (at most %s of KV memory for this model)",
+			formatBytes(cfg.KVMemory), formatBytes(pages*largest), m.dev.Info().Name, formatBytes(int64(m.dev.MaxBinding())), formatBytes(most*perPage))
+	}
+	return int(max(min(pages, most), 1)), nil
 }
 
 // deviceBytes estimates all device memory the model takes.
@@ -136,8 +226,9 @@ func (m *GPUModel) deviceBytes(w *Weights) int64 {
 		total += int64(len(t.Data))
 	}
 	o, B := m.o, int64(m.cfg.BatchSize)
-	total += 2 * int64(o.Layers) * m.kvBytes()
+	total += int64(o.Layers) * m.kvBytes()
 	total += m.g.actBytes() + 4*B*int64(o.Embd+o.Vocab+5)
+	total += 4 * int64(m.cfg.Slots) * int64((m.cfg.CtxSize+m.cfg.PageSize-1)/m.cfg.PageSize) // page table
 	return total
 }
 
@@ -188,21 +279,31 @@ func (m *GPUModel) prepare() error {
 // reserve allocates the KV cache and the batch scratch.
 func (m *GPUModel) reserve() error {
 	o, B := m.o, uint64(m.cfg.BatchSize)
-	if kv := uint64(m.kvBytes()); kv > 0 {
-		if kv > m.dev.MaxBinding() {
-			return fmt.Errorf("engine: one layer's KV cache (%s for %d slots x %d positions) exceeds the device's largest binding (%s); lower --ctx-size or --parallel",
-				formatBytes(int64(kv)), m.cfg.Slots, m.cfg.CtxSize, formatBytes(int64(m.dev.MaxBinding())))
-		}
+	if m.kvBytes() > 0 {
 		m.kCache, m.vCache = make([]vk.Range, o.Layers), make([]vk.Range, o.Layers)
 		for i := range o.Layers {
-			for _, dst := range []*vk.Range{&m.kCache[i], &m.vCache[i]} {
-				b, err := m.newBuffer(kv, vk.DeviceBuffer)
+			for _, pool := range []struct {
+				dst *vk.Range
+				t   ops.KVType
+			}{{&m.kCache[i], m.cfg.TypeK}, {&m.vCache[i], m.cfg.TypeV}} {
+				n := uint64(m.cfg.Pages) * uint64(m.pageBytes(pool.t))
+				if n > m.dev.MaxBinding() {
+					return fmt.Errorf("BUG: engine: one layer's KV pool (%s) exceeds the device's largest binding (%s)",
+						formatBytes(int64(n)), formatBytes(int64(m.dev.MaxBinding())))
+				}
+				b, err := m.newBuffer(n, vk.DeviceBuffer)
 				if err != nil {
 					return fmt.Errorf("engine: KV cache: %w", err)
 				}
-				*dst = b.Range(0, kv)
+				*pool.dst = b.Range(0, n)
 			}
 		}
+		tl := m.kv.tableLen
+		var err error
+		if m.table, err = m.newBuffer(4*uint64(m.cfg.Slots*tl), vk.HostBuffer); err != nil {
+			return fmt.Errorf("engine: KV page table: %w", err)
+		}
+		m.tableRow = make([]int32, tl)
 	}
 	var err error
 	m.acts = make([]*vk.Buffer, len(m.g.slotSize))
@@ -321,6 +422,14 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 	}
 	m.outRows = rows
 	nHidden := len(rows) - nLogits
+	if m.kv != nil {
+		if err := m.kv.reserveRows(b); err != nil {
+			return m.kvFull(err)
+		}
+		if err := m.uploadTables(); err != nil {
+			return err
+		}
+	}
 	for _, w := range []struct {
 		buf  *vk.Buffer
 		vals []int32
@@ -336,6 +445,7 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 	if err != nil {
 		return err
 	}
+	m.recordCopies(c)
 	m.g.start(c, n, nLogits, nHidden)
 	m.model.forward(&m.g)
 	if m.g.err != nil {
@@ -353,28 +463,59 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 	return m.hidden.Read(0, float32Bytes(out.Hidden))
 }
 
-// CopyPrefix copies the keys and values of positions 0..n-1 of slot src to
-// the same positions of slot dst, in every layer, on the device.
-func (m *GPUModel) CopyPrefix(dst, src, n int) error {
-	if dst < 0 || src < 0 || dst >= m.cfg.Slots || src >= m.cfg.Slots || n < 0 || n > m.cfg.CtxSize {
-		return fmt.Errorf("engine: CopyPrefix(%d, %d, %d) outside %d slots of %d positions", dst, src, n, m.cfg.Slots, m.cfg.CtxSize)
+// kvFull explains err (ErrKVFull) with the pool's numbers.
+func (m *GPUModel) kvFull(err error) error {
+	st := m.kv.stats()
+	return fmt.Errorf("%w: %d pages of %d positions, %d held by sequences, %d cached, %d free", err, st.Pages, st.PageSize, st.Used, st.Cached, st.Free)
+}
+
+// uploadTables writes the page-table rows of the slots whose pages changed.
+func (m *GPUModel) uploadTables() error {
+	for s, d := range m.kv.dirty {
+		if !d {
+			continue
+		}
+		m.kv.tableRow(s, m.tableRow)
+		if err := m.table.Write(uint64(4*s*len(m.tableRow)), int32Bytes(m.tableRow)); err != nil {
+			return err
+		}
+		m.kv.dirty[s] = false
 	}
-	if n == 0 || dst == src || len(m.kCache) == 0 {
-		return nil
+	return nil
+}
+
+// recordCopies records the pending copy-on-write page copies, every layer's
+// K and V, and clears them.
+func (m *GPUModel) recordCopies(c *vk.Cmd) {
+	if m.kv == nil {
+		return
 	}
-	row := 2 * uint64(m.o.KVHeads*m.o.HeadDim) // f16 bytes per position
-	slotBytes := row * uint64(m.cfg.CtxSize)
-	c, err := m.dev.Begin()
-	if err != nil {
-		return err
-	}
-	for i := range m.kCache {
-		for j, cache := range []vk.Range{m.kCache[i], m.vCache[i]} {
-			if i+j > 0 {
-				c.NoBarrier() // every copy touches its own bytes
+	kb, vb := uint64(m.pageBytes(m.cfg.TypeK)), uint64(m.pageBytes(m.cfg.TypeV))
+	for _, cp := range m.kv.copies {
+		// A barrier between pages: a page copied from may be evicted and
+		// copied into later in the same list.
+		first := true
+		for i := range m.kCache {
+			for j, pool := range []vk.Range{m.kCache[i], m.vCache[i]} {
+				if !first {
+					c.NoBarrier() // the layers of one page touch their own bytes
+				}
+				first = false
+				pb := kb
+				if j == 1 {
+					pb = vb
+				}
+				c.Copy(pool.Sub(uint64(cp.dst)*pb, pb), pool.Sub(uint64(cp.src)*pb, pb))
 			}
-			c.Copy(cache.Sub(uint64(dst)*slotBytes, uint64(n)*row), cache.Sub(uint64(src)*slotBytes, uint64(n)*row))
 		}
 	}
-	return c.Submit()
+	m.kv.copies = m.kv.copies[:0]
+}
+
+// KV returns the statistics of the KV page pool (zero for encoders).
+func (m *GPUModel) KV() KVStats {
+	if m.kv == nil {
+		return KVStats{}
+	}
+	return m.kv.stats()
 }

@@ -162,17 +162,20 @@ func (g *cpuGraph) Attention(q, k, v Act, a Attn) Act {
 	kc, vc := g.m.kCache[a.Layer], g.m.vCache[a.Layer]
 	ctx := g.m.ctx
 	for i := range n {
-		at := int(g.b.Slots[i])*ctx + int(g.b.Pos[i])
-		copy(kc[at*kw:(at+1)*kw], kv[i*kw:(i+1)*kw])
-		copy(vc[at*kw:(at+1)*kw], vv[i*kw:(i+1)*kw])
+		at := g.m.row(g.b.Slots[i], g.b.Pos[i], kw)
+		storeKV(kc[at:at+kw], kv[i*kw:(i+1)*kw], g.m.kvTypes[0])
+		storeKV(vc[at:at+kw], vv[i*kw:(i+1)*kw], g.m.kvTypes[1])
 	}
 	group := a.Heads / a.KVHeads
 	scores := make([]float64, ctx)
+	rowAt := make([]int, ctx) // each position's row in the pools
 	for i := range n {
-		base := int(g.b.Slots[i]) * ctx
 		hi := int(g.b.Pos[i]) + 1
 		if g.b.AttnPos != nil {
 			hi = int(g.b.AttnPos[i]) + 1 // a non-causal image (Batch.AttnPos)
+		}
+		for p := range hi {
+			rowAt[p] = g.m.row(g.b.Slots[i], int32(p), kw)
 		}
 		lo := 0
 		if a.Window > 0 && hi > a.Window {
@@ -183,7 +186,7 @@ func (g *cpuGraph) Attention(q, k, v Act, a Attn) Act {
 			qh := qv[(i*a.Heads+hd)*D : (i*a.Heads+hd+1)*D]
 			maxS := math.Inf(-1)
 			for p := lo; p < hi; p++ {
-				kr := kc[(base+p)*kw+kvh*D : (base+p)*kw+(kvh+1)*D]
+				kr := kc[rowAt[p]+kvh*D : rowAt[p]+(kvh+1)*D]
 				s := 0.0
 				for d := range D {
 					s += float64(qh[d]) * float64(kr[d])
@@ -203,7 +206,7 @@ func (g *cpuGraph) Attention(q, k, v Act, a Attn) Act {
 			for d := range D {
 				acc := 0.0
 				for p := lo; p < hi; p++ {
-					acc += scores[p] * float64(vc[(base+p)*kw+kvh*D+d])
+					acc += scores[p] * float64(vc[rowAt[p]+kvh*D+d])
 				}
 				dst[d] = float32(acc / sum)
 			}

@@ -314,14 +314,17 @@ func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
 		return out
 	}
 	kc, vc := m.kCache[a.Layer], m.vCache[a.Layer]
-	cache := ops.KVParams{Slots: m.cfg.Slots, NCtx: m.cfg.CtxSize, KVDim: k.Cols}
+	cache := ops.KVParams{Slots: m.cfg.Slots, NCtx: m.cfg.CtxSize, KVDim: k.Cols, Pages: m.cfg.Pages, PageSize: m.cfg.PageSize, Type: m.cfg.TypeK}
+	vCache := cache
+	vCache.Type = m.cfg.TypeV
+	table := m.table.Range(0, m.table.Size())
 	g.dep(kc, g.r(k))
-	g.fail(m.k.KVWrite(c, kc, g.r(k), slot, pos, n, cache))
+	g.fail(m.k.KVWrite(c, kc, g.r(k), slot, pos, table, n, cache))
 	g.dep(vc, g.r(v))
-	g.fail(m.k.KVWrite(c, vc, g.r(v), slot, pos, n, cache))
+	g.fail(m.k.KVWrite(c, vc, g.r(v), slot, pos, table, n, vCache))
 	g.dep(g.r(out), g.r(q), kc, vc)
-	g.fail(m.k.Attention(c, g.r(out), g.r(q), kc, vc, slot, attnPos, ops.AttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads,
-		HeadDim: a.HeadDim, Cache: cache, Causal: true, Scale: a.Scale, Window: a.Window, SoftCap: a.SoftCap}))
+	g.fail(m.k.Attention(c, g.r(out), g.r(q), kc, vc, slot, attnPos, table, ops.AttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads,
+		HeadDim: a.HeadDim, Cache: cache, VType: m.cfg.TypeV, Causal: true, Scale: a.Scale, Window: a.Window, SoftCap: a.SoftCap}))
 	return out
 }
 

@@ -127,9 +127,9 @@ func TestUnsupportedTensorType(t *testing.T) {
 func TestDoesNotFit(t *testing.T) {
 	dev := vktest.Open(t, vk.Options{})
 	o, w := openModel(t, genModel(t, modelgen.Options{Arch: "llama", Embd: 64, Layers: 1}))
-	_, err := NewGPUModel(dev, o, w, GPUConfig{CtxSize: 1 << 20, Slots: 1024, BatchSize: 8})
+	_, err := NewGPUModel(dev, o, w, GPUConfig{CtxSize: 1 << 20, Slots: 1024, BatchSize: 8, KVMemory: 1 << 40})
 	if err == nil || !strings.Contains(err.Error(), "needs") || !strings.Contains(err.Error(), "has") {
-		t.Fatalf("NewGPUModel with a 2^20 x 1024 cache = %v, want an error saying what it needs and what the device has", err)
+		t.Fatalf("NewGPUModel with a 1 TiB KV pool = %v, want an error saying what it needs and what the device has", err)
 	}
 }
 

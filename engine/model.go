@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/vkllm/vkllm/engine/ops"
 	"github.com/vkllm/vkllm/engine/tokenizer"
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/vk"
@@ -14,9 +15,16 @@ import (
 // Config says how to load a model.
 type Config struct {
 	Device    string // vk device selector ("" = $VKLLM_DEVICE, then the default order)
-	CtxSize   int    // KV-cache positions per slot (0 = min(training context, 4096))
-	Parallel  int    // sequence slots (0 = 1)
+	CtxSize   int    // the most positions one sequence may use (0 = min(training context, 4096))
+	Parallel  int    // sequences at once (0 = 1)
 	BatchSize int    // most rows per forward pass (0 = 512)
+	// KVMemory and KVFraction size the KV page pool (see GPUConfig); 0
+	// and 0 choose the default.
+	KVMemory   int64
+	KVFraction float64
+	// CacheTypeK and CacheTypeV are the element types of the K and V
+	// pools (zero: f16).
+	CacheTypeK, CacheTypeV CacheType
 	// Validation turns on the Khronos validation layer.
 	Validation bool
 	// Verify also builds the CPU reference; Model.Verify compares them.
@@ -24,6 +32,13 @@ type Config struct {
 	// Progress is called while the weights are uploaded.
 	Progress func(done, total int64)
 }
+
+// CacheType is the element type of the KV cache's pools: f16, q8_0 or
+// q4_0 (ops.KVType).
+type CacheType = ops.KVType
+
+// ParseCacheType returns the cache type named s ("f16", "q8_0", "q4_0").
+func ParseCacheType(s string) (CacheType, error) { return ops.ParseKVType(s) }
 
 // Model is a loaded model: its file, hyper-parameters, tokenizer and the
 // GPU forward pass. Its methods are used from one goroutine at a time.
@@ -79,7 +94,8 @@ func (m *Model) load(cfg Config) error {
 	if m.dev, err = vk.Open(vk.Options{Device: cfg.Device, Validation: cfg.Validation}); err != nil {
 		return err
 	}
-	gc := GPUConfig{CtxSize: cfg.CtxSize, Slots: cfg.Parallel, BatchSize: cfg.BatchSize, Progress: cfg.Progress}
+	gc := GPUConfig{CtxSize: cfg.CtxSize, Slots: cfg.Parallel, BatchSize: cfg.BatchSize, Progress: cfg.Progress,
+		KVMemory: cfg.KVMemory, KVFraction: cfg.KVFraction, TypeK: cfg.CacheTypeK, TypeV: cfg.CacheTypeV}
 	if m.GPU, err = NewGPUModel(m.dev, m.Opts, w, gc); err != nil {
 		return err
 	}
@@ -88,6 +104,10 @@ func (m *Model) load(cfg Config) error {
 		c := m.GPU.Config()
 		if m.CPU, err = NewCPUModel(m.Opts, w, c.CtxSize, c.Slots); err != nil {
 			return err
+		}
+		if m.GPU.kv != nil {
+			m.CPU.useKV(m.GPU.kv) // the same pages, so the GPU's decisions hold
+			m.CPU.kvTypes = [2]ops.KVType{c.TypeK, c.TypeV}
 		}
 	}
 	return nil
@@ -112,11 +132,18 @@ func (m *Model) Close() error {
 // Device returns the Vulkan device the model runs on.
 func (m *Model) Device() *vk.Device { return m.dev }
 
-// CtxSize returns the KV-cache positions of one slot.
+// CtxSize returns the most positions one sequence may use.
 func (m *Model) CtxSize() int { return m.GPU.Config().CtxSize }
 
-// Slots returns the number of sequence slots of the KV cache.
+// Slots returns the number of sequence slots: the most sequences the KV
+// cache serves at once (its page-table rows). Their positions share one
+// pool of pages.
 func (m *Model) Slots() int { return m.GPU.Config().Slots }
+
+// KV returns the statistics of the KV page pool. Like the Model's other
+// methods it must not run beside a forward pass (a Scheduler's Stats
+// reports them safely); its Pages and PageSize never change.
+func (m *Model) KV() KVStats { return m.GPU.KV() }
 
 // SlotLen returns the number of positions slot holds.
 func (m *Model) SlotLen(slot int) int { return m.lens[slot] }
@@ -131,6 +158,9 @@ func (m *Model) Truncate(slot, n int) error {
 		return fmt.Errorf("engine: cannot truncate slot %d of %d positions to %d", slot, m.lens[slot], n)
 	}
 	m.lens[slot] = n
+	if m.GPU.kv != nil {
+		m.GPU.kv.truncate(slot, n)
+	}
 	return nil
 }
 
@@ -167,6 +197,13 @@ func (m *Model) ForwardInto(b Batch, out *Output) error {
 		}
 		lens[s] = int(b.Pos[i]) + 1
 	}
+	if kv := m.GPU.kv; kv != nil {
+		for s, n := range lens {
+			if n < m.lens[s] { // rewritten: the pages past it go
+				kv.truncate(s, n)
+			}
+		}
+	}
 	if err := m.forward(b, out); err != nil {
 		// The rows' cache entries are undefined: keep what precedes them.
 		for i, s := range b.Slots {
@@ -179,6 +216,14 @@ func (m *Model) ForwardInto(b Batch, out *Output) error {
 }
 
 func (m *Model) forward(b Batch, out *Output) error {
+	if m.CPU != nil && m.GPU.kv != nil {
+		// The GPU pass records the page copies this batch needs and
+		// clears them: the CPU reference makes them first.
+		if err := m.GPU.kv.reserveRows(b); err != nil {
+			return m.GPU.kvFull(err)
+		}
+		m.CPU.applyCopies()
+	}
 	err := m.GPU.ForwardInto(b, out)
 	if err != nil || m.CPU == nil {
 		return err
@@ -198,10 +243,10 @@ func (m *Model) forward(b Batch, out *Output) error {
 	return nil
 }
 
-// CopyPrefix makes slot dst hold the first n positions of slot src (keys
-// and values copied on the device), dropping what dst held. n may be at
-// most src's length. It is how sequences that share a prompt prefix (the
-// candidates of n/best_of, a repeated system prompt) skip its prefill.
+// CopyPrefix makes slot dst hold the first n positions of slot src,
+// dropping what dst held. n may be at most src's length. The slots then
+// share the pages (nothing is copied until one of them writes a shared
+// page). It is how the candidates of n/best_of share their prompt.
 func (m *Model) CopyPrefix(dst, src, n int) error {
 	if src < 0 || src >= len(m.lens) || dst < 0 || dst >= len(m.lens) {
 		return fmt.Errorf("engine: CopyPrefix: slot %d or %d outside 0..%d", dst, src, len(m.lens)-1)
@@ -212,15 +257,54 @@ func (m *Model) CopyPrefix(dst, src, n int) error {
 	if dst == src {
 		return m.Truncate(dst, n)
 	}
-	m.lens[dst] = 0
-	if err := m.GPU.CopyPrefix(dst, src, n); err != nil {
-		return err
-	}
-	if m.CPU != nil {
-		m.CPU.CopyPrefix(dst, src, n)
+	if m.GPU.kv != nil {
+		m.GPU.kv.share(dst, src, n)
 	}
 	m.lens[dst] = n
 	return nil
+}
+
+// AttachPrefix empties slot and makes it hold the longest prefix of tokens
+// that the prefix cache holds (whole pages, then part of one), and returns
+// its length: the tokens need not be fed again.
+func (m *Model) AttachPrefix(slot int, tokens []int32) int {
+	kv := m.GPU.kv
+	if kv == nil {
+		m.lens[slot] = 0
+		return 0
+	}
+	n := kv.attach(slot, tokens)
+	m.lens[slot] = n
+	return n
+}
+
+// CachePrefix leaves the pages of slot that hold tokens (its positions
+// 0..len(tokens)-1, which the caller fed) in the prefix cache for later
+// prompts: the full pages, and the last partial one too when partial is
+// set (the slot is done writing it).
+func (m *Model) CachePrefix(slot int, tokens []int32, partial bool) {
+	if kv := m.GPU.kv; kv != nil && len(tokens) <= m.lens[slot] {
+		kv.publish(slot, tokens, partial)
+	}
+}
+
+// ReserveKV makes sure slot has pages for positions from..to-1 (allocating
+// new ones and copying shared ones), evicting cached prefixes as needed;
+// it fails with ErrKVFull when the pool cannot give them.
+func (m *Model) ReserveKV(slot, from, to int) error {
+	if kv := m.GPU.kv; kv != nil {
+		return kv.reserve(slot, from, to)
+	}
+	return nil
+}
+
+// KVNeed returns how many pages ReserveKV(slot, from, to) would take, and
+// how many the pool can give (free or cached).
+func (m *Model) KVNeed(slot, from, to int) (need, available int) {
+	if kv := m.GPU.kv; kv != nil {
+		return kv.need(slot, from, to), kv.available()
+	}
+	return 0, 1
 }
 
 // maxRelError returns max |a-b| over max |b| (at least 1e-6).

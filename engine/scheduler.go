@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,6 +156,8 @@ type Sequence struct {
 	// Set when the sequence takes its slot, before its first event.
 	admitted time.Time
 	reused   int
+	order    uint64 // admission order (the most recent is preempted first)
+	resumed  bool   // preempted at least once: prompt holds its generated tokens too
 }
 
 // Events returns the channel of generated tokens, closed after the last.
@@ -191,7 +194,7 @@ func (q *Sequence) cancelled() error {
 
 // group is the unit of the queue: the candidates of one request, which
 // share the prompt. The first is prefilled; the others are admitted once
-// its prompt is in the cache and copy it.
+// its prompt is in the cache and share its pages.
 type group struct {
 	s       *Scheduler
 	members []*Sequence
@@ -209,11 +212,15 @@ func (g *group) leaderReady() bool {
 type Stats struct {
 	Queued, Active int   // sequences waiting and running now
 	Decoding       int   // running sequences past their prompt (as of the last step)
-	CachedTokens   int   // KV-cache positions the slots hold, idle slots' kept prompts included
+	CachedTokens   int   // KV positions held: by running sequences and by the prefix cache
 	Steps          int64 // forward passes run
 	DecodeRows     int64 // rows that fed a generated token
 	PrefillRows    int64 // rows that fed a prompt token
-	ReusedTokens   int64 // prompt tokens taken from the cache instead of being fed
+	ReusedTokens   int64 // prompt tokens taken from the prefix cache instead of being fed
+	PromptTokens   int64 // prompt tokens of admitted sequences (ReusedTokens / PromptTokens: the hit rate)
+	Preempted      int64 // sequences preempted for want of KV pages (recomputed later)
+	// KV describes the page pool, as of the last step.
+	KV KVStats
 }
 
 // SlotPhase is what a KV-cache slot is doing.
@@ -256,11 +263,19 @@ type SlotState struct {
 // and builds each step's batch from one decode row per generating sequence
 // plus chunks of the prompts being prefilled (within the batch size), runs
 // one forward pass, and samples every sequence's next token in parallel on
-// a small pool of workers. Requests wait in a FIFO queue and are admitted
-// when a KV-cache slot is free. Each slot keeps the tokens of the last
-// sequence that ran in it, and a new prompt starts from the longest prefix
-// any slot holds (its keys and values copied on the device when it is
-// another slot's).
+// a small pool of workers.
+//
+// The KV cache is one pool of pages (see Model). Requests wait in a FIFO
+// queue and are admitted when a slot (a page-table row) is free and the
+// pages of their prompt are: the free ones and those of cached prefixes,
+// which are evicted least recently used first. A prompt starts from the
+// longest prefix the prefix cache holds (whole pages shared, the last
+// partial one copied when written) and prefills only the rest; running and
+// finished sequences leave their pages there. When a decoding sequence
+// needs a page and none is left, the most recently admitted sequence is
+// preempted: its pages go back (to the prefix cache), it returns to the
+// front of the queue and is recomputed when admitted again, its generated
+// tokens kept, so its consumer sees only a delay.
 //
 // Its methods are safe from any goroutine. The Model must not be used by
 // anything else until Close returns.
@@ -279,17 +294,18 @@ type Scheduler struct {
 	queued atomic.Int32
 
 	steps, decodeRows, prefillRows, reused atomic.Int64
+	promptTokens, preempted                atomic.Int64
 	nActive, nDecoding, nCached            atomic.Int32
 
 	viewMu sync.Mutex
 	view   []SlotState // what Slots reports, refreshed by publish
+	kv     KVStats     // what Stats reports of the pool, refreshed by publish
 
 	// Owned by the scheduler goroutine.
 	active  []*Sequence
 	slotSeq []*Sequence // the sequence running in each slot, nil when free
 	cache   [][]int32   // the tokens each slot holds keys and values of
-	used    []uint64    // when each slot was last taken (LRU)
-	clock   uint64
+	clock   uint64      // admissions so far (Sequence.order)
 	batch   Batch
 	// stepMedia says the current step feeds input embeddings (media.go):
 	// the batch then carries Embeds and AttnPos.
@@ -376,7 +392,7 @@ func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
 	}
 	n := m.Slots()
 	s := &Scheduler{m: m, cfg: cfg, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
-		slotSeq: make([]*Sequence, n), cache: make([][]int32, n), used: make([]uint64, n),
+		slotSeq: make([]*Sequence, n), cache: make([][]int32, n),
 		batch:    Batch{Tokens: make([]int32, 0, B), Slots: make([]int32, 0, B), Pos: make([]int32, 0, B), Logits: make([]bool, 0, B), Hidden: make([]bool, 0, B)},
 		out:      Output{Logits: make([]float32, 0, n*m.Opts.Vocab), Hidden: make([]float32, 0, B*m.Opts.Embd)},
 		stepSeqs: make([]*Sequence, 0, n), sampled: make([]*Sequence, 0, n), gone: make([]*Sequence, 0, n), active: make([]*Sequence, 0, n),
@@ -392,9 +408,14 @@ func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
 
 // Stats returns the scheduler's counters.
 func (s *Scheduler) Stats() Stats {
-	return Stats{Queued: int(s.queued.Load()), Active: int(s.nActive.Load()), Steps: s.steps.Load(),
+	st := Stats{Queued: int(s.queued.Load()), Active: int(s.nActive.Load()), Steps: s.steps.Load(),
 		Decoding: int(s.nDecoding.Load()), CachedTokens: int(s.nCached.Load()),
-		DecodeRows: s.decodeRows.Load(), PrefillRows: s.prefillRows.Load(), ReusedTokens: s.reused.Load()}
+		DecodeRows: s.decodeRows.Load(), PrefillRows: s.prefillRows.Load(), ReusedTokens: s.reused.Load(),
+		PromptTokens: s.promptTokens.Load(), Preempted: s.preempted.Load()}
+	s.viewMu.Lock()
+	st.KV = s.kv
+	s.viewMu.Unlock()
+	return st
 }
 
 // Slots returns what each KV-cache slot is doing, as of the last step.
@@ -409,10 +430,14 @@ func (s *Scheduler) Slots() []SlotState {
 func (s *Scheduler) publish() {
 	decoding, cached := 0, 0
 	s.viewMu.Lock()
+	kv := s.m.KV()
+	cached = kv.CachedTokens
 	for t, q := range s.slotSeq {
 		n := min(len(s.cache[t]), s.m.SlotLen(t))
-		cached += n
-		v := SlotState{Cached: n}
+		if q != nil {
+			cached += n
+		}
+		v := SlotState{}
 		if q != nil {
 			v = SlotState{Phase: SlotPrefill, Label: q.req.Label, Cached: n, Prompt: len(q.prompt), Fed: q.fed,
 				Reused: q.reused, Generated: q.generated, MaxTokens: q.req.MaxTokens}
@@ -426,6 +451,7 @@ func (s *Scheduler) publish() {
 		}
 		s.view[t] = v
 	}
+	s.kv = kv
 	s.viewMu.Unlock()
 	s.nDecoding.Store(int32(decoding))
 	s.nCached.Store(int32(cached))
@@ -454,6 +480,9 @@ func (s *Scheduler) Generate(ctx context.Context, reqs []GenRequest) ([]*Sequenc
 	g := &group{s: s, members: make([]*Sequence, len(reqs))}
 	for i, r := range reqs {
 		if err := s.checkMediaPrompt(r.Prompt, r.Media); err != nil {
+			return nil, err
+		}
+		if err := s.checkFits(len(r.Prompt), len(reqs)); err != nil {
 			return nil, err
 		}
 		if i > 0 && !equalTokens(r.Prompt, reqs[0].Prompt) {
@@ -486,6 +515,9 @@ func (s *Scheduler) Embed(ctx context.Context, tokens []int32) ([]float32, error
 	if err := s.checkPrompt(tokens); err != nil {
 		return nil, err
 	}
+	if err := s.checkFits(len(tokens), 1); err != nil {
+		return nil, err
+	}
 	g := &group{s: s}
 	q := &Sequence{ctx: ctx, grp: g, prompt: tokens, embed: true, slot: -1, stepLogit: -1, events: make(chan Event),
 		pool: newPooler(s.cfg.Pooling, len(tokens), s.m.Opts.Embd, s.m.Classifier)}
@@ -509,6 +541,26 @@ func (s *Scheduler) checkPrompt(p []int32) error {
 		if id < 0 || int(id) >= s.m.Opts.Vocab {
 			return fmt.Errorf("engine: prompt token %d (index %d) outside the vocabulary of %d", id, i, s.m.Opts.Vocab)
 		}
+	}
+	return nil
+}
+
+// ErrKVTooSmall is the error of a request whose prompt cannot fit the KV
+// page pool even with nothing else running.
+var ErrKVTooSmall = errors.New("engine: the KV cache is too small for the request")
+
+// checkFits fails with ErrKVTooSmall when a prompt of n tokens, plus the
+// first page of each of its candidates' own tokens, needs more pages than
+// the whole pool.
+func (s *Scheduler) checkFits(n, candidates int) error {
+	kv := s.m.GPU.Config() // fixed at load: safe from any goroutine
+	if kv.Pages == 0 {
+		return nil // an encoder: no cache
+	}
+	need := (n+kv.PageSize-1)/kv.PageSize + candidates - 1
+	if need > kv.Pages {
+		return fmt.Errorf("%w: a prompt of %d tokens for %d candidates needs %d pages of %d positions; the pool has %d (%d positions; raise --kv-memory)",
+			ErrKVTooSmall, n, candidates, need, kv.PageSize, kv.Pages, kv.Pages*kv.PageSize)
 	}
 	return nil
 }
@@ -609,7 +661,7 @@ func (s *Scheduler) shutdown() {
 // finish ends q with err and frees its slot.
 func (s *Scheduler) finish(q *Sequence, err error) {
 	if q.slot >= 0 && s.slotSeq[q.slot] == q {
-		s.slotSeq[q.slot] = nil
+		s.release(q)
 	}
 	q.slot = -1
 	q.err = err
@@ -649,7 +701,7 @@ func (s *Scheduler) retire(ended func(q *Sequence) (bool, error)) {
 	s.nActive.Store(int32(len(s.active)))
 	for _, q := range gone {
 		if q.slot >= 0 && s.slotSeq[q.slot] == q {
-			s.slotSeq[q.slot] = nil
+			s.release(q)
 		}
 	}
 	s.publish()
@@ -660,9 +712,22 @@ func (s *Scheduler) retire(ended func(q *Sequence) (bool, error)) {
 	s.gone = gone[:0]
 }
 
-// admit moves queued sequences into free slots, in FIFO order. A group's
-// followers wait for their leader's prompt; slots are kept for them
-// meanwhile, and later requests take only the rest.
+// release leaves the pages of q's slot in the prefix cache (the tokens
+// whose keys and values it holds) and frees the slot.
+func (s *Scheduler) release(q *Sequence) {
+	t := q.slot
+	if toks := s.cache[t]; len(toks) > 0 && len(toks) <= s.m.SlotLen(t) && !q.embed {
+		s.m.CachePrefix(t, toks, true)
+	}
+	s.m.Truncate(t, 0)
+	s.cache[t] = s.cache[t][:0]
+	s.slotSeq[t] = nil
+}
+
+// admit moves queued sequences into free slots, in FIFO order, while the
+// KV pool has the pages of their prompts. A group's followers wait for
+// their leader's prompt; slots are kept for them meanwhile, and later
+// requests take only the rest.
 func (s *Scheduler) admit() {
 	free := 0
 	for _, q := range s.slotSeq {
@@ -673,7 +738,8 @@ func (s *Scheduler) admit() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	reserved := 0
-	for gi := 0; gi < len(s.queue); {
+	blocked := false // the queue's head waits for pages: nothing passes it
+	for gi := 0; gi < len(s.queue) && !blocked; {
 		g := s.queue[gi]
 		for g.next < len(g.members) {
 			q := g.members[g.next]
@@ -686,10 +752,13 @@ func (s *Scheduler) admit() {
 			if free-reserved <= 0 || g.next > 0 && !g.leaderReady() {
 				break
 			}
+			if !s.start(q) {
+				blocked = true
+				break
+			}
 			g.next++
 			s.queued.Add(-1)
 			free--
-			s.start(q)
 		}
 		if g.next == len(g.members) {
 			s.queue = append(s.queue[:gi], s.queue[gi+1:]...)
@@ -702,86 +771,114 @@ func (s *Scheduler) admit() {
 	s.publish()
 }
 
-// start binds q to a free slot, taking the longest cached prefix of its
-// prompt from any slot, and makes it active.
-func (s *Scheduler) start(q *Sequence) {
-	slot := s.pickSlot(q.prompt, q.embed)
+// start binds q to a free slot holding the longest cached prefix of its
+// prompt and reserves the pages of the rest, and makes it active; false
+// (nothing changed) when the pool lacks the pages. A follower shares its
+// leader's prompt pages.
+func (s *Scheduler) start(q *Sequence) bool {
+	slot := 0
+	for s.slotSeq[slot] != nil {
+		slot++
+	}
+	m := s.m
+	reuse := 0
+	switch l := q.grp.members[0]; {
+	case q.embed || q.req.PromptLogprobs:
+		// Every row of an embedding needs its hidden state, and every
+		// row of a scored prompt its logits: nothing is reused.
+		m.AttachPrefix(slot, nil)
+	case l != q && l.slot >= 0 && !l.resumed && l.fed >= len(q.prompt)-1 && !q.resumed:
+		reuse = len(q.prompt) - 1
+		if err := m.CopyPrefix(slot, l.slot, reuse); err != nil {
+			panic("BUG: engine: " + err.Error())
+		}
+	default:
+		reuse = m.AttachPrefix(slot, q.prompt[:len(q.prompt)-1])
+	}
+	if !q.embed {
+		if b := mediaBoundary(q.req.Media, reuse); b < reuse { // never half an image
+			if err := m.Truncate(slot, b); err != nil {
+				panic("BUG: engine: " + err.Error())
+			}
+			reuse = b
+		}
+	}
+	if need, avail := m.KVNeed(slot, reuse, len(q.prompt)); need > avail {
+		m.Truncate(slot, 0)
+		return false
+	}
+	if err := m.ReserveKV(slot, reuse, len(q.prompt)); err != nil {
+		m.Truncate(slot, 0) // every cached page is evictable, so this should not happen; wait
+		return false
+	}
 	s.slotSeq[slot] = q
 	q.slot = slot
-	m := s.m
-	for t := range s.cache {
-		s.cache[t] = s.cache[t][:min(len(s.cache[t]), m.SlotLen(t))]
+	s.cache[slot] = append(s.cache[slot][:0], q.prompt[:reuse]...)
+	s.reused.Add(int64(reuse))
+	s.promptTokens.Add(int64(len(q.prompt)))
+	if q.admitted.IsZero() {
+		q.admitted = time.Now()
 	}
-	reuse, src := 0, slot
-	if !q.embed && !q.req.PromptLogprobs {
-		// Every row of an embedding needs its hidden state, and every
-		// row of a scored prompt its logits: nothing is reused. A
-		// generation takes the longest prefix any slot holds.
-		reuse = sharedPrefix(s.cache[slot], q.prompt)
-		for t := range s.cache {
-			if n := sharedPrefix(s.cache[t], q.prompt); n > reuse {
-				reuse, src = n, t
+	q.reused += reuse
+	s.clock++
+	q.order = s.clock
+	q.fed, q.pos = reuse, reuse
+	s.active = append(s.active, q)
+	return true
+}
+
+// reserveDecode gives every decoding sequence that will feed a row this
+// step the page of its next position, preempting the most recently
+// admitted sequences while the pool has none; a sequence that needs a page
+// when it runs alone ends with ErrContextFull.
+func (s *Scheduler) reserveDecode() (ended bool) {
+	for i := 0; i < len(s.active); i++ {
+		q := s.active[i]
+		if !q.decoding || len(q.events) == cap(q.events) {
+			continue
+		}
+		for s.m.ReserveKV(q.slot, q.pos, q.pos+1) != nil {
+			v := s.active[len(s.active)-1] // the most recently admitted
+			if v == q && len(s.active) == 1 {
+				q.done, q.doneErr, ended = true, ErrContextFull, true
+				break
+			}
+			s.preempt(v)
+			if v == q {
+				break
 			}
 		}
 	}
-	reuse = mediaBoundary(q.req.Media, reuse) // never half an image
-	var err error
-	if src != slot {
-		err = m.CopyPrefix(slot, src, reuse)
-		s.cache[slot] = append(s.cache[slot][:0], q.prompt[:reuse]...)
-	} else {
-		err = m.Truncate(slot, reuse)
-		s.cache[slot] = s.cache[slot][:reuse]
-	}
-	if err != nil {
-		s.cache[slot] = s.cache[slot][:0]
-		m.Truncate(slot, 0)
-		s.finish(q, err)
-		return
-	}
-	s.reused.Add(int64(reuse))
-	q.admitted, q.reused = time.Now(), reuse
-	q.fed, q.pos = reuse, reuse
-	s.active = append(s.active, q)
+	return ended
 }
 
-// pickSlot returns a free slot for prompt. A generation goes to the free
-// slot whose tokens cover most of the prompt when they cover more than half
-// of it (a continuation of that slot's conversation: the reference server's
-// rule), else to the least recently used free slot, which an embedding
-// always takes.
-func (s *Scheduler) pickSlot(prompt []int32, embed bool) int {
-	best, reuse, lru := -1, 0, -1
-	for t, q := range s.slotSeq {
-		if q != nil {
-			continue
-		}
-		if lru < 0 || s.used[t] < s.used[lru] {
-			lru = t
-		}
-		if embed {
-			continue
-		}
-		if n := sharedPrefix(s.cache[t][:min(len(s.cache[t]), s.m.SlotLen(t))], prompt); 2*n > len(prompt) && n > reuse {
-			best, reuse = t, n
-		}
+// preempt takes q's slot and pages (they stay in the prefix cache until
+// evicted) and puts it back at the front of the queue, to be recomputed:
+// its prompt becomes the prompt and the tokens generated so far, whose
+// prefill ends in the logits of its next token.
+func (s *Scheduler) preempt(q *Sequence) {
+	t := q.slot
+	if q.decoding {
+		q.prompt = append(append(make([]int32, 0, len(s.cache[t])+1), s.cache[t]...), q.last)
+		q.resumed = true
 	}
-	if best < 0 {
-		best = lru
+	if q.embed {
+		q.pool = newPooler(s.cfg.Pooling, len(q.prompt), s.m.Opts.Embd, s.m.Classifier)
 	}
-	s.clock++
-	s.used[best] = s.clock
-	return best
-}
-
-// sharedPrefix returns how many first tokens of prompt, short of its last
-// (fed again for its logits), cached holds.
-func sharedPrefix(cached, prompt []int32) int {
-	n := 0
-	for n < len(cached) && n < len(prompt)-1 && cached[n] == prompt[n] {
-		n++
+	s.release(q)
+	q.slot, q.fed, q.pos, q.decoding = -1, 0, 0, false
+	if i := slices.Index(s.active, q); i >= 0 {
+		s.active = slices.Delete(s.active, i, i+1)
 	}
-	return n
+	s.preempted.Add(1)
+	g := &group{s: s, members: []*Sequence{q}}
+	s.mu.Lock()
+	s.queue = append(s.queue, nil)
+	copy(s.queue[1:], s.queue)
+	s.queue[0] = g
+	s.queued.Add(1)
+	s.mu.Unlock()
+	s.nActive.Store(int32(len(s.active)))
 }
 
 // addRow appends one row to the step's batch.
@@ -806,6 +903,9 @@ func (s *Scheduler) addInputRow(tok int32, embd []float32, slot, pos, attnPos in
 // step runs one forward pass over every sequence that can advance and
 // samples their tokens; false means none could (every consumer is behind).
 func (s *Scheduler) step() bool {
+	if s.reserveDecode() {
+		s.reap()
+	}
 	b := &s.batch
 	b.Tokens, b.Slots, b.Pos, b.Logits, b.Hidden = b.Tokens[:0], b.Slots[:0], b.Pos[:0], b.Logits[:0], b.Hidden[:0]
 	clear(s.embeds)
@@ -833,7 +933,7 @@ func (s *Scheduler) step() bool {
 		budget = min(budget, chunk)
 	}
 	for _, q := range s.active {
-		if q.decoding || budget == 0 {
+		if q.decoding || budget == 0 || q.resumed && len(q.events) == cap(q.events) {
 			continue
 		}
 		n := min(len(q.prompt)-q.fed, budget)
@@ -926,6 +1026,8 @@ func (s *Scheduler) step() bool {
 			s.cache[q.slot] = append(s.cache[q.slot], q.prompt[q.fed:q.fed+q.stepRows]...)
 			q.fed += q.stepRows
 			q.pos = q.fed
+			// Later prompts may share the full pages fed so far.
+			s.m.CachePrefix(q.slot, s.cache[q.slot], false)
 		}
 		if q.stepLogit >= 0 || q.stepPromptN > 0 {
 			s.sampled = append(s.sampled, q)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -411,6 +412,9 @@ func TestSchedulerStepAllocs(t *testing.T) {
 			}
 		}
 	}
+	used := m.KV().Used
+	// 21 steps from position 4: every sequence takes a new KV page at
+	// position 16 within them.
 	allocs := testing.AllocsPerRun(20, func() {
 		if !s.step() || s.batch.Len() != 4 {
 			t.Fatalf("a decode step ran %d rows, want 4", s.batch.Len())
@@ -419,6 +423,9 @@ func TestSchedulerStepAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("a decode step of 4 sequences: %v allocations, want 0", allocs)
+	}
+	if got := m.KV().Used; got != used+4 {
+		t.Errorf("KV pages in use went from %d to %d during the measured steps, want %d (a new page each)", used, got, used+4)
 	}
 	if len(s.active) != 4 {
 		t.Errorf("%d sequences still running, want 4 (did one fail?)", len(s.active))
@@ -681,5 +688,203 @@ func TestSchedulerPromptLogprobs(t *testing.T) {
 		if len(lp.Top) != 2 || math.Abs(float64(lp.Top[0].Logprob)-wantTop[i]) > logprobBound || lp.Top[0].Logprob < lp.Top[1].Logprob {
 			t.Errorf("prompt position %d: top %v, want 2 entries led by the best token's %.5f", i+1, lp.Top, wantTop[i])
 		}
+	}
+}
+
+// schedModelKV is schedModel with a KV pool of pages pages.
+func schedModelKV(t *testing.T, arch string, slots, batch, pages int) *Model {
+	t.Helper()
+	path := genModel(t, modelgen.Options{Arch: arch, Embd: 64, Layers: 2, Type: gguf.TypeQ8_0})
+	o, _ := openModel(t, path)
+	perPage := int64(2 * o.Layers * 16 * o.KVHeads * o.HeadDim * 2) // K and V, f16, pages of 16
+	m, err := Load(path, Config{CtxSize: 96, Parallel: slots, BatchSize: batch, Validation: true, KVMemory: int64(pages) * perPage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if kv := m.KV(); kv.Pages != pages || kv.PageSize != 16 {
+		t.Fatalf("KV pool of %d pages of %d, want %d of 16", kv.Pages, kv.PageSize, pages)
+	}
+	return m
+}
+
+// TestSchedulerPreemption runs more sequences than the KV pool holds at
+// full length: the most recently admitted ones are preempted and
+// recomputed, and every sequence still equals its run alone.
+func TestSchedulerPreemption(t *testing.T) {
+	// 4 sequences of 20 + 40 tokens need 4 pages each, 16 in all; the
+	// pool has 9.
+	m := schedModelKV(t, "llama", 4, 32, 9)
+	const n, maxTokens = 4, 40
+	prompts := make([][]int32, n)
+	want := make([]genResult, n)
+	for i := range prompts {
+		prompts[i] = testPrompt(m, 10+i, 20)
+		want[i] = soloGenerateEndless(t, m, prompts[i], maxTokens)
+	}
+	m.Truncate(0, 0)
+	// Every request is queued before the scheduler starts: all four are
+	// admitted together (8 pages of prompts), whatever the timing.
+	s := newScheduler(m, SchedulerConfig{})
+	got := make([]genResult, n)
+	var wg sync.WaitGroup
+	for i := range prompts {
+		qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompts[i], Chain: endlessChain(t, m, prompts[i]), MaxTokens: maxTokens, Logprobs: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = collect(qs[0]) }()
+	}
+	s.run()
+	defer s.Close()
+	wg.Wait()
+	for i := range got {
+		compareRuns(t, fmt.Sprintf("sequence %d", i), got[i], want[i])
+	}
+	st := s.Stats()
+	if st.Preempted == 0 {
+		t.Errorf("Stats = %+v: nothing was preempted, yet 16 pages were needed of 9", st)
+	}
+	if st.KV.Used != 0 || st.KV.Free+st.KV.Cached != 9 {
+		t.Errorf("after all ended: KV %+v, want every page free or cached", st.KV)
+	}
+	vktest.Check(t, m.Device())
+}
+
+// soloGenerateEndless is soloGenerate with endlessChain's sampler.
+func soloGenerateEndless(t *testing.T, m *Model, prompt []int32, maxTokens int) genResult {
+	t.Helper()
+	if err := m.Truncate(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := endlessChain(t, m, prompt)
+	logits, err := m.Prefill(context.Background(), 0, 0, prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r genResult
+	for pos := len(prompt); ; pos++ {
+		id, err := c.Sample(logits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Accept(id)
+		lp, _ := c.Logprob(id)
+		r.tokens, r.logprobs = append(r.tokens, id), append(r.logprobs, lp)
+		if len(r.tokens) == maxTokens {
+			return r
+		}
+		if logits, err = m.Step(0, pos, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSchedulerTooBig: a prompt that needs more pages than the pool has is
+// refused up front, naming the numbers; one that fits runs even when its
+// generation outgrows the pool, and ends with ErrContextFull there.
+func TestSchedulerTooBig(t *testing.T) {
+	m := schedModelKV(t, "llama", 2, 32, 3)
+	s := NewScheduler(m, SchedulerConfig{})
+	defer s.Close()
+	long := testPrompt(m, 1, 49)
+	_, err := s.Generate(context.Background(), []GenRequest{{Prompt: long, Chain: endlessChain(t, m, long), MaxTokens: 4}})
+	if !errors.Is(err, ErrKVTooSmall) || !strings.Contains(err.Error(), "49 tokens") || !strings.Contains(err.Error(), "needs 4 pages") || !strings.Contains(err.Error(), "has 3") {
+		t.Fatalf("Generate(49 tokens, 3 pages of 16) = %v, want ErrKVTooSmall naming 49 tokens, 4 pages needed and 3", err)
+	}
+	p := testPrompt(m, 2, 40)
+	qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := collect(qs[0])
+	if !errors.Is(r.err, ErrContextFull) || len(r.tokens) != 48-40+1 {
+		t.Errorf("a sequence outgrowing the pool: %d tokens, error %v; want %d and ErrContextFull", len(r.tokens), r.err, 48-40+1)
+	}
+}
+
+// TestSchedulerPrefixReuse: prompts sharing a long prefix with a finished
+// sequence prefill only the rest (the shared whole pages and the shared
+// start of a page, which is copied before it is written), and the
+// generations equal their runs alone.
+func TestSchedulerPrefixReuse(t *testing.T) {
+	m := schedModel(t, "llama", 2, 64)
+	system := testPrompt(m, 3, 40)
+	ask := func(q int) []int32 { return append(append([]int32(nil), system...), testPrompt(m, 20+q, 5+q)...) }
+	const maxTokens = 6
+	want := make([]genResult, 3)
+	for i := range want {
+		want[i] = soloGenerateEndless(t, m, ask(i), maxTokens)
+	}
+	m.Truncate(0, 0)
+	s := NewScheduler(m, SchedulerConfig{})
+	defer s.Close()
+	var prefill int64
+	for i := range want {
+		p := ask(i)
+		qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: maxTokens, Logprobs: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		compareRuns(t, fmt.Sprintf("question %d", i), collect(qs[0]), want[i])
+		_, reused := qs[0].Admission()
+		wantReused := 0
+		if i > 0 {
+			// Pages 0 and 1 whole, and 8 tokens of page 2 (system
+			// prompt positions 32..39; the earlier question's page).
+			wantReused = 40
+		}
+		if reused != wantReused {
+			t.Errorf("question %d: %d prompt tokens reused, want %d", i, reused, wantReused)
+		}
+		st := s.Stats()
+		if fed := st.PrefillRows - prefill; fed != int64(len(p)-wantReused) {
+			t.Errorf("question %d: %d prompt rows fed, want %d", i, fed, len(p)-wantReused)
+		}
+		prefill = st.PrefillRows
+	}
+	st := s.Stats()
+	if st.PromptTokens != int64(3*45+1+2) || st.ReusedTokens != 80 {
+		t.Errorf("Stats = %+v, want %d prompt tokens, 80 reused", st, 3*45+3)
+	}
+	vktest.Check(t, m.Device())
+}
+
+// TestSchedulerEviction: with a pool too small for every finished prompt,
+// the least recently used cached pages are evicted for new prompts, and a
+// prompt whose prefix was evicted is fed again (and still right).
+func TestSchedulerEviction(t *testing.T) {
+	m := schedModelKV(t, "llama", 2, 64, 6)
+	s := NewScheduler(m, SchedulerConfig{})
+	defer s.Close()
+	run := func(p []int32) (reused int) {
+		t.Helper()
+		qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := collect(qs[0]); r.err != nil || len(r.tokens) != 2 {
+			t.Fatalf("%d tokens, %v", len(r.tokens), r.err)
+		}
+		_, reused = qs[0].Admission()
+		return reused
+	}
+	a, b := testPrompt(m, 4, 33), testPrompt(m, 5, 33) // 3 pages each with their tokens
+	run(a)
+	run(b)
+	if kv := s.Stats().KV; kv.Cached != 6 || kv.Free != 0 {
+		t.Fatalf("after two prompts of 3 pages: KV %+v, want 6 cached", kv)
+	}
+	if n := run(b); n != 32 {
+		t.Errorf("b again: %d tokens reused, want 32 (all but the last, fed for its logits)", n)
+	}
+	// c needs 3 pages: the least recently used ones are a's.
+	run(testPrompt(m, 6, 33))
+	if n := run(b); n != 32 {
+		t.Errorf("b after c: %d tokens reused, want 32 (a's pages should have gone)", n)
+	}
+	if n := run(a); n != 0 {
+		t.Errorf("a after c: %d tokens reused, want 0 (evicted)", n)
 	}
 }

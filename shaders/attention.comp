@@ -1,7 +1,8 @@
 #version 450
 // flash_attn computes, for each row and query head h,
 //   out = sum_j softmax_j(scale * q . K[j]) V[j]
-// over the f16 cache [slot][position][kv_head][head_dim] of the row's slot,
+// over the positions of the row's slot in the paged f16 cache
+// [page][position in page][kv_head][head_dim] (kv_row, attention.glsl),
 // with kv_head = h / (heads / kv_heads) (GQA). Causal rows see positions
 // 0..pos[row] (with a sliding window of w > 0 positions only
 // pos[row]-w+1..pos[row]); non-causal rows see 0..n_kv-1; rows with an
@@ -28,6 +29,38 @@
 // variant: flash_attn_f32_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1
 // variant: flash_attn_split_f32_f16 -DUSE_F16=1 -DSPLIT=1
 // variant: flash_attn_split_f32_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1
+// variant: flash_attn_f32_f16_q8_0 -DUSE_F16=1 -DV_Q8_0=1
+// variant: flash_attn_f32_f16_q4_0 -DUSE_F16=1 -DV_Q4_0=1
+// variant: flash_attn_f32_q8_0_f16 -DUSE_F16=1 -DK_Q8_0=1
+// variant: flash_attn_f32_q8_0_q8_0 -DUSE_F16=1 -DK_Q8_0=1 -DV_Q8_0=1
+// variant: flash_attn_f32_q8_0_q4_0 -DUSE_F16=1 -DK_Q8_0=1 -DV_Q4_0=1
+// variant: flash_attn_f32_q4_0_f16 -DUSE_F16=1 -DK_Q4_0=1
+// variant: flash_attn_f32_q4_0_q8_0 -DUSE_F16=1 -DK_Q4_0=1 -DV_Q8_0=1
+// variant: flash_attn_f32_q4_0_q4_0 -DUSE_F16=1 -DK_Q4_0=1 -DV_Q4_0=1
+// variant: flash_attn_f32_f16_q8_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DV_Q8_0=1
+// variant: flash_attn_f32_f16_q4_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DV_Q4_0=1
+// variant: flash_attn_f32_q8_0_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DK_Q8_0=1
+// variant: flash_attn_f32_q8_0_q8_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DK_Q8_0=1 -DV_Q8_0=1
+// variant: flash_attn_f32_q8_0_q4_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DK_Q8_0=1 -DV_Q4_0=1
+// variant: flash_attn_f32_q4_0_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DK_Q4_0=1
+// variant: flash_attn_f32_q4_0_q8_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DK_Q4_0=1 -DV_Q8_0=1
+// variant: flash_attn_f32_q4_0_q4_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DK_Q4_0=1 -DV_Q4_0=1
+// variant: flash_attn_split_f32_f16_q8_0 -DUSE_F16=1 -DSPLIT=1 -DV_Q8_0=1
+// variant: flash_attn_split_f32_f16_q4_0 -DUSE_F16=1 -DSPLIT=1 -DV_Q4_0=1
+// variant: flash_attn_split_f32_q8_0_f16 -DUSE_F16=1 -DSPLIT=1 -DK_Q8_0=1
+// variant: flash_attn_split_f32_q8_0_q8_0 -DUSE_F16=1 -DSPLIT=1 -DK_Q8_0=1 -DV_Q8_0=1
+// variant: flash_attn_split_f32_q8_0_q4_0 -DUSE_F16=1 -DSPLIT=1 -DK_Q8_0=1 -DV_Q4_0=1
+// variant: flash_attn_split_f32_q4_0_f16 -DUSE_F16=1 -DSPLIT=1 -DK_Q4_0=1
+// variant: flash_attn_split_f32_q4_0_q8_0 -DUSE_F16=1 -DSPLIT=1 -DK_Q4_0=1 -DV_Q8_0=1
+// variant: flash_attn_split_f32_q4_0_q4_0 -DUSE_F16=1 -DSPLIT=1 -DK_Q4_0=1 -DV_Q4_0=1
+// variant: flash_attn_split_f32_f16_q8_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DV_Q8_0=1
+// variant: flash_attn_split_f32_f16_q4_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DV_Q4_0=1
+// variant: flash_attn_split_f32_q8_0_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DK_Q8_0=1
+// variant: flash_attn_split_f32_q8_0_q8_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DK_Q8_0=1 -DV_Q8_0=1
+// variant: flash_attn_split_f32_q8_0_q4_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DK_Q8_0=1 -DV_Q4_0=1
+// variant: flash_attn_split_f32_q4_0_f16_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DK_Q4_0=1
+// variant: flash_attn_split_f32_q4_0_q8_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DK_Q4_0=1 -DV_Q8_0=1
+// variant: flash_attn_split_f32_q4_0_q4_0_sg -DUSE_F16=1 -DUSE_SUBGROUP=1 -DSPLIT=1 -DK_Q4_0=1 -DV_Q4_0=1
 #include "common.glsl"
 
 // GPW query heads per workgroup (divides heads / kv_heads, at most 8);
@@ -52,6 +85,7 @@ shared vec4 q_s[GPW * QV];    // head g, dims 4i..4i+3 at g * QV + i
 shared float acc_s[GPW * HEAD_DIM];
 shared vec4 p_s[PG * WG];     // head g, key k at (g / 4) * WG + k, component g % 4
 shared float red_s[GPW * WG];
+shared uint row_s[WG]; // the cache offset of each key of the tile
 
 // reduce_max / reduce_sum combine v[g] over the workgroup for every g < GPW;
 // all invocations get the results in v. Uniform control flow only.
@@ -178,8 +212,7 @@ void main() {
 		acc_s[i] = 0.0;
 	}
 	barrier();
-	const uint stride = p.kv_heads * D; // elements per position
-	const uint kvbase = slot * p.n_ctx * stride + kvh * D;
+	const uint kvoff = kvh * D; // the kv head within a position
 	float m[MAX_GPW], l[MAX_GPW], s[MAX_GPW], alpha[MAX_GPW];
 	// Vector path for V (head_dim % 4 == 0): invocation t owns dims
 	// 4*d4..4*d4+3 of keys k = kq, kq + KG, ... of each tile, accumulating in
@@ -197,17 +230,18 @@ void main() {
 			s[g] = 0.0;
 		}
 		if (j < kend) {
-			const uint kb = kvbase + j * stride;
+			const uint kb = kv_row(slot, j) + kvoff;
+			row_s[t] = kb;
 			if (HEAD_DIM % 4 == 0) { // kb is then a multiple of 4 too
 				for (uint d4 = 0; d4 < D / 4; d4++) {
-					const vec4 kd = vec4(data_k4[kb / 4 + d4]);
+					const vec4 kd = load_k4e(kb + 4 * d4);
 					[[unroll]] for (uint g = 0; g < GPW; g++) {
 						s[g] += dot(q_s[g * QV + d4], kd);
 					}
 				}
 			} else {
 				for (uint d = 0; d < D; d++) {
-					const float kd = float(data_k[kb + d]);
+					const float kd = load_k1(kb + d);
 					[[unroll]] for (uint g = 0; g < GPW; g++) {
 						s[g] += q_s[g * QV + d / 4][d % 4] * kd;
 					}
@@ -236,7 +270,7 @@ void main() {
 			m[g] = mn;
 			s[g] = pj;
 		}
-		reduce_sum(s); // its barriers also publish p_s
+		reduce_sum(s); // its barriers also publish p_s and row_s
 		[[unroll]] for (uint g = 0; g < GPW; g++) {
 			l[g] = l[g] * alpha[g] + s[g];
 		}
@@ -246,9 +280,8 @@ void main() {
 				acc4[g] *= alpha[g];
 			}
 			if (kq < KG) {
-				uint vb = (kvbase + (j0 + kq) * stride) / 4 + d4;
-				for (uint k = kq; k < cnt; k += KG, vb += KG * stride / 4) {
-					const vec4 vd = vec4(data_v4[vb]);
+				for (uint k = kq; k < cnt; k += KG) {
+					const vec4 vd = load_v4e(row_s[k] + 4 * d4);
 					[[unroll]] for (uint gq = 0; gq < PG; gq++) {
 						const vec4 pk = p_s[gq * WG + k];
 						[[unroll]] for (uint c = 0; c < 4; c++) {
@@ -265,9 +298,8 @@ void main() {
 				[[unroll]] for (uint g = 0; g < GPW; g++) {
 					a[g] = acc_s[g * D + d] * alpha[g];
 				}
-				uint vb = kvbase + j0 * stride + d;
-				for (uint k = 0; k < cnt; k++, vb += stride) {
-					const float vd = float(data_v[vb]);
+				for (uint k = 0; k < cnt; k++) {
+					const float vd = load_v1(row_s[k] + d);
 					[[unroll]] for (uint gq = 0; gq < PG; gq++) {
 						const vec4 pk = p_s[gq * WG + k];
 						[[unroll]] for (uint c = 0; c < 4; c++) {

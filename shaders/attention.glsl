@@ -1,16 +1,14 @@
 // attention.glsl declares the bindings and push constants that flash_attn
 // (attention.comp) and flash_attn_rows (attention_rows.comp) share, mirrored
-// by engine/ops AttnPush, and the test for rows that flash_attn_tiled
-// serves.
+// by engine/ops AttnPush, the page-table lookup and the test for rows that
+// flash_attn_tiled serves.
 
 layout(binding = 0) readonly buffer Q { float data_q[]; };
-layout(binding = 1) readonly buffer K { float16_t data_k[]; };
-layout(binding = 1) readonly buffer K4 { f16vec4 data_k4[]; }; // same cache, 4 at a time
-layout(binding = 2) readonly buffer V { float16_t data_v[]; };
-layout(binding = 2) readonly buffer V4 { f16vec4 data_v4[]; };
+#include "kv_types.glsl" // bindings 1 and 2: the K and V pools
 layout(binding = 3) readonly buffer S { int data_slot[]; };
 layout(binding = 4) readonly buffer P { int data_pos[]; };
 layout(binding = 5) writeonly buffer O { float data_o[]; };
+layout(binding = 6) readonly buffer T { int data_table[]; };
 
 layout(push_constant) uniform Params {
 	uint rows;
@@ -27,7 +25,20 @@ layout(push_constant) uniform Params {
 	uint tile_rows; // rows per tile of flash_attn_tiled; 0: serve every row
 	uint window;    // causal sliding window in positions; 0: none
 	float softcap;  // > 0: scores become softcap * tanh(score / softcap)
+	uint page_shift;   // log2 of the positions per page
+	uint table_stride; // page-table entries per slot
+	uint n_pages;      // pages in the K and V pools
 } p;
+
+// kv_row returns the element offset of position j of slot in the paged
+// cache [page][position in page][kv_head][head_dim]: page
+// table[slot][j / page size]. A page id outside the pool (a broken
+// invariant of the caller) is clamped into it, never read out of bounds.
+uint kv_row(uint slot, uint j) {
+	const int pg = data_table[slot * p.table_stride + (j >> p.page_shift)];
+	const uint page = uint(clamp(pg, 0, int(p.n_pages) - 1));
+	return ((page << p.page_shift) + (j & ((1u << p.page_shift) - 1u))) * (p.kv_heads * p.head_dim);
+}
 
 // tiled reports whether flash_attn_tiled serves row: whether the rows of
 // its tile that have an in-range slot share one (tile_slot of

@@ -15,6 +15,14 @@
 // under (engine/ops cpuRowsMaxKeys; TestAttentionLongContext).
 // CPU reference: engine/ops RefAttention.
 // variant: flash_attn_rows_f32_f16 -DUSE_F16=1
+// variant: flash_attn_rows_f32_f16_q8_0 -DUSE_F16=1 -DV_Q8_0=1
+// variant: flash_attn_rows_f32_f16_q4_0 -DUSE_F16=1 -DV_Q4_0=1
+// variant: flash_attn_rows_f32_q8_0_f16 -DUSE_F16=1 -DK_Q8_0=1
+// variant: flash_attn_rows_f32_q8_0_q8_0 -DUSE_F16=1 -DK_Q8_0=1 -DV_Q8_0=1
+// variant: flash_attn_rows_f32_q8_0_q4_0 -DUSE_F16=1 -DK_Q8_0=1 -DV_Q4_0=1
+// variant: flash_attn_rows_f32_q4_0_f16 -DUSE_F16=1 -DK_Q4_0=1
+// variant: flash_attn_rows_f32_q4_0_q8_0 -DUSE_F16=1 -DK_Q4_0=1 -DV_Q8_0=1
+// variant: flash_attn_rows_f32_q4_0_q4_0 -DUSE_F16=1 -DK_Q4_0=1 -DV_Q4_0=1
 #include "common.glsl"
 
 // GPW query heads per invocation (divides heads / kv_heads); HEAD_DIM is
@@ -66,8 +74,12 @@ void main() {
 		l[g] = 0.0;
 	}
 	const uint stride = p.kv_heads * HEAD_DIM; // elements per position
-	uint kb = slot * p.n_ctx * stride + lo * stride + kvh * HEAD_DIM;
+	const uint page_mask = (1u << p.page_shift) - 1u;
+	uint kb = 0;
 	for (uint j = lo; j < nk; j++, kb += stride) {
+		if (j == lo || (j & page_mask) == 0) { // a new page: look it up
+			kb = kv_row(slot, j) + kvh * HEAD_DIM;
+		}
 		float s[MAX_GPW];
 		[[unroll]] for (uint g = 0; g < GPW; g++) {
 			s[g] = 0.0;
@@ -75,12 +87,12 @@ void main() {
 		[[unroll]] for (uint i = 0; i < DV; i++) {
 			vec4 kd;
 			if (HEAD_DIM % 4 == 0) { // kb is then a multiple of 4 too
-				kd = vec4(data_k4[kb / 4 + i]);
+				kd = load_k4e(kb + 4 * i);
 			} else {
 				kd = vec4(0.0);
 				[[unroll]] for (uint c = 0; c < 4; c++) {
 					if (4 * i + c < HEAD_DIM) {
-						kd[c] = float(data_k[kb + 4 * i + c]);
+						kd[c] = load_k1(kb + 4 * i + c);
 					}
 				}
 			}
@@ -104,12 +116,12 @@ void main() {
 		[[unroll]] for (uint i = 0; i < DV; i++) {
 			vec4 vd;
 			if (HEAD_DIM % 4 == 0) {
-				vd = vec4(data_v4[kb / 4 + i]);
+				vd = load_v4e(kb + 4 * i);
 			} else {
 				vd = vec4(0.0);
 				[[unroll]] for (uint c = 0; c < 4; c++) {
 					if (4 * i + c < HEAD_DIM) {
-						vd[c] = float(data_v[kb + 4 * i + c]);
+						vd[c] = load_v1(kb + 4 * i + c);
 					}
 				}
 			}

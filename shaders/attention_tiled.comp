@@ -24,6 +24,14 @@
 // No reduction crosses invocations, so nothing assumes a subgroup size.
 // q, out: [row][head][head_dim] f32. CPU reference: engine/ops RefAttention.
 // variant: flash_attn_tiled_f32_f16 -DUSE_F16=1
+// variant: flash_attn_tiled_f32_f16_q8_0 -DUSE_F16=1 -DV_Q8_0=1
+// variant: flash_attn_tiled_f32_f16_q4_0 -DUSE_F16=1 -DV_Q4_0=1
+// variant: flash_attn_tiled_f32_q8_0_f16 -DUSE_F16=1 -DK_Q8_0=1
+// variant: flash_attn_tiled_f32_q8_0_q8_0 -DUSE_F16=1 -DK_Q8_0=1 -DV_Q8_0=1
+// variant: flash_attn_tiled_f32_q8_0_q4_0 -DUSE_F16=1 -DK_Q8_0=1 -DV_Q4_0=1
+// variant: flash_attn_tiled_f32_q4_0_f16 -DUSE_F16=1 -DK_Q4_0=1
+// variant: flash_attn_tiled_f32_q4_0_q8_0 -DUSE_F16=1 -DK_Q4_0=1 -DV_Q8_0=1
+// variant: flash_attn_tiled_f32_q4_0_q4_0 -DUSE_F16=1 -DK_Q4_0=1 -DV_Q4_0=1
 #include "common.glsl"
 
 // GPW query heads per workgroup (divides heads / kv_heads); HEAD_DIM is
@@ -36,13 +44,11 @@ layout(constant_id = 3) const uint ROWS = 8;
 #define MAX_ACC 16
 
 layout(binding = 0) readonly buffer Q_ { float data_q[]; };
-layout(binding = 1) readonly buffer K { float16_t data_k[]; };
-layout(binding = 1) readonly buffer K4 { f16vec4 data_k4[]; }; // same cache, 4 at a time
-layout(binding = 2) readonly buffer V { float16_t data_v[]; };
-layout(binding = 2) readonly buffer V4 { f16vec4 data_v4[]; };
+#include "kv_types.glsl" // bindings 1 and 2: the K and V pools
 layout(binding = 3) readonly buffer S { int data_slot[]; };
 layout(binding = 4) readonly buffer P { int data_pos[]; };
 layout(binding = 5) writeonly buffer O { float data_o[]; };
+layout(binding = 6) readonly buffer T { int data_table[]; };
 
 // The push-constant block of attention.comp (AttnPush).
 layout(push_constant) uniform Params {
@@ -60,7 +66,18 @@ layout(push_constant) uniform Params {
 	uint tile_rows; // ROWS
 	uint window;    // unused here: windowed attention runs per row
 	float softcap;  // unused here: so does soft-capped attention
+	uint page_shift;   // log2 of the positions per page
+	uint table_stride; // page-table entries per slot
+	uint n_pages;      // pages in the K and V pools
 } p;
+
+// kv_row is attention.glsl's: the element offset of position j of slot in
+// the paged cache.
+uint kv_row(uint slot, uint j) {
+	const int pg = data_table[slot * p.table_stride + (j >> p.page_shift)];
+	const uint page = uint(clamp(pg, 0, int(p.n_pages) - 1));
+	return ((page << p.page_shift) + (j & ((1u << p.page_shift) - 1u))) * (p.kv_heads * p.head_dim);
+}
 
 const uint Q = ROWS * GPW; // query q is head h0 + q % GPW of row row0 + q / GPW
 const uint QV = (HEAD_DIM + 3) / 4; // vec4s per head row
@@ -91,6 +108,7 @@ shared vec4 p_s[(BC * QP + 3) / 4];
 shared float alpha_s[Q];
 shared float l_s[Q];
 shared uint nk_s[ROWS]; // keys each row sees
+shared uint row_s[BC];  // the cache offset of each key of the tile (kv head included)
 
 uint pq(uint q) {
 	return (q % NG) * QK + q / NG;
@@ -128,12 +146,12 @@ uint row_keys(uint r) {
 // base (zeros past head_dim).
 vec4 load_k4(uint base, uint d4) {
 	if (HEAD_DIM % 4 == 0) { // base is then a multiple of 4 too
-		return vec4(data_k4[base / 4 + d4]);
+		return load_k4e(base + 4 * d4);
 	}
 	vec4 v = vec4(0.0);
 	[[unroll]] for (uint c = 0; c < 4; c++) {
 		if (4 * d4 + c < HEAD_DIM) {
-			v[c] = float(data_k[base + 4 * d4 + c]);
+			v[c] = load_k1(base + 4 * d4 + c);
 		}
 	}
 	return v;
@@ -141,12 +159,12 @@ vec4 load_k4(uint base, uint d4) {
 
 vec4 load_v4(uint base, uint d4) {
 	if (HEAD_DIM % 4 == 0) {
-		return vec4(data_v4[base / 4 + d4]);
+		return load_v4e(base + 4 * d4);
 	}
 	vec4 v = vec4(0.0);
 	[[unroll]] for (uint c = 0; c < 4; c++) {
 		if (4 * d4 + c < HEAD_DIM) {
-			v[c] = float(data_v[base + 4 * d4 + c]);
+			v[c] = load_v1(base + 4 * d4 + c);
 		}
 	}
 	return v;
@@ -175,11 +193,16 @@ void load_q(uint row0, uint h0) {
 	}
 }
 
-// score stores the scores of keys j0+t+e*WG (e < KPL; the first at element
-// kb of the cache) against every query in p_s: -inf past a row's keys.
-void score(uint j0, uint cnt, uint kb) {
+// score stores the scores of keys j0+t+e*WG (e < KPL) of slot against
+// every query in p_s (-inf past a row's keys) and their cache offsets in
+// row_s.
+void score(uint slot, uint kvoff, uint j0, uint cnt) {
 	const uint t = gl_LocalInvocationID.x;
-	const uint stride = p.kv_heads * HEAD_DIM;
+	uint kb[MAX_KPL];
+	[[unroll]] for (uint e = 0; e < KPL; e++) {
+		kb[e] = t + e * WG < cnt ? kv_row(slot, j0 + t + e * WG) + kvoff : 0;
+		row_s[t + e * WG] = kb[e];
+	}
 	float s[MAX_KPL][MAX_Q];
 	[[unroll]] for (uint e = 0; e < KPL; e++) {
 		[[unroll]] for (uint q = 0; q < Q; q++) {
@@ -189,7 +212,7 @@ void score(uint j0, uint cnt, uint kb) {
 	for (uint d4 = 0; d4 < QV; d4++) {
 		vec4 kd[MAX_KPL];
 		[[unroll]] for (uint e = 0; e < KPL; e++) {
-			kd[e] = t + e * WG < cnt ? load_k4(kb + e * WG * stride, d4) : vec4(0.0);
+			kd[e] = t + e * WG < cnt ? load_k4(kb[e], d4) : vec4(0.0);
 		}
 		[[unroll]] for (uint q = 0; q < Q; q++) {
 			const vec4 qv = q_s[q * QV + d4];
@@ -233,19 +256,19 @@ void softmax(uint q, uint j0, uint cnt, inout float m, inout float l) {
 }
 
 // accumulate rescales the invocation's accumulators by their queries'
-// alpha_s and adds the tile's cnt probabilities times the V rows, the
-// first at element vb of the cache.
-void accumulate(inout vec4 acc[MAX_ACC], uint vb, uint cnt) {
+// alpha_s and adds the tile's cnt probabilities times the V rows (at the
+// offsets row_s).
+void accumulate(inout vec4 acc[MAX_ACC], uint cnt) {
 	const uint t = gl_LocalInvocationID.x;
 	const uint d0 = t % TD, qb = t / TD;
-	const uint stride = p.kv_heads * HEAD_DIM;
 	[[unroll]] for (uint k = 0; k < QK; k++) {
 		const float a = qb + k * NG < Q ? alpha_s[qb + k * NG] : 0.0;
 		[[unroll]] for (uint i = 0; i < DM; i++) {
 			acc[i * QK + k] *= a;
 		}
 	}
-	for (uint c = 0; c < cnt; c++, vb += stride) {
+	for (uint c = 0; c < cnt; c++) {
+		const uint vb = row_s[c];
 		const uint pb = c * QP + qb * QK; // p_s of query qb * QK
 		[[unroll]] for (uint i = 0; i < DM; i++) {
 			if (d0 + i * TD >= QV) {
@@ -288,8 +311,7 @@ void main() {
 	for (uint r = 0; r < ROWS; r++) {
 		kend = max(kend, nk_s[r]);
 	}
-	const uint stride = p.kv_heads * HEAD_DIM; // elements per position
-	const uint kvbase = uint(max(slot, 0)) * p.n_ctx * stride + kvh * HEAD_DIM;
+	const uint kvoff = kvh * HEAD_DIM; // the kv head within a position
 	const uint d0 = t % TD, qb = t / TD; // phase-3 vec4s and queries
 	float m = NEG_INF, l = 0.0;          // of query t (t < Q)
 	vec4 acc[MAX_ACC];
@@ -298,13 +320,13 @@ void main() {
 	}
 	for (uint j0 = 0; j0 < kend; j0 += BC) {
 		const uint cnt = min(BC, kend - j0);
-		score(j0, cnt, kvbase + (j0 + t) * stride);
+		score(uint(max(slot, 0)), kvoff, j0, cnt);
 		barrier();
 		if (t < Q) {
 			softmax(t, j0, cnt, m, l);
 		}
 		barrier();
-		accumulate(acc, kvbase + j0 * stride, cnt);
+		accumulate(acc, cnt);
 		barrier(); // p_s and alpha_s are rewritten by the next tile
 	}
 	if (t < Q) {

@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/peterbourgon/ff/v4"
 	"github.com/vkllm/vkllm/engine"
 )
@@ -16,6 +18,9 @@ type modelFlags struct {
 	device     string
 	ctxSize    int
 	batchSize  int
+	kvMemory   string
+	cacheTypeK string
+	cacheTypeV string
 	validation bool
 	verify     bool
 }
@@ -31,7 +36,10 @@ func (m *modelFlags) register(fs *ff.FlagSet, defaultCtx int, env bool) {
 	}
 	fs.StringVar(&m.model, 'm', "model", model, "GGUF model `file`")
 	fs.StringVar(&m.device, 0, "device", device, "Vulkan device: `index or name substring` (default discrete > integrated > virtual > CPU; see vkllm devices)")
-	fs.IntVar(&m.ctxSize, 0, "ctx-size", defaultCtx, "KV-cache `positions` per sequence (0 = the model's training context, at most 4096)")
+	fs.IntVar(&m.ctxSize, 0, "ctx-size", defaultCtx, "most `positions` one sequence may use, prompt and output (0 = the model's training context, at most 4096)")
+	fs.StringVar(&m.kvMemory, 0, "kv-memory", "", "KV-cache pool `size` shared by all sequences: bytes (2GiB, 512MB) or a fraction of the device memory left after the weights (0.5); default: all of it but a 5% safety margin on GPUs, --parallel x --ctx-size positions on CPU devices")
+	fs.StringVar(&m.cacheTypeK, 0, "cache-type-k", "f16", "KV-cache `type` of keys: f16, q8_0 (half the memory) or q4_0 (a quarter, some accuracy lost)")
+	fs.StringVar(&m.cacheTypeV, 0, "cache-type-v", "f16", "KV-cache `type` of values: f16, q8_0 or q4_0")
 	fs.IntVar(&m.batchSize, 0, "batch-size", 512, "most `tokens` per forward pass (prompts are processed in chunks of this)")
 	fs.BoolVarDefault(&m.validation, 0, "validation", validation, "enable the Vulkan validation layer")
 	fs.BoolVarDefault(&m.verify, 0, "verify", false, "also run the CPU reference forward pass and fail when the GPU disagrees (slow; for debugging)")
@@ -42,10 +50,19 @@ func (m *modelFlags) load(parallel int) (*engine.Model, error) {
 	if m.model == "" {
 		return nil, fmt.Errorf("no model: pass -m file.gguf")
 	}
+	kvBytes, kvFrac, err := parseKVMemory(m.kvMemory)
+	if err != nil {
+		return nil, err
+	}
+	typeK, typeV, err := m.cacheTypes()
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	bar := newProgress(os.Stderr, "loading "+m.model)
 	model, err := engine.Load(m.model, engine.Config{
 		Device: m.device, CtxSize: m.ctxSize, Parallel: parallel, BatchSize: m.batchSize,
+		KVMemory: kvBytes, KVFraction: kvFrac, CacheTypeK: typeK, CacheTypeV: typeV,
 		Validation: m.validation, Verify: m.verify, Progress: bar.update,
 	})
 	bar.done()
@@ -56,6 +73,41 @@ func (m *modelFlags) load(parallel int) (*engine.Model, error) {
 	fmt.Fprintf(os.Stderr, "loaded %s (%s, %d layers, %d embd, vocab %d) on %s in %.2fs\n",
 		m.model, model.Opts.Arch, model.Opts.Layers, model.Opts.Embd, model.Opts.Vocab, info.Name, time.Since(start).Seconds())
 	return model, nil
+}
+
+// cacheTypes reads --cache-type-k and --cache-type-v.
+func (m *modelFlags) cacheTypes() (k, v engine.CacheType, err error) {
+	if k, err = engine.ParseCacheType(m.cacheTypeK); err != nil {
+		return k, v, fmt.Errorf("--cache-type-k: %w", err)
+	}
+	if v, err = engine.ParseCacheType(m.cacheTypeV); err != nil {
+		return k, v, fmt.Errorf("--cache-type-v: %w", err)
+	}
+	return k, v, nil
+}
+
+// parseKVMemory reads --kv-memory: "" (the default), a byte size with a
+// unit (2GiB, 512MB, 1.5GB; go-humanize's syntax) or without one, or a
+// fraction in (0, 1] of the memory left after the weights (a number with a
+// point: 0.5, 1.0).
+func parseKVMemory(s string) (bytes int64, frac float64, err error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, 0, nil
+	}
+	if strings.Contains(s, ".") {
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
+			if f <= 0 || f > 1 {
+				return 0, 0, fmt.Errorf("--kv-memory %q: a fraction must be in (0, 1]; give a size with a unit (2GiB) for bytes", s)
+			}
+			return 0, f, nil
+		}
+	}
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n == 0 || n > 1<<50 {
+		return 0, 0, fmt.Errorf("--kv-memory %q: want a size (2GiB, 512MB) or a fraction (0.5)", s)
+	}
+	return int64(n), 0, nil
 }
 
 // progress draws a bar on a terminal and logs quarter steps otherwise.

@@ -41,7 +41,7 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	f.modelFlags.register(fs, 0, true)
 	fs.StringVar(&f.host, 0, "host", "127.0.0.1", "listen `address`")
 	fs.IntVar(&f.port, 0, "port", 8080, "listen `port`")
-	fs.IntVar(&f.parallel, 0, "parallel", 4, "`sequences` decoded together, one KV-cache slot each (a slot keeps the cache of its last conversation); more requests wait in the FIFO queue")
+	fs.IntVar(&f.parallel, 0, "parallel", 4, "most `sequences` decoded together (each a row of the KV page table; their positions share the --kv-memory pool, and a request waits while the pool lacks its prompt's pages); more requests wait in the FIFO queue")
 	fs.IntVar(&f.prefill, 0, "prefill-chunk", 0, "most prompt `tokens` one step feeds while other sequences are decoding, which bounds how much a long prompt that arrives slows their tokens (0: chosen from measured step times so that such a step takes at most 1.5x a decode-only step; the step's budget is always --batch-size)")
 	fs.IntVar(&f.queueSize, 0, "queue-size", 64, "`requests` that may wait for the model; more get 503 at once")
 	fs.StringVar(&f.apiKey, 0, "api-key", "", "require \"Authorization: Bearer `key`\" on every route but /health and the chat page (default none)")
@@ -162,9 +162,18 @@ func serve(con *os.File, args []string) error {
 		closeProjector func() // the vision projector's, after the backend's
 	)
 	bar := newProgress(con, "loading")
+	kvBytes, kvFrac, err := parseKVMemory(f.kvMemory)
+	if err != nil {
+		return err
+	}
+	typeK, typeV, err := f.cacheTypes()
+	if err != nil {
+		return err
+	}
 	go func() {
 		m, err := engine.Load(f.model, engine.Config{
 			Device: f.device, CtxSize: f.ctxSize, Parallel: f.parallel, BatchSize: f.batchSize,
+			KVMemory: kvBytes, KVFraction: kvFrac, CacheTypeK: typeK, CacheTypeV: typeV,
 			Validation: f.validation, Verify: f.verify,
 			Progress: func(done, total int64) {
 				bar.update(done, total)
@@ -199,8 +208,9 @@ func serve(con *os.File, args []string) error {
 			loaded <- err
 			return
 		}
-		fmt.Fprintf(con, "ready   %s  (chat page at /, OpenAI-compatible API at /v1, metrics at /metrics); %d slots of %d tokens\n",
-			url, m.Slots(), m.CtxSize())
+		kv := m.GPU.Config()
+		fmt.Fprintf(con, "ready   %s  (chat page at /, OpenAI-compatible API at /v1, metrics at /metrics); %d sequences of up to %d tokens sharing %d KV pages of %d (%d positions)\n",
+			url, m.Slots(), m.CtxSize(), kv.Pages, kv.PageSize, kv.Pages*kv.PageSize)
 		loaded <- nil
 	}()
 
@@ -263,6 +273,12 @@ func serve(con *os.File, args []string) error {
 func (f *serveFlags) validate() error {
 	if f.prefill < 0 {
 		return fmt.Errorf("--prefill-chunk: %d, want >= 0", f.prefill)
+	}
+	if _, _, err := parseKVMemory(f.kvMemory); err != nil {
+		return err
+	}
+	if _, _, err := f.cacheTypes(); err != nil {
+		return err
 	}
 	if f.ctxSize < 0 || f.batchSize < 1 {
 		return fmt.Errorf("--ctx-size %d, --batch-size %d: want >= 0 and >= 1", f.ctxSize, f.batchSize)

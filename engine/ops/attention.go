@@ -3,7 +3,11 @@ package ops
 import (
 	"fmt"
 	"math"
+	"math/bits"
+	"unsafe"
 
+	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/gguf/quant"
 	"github.com/vkllm/vkllm/vk"
 )
 
@@ -199,63 +203,237 @@ func RefSoftMax(dst, src, mask []float32, rows, cols, maskRows int, scale float3
 	}
 }
 
-// KVParams describe the f16 KV cache of one layer: [Slots][NCtx][KVDim]
-// (KVDim = kv_heads * head_dim), one range for K and one for V.
+// KVParams describe the paged f16 KV cache of one layer: a pool of Pages
+// pages of PageSize positions, [Pages][PageSize][KVDim] (KVDim = kv_heads *
+// head_dim), one range for K and one for V, and a page table of Slots rows
+// of TablePages() int32 page ids: position p of slot s lives in page
+// table[s][p / PageSize], at p % PageSize within it. Sequences of a slot
+// hold at most NCtx positions.
 type KVParams struct {
 	Slots, NCtx, KVDim int
+	// Pages is the size of the pool; PageSize the positions per page, a
+	// power of two (0 means DefaultPageSize).
+	Pages, PageSize int
+	// Type is the pool's element type (KVWrite's; Attention's K pool).
+	Type KVType
 }
+
+// KVType is the element type of a KV page pool: f16, or the reference's
+// q8_0 or q4_0 blocks of 32 values (quantized by KVWrite, dequantized by
+// the attention kernels; they need KVDim % 32 == 0).
+type KVType int
+
+// The KV element types.
+const (
+	KVF16 KVType = iota
+	KVQ8_0
+	KVQ4_0
+)
+
+// KVTypes lists the KV element types by their names (String).
+var KVTypes = []KVType{KVF16, KVQ8_0, KVQ4_0}
+
+// String returns the type's name as the reference spells it: "f16",
+// "q8_0" or "q4_0".
+func (t KVType) String() string {
+	switch t {
+	case KVQ8_0:
+		return "q8_0"
+	case KVQ4_0:
+		return "q4_0"
+	}
+	return "f16"
+}
+
+// ParseKVType returns the type named s (see String).
+func ParseKVType(s string) (KVType, error) {
+	for _, t := range KVTypes {
+		if t.String() == s {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("ops: KV cache type %q: want f16, q8_0 or q4_0", s)
+}
+
+// RowBytes is the size of one position of kvDim values (a multiple of 32
+// for the quantized types).
+func (t KVType) RowBytes(kvDim int) int {
+	switch t {
+	case KVQ8_0:
+		return kvDim / 32 * 34
+	case KVQ4_0:
+		return kvDim / 32 * 18
+	}
+	return 2 * kvDim
+}
+
+// ggml returns the GGUF tensor type of t's blocks.
+func (t KVType) ggml() gguf.GGMLType {
+	switch t {
+	case KVQ8_0:
+		return gguf.TypeQ8_0
+	case KVQ4_0:
+		return gguf.TypeQ4_0
+	}
+	return gguf.TypeF16
+}
+
+// KVBlocked reports whether a pool of type t can hold rows of kvDim
+// values: any width in f16, multiples of 32 in the block types.
+func KVBlocked(t KVType, kvDim int) bool { return t == KVF16 || kvDim%32 == 0 }
+
+// DefaultPageSize is the positions per KV page the engine uses. 16 and 32
+// measured the same on lavapipe (BenchmarkAttention's decode and prefill
+// shapes within noise), so the smaller page wins: less memory stranded in
+// each sequence's last page and finer prefix sharing.
+const DefaultPageSize = 16
+
+// TablePages is the number of page-table entries per slot:
+// ceil(NCtx / PageSize).
+func (kv KVParams) TablePages() int {
+	ps := kv.pageSize()
+	return (kv.NCtx + ps - 1) / ps
+}
+
+// PoolBytes is the size of one layer's K (or V) pool in bytes.
+func (kv KVParams) PoolBytes() uint64 {
+	return uint64(kv.Pages) * uint64(kv.pageSize()) * uint64(kv.Type.RowBytes(kv.KVDim))
+}
+
+func (kv KVParams) pageSize() int {
+	if kv.PageSize == 0 {
+		return DefaultPageSize
+	}
+	return kv.PageSize
+}
+
+func (kv KVParams) check() error {
+	ps := kv.pageSize()
+	if kv.Slots <= 0 || kv.NCtx <= 0 || kv.KVDim <= 0 || kv.Pages <= 0 || ps <= 0 || ps&(ps-1) != 0 || ps > 1<<12 {
+		return fmt.Errorf("ops: KV cache %+v: want positive sizes and a power-of-two page size", kv)
+	}
+	if kv.Type < KVF16 || kv.Type > KVQ4_0 || !KVBlocked(kv.Type, kv.KVDim) {
+		return fmt.Errorf("ops: a KV cache of %v rows of %d values: the block types need a multiple of 32", kv.Type, kv.KVDim)
+	}
+	return nil
+}
+
+// pageShift is log2(PageSize).
+func (kv KVParams) pageShift() uint32 { return uint32(bits.TrailingZeros(uint(kv.pageSize()))) }
 
 // KVWritePush mirrors the push-constant block of kv_write.comp.
 type KVWritePush struct {
-	Rows, KVDim, NCtx, NSlots uint32
+	Rows, KVDim, NCtx, NSlots      uint32
+	PageShift, TableStride, NPages uint32
 }
 
 // KVWrite records storing rows x KVDim f32 (k or v activations) into the
-// f16 cache at (slot[r], pos[r]) for each row r; rows with an out-of-range
-// slot or position are skipped.
-func (k *Kernels) KVWrite(c *vk.Cmd, cache, src, slot, pos vk.Range, rows int, kv KVParams) error {
-	if rows <= 0 || kv.Slots <= 0 || kv.NCtx <= 0 || kv.KVDim <= 0 {
-		return fmt.Errorf("ops: KVWrite: %d rows, cache %+v", rows, kv)
+// paged f16 cache at position pos[r] of slot slot[r] for each row r (see
+// KVParams; table holds the page ids); rows with an out-of-range slot,
+// position or page are skipped.
+func (k *Kernels) KVWrite(c *vk.Cmd, cache, src, slot, pos, table vk.Range, rows int, kv KVParams) error {
+	if err := kv.check(); err != nil {
+		return err
+	}
+	if rows <= 0 {
+		return fmt.Errorf("ops: KVWrite: %d rows", rows)
 	}
 	if !k.dev.Features().Storage16 {
 		return fmt.Errorf("ops: KVWrite: device lacks 16-bit storage")
 	}
-	cacheBytes := 2 * uint64(kv.Slots) * uint64(kv.NCtx) * uint64(kv.KVDim)
+	cacheBytes := kv.PoolBytes()
+	tableBytes := 4 * uint64(kv.Slots) * uint64(kv.TablePages())
 	for _, o := range []struct {
 		what string
 		r    vk.Range
 		n    uint64
-	}{{"cache", cache, cacheBytes}, {"src", src, 4 * uint64(rows*kv.KVDim)}, {"slot", slot, 4 * uint64(rows)}, {"pos", pos, 4 * uint64(rows)}} {
+	}{{"cache", cache, cacheBytes}, {"src", src, 4 * uint64(rows*kv.KVDim)}, {"slot", slot, 4 * uint64(rows)}, {"pos", pos, 4 * uint64(rows)}, {"table", table, tableBytes}} {
 		if err := sized("KVWrite", o.what, o.r, o.n); err != nil {
 			return err
 		}
 		if o.n > k.dev.MaxBinding() {
-			return fmt.Errorf("ops: KVWrite: %s of %d bytes exceeds one binding (use fewer slots or a shorter context per cache range)", o.what, o.n)
+			return fmt.Errorf("ops: KVWrite: %s of %d bytes exceeds one binding (use fewer pages per cache range)", o.what, o.n)
 		}
 	}
-	push := KVWritePush{Rows: uint32(rows), KVDim: uint32(kv.KVDim), NCtx: uint32(kv.NCtx), NSlots: uint32(kv.Slots)}
-	return Record(k, c, "kv_write_f32_f16", []uint32{k.wg}, k.Groups(ceilDiv(uint32(rows*kv.KVDim), k.wg)), &push,
-		k.window(src, 0, 4*uint64(rows*kv.KVDim)), k.window(slot, 0, 4*uint64(rows)), k.window(pos, 0, 4*uint64(rows)), k.window(cache, 0, cacheBytes))
+	push := KVWritePush{Rows: uint32(rows), KVDim: uint32(kv.KVDim), NCtx: uint32(kv.NCtx), NSlots: uint32(kv.Slots),
+		PageShift: kv.pageShift(), TableStride: uint32(kv.TablePages()), NPages: uint32(kv.Pages)}
+	name, n := "kv_write_f32_f16", uint32(rows*kv.KVDim)
+	switch kv.Type {
+	case KVQ8_0:
+		name, n = "kv_write_f32_q8_0", n/32 // one invocation per block
+	case KVQ4_0:
+		name, n = "kv_write_f32_q4_0", n/32
+	}
+	return Record(k, c, name, []uint32{k.wg}, k.Groups(ceilDiv(n, k.wg)), &push,
+		k.window(src, 0, 4*uint64(rows*kv.KVDim)), k.window(slot, 0, 4*uint64(rows)), k.window(pos, 0, 4*uint64(rows)),
+		k.window(cache, 0, cacheBytes), k.window(table, 0, tableBytes))
 }
 
-// RefKVWrite is the CPU reference of KVWrite over a cache of f16 bits.
-func RefKVWrite(cache []uint16, src []float32, slot, pos []int32, rows int, kv KVParams) {
+// kvRow returns the element offset of position pos of slot in a paged cache,
+// or -1 when the slot, position or page is out of range.
+func kvRow(table []int32, slot, pos int32, kv KVParams) int {
+	if slot < 0 || int(slot) >= kv.Slots || pos < 0 || int(pos) >= kv.NCtx {
+		return -1
+	}
+	ps := kv.pageSize()
+	page := table[int(slot)*kv.TablePages()+int(pos)/ps]
+	if page < 0 || int(page) >= kv.Pages {
+		return -1
+	}
+	return (int(page)*ps + int(pos)%ps) * kv.KVDim
+}
+
+// RefKVWrite is the CPU reference of KVWrite over a pool viewed as
+// halfwords (f16 values, or the 17 / 9 halfwords of each q8_0 / q4_0
+// block), quantizing with gguf/quant.
+func RefKVWrite(cache []uint16, src []float32, slot, pos, table []int32, rows int, kv KVParams) {
+	rb := kv.Type.RowBytes(kv.KVDim)
 	for r := 0; r < rows; r++ {
-		if slot[r] < 0 || int(slot[r]) >= kv.Slots || pos[r] < 0 || int(pos[r]) >= kv.NCtx {
+		base := kvRow(table, slot[r], pos[r], kv)
+		if base < 0 {
 			continue
 		}
-		base := (int(slot[r])*kv.NCtx + int(pos[r])) * kv.KVDim
-		for i := 0; i < kv.KVDim; i++ {
-			cache[base+i] = F16FromF32(src[r*kv.KVDim+i])
+		x := src[r*kv.KVDim : (r+1)*kv.KVDim]
+		if kv.Type == KVF16 {
+			for i, v := range x {
+				cache[base+i] = F16FromF32(v)
+			}
+			continue
+		}
+		row := base / kv.KVDim
+		dst := unsafe.Slice((*byte)(unsafe.Pointer(&cache[0])), 2*len(cache))[row*rb : (row+1)*rb]
+		if err := quant.QuantizeTo(kv.Type.ggml(), dst, x); err != nil {
+			panic("BUG: ops: RefKVWrite: " + err.Error())
 		}
 	}
+}
+
+// DequantizeKV returns the values of a pool of type t with rows of kvDim
+// values, viewed as halfwords (see RefKVWrite), in the f16 layout's order.
+func DequantizeKV(cache []uint16, t KVType, kvDim int) []float32 {
+	if t == KVF16 {
+		out := make([]float32, len(cache))
+		for i, h := range cache {
+			out[i] = F32FromF16(h)
+		}
+		return out
+	}
+	rows := 2 * len(cache) / t.RowBytes(kvDim)
+	out := make([]float32, rows*kvDim)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&cache[0])), rows*t.RowBytes(kvDim))
+	if err := quant.Dequantize(t.ggml(), b, out); err != nil {
+		panic("BUG: ops: DequantizeKV: " + err.Error())
+	}
+	return out
 }
 
 // AttnParams describe an attention dispatch.
 type AttnParams struct {
 	Rows, Heads, KVHeads, HeadDim int
-	// Cache is the layout of the K and V ranges (KVDim = KVHeads*HeadDim).
+	// Cache is the layout of the K and V ranges (KVDim = KVHeads*HeadDim)
+	// and K's element type; VType is V's.
 	Cache KVParams
+	VType KVType
 	// Causal rows attend to positions 0..pos[r] of their slot; otherwise
 	// every row attends to positions 0..NKV-1.
 	Causal bool
@@ -283,6 +461,13 @@ func AttentionScratchBytes(p AttnParams) uint64 {
 		return 0
 	}
 	return 4 * uint64(p.Rows) * uint64(p.Heads) * uint64(p.Splits) * uint64(p.HeadDim+2)
+}
+
+// vCache is the layout of the V pool.
+func (p *AttnParams) vCache() KVParams {
+	v := p.Cache
+	v.Type = p.VType
+	return v
 }
 
 // maxKeys is the most keys any row can see.
@@ -322,6 +507,7 @@ type AttnPush struct {
 	Scale                                                    float32
 	SplitLen, NSplit, TileRows, Window                       uint32
 	SoftCap                                                  float32
+	PageShift, TableStride, NPages                           uint32
 }
 
 // AttnCombinePush mirrors the push-constant block of attn_combine.comp.
@@ -333,8 +519,14 @@ type AttnCombinePush struct {
 const MaxHeadDim = 256
 
 func (p *AttnParams) check() error {
+	if err := p.Cache.check(); err != nil {
+		return fmt.Errorf("ops: Attention: %w", err)
+	}
+	if v := p.vCache(); v.check() != nil {
+		return fmt.Errorf("ops: Attention: V: %w", v.check())
+	}
 	if p.Rows <= 0 || p.Heads <= 0 || p.KVHeads <= 0 || p.Heads%p.KVHeads != 0 || p.HeadDim <= 0 || p.HeadDim > MaxHeadDim ||
-		p.Cache.KVDim != p.KVHeads*p.HeadDim || p.Cache.Slots <= 0 || p.Cache.NCtx <= 0 || (!p.Causal && (p.NKV <= 0 || p.NKV > p.Cache.NCtx)) ||
+		p.Cache.KVDim != p.KVHeads*p.HeadDim || (!p.Causal && (p.NKV <= 0 || p.NKV > p.Cache.NCtx)) ||
 		p.Splits < 0 || p.Splits > p.maxKeys() || p.Window < 0 || p.SoftCap < 0 {
 		return fmt.Errorf("ops: Attention: bad parameters %+v", *p)
 	}
@@ -342,17 +534,18 @@ func (p *AttnParams) check() error {
 }
 
 // Attention records out = softmax(Scale * q K^T) V for every row and head,
-// over the row's slot in the f16 cache (see AttnParams), with GQA
-// (query head h reads kv head h / (Heads/KVHeads)). q and out are
-// [Rows][Heads][HeadDim] f32; slot and pos are int32 per row. Rows with an
-// out-of-range slot produce zeros.
+// over the row's slot in the paged f16 cache (see KVParams; table holds
+// the page ids), with GQA (query head h reads kv head h / (Heads/KVHeads)).
+// q and out are [Rows][Heads][HeadDim] f32; slot and pos are int32 per row.
+// Rows with an out-of-range slot produce zeros; every position a row sees
+// must have a page in the pool.
 //
 // Without splits, a batch of at least two query tiles (see attnTileFor)
 // also dispatches flash_attn_tiled, which serves every tile of rows whose
 // slots agree (prefill), and the per-row kernel serves only the rest
 // (tiles mixing slots, e.g. decode rows of other sequences); smaller
 // batches (decode) use the per-row kernel alone.
-func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p AttnParams) error {
+func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos, table vk.Range, p AttnParams) error {
 	if err := p.check(); err != nil {
 		return err
 	}
@@ -360,12 +553,13 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 		return fmt.Errorf("ops: Attention: device lacks 16-bit storage")
 	}
 	qn := 4 * uint64(p.Rows*p.Heads*p.HeadDim)
-	cacheBytes := 2 * uint64(p.Cache.Slots) * uint64(p.Cache.NCtx) * uint64(p.Cache.KVDim)
+	cacheBytes, vBytes := p.Cache.PoolBytes(), p.vCache().PoolBytes()
+	tableBytes := 4 * uint64(p.Cache.Slots) * uint64(p.Cache.TablePages())
 	for _, o := range []struct {
 		what string
 		r    vk.Range
 		n    uint64
-	}{{"out", out, qn}, {"q", q, qn}, {"k", kc, cacheBytes}, {"v", vc, cacheBytes}, {"slot", slot, 4 * uint64(p.Rows)}, {"pos", pos, 4 * uint64(p.Rows)}} {
+	}{{"out", out, qn}, {"q", q, qn}, {"k", kc, cacheBytes}, {"v", vc, vBytes}, {"slot", slot, 4 * uint64(p.Rows)}, {"pos", pos, 4 * uint64(p.Rows)}, {"table", table, tableBytes}} {
 		if err := sized("Attention", o.what, o.r, o.n); err != nil {
 			return err
 		}
@@ -374,7 +568,9 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 		}
 	}
 	push := AttnPush{Rows: uint32(p.Rows), Heads: uint32(p.Heads), KVHeads: uint32(p.KVHeads), HeadDim: uint32(p.HeadDim),
-		NCtx: uint32(p.Cache.NCtx), NSlots: uint32(p.Cache.Slots), NKV: uint32(p.NKV), Scale: p.Scale}
+		NCtx: uint32(p.Cache.NCtx), NSlots: uint32(p.Cache.Slots), NKV: uint32(p.NKV), Scale: p.Scale,
+		PageShift: p.Cache.pageShift(), TableStride: uint32(p.Cache.TablePages()), NPages: uint32(p.Cache.Pages)}
+	tb := k.window(table, 0, tableBytes)
 	if p.Causal {
 		push.Causal, push.Window = 1, uint32(p.Window)
 	}
@@ -385,28 +581,29 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 		return fmt.Errorf("ops: Attention: head_dim %d needs more shared memory than the device's %d bytes", p.HeadDim, k.dev.Limits().MaxSharedMemory)
 	}
 	spec := []uint32{wg, uint32(gpw), uint32(p.HeadDim)}
+	names := &k.attnNames[p.Cache.Type][p.VType]
 	if p.Splits <= 1 {
 		if tile, ok := k.attnTileFor(p.Heads/p.KVHeads, p.HeadDim, wg); ok && p.Rows >= 2*tile.Rows && push.Window == 0 && push.SoftCap == 0 {
 			// Tiles of one slot (prefill) here, the rest by the per-row
 			// kernel below.
 			push.TileRows = uint32(tile.Rows)
-			if err := Record(k, c, "flash_attn_tiled_f32_f16", []uint32{wg, uint32(tile.GPW), uint32(p.HeadDim), uint32(tile.Rows)},
+			if err := Record(k, c, names.tiled, []uint32{wg, uint32(tile.GPW), uint32(p.HeadDim), uint32(tile.Rows)},
 				k.Groups(ceilDiv(uint32(p.Rows), uint32(tile.Rows))*uint32(p.Heads/tile.GPW)), &push,
-				k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes),
-				k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn)); err != nil {
+				k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, vBytes),
+				k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn), tb); err != nil {
 				return err
 			}
 		}
-		name, groups := k.pick("flash_attn_f32_f16", "flash_attn_f32_f16_sg"), k.Groups(uint32(p.Rows*p.Heads/gpw))
+		name, groups := k.pick(names.row, names.rowSG), k.Groups(uint32(p.Rows*p.Heads/gpw))
 		if k.rowKernels && p.maxKeys() <= cpuRowsMaxKeys {
 			// One invocation per row and group of heads (CPU devices).
 			gpw = attnRowsHeads(p.Heads/p.KVHeads, p.HeadDim)
 			spec = []uint32{cpuRowsWG, uint32(gpw), uint32(p.HeadDim)}
-			name, groups = "flash_attn_rows_f32_f16", k.Groups(ceilDiv(uint32(p.Rows*p.Heads/gpw), cpuRowsWG))
+			name, groups = names.rows, k.Groups(ceilDiv(uint32(p.Rows*p.Heads/gpw), cpuRowsWG))
 		}
 		return Record(k, c, name, spec, groups, &push,
-			k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes),
-			k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn))
+			k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, vBytes),
+			k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn), tb)
 	}
 	sb := AttentionScratchBytes(p)
 	if err := sized("Attention", "scratch", p.Scratch, sb); err != nil {
@@ -418,14 +615,35 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos vk.Range, p Att
 	push.NSplit = uint32(p.Splits)
 	push.SplitLen = uint32((p.maxKeys() + p.Splits - 1) / p.Splits)
 	scratch := k.window(p.Scratch, 0, sb)
-	if err := Record(k, c, k.pick("flash_attn_split_f32_f16", "flash_attn_split_f32_f16_sg"), spec,
+	if err := Record(k, c, k.pick(names.split, names.splitSG), spec,
 		k.Groups(uint32(p.Rows*p.Heads/gpw*p.Splits)), &push,
-		k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, cacheBytes),
-		k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), scratch); err != nil {
+		k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, vBytes),
+		k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), scratch, tb); err != nil {
 		return err
 	}
 	comb := AttnCombinePush{RowsHeads: uint32(p.Rows * p.Heads), HeadDim: uint32(p.HeadDim), NSplit: uint32(p.Splits)}
 	return Record(k, c, "attn_combine_f32", []uint32{min(k.wg, 64)}, k.Groups(comb.RowsHeads), &comb, scratch, k.window(out, 0, qn))
+}
+
+// attnNames are the pipeline names of the attention kernels for one pair
+// of K and V types: flash_attn_f32_{suffix} and so on, the suffix "f16"
+// for f16 K and V, else "{k}_{v}" (q8_0_q4_0).
+type attnNames struct{ tiled, row, rowSG, rows, split, splitSG string }
+
+// newAttnNames returns the names of every pair, indexed [k][v].
+func newAttnNames() [3][3]attnNames {
+	var n [3][3]attnNames
+	for _, kt := range KVTypes {
+		for _, vt := range KVTypes {
+			suf := "f16"
+			if kt != KVF16 || vt != KVF16 {
+				suf = kt.String() + "_" + vt.String()
+			}
+			n[kt][vt] = attnNames{tiled: "flash_attn_tiled_f32_" + suf, row: "flash_attn_f32_" + suf, rowSG: "flash_attn_f32_" + suf + "_sg",
+				rows: "flash_attn_rows_f32_" + suf, split: "flash_attn_split_f32_" + suf, splitSG: "flash_attn_split_f32_" + suf + "_sg"}
+		}
+	}
+	return n
 }
 
 // attnRowsHeads picks how many query heads of a GQA group one
@@ -447,8 +665,8 @@ func attnRowsHeads(group, headDim int) int {
 // 0 if none fits.
 func (k *Kernels) attnHeadsPerGroup(group, headDim int, wg uint32) int {
 	for g := min(group, 8); g >= 1; g-- {
-		// q_s, acc_s, p_s and red_s of attention.comp.
-		shared := 16*g*((headDim+3)/4) + 4*g*headDim + 16*((g+3)/4)*int(wg) + 4*g*int(wg)
+		// q_s, acc_s, p_s, red_s and row_s of attention.comp.
+		shared := 16*g*((headDim+3)/4) + 4*g*headDim + 16*((g+3)/4)*int(wg) + 4*g*int(wg) + 4*int(wg)
 		if group%g == 0 && shared <= int(k.dev.Limits().MaxSharedMemory) {
 			return g
 		}
@@ -486,8 +704,8 @@ func (k *Kernels) attnTileFor(group, headDim int, wg uint32) (t attnTile, ok boo
 		for _, rows := range []int{16, 8, 4} {
 			q := rows * g
 			qk := (q + ng - 1) / ng
-			// q_s, p_s, alpha_s, l_s and nk_s.
-			shared := 16*q*qv + 16*((bc*ng*qk+3)/4) + 8*q + 4*rows
+			// q_s, p_s, alpha_s, l_s, nk_s and row_s.
+			shared := 16*q*qv + 16*((bc*ng*qk+3)/4) + 8*q + 4*rows + 4*bc
 			if q <= 32 && q <= int(wg) && dm*qk <= 16 && shared <= int(k.dev.Limits().MaxSharedMemory) {
 				return attnTile{Rows: rows, GPW: g}, true
 			}
@@ -496,15 +714,18 @@ func (k *Kernels) attnTileFor(group, headDim int, wg uint32) (t attnTile, ok boo
 	return attnTile{}, false
 }
 
-// RefAttention is the CPU reference of Attention over caches of f16 bits:
-// plain two-pass softmax in float64.
-func RefAttention(out, q []float32, kc, vc []uint16, slot, pos []int32, p AttnParams) error {
+// RefAttention is the CPU reference of Attention over paged pools viewed
+// as halfwords (see RefKVWrite), dequantized with gguf/quant: plain
+// two-pass softmax in float64.
+func RefAttention(out, q []float32, kq, vq []uint16, slot, pos, table []int32, p AttnParams) error {
 	if err := p.check(); err != nil {
 		return err
 	}
-	D, stride := p.HeadDim, p.Cache.KVDim
+	kc, vc := DequantizeKV(kq, p.Cache.Type, p.Cache.KVDim), DequantizeKV(vq, p.VType, p.Cache.KVDim)
+	D := p.HeadDim
 	group := p.Heads / p.KVHeads
 	s := make([]float64, p.Cache.NCtx)
+	rowAt := make([]int, p.Cache.NCtx)
 	acc := make([]float64, D)
 	for r := 0; r < p.Rows; r++ {
 		for h := 0; h < p.Heads; h++ {
@@ -526,12 +747,17 @@ func RefAttention(out, q []float32, kc, vc []uint16, slot, pos []int32, p AttnPa
 				lo = nk - p.Window
 			}
 			qv := q[(r*p.Heads+h)*D:]
-			base := int(slot[r])*p.Cache.NCtx*stride + (h/group)*D
+			kvh := (h / group) * D
 			m := math.Inf(-1)
 			for j := lo; j < nk; j++ {
+				base := kvRow(table, slot[r], int32(j), p.Cache)
+				if base < 0 {
+					return fmt.Errorf("ops: RefAttention: row %d: position %d of slot %d has no page", r, j, slot[r])
+				}
+				rowAt[j] = base + kvh
 				var dot float64
 				for d := 0; d < D; d++ {
-					dot += float64(qv[d]) * float64(F32FromF16(kc[base+j*stride+d]))
+					dot += float64(qv[d]) * float64(kc[rowAt[j]+d])
 				}
 				s[j] = dot * float64(p.Scale)
 				if p.SoftCap > 0 {
@@ -545,7 +771,7 @@ func RefAttention(out, q []float32, kc, vc []uint16, slot, pos []int32, p AttnPa
 				w := math.Exp(s[j] - m)
 				sum += w
 				for d := 0; d < D; d++ {
-					acc[d] += w * float64(F32FromF16(vc[base+j*stride+d]))
+					acc[d] += w * float64(vc[rowAt[j]+d])
 				}
 			}
 			for d := range o {

@@ -133,25 +133,109 @@ func TestArgmax(t *testing.T) {
 
 func TestKVWrite(t *testing.T) {
 	g := newRig(t)
-	kv := KVParams{Slots: 3, NCtx: 9, KVDim: 2 * 12}
-	rows := 5
+	// Pages of 4 positions; slot 1's second page is unmapped (-1) and
+	// slot 2's last entry names a page past the pool: rows there are
+	// skipped, as are rows of an out-of-range slot or position.
+	kv := KVParams{Slots: 3, NCtx: 9, KVDim: 2 * 12, Pages: 8, PageSize: 4}
+	table := []int32{
+		5, 0, 7,
+		2, -1, 3,
+		6, 1, 8,
+	}
+	slot := []int32{0, 2, 2, 1, 7, 1, 2, 0, 1, 0}
+	pos := []int32{0, 7, 3, 4, 0, 3, 8, 9, 8, 4}
+	rows := len(slot)
 	x := g.randn(rows*kv.KVDim, 2)
-	slot := []int32{0, 2, 2, 1, 7} // the last row is out of range: skipped
-	pos := []int32{0, 8, 3, 4, 0}
-	cacheInit := make([]uint16, kv.Slots*kv.NCtx*kv.KVDim)
+	cacheInit := make([]uint16, kv.Pages*kv.PageSize*kv.KVDim)
 	for i := range cacheInit {
 		cacheInit[i] = F16FromF32(float32(i%97) / 8)
 	}
 	cache := g.upF16(cacheInit)
-	src, sr, pr := g.upF32(x), g.upI32(slot), g.upI32(pos)
-	g.run(func(c *vk.Cmd) error { return g.k.KVWrite(c, cache, src, sr, pr, rows, kv) })
+	src, sr, pr, tr := g.upF32(x), g.upI32(slot), g.upI32(pos), g.upI32(table)
+	g.run(func(c *vk.Cmd) error { return g.k.KVWrite(c, cache, src, sr, pr, tr, rows, kv) })
 	want := append([]uint16(nil), cacheInit...)
-	RefKVWrite(want, x, slot, pos, rows, kv)
+	RefKVWrite(want, x, slot, pos, table, rows, kv)
+	// Independently of RefKVWrite: row 1 (slot 2, position 7) lands in page
+	// table[2][1] = 1 at offset 3, and row 5 (slot 1, position 3) in page 2
+	// at offset 3; row 3 (slot 1, position 4: unmapped page) nowhere.
+	for _, c := range []struct{ row, at int }{{1, (1*4 + 3) * kv.KVDim}, {5, (2*4 + 3) * kv.KVDim}, {0, (5*4 + 0) * kv.KVDim}} {
+		if w := F16FromF32(x[c.row*kv.KVDim]); want[c.at] != w {
+			t.Fatalf("RefKVWrite: row %d at element %d = %#04x, want %#04x", c.row, c.at, want[c.at], w)
+		}
+	}
+	changed := 0
+	for i := range want {
+		if want[i] != cacheInit[i] {
+			changed++
+		}
+	}
+	if changed != 6*kv.KVDim {
+		t.Fatalf("RefKVWrite changed %d elements, want the 6 mapped rows of %d", changed, kv.KVDim)
+	}
 	got := g.downF16(cache, len(want))
 	for i := range got {
 		if got[i] != want[i] {
 			t.Fatalf("KVWrite cache[%d] = %#04x, want %#04x", i, got[i], want[i])
 		}
+	}
+}
+
+// scatteredTable returns a page table of kv.Slots rows that maps every
+// position of every slot to a distinct page, in a scrambled order, with
+// kv.Pages = slots * pages per slot + spare (unused pages).
+func scatteredTable(g *rig, kv *KVParams, spare int) []int32 {
+	tp := kv.TablePages()
+	kv.Pages = kv.Slots*tp + spare
+	perm := g.r.Perm(kv.Pages)
+	table := make([]int32, kv.Slots*tp)
+	for i := range table {
+		table[i] = int32(perm[i])
+	}
+	return table
+}
+
+// TestPagedAttentionShared checks that two slots whose tables name the same
+// pages (a shared prompt prefix) see the same keys: rows of both slots at
+// the same positions get the same output, and it equals the reference.
+func TestPagedAttentionShared(t *testing.T) {
+	g := newRig(t)
+	for _, ps := range []int{1, 4, 16, 32} {
+		t.Run(fmt.Sprintf("page%d", ps), func(t *testing.T) {
+			p := AttnParams{Rows: 4, Heads: 4, KVHeads: 2, HeadDim: 32, Causal: true, Scale: 0.2,
+				Cache: KVParams{Slots: 2, NCtx: 70, KVDim: 64, PageSize: ps}}
+			table := scatteredTable(g, &p.Cache, 3)
+			tp := p.Cache.TablePages()
+			copy(table[tp:], table[:tp]) // slot 1 shares slot 0's pages
+			nc := p.Cache.Pages * ps * p.Cache.KVDim
+			kc, vc := make([]uint16, nc), make([]uint16, nc)
+			for i := range kc {
+				kc[i] = F16FromF32(float32(g.r.NormFloat64()))
+				vc[i] = F16FromF32(float32(g.r.NormFloat64()))
+			}
+			q1 := g.randn(p.Heads*p.HeadDim, 1)
+			q := append(append(append([]float32(nil), q1...), q1...), g.randn(2*p.Heads*p.HeadDim, 1)...)
+			slot, pos := []int32{0, 1, 0, 1}, []int32{66, 66, int32(ps), int32(ps - 1)}
+			out := g.buf(4 * len(q))
+			defer func(rows bool) { g.k.rowKernels = rows }(g.k.rowKernels)
+			for _, rows := range []bool{false, true} {
+				g.k.rowKernels = rows
+				g.run(func(c *vk.Cmd) error {
+					return g.k.Attention(c, out, g.upF32(q), g.upF16(kc), g.upF16(vc), g.upI32(slot), g.upI32(pos), g.upI32(table), p)
+				})
+				got := g.downF32(out, len(q))
+				n := p.Heads * p.HeadDim
+				for i := 0; i < n; i++ {
+					if got[i] != got[n+i] {
+						t.Fatalf("shared pages: slot 1 output[%d] = %g, slot 0's %g", i, got[n+i], got[i])
+					}
+				}
+				want := make([]float32, len(q))
+				if err := RefAttention(want, q, kc, vc, slot, pos, table, p); err != nil {
+					t.Fatal(err)
+				}
+				closeTo(t, fmt.Sprintf("Attention (per-row kernel %v)", rows), got, want, 1e-4)
+			}
+		})
 	}
 }
 
@@ -211,27 +295,11 @@ func TestAttention(t *testing.T) {
 				t.Run(fmt.Sprintf("wg%d/%s/splits=%d", wg, tc.name, splits), func(t *testing.T) {
 					variants(t, g, func(t *testing.T) {
 						p := tc.p
-						p.Cache = KVParams{Slots: 3, NCtx: 301, KVDim: p.KVHeads * p.HeadDim}
-						p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))
+						// Pages of 16 positions in a scrambled order: every
+						// row crosses page boundaries.
+						p.Cache = KVParams{Slots: 3, NCtx: 301, KVDim: p.KVHeads * p.HeadDim, PageSize: 16}
 						p.Splits = splits
-						if splits > 1 {
-							p.Scratch = g.buf(int(AttentionScratchBytes(p)))
-						}
-						q := g.randn(p.Rows*p.Heads*p.HeadDim, 1)
-						nc := p.Cache.Slots * p.Cache.NCtx * p.Cache.KVDim
-						kc, vc := make([]uint16, nc), make([]uint16, nc)
-						for i := range kc {
-							kc[i] = F16FromF32(float32(g.r.NormFloat64()) * 2)
-							vc[i] = F16FromF32(float32(g.r.NormFloat64()))
-						}
-						qr, kr, vr := g.upF32(q), g.upF16(kc), g.upF16(vc)
-						sr, pr, out := g.upI32(tc.slot), g.upI32(tc.pos), g.buf(len(q)*4)
-						g.run(func(c *vk.Cmd) error { return g.k.Attention(c, out, qr, kr, vr, sr, pr, p) })
-						want := make([]float32, len(q))
-						if err := RefAttention(want, q, kc, vc, tc.slot, tc.pos, p); err != nil {
-							t.Fatal(err)
-						}
-						closeTo(t, "Attention", g.downF32(out, len(q)), want, 1e-4)
+						checkAttention(t, g, p, tc.slot, tc.pos)
 					})
 				})
 			}
@@ -351,11 +419,12 @@ func TestTopK(t *testing.T) {
 func TestDecodeStep(t *testing.T) {
 	g := newRig(t)
 	const heads, kvHeads, dim = 4, 2, 32
-	kv := KVParams{Slots: 2, NCtx: 40, KVDim: kvHeads * dim}
+	kv := KVParams{Slots: 2, NCtx: 40, KVDim: kvHeads * dim, PageSize: 4}
+	table := scatteredTable(g, &kv, 2)
 	slot := []int32{1, 1, 1, 0}
 	pos := []int32{5, 6, 7, 20}
 	rows := len(slot)
-	nc := kv.Slots * kv.NCtx * kv.KVDim
+	nc := kv.Pages * kv.PageSize * kv.KVDim
 	kc, vc := make([]uint16, nc), make([]uint16, nc)
 	for i := range kc { // earlier positions; the rest is overwritten or unseen
 		kc[i] = F16FromF32(float32(g.r.NormFloat64()))
@@ -367,7 +436,7 @@ func TestDecodeStep(t *testing.T) {
 
 	qr, kr, vr := g.upF32(q), g.upF32(k), g.upF32(v)
 	kcr, vcr := g.upF16(kc), g.upF16(vc)
-	sr, pr, out := g.upI32(slot), g.upI32(pos), g.buf(4*len(q))
+	sr, pr, out, tr := g.upI32(slot), g.upI32(pos), g.buf(4*len(q)), g.upI32(table)
 	g.run(func(c *vk.Cmd) error {
 		if err := g.k.RoPE(c, qr, qr, pr, vk.Range{}, rope); err != nil {
 			return err
@@ -377,13 +446,13 @@ func TestDecodeStep(t *testing.T) {
 		if err := g.k.RoPE(c, kr, kr, pr, vk.Range{}, kRope); err != nil {
 			return err
 		}
-		if err := g.k.KVWrite(c, kcr, kr, sr, pr, rows, kv); err != nil {
+		if err := g.k.KVWrite(c, kcr, kr, sr, pr, tr, rows, kv); err != nil {
 			return err
 		}
-		if err := g.k.KVWrite(c, vcr, vr, sr, pr, rows, kv); err != nil {
+		if err := g.k.KVWrite(c, vcr, vr, sr, pr, tr, rows, kv); err != nil {
 			return err
 		}
-		return g.k.Attention(c, out, qr, kcr, vcr, sr, pr, ap)
+		return g.k.Attention(c, out, qr, kcr, vcr, sr, pr, tr, ap)
 	})
 
 	qRef, kRef := make([]float32, len(q)), make([]float32, len(k))
@@ -395,10 +464,10 @@ func TestDecodeStep(t *testing.T) {
 	if err := RefRoPE(kRef, k, pos, nil, kRope); err != nil {
 		t.Fatal(err)
 	}
-	RefKVWrite(kc, kRef, slot, pos, rows, kv)
-	RefKVWrite(vc, v, slot, pos, rows, kv)
+	RefKVWrite(kc, kRef, slot, pos, table, rows, kv)
+	RefKVWrite(vc, v, slot, pos, table, rows, kv)
 	want := make([]float32, len(q))
-	if err := RefAttention(want, qRef, kc, vc, slot, pos, ap); err != nil {
+	if err := RefAttention(want, qRef, kc, vc, slot, pos, table, ap); err != nil {
 		t.Fatal(err)
 	}
 	// f16 rounding of k in the cache may differ by an ulp where the GPU's
@@ -445,39 +514,19 @@ func TestAttentionLongContext(t *testing.T) {
 	}{{min(g.k.wg, cpuAttnWG), false}, {min(g.k.wg, cpuAttnWG), true}} {
 		g.k.attnWG, g.k.rowKernels = cfg.wg, cfg.rows
 		for _, hd := range []int{64, 128} {
-			for _, splits := range []int{0, 2, -1} {
-				t.Run(fmt.Sprintf("rows=%v/d%d/splits=%d", cfg.rows, hd, splits), func(t *testing.T) {
-					// splits -1: the last 64 positions of a prefill into one
-					// slot (flash_attn_tiled).
+			for _, shape := range []string{"decode", "split", "prefill"} {
+				t.Run(fmt.Sprintf("rows=%v/d%d/%s", cfg.rows, hd, shape), func(t *testing.T) {
 					slot, pos := []int32{0, 1, 0}, []int32{int32(longCtx - 1), 2900, 1100}
-					if splits < 0 {
-						slot, pos = make([]int32, 64), make([]int32, 64)
-						for i := range pos {
-							pos[i] = int32(longCtx - 64 + i)
-						}
-						splits = 0
+					p := AttnParams{Heads: 4, KVHeads: 2, HeadDim: hd, Causal: true}
+					switch shape {
+					case "split":
+						p.Splits = 2
+					case "prefill": // the last 64 positions of one slot (flash_attn_tiled)
+						slot, pos = make([]int32, 64), run(64, int32(longCtx-64))
 					}
-					p := AttnParams{Rows: len(pos), Heads: 4, KVHeads: 2, HeadDim: hd, Causal: true, Splits: splits}
-					p.Cache = KVParams{Slots: 2, NCtx: longCtx, KVDim: p.KVHeads * p.HeadDim}
-					p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))
-					if splits > 1 {
-						p.Scratch = g.buf(int(AttentionScratchBytes(p)))
-					}
-					q := g.randn(p.Rows*p.Heads*p.HeadDim, 1)
-					nc := p.Cache.Slots * p.Cache.NCtx * p.Cache.KVDim
-					kc, vc := make([]uint16, nc), make([]uint16, nc)
-					for i := range kc {
-						kc[i] = F16FromF32(float32(g.r.NormFloat64()) * 2)
-						vc[i] = F16FromF32(float32(g.r.NormFloat64()))
-					}
-					qr, kr, vr := g.upF32(q), g.upF16(kc), g.upF16(vc)
-					sr, pr, out := g.upI32(slot), g.upI32(pos), g.buf(len(q)*4)
-					g.run(func(c *vk.Cmd) error { return g.k.Attention(c, out, qr, kr, vr, sr, pr, p) })
-					want := make([]float32, len(q))
-					if err := RefAttention(want, q, kc, vc, slot, pos, p); err != nil {
-						t.Fatal(err)
-					}
-					closeTo(t, "Attention", g.downF32(out, len(q)), want, 1e-4)
+					p.Rows = len(pos)
+					p.Cache = KVParams{Slots: 2, NCtx: longCtx, KVDim: p.KVHeads * p.HeadDim, PageSize: 16}
+					checkAttention(t, g, p, slot, pos)
 				})
 			}
 		}
@@ -485,4 +534,170 @@ func TestAttentionLongContext(t *testing.T) {
 }
 
 // longCtx is TestAttentionLongContext's context.
-var longCtx = 4096
+const longCtx = 4096
+
+// checkAttention runs Attention with p (its Cache's pages scattered, its
+// scale 1/sqrt(HeadDim), scratch for its splits) over random q, K and V
+// and compares it with RefAttention.
+func checkAttention(t *testing.T, g *rig, p AttnParams, slot, pos []int32) {
+	t.Helper()
+	table := scatteredTable(g, &p.Cache, 5)
+	p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))
+	if p.Splits > 1 {
+		p.Scratch = g.buf(int(AttentionScratchBytes(p)))
+	}
+	q := g.randn(p.Rows*p.Heads*p.HeadDim, 1)
+	nc := p.Cache.Pages * p.Cache.PageSize * p.Cache.KVDim
+	kc, vc := make([]uint16, nc), make([]uint16, nc)
+	for i := range kc {
+		kc[i] = F16FromF32(float32(g.r.NormFloat64()) * 2)
+		vc[i] = F16FromF32(float32(g.r.NormFloat64()))
+	}
+	qr, kr, vr := g.upF32(q), g.upF16(kc), g.upF16(vc)
+	sr, pr, out := g.upI32(slot), g.upI32(pos), g.buf(len(q)*4)
+	tr := g.upI32(table)
+	g.run(func(c *vk.Cmd) error { return g.k.Attention(c, out, qr, kr, vr, sr, pr, tr, p) })
+	want := make([]float32, len(q))
+	if err := RefAttention(want, q, kc, vc, slot, pos, table, p); err != nil {
+		t.Fatal(err)
+	}
+	closeTo(t, "Attention", g.downF32(out, len(q)), want, 1e-4)
+}
+
+// TestKVWriteQuant quantizes rows into q8_0 and q4_0 pools: each block's
+// scale equals the reference's (gguf/quant) bit for bit, and each value
+// dequantizes within one quantization step of the reference's (the GPU
+// may fuse x*id + 0.5 differently at a rounding tie), and the input within
+// the format's error.
+func TestKVWriteQuant(t *testing.T) {
+	g := newRig(t)
+	for _, typ := range []KVType{KVQ8_0, KVQ4_0} {
+		t.Run(typ.String(), func(t *testing.T) {
+			kv := KVParams{Slots: 2, NCtx: 20, KVDim: 96, PageSize: 4, Type: typ}
+			table := scatteredTable(g, &kv, 1)
+			slot := []int32{1, 0, 1, 0, 3}
+			pos := []int32{0, 7, 19, 8, 2}
+			rows := len(slot)
+			x := g.randn(rows*kv.KVDim, 3)
+			halfwords := int(kv.PoolBytes() / 2)
+			init := make([]uint16, halfwords)
+			for i := range init {
+				init[i] = uint16(i * 7919)
+			}
+			cache := g.upF16(init)
+			g.run(func(c *vk.Cmd) error {
+				return g.k.KVWrite(c, cache, g.upF32(x), g.upI32(slot), g.upI32(pos), g.upI32(table), rows, kv)
+			})
+			want := append([]uint16(nil), init...)
+			RefKVWrite(want, x, slot, pos, table, rows, kv)
+			got := g.downF16(cache, halfwords)
+			hw := typ.RowBytes(32) / 2 // halfwords per block
+			for i := range got {
+				if i%hw == 0 && got[i] != want[i] {
+					t.Fatalf("block %d: scale %#04x, want %#04x", i/hw, got[i], want[i])
+				}
+			}
+			gv, wv := DequantizeKV(got, typ, kv.KVDim), DequantizeKV(want, typ, kv.KVDim)
+			for r := range rows {
+				at := kvRow(table, slot[r], pos[r], kv)
+				if at < 0 {
+					continue
+				}
+				for i := 0; i < kv.KVDim; i++ {
+					d := math.Abs(float64(F32FromF16(want[(at+i)/32*hw])))
+					if e := math.Abs(float64(gv[at+i] - wv[at+i])); e > d*1.0001 {
+						t.Fatalf("row %d value %d: %g, reference %g (scale %g)", r, i, gv[at+i], wv[at+i], d)
+					}
+					if e := math.Abs(float64(gv[at+i] - x[r*kv.KVDim+i])); e > d*1.0001 {
+						t.Fatalf("row %d value %d: %g from %g, more than one step (%g) off", r, i, gv[at+i], x[r*kv.KVDim+i], d)
+					}
+				}
+			}
+			// Rows elsewhere are untouched: the skipped row (slot 3) and
+			// every position no row wrote.
+			for i := range got {
+				row := i / (typ.RowBytes(kv.KVDim) / 2)
+				written := false
+				for r := range rows {
+					if at := kvRow(table, slot[r], pos[r], kv); at >= 0 && at/kv.KVDim == row {
+						written = true
+					}
+				}
+				if !written && got[i] != init[i] {
+					t.Fatalf("halfword %d of unwritten row %d changed", i, row)
+				}
+			}
+		})
+	}
+}
+
+// TestAttentionQuant runs the attention kernels over q8_0 and q4_0 pools
+// (and mixed pairs) against RefAttention over the same blocks: the
+// dequantization is exact in f32, so the f16 tolerance holds.
+func TestAttentionQuant(t *testing.T) {
+	g := newRig(t)
+	cases := []struct {
+		name string
+		p    AttnParams
+		pos  []int32
+		slot []int32
+	}{
+		{"decode", AttnParams{Rows: 1, Heads: 4, KVHeads: 4, HeadDim: 64, Causal: true}, []int32{37}, []int32{0}},
+		{"gqa-mixed-slots", AttnParams{Rows: 5, Heads: 8, KVHeads: 2, HeadDim: 64, Causal: true}, []int32{0, 1, 2, 300, 129}, []int32{1, 1, 1, 0, 2}},
+		{"prefill37", AttnParams{Rows: 37, Heads: 8, KVHeads: 4, HeadDim: 32, Causal: true}, run(37, 0), fill(37, 1)},
+		{"prefill-mixed-d128", AttnParams{Rows: 45, Heads: 4, KVHeads: 2, HeadDim: 128, Causal: true},
+			append(append([]int32{290, 17, 5}, run(39, 0)...), 250, 60, 299), append(append([]int32{0, 2, 9}, fill(39, 1)...), 2, -1, 0)},
+		{"softcap-window", AttnParams{Rows: 36, Heads: 4, KVHeads: 2, HeadDim: 64, Causal: true, Window: 9, SoftCap: 1.5}, run(36, 0), fill(36, 2)},
+	}
+	pairs := [][2]KVType{{KVQ8_0, KVQ8_0}, {KVQ4_0, KVQ4_0}, {KVQ8_0, KVF16}, {KVF16, KVQ4_0}, {KVQ4_0, KVQ8_0}}
+	defer func(rows bool) { g.k.rowKernels = rows }(g.k.rowKernels)
+	for _, pair := range pairs {
+		for _, rows := range []bool{false, true} {
+			g.k.rowKernels = rows
+			for _, tc := range cases {
+				for _, splits := range []int{0, 3} {
+					if rows && splits > 1 {
+						continue // the split kernels serve both
+					}
+					t.Run(fmt.Sprintf("%v_%v/rows=%v/%s/splits=%d", pair[0], pair[1], rows, tc.name, splits), func(t *testing.T) {
+						p := tc.p
+						p.Cache = KVParams{Slots: 3, NCtx: 301, KVDim: p.KVHeads * p.HeadDim, PageSize: 16, Type: pair[0]}
+						p.VType = pair[1]
+						table := scatteredTable(g, &p.Cache, 2)
+						p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))
+						p.Splits = splits
+						if splits > 1 {
+							p.Scratch = g.buf(int(AttentionScratchBytes(p)))
+						}
+						// Fill the pools through RefKVWrite: every position
+						// of every page.
+						all := p.Cache.Pages * p.Cache.PageSize
+						ks, vs := g.randn(all*p.Cache.KVDim, 2), g.randn(all*p.Cache.KVDim, 1)
+						one := make([]int32, p.Cache.Pages) // a table naming each page once
+						for i := range one {
+							one[i] = int32(i)
+						}
+						fillKV := KVParams{Slots: 1, NCtx: all, KVDim: p.Cache.KVDim, Pages: p.Cache.Pages, PageSize: p.Cache.PageSize}
+						zero, seq := make([]int32, all), run(all, 0)
+						fillKV.Type = pair[0]
+						kc := make([]uint16, fillKV.PoolBytes()/2)
+						RefKVWrite(kc, ks, zero, seq, one, all, fillKV)
+						fillKV.Type = pair[1]
+						vc := make([]uint16, fillKV.PoolBytes()/2)
+						RefKVWrite(vc, vs, zero, seq, one, all, fillKV)
+						q := g.randn(p.Rows*p.Heads*p.HeadDim, 1)
+						out := g.buf(len(q) * 4)
+						g.run(func(c *vk.Cmd) error {
+							return g.k.Attention(c, out, g.upF32(q), g.upF16(kc), g.upF16(vc), g.upI32(tc.slot), g.upI32(tc.pos), g.upI32(table), p)
+						})
+						want := make([]float32, len(q))
+						if err := RefAttention(want, q, kc, vc, tc.slot, tc.pos, table, p); err != nil {
+							t.Fatal(err)
+						}
+						closeTo(t, "Attention", g.downF32(out, len(q)), want, 1e-4)
+					})
+				}
+			}
+		}
+	}
+}

@@ -2,6 +2,8 @@ package ops
 
 import (
 	"math"
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/vkllm/vkllm/vk"
@@ -16,9 +18,9 @@ func TestStepRecordAllocs(t *testing.T) {
 	const rows, heads, dim = 2, 4, 64
 	x, w, y := g.upF32(g.randn(rows*heads*dim, 1)), g.upF32(g.randn(heads*dim, 1)), g.buf(4*rows*heads*dim)
 	p := AttnParams{Rows: rows, Heads: heads, KVHeads: 2, HeadDim: dim, Causal: true, Scale: 0.125,
-		Cache: KVParams{Slots: 2, NCtx: 16, KVDim: 2 * dim}}
+		Cache: KVParams{Slots: 2, NCtx: 16, KVDim: 2 * dim, Pages: 2, PageSize: 16}}
 	kc, vc := g.buf(2*2*16*2*dim), g.buf(2*2*16*2*dim)
-	slot, pos := g.upI32([]int32{0, 1}), g.upI32([]int32{3, 7})
+	slot, pos, table := g.upI32([]int32{0, 1}), g.upI32([]int32{3, 7}), g.upI32([]int32{1, 0})
 	rope := RoPEParams{Rows: rows, Heads: heads, HeadDim: dim, FreqBase: 10000}
 	// Every op's error is checked: a step whose recording failed would
 	// allocate nothing too.
@@ -26,9 +28,9 @@ func TestStepRecordAllocs(t *testing.T) {
 		for _, err := range []error{
 			g.k.RMSNorm(c, y, x, w, rows, heads*dim, 1e-5),
 			g.k.RoPE(c, y, y, pos, vk.Range{}, rope),
-			g.k.KVWrite(c, kc, y.Sub(0, 4*rows*2*dim), slot, pos, rows, p.Cache),
-			g.k.KVWrite(c, vc, y.Sub(0, 4*rows*2*dim), slot, pos, rows, p.Cache),
-			g.k.Attention(c, x, y, kc, vc, slot, pos, p),
+			g.k.KVWrite(c, kc, y.Sub(0, 4*rows*2*dim), slot, pos, table, rows, p.Cache),
+			g.k.KVWrite(c, vc, y.Sub(0, 4*rows*2*dim), slot, pos, table, rows, p.Cache),
+			g.k.Attention(c, x, y, kc, vc, slot, pos, table, p),
 			g.k.SwiGLU(c, y, x, y, rows*heads*dim),
 			g.k.Add(c, x, x, y, rows*heads*dim, rows*heads*dim),
 		} {
@@ -116,6 +118,15 @@ func BenchmarkRMSNorm(b *testing.B) {
 	}
 }
 
+// benchPageSize is the KV page size BenchmarkAttention runs with
+// ($VKLLM_BENCH_PAGE overrides DefaultPageSize, to compare page sizes).
+func benchPageSize() int {
+	if n, err := strconv.Atoi(os.Getenv("VKLLM_BENCH_PAGE")); err == nil && n > 0 {
+		return n
+	}
+	return DefaultPageSize
+}
+
 func BenchmarkAttention(b *testing.B) {
 	for _, sh := range []struct {
 		name                string
@@ -134,12 +145,24 @@ func BenchmarkAttention(b *testing.B) {
 		b.Run(sh.name, func(b *testing.B) {
 			g := benchRig(b)
 			p := AttnParams{Rows: sh.rows, Heads: sh.heads, KVHeads: sh.kvHeads, HeadDim: sh.dim, Causal: true,
-				Scale: float32(1 / math.Sqrt(float64(sh.dim))), Cache: KVParams{Slots: sh.rows, NCtx: sh.ctx, KVDim: sh.kvHeads * sh.dim},
+				Scale: float32(1 / math.Sqrt(float64(sh.dim))), Cache: KVParams{Slots: sh.rows, NCtx: sh.ctx, KVDim: sh.kvHeads * sh.dim, PageSize: benchPageSize()},
 				Splits: sh.splits}
 			if sh.splits > 1 {
 				p.Scratch = g.mustUp(b, make([]float32, AttentionScratchBytes(p)/4))
 			}
-			nc := p.Cache.Slots * p.Cache.NCtx * p.Cache.KVDim
+			prefill := sh.rows == sh.ctx
+			if prefill {
+				p.Cache.Slots = 1
+			}
+			// Each slot's pages in a scrambled order (a pool shared by
+			// sequences that grew in turns).
+			tp := p.Cache.TablePages()
+			p.Cache.Pages = p.Cache.Slots * tp
+			table := make([]int32, p.Cache.Pages)
+			for i, pg := range g.r.Perm(p.Cache.Pages) {
+				table[i] = int32(pg)
+			}
+			nc := p.Cache.Pages * p.Cache.PageSize * p.Cache.KVDim
 			half := make([]uint16, nc)
 			for i := range half {
 				half[i] = F16FromF32(float32(g.r.NormFloat64()))
@@ -148,20 +171,16 @@ func BenchmarkAttention(b *testing.B) {
 			q := g.mustUp(b, g.randn(sh.rows*sh.heads*sh.dim, 1))
 			out := g.mustUp(b, make([]float32, sh.rows*sh.heads*sh.dim))
 			slots, poss := make([]int32, sh.rows), make([]int32, sh.rows)
-			prefill := sh.rows == sh.ctx
-			if prefill {
-				p.Cache.Slots = 1
-			}
 			for i := range slots {
 				slots[i], poss[i] = int32(i), int32(sh.ctx-1)
 				if prefill {
 					slots[i], poss[i] = 0, int32(i)
 				}
 			}
-			sr, pr := g.mustUpI32(b, slots), g.mustUpI32(b, poss)
+			sr, pr, tr := g.mustUpI32(b, slots), g.mustUpI32(b, poss), g.mustUpI32(b, table)
 			// Bytes: the K and V rows each row reads, plus q and out.
 			bytes := int64(sh.rows*sh.ctx*p.Cache.KVDim*2*2 + 2*4*sh.rows*sh.heads*sh.dim)
-			runN(b, g, bytes, func(c *vk.Cmd) error { return g.k.Attention(c, out, q, kc, vc, sr, pr, p) })
+			runN(b, g, bytes, func(c *vk.Cmd) error { return g.k.Attention(c, out, q, kc, vc, sr, pr, tr, p) })
 		})
 	}
 }

@@ -6,10 +6,12 @@
 //
 // Kernels see vk.Ranges: byte ranges of device buffers, one per binding.
 // Activations are f32, row-major, [row][col]; q/k/v are [row][head][dim].
-// The KV cache is f16, per layer one K and one V range laid out
-// [slot][position][kv_head][head_dim]; every batch row carries its slot and
-// position in int32 buffers, so one dispatch serves rows of different
-// sequences. A range may hold more bytes than the op needs; only the first
+// The KV cache is paged: per layer one K and one V pool of pages laid out
+// [page][position in page][kv_head][head_dim] (f16, or q8_0/q4_0 blocks of
+// 32 values: KVType), and a page table [slot][position / page size] of
+// int32 page ids (KVParams); every batch row carries its slot and position
+// in int32 buffers, so one dispatch serves rows of different sequences,
+// and slots whose tables name the same pages share them. A range may hold more bytes than the op needs; only the first
 // are touched.
 //
 // A binding can cover at most Device.Limits().MaxStorageBufferRange bytes

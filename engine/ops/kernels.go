@@ -54,6 +54,8 @@ type Kernels struct {
 	// cpuThreads is the number of threads a CPU device runs workgroups on
 	// (lavapipe starts one per CPU).
 	cpuThreads int
+	// attnNames are the attention pipelines' names by K and V type.
+	attnNames [3][3]attnNames
 }
 
 // cpuMatVecCols is MulMat's crossover on CPU devices: the tiled kernel
@@ -102,7 +104,7 @@ func New(dev *vk.Device) *Kernels {
 	}
 	k := &Kernels{dev: dev, pipes: map[pipeKey]*vk.Pipeline{}, wg: wg, sg: dev.Features().SubgroupArithmetic,
 		rowThreads: matvecWG, attnWG: min(wg, 128), matvecCols: gpuMatVecPass, matvecPass: gpuMatVecPass,
-		cpuThreads: runtime.NumCPU()}
+		cpuThreads: runtime.NumCPU(), attnNames: newAttnNames()}
 	if dev.Info().Type == vk.TypeCPU {
 		k.rowThreads, k.attnWG, k.matvecCols, k.cpuRows = cpuRowThreads, min(wg, cpuAttnWG), cpuMatVecCols, true
 		k.matvecPass, k.rowKernels = MatVecMaxCols, true
