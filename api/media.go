@@ -26,25 +26,16 @@ type contentPart struct {
 // Projector is a loaded vision projector as the API uses it (vision.GPU
 // in builds with the mtmd feature).
 type Projector interface {
-	// Tokens is the number of prompt positions (embedding rows) of an
-	// image.
-	Tokens() int
 	// NonCausal reports that an image's rows attend to each other both
 	// ways (Gemma 3).
 	NonCausal() bool
-	// ImageBegin and ImageEnd are the texts the model reads around an
-	// image ("" for none), each tokenized on its own.
-	ImageBegin() string
-	ImageEnd() string
 	// Prepare decodes an image file's bytes (refusing more than maxPixels
-	// pixels from the header, before decoding) and preprocesses it into the
-	// encoder input; hash identifies the decoded image. Its errors are the
-	// client's (a bad image).
-	Prepare(data []byte, maxPixels int) (input []float32, hash [32]byte, err error)
-	// Encode runs the encoder on an input from Prepare and returns
-	// Tokens() embedding rows. It is called on the goroutine that owns the
-	// device (the engine's scheduler).
-	Encode(input []float32) ([]float32, error)
+	// pixels from the header, before decoding), preprocesses it and
+	// returns its place in the prompt: text and tokens around or between
+	// its chunks of embedding rows, in order (engine.MediaPart). Its
+	// errors are the client's (a bad image). The chunks' Encode runs on
+	// the goroutine that owns the device (the engine's scheduler).
+	Prepare(data []byte, maxPixels int) ([]engine.MediaPart, error)
 }
 
 // ProjectorBackend is implemented by backends that can take images: it
@@ -144,9 +135,10 @@ func (s *Server) projector() Projector {
 
 // mediaPrompt tokenizes the rendered prompt text of a request with images:
 // it splits text at the markers, tokenizes each piece on its own (BOS in
-// front of the first when addSpecial), puts each image's begin and end
-// texts around it and its pseudo-ids (engine.MediaTokens) in its place, and
-// returns the images for the engine.
+// front of the first when addSpecial), puts each image's layout in its
+// place (the projector's text and tokens around its chunks, each chunk's
+// pseudo-ids, engine.MediaTokens) and returns the chunks for the engine,
+// each an engine.Media (one image may be several: Idefics3's tiles).
 func (s *Server) mediaPrompt(req *chatRequest, text string, addSpecial bool) ([]int32, []*engine.Media, *Error) {
 	proj := s.projector()
 	var parts []contentPart
@@ -175,34 +167,32 @@ func (s *Server) mediaPrompt(req *chatRequest, text string, addSpecial bool) ([]
 		}
 		return toks, nil
 	}
-	begin, e := tokenize(proj.ImageBegin(), false)
-	if e != nil {
-		return nil, nil, e
-	}
-	end, e := tokenize(proj.ImageEnd(), false)
-	if e != nil {
-		return nil, nil, e
-	}
 	prompt, e := tokenize(pieces[0], addSpecial)
 	if e != nil {
 		return nil, nil, e
 	}
-	media := make([]*engine.Media, len(parts))
-	n := proj.Tokens()
+	var media []*engine.Media
 	for i, p := range parts {
 		data, e := s.imageBytes(p.url, p.field, maxBytes)
 		if e != nil {
 			return nil, nil, e
 		}
-		input, hash, err := proj.Prepare(data, maxPixels)
+		layout, err := proj.Prepare(data, maxPixels)
 		if err != nil {
 			return nil, nil, badRequest(p.field, "%s: %v", p.field, err)
 		}
-		prompt = append(prompt, begin...)
-		media[i] = &engine.Media{Start: len(prompt), N: n, NonCausal: proj.NonCausal(),
-			Encode: func() ([]float32, error) { return proj.Encode(input) }}
-		prompt = append(prompt, engine.MediaTokens(hash, n)...)
-		prompt = append(prompt, end...)
+		for _, mp := range layout {
+			if mp.Rows > 0 {
+				media = append(media, &engine.Media{Start: len(prompt), N: mp.Rows, NonCausal: proj.NonCausal(), Encode: mp.Encode})
+				prompt = append(prompt, engine.MediaTokens(mp.Hash, mp.Rows)...)
+				continue
+			}
+			toks, e := tokenize(mp.Text, false)
+			if e != nil {
+				return nil, nil, e
+			}
+			prompt = append(append(prompt, toks...), mp.Tokens...)
+		}
 		rest, e := tokenize(pieces[i+1], false)
 		if e != nil {
 			return nil, nil, e
