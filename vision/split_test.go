@@ -2,7 +2,11 @@ package vision
 
 import (
 	"math"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/vkllm/vkllm/tools/modelgen"
 )
 
 func idefics3Params(side, longest int) *Model {
@@ -156,5 +160,21 @@ func TestSplitRamp(t *testing.T) {
 				t.Fatalf("normalize plane %d value %d = %g, want %g", ch, i, g, w)
 			}
 		}
+	}
+}
+
+// TestIdefics3LongestEdge: clip.vision.preproc_image_size is read, and one
+// of more than 16 tiles per side is refused at load, naming the key.
+func TestIdefics3LongestEdge(t *testing.T) {
+	m := genProjector(t, modelgen.ProjectorOptions{Type: "idefics3", LongestEdge: 96, Seed: 1})
+	if m.P.LongestEdge != 96 {
+		t.Errorf("LongestEdge = %d, want 96", m.P.LongestEdge)
+	}
+	path := filepath.Join(t.TempDir(), "big.gguf")
+	if err := modelgen.WriteProjector(path, modelgen.ProjectorOptions{Type: "idefics3", LongestEdge: 17 * 32, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "clip.vision.preproc_image_size 544") {
+		t.Errorf("Open = %v, want an error naming clip.vision.preproc_image_size 544", err)
 	}
 }
