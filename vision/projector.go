@@ -23,16 +23,20 @@ func (u *GPU) NonCausal() bool { return u.m.P.ProjectorType == "gemma3" }
 
 // ImageBegin returns the text the model reads before an image ("" for
 // none): Gemma 3's <start_of_image>.
-func (u *GPU) ImageBegin() string {
-	if u.m.P.ProjectorType == "gemma3" {
+func (u *GPU) ImageBegin() string { return imageBegin(u.m) }
+
+func imageBegin(m *Model) string {
+	if m.P.ProjectorType == "gemma3" {
 		return "<start_of_image>"
 	}
 	return ""
 }
 
 // ImageEnd returns the text the model reads after an image ("" for none).
-func (u *GPU) ImageEnd() string {
-	if u.m.P.ProjectorType == "gemma3" {
+func (u *GPU) ImageEnd() string { return imageEnd(u.m) }
+
+func imageEnd(m *Model) string {
+	if m.P.ProjectorType == "gemma3" {
 		return "<end_of_image>"
 	}
 	return ""
@@ -93,7 +97,39 @@ func lookupPiece(v Vocab, text string) (int32, bool) {
 // that owns it). Its errors are the client's (a bad image), except the
 // one for an idefics3 projector not bound to a vocabulary (CheckText).
 func (u *GPU) Prepare(data []byte, maxPixels int) ([]engine.MediaPart, error) {
-	if u.m.P.ProjectorType == "idefics3" && u.markers == nil {
+	return layout(u.m, u.markers, data, maxPixels, u.Encode)
+}
+
+// CPU is the plain-Go reference of a projector's whole image path: the
+// layout of GPU.Prepare with chunks encoded by Model.EncodeCPU. Tests
+// compare what a server answers with it.
+type CPU struct {
+	m       *Model
+	markers *idefics3Markers
+}
+
+// NewCPU checks m against a text model of embedding width embd and
+// vocabulary v (as GPU.CheckText) and returns its CPU reference. m must
+// stay open while the CPU is used.
+func NewCPU(m *Model, embd int, v Vocab) (*CPU, error) {
+	mk, err := checkText(m, embd, v)
+	if err != nil {
+		return nil, err
+	}
+	return &CPU{m: m, markers: mk}, nil
+}
+
+// NonCausal is GPU.NonCausal.
+func (c *CPU) NonCausal() bool { return c.m.P.ProjectorType == "gemma3" }
+
+// Prepare is GPU.Prepare with the chunks encoded on the CPU.
+func (c *CPU) Prepare(data []byte, maxPixels int) ([]engine.MediaPart, error) {
+	return layout(c.m, c.markers, data, maxPixels, c.m.EncodeCPU)
+}
+
+// layout is Prepare with the encoder encode.
+func layout(m *Model, mk *idefics3Markers, data []byte, maxPixels int, encode func([]float32) ([]float32, error)) ([]engine.MediaPart, error) {
+	if m.P.ProjectorType == "idefics3" && mk == nil {
 		return nil, errors.New("BUG: vision: an idefics3 projector used before CheckText found its marker tokens")
 	}
 	img, err := Decode(data, maxPixels)
@@ -108,42 +144,42 @@ func (u *GPU) Prepare(data []byte, maxPixels int) ([]engine.MediaPart, error) {
 	h.Write(img.Pix)
 	var sum [32]byte
 	h.Sum(sum[:0])
-	n := u.Tokens()
+	n := m.Tokens()
 	chunk := func(i int, in []float32) engine.MediaPart {
-		return engine.MediaPart{Rows: n, Hash: chunkHash(sum, i), Encode: func() ([]float32, error) { return u.Encode(in) }}
+		return engine.MediaPart{Rows: n, Hash: chunkHash(sum, i), Encode: func() ([]float32, error) { return encode(in) }}
 	}
-	if u.m.P.ProjectorType != "idefics3" {
-		in, err := u.m.Preprocess(img)
+	if m.P.ProjectorType != "idefics3" {
+		in, err := m.Preprocess(img)
 		if err != nil {
 			return nil, err
 		}
 		var parts []engine.MediaPart
-		if t := u.ImageBegin(); t != "" {
-			parts = append(parts, engine.MediaPart{Text: t})
+		begin, end := imageBegin(m), imageEnd(m)
+		if begin != "" {
+			parts = append(parts, engine.MediaPart{Text: begin})
 		}
 		parts = append(parts, chunk(0, in))
-		if t := u.ImageEnd(); t != "" {
-			parts = append(parts, engine.MediaPart{Text: t})
+		if end != "" {
+			parts = append(parts, engine.MediaPart{Text: end})
 		}
 		return parts, nil
 	}
-	sp, err := u.m.SplitIdefics3(img)
+	sp, err := m.SplitIdefics3(img)
 	if err != nil {
 		return nil, err
 	}
-	mk := u.markers
 	var parts []engine.MediaPart
 	for r := range sp.Rows {
 		for c := range sp.Cols {
 			i := r*sp.Cols + c
-			parts = append(parts, engine.MediaPart{Text: tileMarker(r, c)}, chunk(1+i, u.m.P.normalize(sp.Tiles[i])))
+			parts = append(parts, engine.MediaPart{Text: tileMarker(r, c)}, chunk(1+i, m.P.normalize(sp.Tiles[i])))
 		}
 		if r < sp.Rows-1 {
 			parts = append(parts, engine.MediaPart{Tokens: []int32{mk.newline}})
 		}
 	}
 	parts = append(parts, engine.MediaPart{Tokens: []int32{mk.twoNewlines, mk.fake, mk.global}},
-		chunk(0, u.m.P.normalize(sp.Global)),
+		chunk(0, m.P.normalize(sp.Global)),
 		engine.MediaPart{Tokens: []int32{mk.fake}})
 	return parts, nil
 }
@@ -165,16 +201,25 @@ func chunkHash(image [32]byte, i int) [32]byte {
 // it keeps for Prepare (idefics3's looked-up marker tokens). It must be
 // called before Prepare.
 func (u *GPU) CheckText(embd int, v Vocab) error {
-	if u.m.P.OutEmbd != embd {
-		return fmt.Errorf("vision: the projector gives %d-wide image embeddings but the text model's embeddings are %d wide (a projector for another model?)", u.m.P.OutEmbd, embd)
+	mk, err := checkText(u.m, embd, v)
+	if err != nil {
+		return err
 	}
-	for _, t := range []string{u.ImageBegin(), u.ImageEnd()} {
+	u.markers = mk
+	return nil
+}
+
+func checkText(m *Model, embd int, v Vocab) (*idefics3Markers, error) {
+	if m.P.OutEmbd != embd {
+		return nil, fmt.Errorf("vision: the projector gives %d-wide image embeddings but the text model's embeddings are %d wide (a projector for another model?)", m.P.OutEmbd, embd)
+	}
+	for _, t := range []string{imageBegin(m), imageEnd(m)} {
 		if _, ok := v.TokenID(t); t != "" && !ok {
-			return fmt.Errorf("vision: the text model has no %s token, which a %s projector's images need", t, u.m.P.ProjectorType)
+			return nil, fmt.Errorf("vision: the text model has no %s token, which a %s projector's images need", t, m.P.ProjectorType)
 		}
 	}
-	if u.m.P.ProjectorType != "idefics3" {
-		return nil
+	if m.P.ProjectorType != "idefics3" {
+		return nil, nil
 	}
 	var mk idefics3Markers
 	var missing []string
@@ -189,8 +234,7 @@ func (u *GPU) CheckText(embd int, v Vocab) error {
 		*w.id = id
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("vision: the text model has no token for %s, which an idefics3 projector's images need (is it an Idefics3 / SmolVLM text model?)", strings.Join(missing, ", "))
+		return nil, fmt.Errorf("vision: the text model has no token for %s, which an idefics3 projector's images need (is it an Idefics3 / SmolVLM text model?)", strings.Join(missing, ", "))
 	}
-	u.markers = &mk
-	return nil
+	return &mk, nil
 }

@@ -1,6 +1,10 @@
 package vision
 
 import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/png"
 	"math"
 	"path/filepath"
 	"strings"
@@ -23,11 +27,14 @@ func TestSplitGrid(t *testing.T) {
 		w, h, side, longest int
 		cols, rows          int
 	}{
-		{"wide, down to 48", 32, 16, 16, 48, 3, 2},      // 1.5: 48 x 24 -> 48 x 32
-		{"letterboxed", 100, 60, 32, 64, 2, 2},          // 0.64: 64 x 38.4 -> 64 x 64
-		{"small, scaled up", 10, 10, 16, 64, 4, 4},      // 6.4: 64 x 64
-		{"tall", 50, 200, 16, 40, 1, 3},                 // 0.2: 10 x 40 -> 16 x 48
-		{"one tile", 16, 16, 16, 16, 1, 1},              // 1: 16 x 16
+		{"wide, down to 48", 32, 16, 16, 48, 3, 2}, // 1.5: 48 x 24 -> 48 x 32
+		{"letterboxed", 100, 60, 32, 64, 2, 2},     // 0.64: 64 x 38.4 -> 64 x 64
+		{"small, scaled up", 10, 10, 16, 64, 4, 4}, // 6.4: 64 x 64
+		{"tall", 50, 200, 16, 40, 1, 3},            // 0.2: 10 x 40 -> 16 x 48
+		{"one tile", 16, 16, 16, 16, 1, 1},
+		// 96/90 in float32 is 1.0666667, times 90 is 96.0000076 (float32):
+		// over 3 tiles, so 4, as the reference's float arithmetic gives.
+		{"float32 rounding", 90, 50, 32, 96, 4, 2},      // 1: 16 x 16
 		{"no preproc_image_size", 100, 60, 32, 0, 0, 0}, // global image only
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -176,5 +183,81 @@ func TestIdefics3LongestEdge(t *testing.T) {
 	}
 	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "clip.vision.preproc_image_size 544") {
 		t.Errorf("Open = %v, want an error naming clip.vision.preproc_image_size 544", err)
+	}
+}
+
+// pieceVocab is a vocabulary given by its tokens' pieces.
+type pieceVocab []string
+
+func (v pieceVocab) TokenID(text string) (int32, bool) {
+	for i, p := range v {
+		if p == text {
+			return int32(i), true
+		}
+	}
+	return 0, false
+}
+func (v pieceVocab) VocabSize() int        { return len(v) }
+func (v pieceVocab) Piece(id int32) []byte { return []byte(v[id]) }
+
+// TestIdefics3Layout checks the prompt layout of a 96 x 50 image against
+// the reference's (mtmd.cpp, idefics3): with 32-pixel tiles and a longest
+// edge of 96 the refined image is 96 x 64 (scale 1, 50 rounded up to 64),
+// 3 x 2 tiles; each tile after the text
+// <fake_token_around_image><row_R_col_C>, a "\n" token after each row but
+// the last, then "\n\n" <fake_token_around_image> <global-img>, the global
+// image and <fake_token_around_image>. The marker tokens are the first
+// with their text; a vocabulary without them is refused, naming them.
+func TestIdefics3Layout(t *testing.T) {
+	m := genProjector(t, modelgen.ProjectorOptions{Type: "idefics3", LongestEdge: 96, Seed: 2})
+	if _, err := NewCPU(m, 64, pieceVocab{"a", "\n", "<fake_token_around_image>"}); err == nil ||
+		!strings.Contains(err.Error(), `"\n\n", "<global-img>"`) {
+		t.Errorf("NewCPU without the markers = %v, want an error naming \"\\n\\n\" and <global-img>", err)
+	}
+	if _, err := NewCPU(m, 48, pieceVocab{}); err == nil || !strings.Contains(err.Error(), "48 wide") {
+		t.Errorf("NewCPU for 48-wide text embeddings = %v, want a width error", err)
+	}
+	vocab := pieceVocab{"a", "\n", "b", "\n", "\n\n", "<global-img>", "<fake_token_around_image>"}
+	const nl, nlnl, global, fake = 1, 4, 5, 6
+	c, err := NewCPU(m, 64, vocab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	img := image.NewRGBA(image.Rect(0, 0, 96, 50))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i * 7)
+	}
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	parts, err := c.Prepare(b.Bytes(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	hashes := map[[32]byte]bool{}
+	for _, p := range parts {
+		switch {
+		case p.Rows > 0:
+			got = append(got, fmt.Sprintf("[%d rows]", p.Rows))
+			hashes[p.Hash] = true
+		case p.Text != "":
+			got = append(got, p.Text)
+		default:
+			got = append(got, fmt.Sprint(p.Tokens))
+		}
+	}
+	tile := func(r, c int) string { return fmt.Sprintf("<fake_token_around_image><row_%d_col_%d>", r, c) }
+	want := []string{
+		tile(1, 1), "[16 rows]", tile(1, 2), "[16 rows]", tile(1, 3), "[16 rows]", fmt.Sprint([]int32{nl}),
+		tile(2, 1), "[16 rows]", tile(2, 2), "[16 rows]", tile(2, 3), "[16 rows]",
+		fmt.Sprint([]int32{nlnl, fake, global}), "[16 rows]", fmt.Sprint([]int32{fake}),
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("layout\n%s\nwant\n%s", strings.Join(got, " "), strings.Join(want, " "))
+	}
+	if len(hashes) != 7 {
+		t.Errorf("%d distinct chunk hashes, want 7", len(hashes))
 	}
 }
