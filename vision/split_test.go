@@ -260,4 +260,36 @@ func TestIdefics3Layout(t *testing.T) {
 	if len(hashes) != 7 {
 		t.Errorf("%d distinct chunk hashes, want 7", len(hashes))
 	}
+	// The chunks in prompt order are the tiles row by row, then the
+	// global image.
+	dec, err := Decode(b.Bytes(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := m.SplitIdefics3(dec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := 0
+	for _, p := range parts {
+		if p.Rows == 0 {
+			continue
+		}
+		src := sp.Global
+		if k < len(sp.Tiles) {
+			src = sp.Tiles[k]
+		}
+		got, err := p.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := m.EncodeCPU(m.P.normalize(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("chunk %d is not the encoding of %s", k, map[bool]string{true: "its tile", false: "the global image"}[k < len(sp.Tiles)])
+		}
+		k++
+	}
 }
