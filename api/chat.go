@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"strings"
 
 	"github.com/vkllm/vkllm/internal/jinja"
 	"github.com/vkllm/vkllm/sampling/grammar"
@@ -18,9 +17,9 @@ type message struct {
 	name       string
 	reasoning  string // reasoning_content of an earlier assistant turn
 	images     int    // image_url parts
-	// parts are the content parts in order when there are images: the
-	// content is then their text joined around a marker per image
-	// (media.go).
+	// parts are the content parts of an array content, in order: the
+	// content is their text joined as the reference joins it, with a
+	// marker per image (joinParts, media.go).
 	parts []contentPart
 }
 
@@ -306,7 +305,6 @@ func (r *reader) readMessage(v any, path string) message {
 	case string:
 		msg.content = c
 	case []any:
-		var sb strings.Builder
 		for i, pv := range c {
 			ppath := indexPath(cpath, i)
 			pm := r.object(pv, ppath, "type", "text", "image_url", "audio_url", "video_url", "input_audio")
@@ -319,7 +317,6 @@ func (r *reader) readMessage(v any, path string) message {
 				if !ok && r.err == nil {
 					r.fail(badRequest(ppath+".text", "%s.text: missing", ppath))
 				}
-				sb.WriteString(t)
 				msg.parts = append(msg.parts, contentPart{text: t})
 			case "image_url":
 				msg.images++
@@ -333,7 +330,9 @@ func (r *reader) readMessage(v any, path string) message {
 				r.fail(badRequest(ppath+".type", "%s.type: %q is not one of \"text\", \"image_url\", \"audio_url\", \"video_url\"", ppath, typ))
 			}
 		}
-		msg.content = sb.String()
+		// Text parts joined as the reference joins them (joinParts); with
+		// images joinMedia puts its marker in (media.go).
+		msg.content = joinParts(msg.parts, "")
 	default:
 		r.typeErr(cpath, "string, null or array of content parts", c)
 	}

@@ -69,10 +69,9 @@ func (s *Server) imageLimits() (maxBytes int64, maxPixels, maxImages int) {
 	return
 }
 
-// joinMedia gives the messages with images their content: the text parts
-// joined with "\n" between consecutive text parts and a marker in place of
-// each image, without newlines around it (what the reference's chat
-// parsing does), so the rendered prompt can be split at the images.
+// joinMedia gives the messages with images their content (joinParts with
+// a per-request marker in place of each image), so the rendered prompt
+// can be split at the images.
 func (req *chatRequest) joinMedia() {
 	for i := range req.messages {
 		m := &req.messages[i]
@@ -84,22 +83,33 @@ func (req *chatRequest) joinMedia() {
 			rand.Read(b[:])
 			req.marker = "<__media_" + hex.EncodeToString(b[:]) + "__>"
 		}
-		var sb strings.Builder
-		prevText := false
-		for _, p := range m.parts {
-			if p.image {
-				sb.WriteString(req.marker)
-				prevText = false
-				continue
-			}
-			if prevText {
-				sb.WriteByte('\n')
-			}
-			sb.WriteString(p.text)
-			prevText = true
-		}
-		m.content = sb.String()
+		m.content = joinParts(m.parts, req.marker)
 	}
+}
+
+// joinParts joins a message's content parts into one string as the
+// reference's chat parsing does for templates that take string content
+// (common_chat_msg::to_json_oaicompat with concat_typed_text): a "\n"
+// before a text part when something precedes it and the part before is
+// not an image, and marker in place of each image with nothing around it.
+// So [A, B] is "A\nB", ["", B] is "B", [A, image, B] is "A<marker>B" and
+// [image, A, B] is "<marker>A\nB".
+func joinParts(parts []contentPart, marker string) string {
+	var sb strings.Builder
+	afterImage := false
+	for _, p := range parts {
+		if p.image {
+			sb.WriteString(marker)
+			afterImage = true
+			continue
+		}
+		if !afterImage && sb.Len() > 0 {
+			sb.WriteByte('\n')
+		}
+		afterImage = false
+		sb.WriteString(p.text)
+	}
+	return sb.String()
 }
 
 // checkImageInput answers requests with images on servers that cannot
