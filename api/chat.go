@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"strings"
 
 	"github.com/vkllm/vkllm/internal/jinja"
 	"github.com/vkllm/vkllm/sampling/grammar"
@@ -18,9 +17,9 @@ type message struct {
 	name       string
 	reasoning  string // reasoning_content of an earlier assistant turn
 	images     int    // image_url parts
-	// parts are the content parts in order when there are images: the
-	// content is then their text joined around a marker per image
-	// (media.go).
+	// parts are the content parts of an array content, in order: the
+	// content is their text joined as the reference joins it, with a
+	// marker per image (joinParts, media.go).
 	parts []contentPart
 }
 
@@ -300,7 +299,6 @@ func (r *reader) readMessage(v jsonValue, path string) message {
 	case c.isString():
 		msg.content = c.str()
 	case c.isArray():
-		var sb strings.Builder
 		r.each(c, cpath, maxContentParts, func(i int, pv jsonValue) {
 			ppath := indexPath(cpath, i)
 			pm := r.object(pv, ppath, "type", "text", "image_url", "audio_url", "video_url", "input_audio")
@@ -313,7 +311,6 @@ func (r *reader) readMessage(v jsonValue, path string) message {
 				if !ok && r.err == nil {
 					r.fail(badRequest(ppath+".text", "%s.text: missing", ppath))
 				}
-				sb.WriteString(t)
 				msg.parts = append(msg.parts, contentPart{text: t})
 			case "image_url":
 				msg.images++
@@ -327,7 +324,9 @@ func (r *reader) readMessage(v jsonValue, path string) message {
 				r.fail(badRequest(ppath+".type", "%s.type: %q is not one of \"text\", \"image_url\", \"audio_url\", \"video_url\"", ppath, typ))
 			}
 		})
-		msg.content = sb.String()
+		// Text parts joined as the reference joins them (joinParts); with
+		// images joinMedia puts its marker in (media.go).
+		msg.content = joinParts(msg.parts, "")
 	default:
 		r.typeErr(cpath, "string, null or array of content parts", c)
 	}

@@ -205,7 +205,9 @@ func TestChat(t *testing.T) {
 		if r.status != 200 {
 			t.Fatalf("status %d %s", r.status, r.body)
 		}
-		if want := "<s>system: S\nuser: ab\nassistant:"; prompt != want {
+		// Text parts are joined with "\n", as the reference joins them
+		// (TestJoinTextParts).
+		if want := "<s>system: S\nuser: a\nb\nassistant:"; prompt != want {
 			t.Errorf("plain prompt = %q, want %q", prompt, want)
 		}
 	})

@@ -26,25 +26,16 @@ type contentPart struct {
 // Projector is a loaded vision projector as the API uses it (vision.GPU
 // in builds with the mtmd feature).
 type Projector interface {
-	// Tokens is the number of prompt positions (embedding rows) of an
-	// image.
-	Tokens() int
 	// NonCausal reports that an image's rows attend to each other both
 	// ways (Gemma 3).
 	NonCausal() bool
-	// ImageBegin and ImageEnd are the texts the model reads around an
-	// image ("" for none), each tokenized on its own.
-	ImageBegin() string
-	ImageEnd() string
 	// Prepare decodes an image file's bytes (refusing more than maxPixels
-	// pixels from the header, before decoding) and preprocesses it into the
-	// encoder input; hash identifies the decoded image. Its errors are the
-	// client's (a bad image).
-	Prepare(data []byte, maxPixels int) (input []float32, hash [32]byte, err error)
-	// Encode runs the encoder on an input from Prepare and returns
-	// Tokens() embedding rows. It is called on the goroutine that owns the
-	// device (the engine's scheduler).
-	Encode(input []float32) ([]float32, error)
+	// pixels from the header, before decoding), preprocesses it and
+	// returns its place in the prompt: text and tokens around or between
+	// its chunks of embedding rows, in order (engine.MediaPart). Its
+	// errors are the client's (a bad image). The chunks' Encode runs on
+	// the goroutine that owns the device (the engine's scheduler).
+	Prepare(data []byte, maxPixels int) ([]engine.MediaPart, error)
 }
 
 // ProjectorBackend is implemented by backends that can take images: it
@@ -78,10 +69,9 @@ func (s *Server) imageLimits() (maxBytes int64, maxPixels, maxImages int) {
 	return
 }
 
-// joinMedia gives the messages with images their content: the text parts
-// joined with "\n" between consecutive text parts and a marker in place of
-// each image, without newlines around it (what the reference's chat
-// parsing does), so the rendered prompt can be split at the images.
+// joinMedia gives the messages with images their content (joinParts with
+// a per-request marker in place of each image), so the rendered prompt
+// can be split at the images.
 func (req *chatRequest) joinMedia() {
 	for i := range req.messages {
 		m := &req.messages[i]
@@ -93,22 +83,33 @@ func (req *chatRequest) joinMedia() {
 			rand.Read(b[:])
 			req.marker = "<__media_" + hex.EncodeToString(b[:]) + "__>"
 		}
-		var sb strings.Builder
-		prevText := false
-		for _, p := range m.parts {
-			if p.image {
-				sb.WriteString(req.marker)
-				prevText = false
-				continue
-			}
-			if prevText {
-				sb.WriteByte('\n')
-			}
-			sb.WriteString(p.text)
-			prevText = true
-		}
-		m.content = sb.String()
+		m.content = joinParts(m.parts, req.marker)
 	}
+}
+
+// joinParts joins a message's content parts into one string as the
+// reference's chat parsing does for templates that take string content
+// (common_chat_msg::to_json_oaicompat with concat_typed_text): a "\n"
+// before a text part when something precedes it and the part before is
+// not an image, and marker in place of each image with nothing around it.
+// So [A, B] is "A\nB", ["", B] is "B", [A, image, B] is "A<marker>B" and
+// [image, A, B] is "<marker>A\nB".
+func joinParts(parts []contentPart, marker string) string {
+	var sb strings.Builder
+	afterImage := false
+	for _, p := range parts {
+		if p.image {
+			sb.WriteString(marker)
+			afterImage = true
+			continue
+		}
+		if !afterImage && sb.Len() > 0 {
+			sb.WriteByte('\n')
+		}
+		afterImage = false
+		sb.WriteString(p.text)
+	}
+	return sb.String()
 }
 
 // checkImageInput answers requests with images on servers that cannot
@@ -144,9 +145,10 @@ func (s *Server) projector() Projector {
 
 // mediaPrompt tokenizes the rendered prompt text of a request with images
 // (tokenizeChat: message contents as plain text, BOS in front when
-// addSpecial): each image's marker becomes its begin and end texts around
-// its pseudo-ids (engine.MediaTokens), and the images are returned for the
-// engine.
+// addSpecial): each image's marker becomes its layout (the projector's
+// text and tokens around its chunks, each chunk's pseudo-ids,
+// engine.MediaTokens), and the chunks are returned for the engine, each an
+// engine.Media (one image may be several: Idefics3's tiles).
 func (s *Server) mediaPrompt(req *chatRequest, t *chatTemplate, text string, addSpecial bool) ([]int32, []*engine.Media, *Error) {
 	proj := s.projector()
 	var parts []contentPart
@@ -164,43 +166,38 @@ func (s *Server) mediaPrompt(req *chatRequest, t *chatTemplate, text string, add
 	if n := strings.Count(text, req.marker); n != len(parts) {
 		return nil, nil, badRequest("messages", "messages: the chat template rendered %d of the request's %d images (it drops or repeats message content)", n, len(parts))
 	}
-	tokenize := func(t string) ([]int32, *Error) {
-		if t == "" {
-			return nil, nil
-		}
-		toks, err := s.backend.Tokenize(t, false, true)
-		if err != nil {
-			return nil, badRequest("messages", "messages: %v", err)
-		}
-		return toks, nil
-	}
-	begin, e := tokenize(proj.ImageBegin())
-	if e != nil {
-		return nil, nil, e
-	}
-	end, e := tokenize(proj.ImageEnd())
-	if e != nil {
-		return nil, nil, e
-	}
-	media := make([]*engine.Media, len(parts))
-	n := proj.Tokens()
+	var media []*engine.Media
 	next := 0
 	image := func(prompt []int32) ([]int32, *Error) {
+		if next == len(parts) {
+			return nil, badRequest("messages", "messages: the chat template rendered more than the request's %d images", len(parts))
+		}
 		p := parts[next]
+		next++
 		data, e := s.imageBytes(p.url, p.field, maxBytes)
 		if e != nil {
 			return nil, e
 		}
-		input, hash, err := proj.Prepare(data, maxPixels)
+		layout, err := proj.Prepare(data, maxPixels)
 		if err != nil {
 			return nil, badRequest(p.field, "%s: %v", p.field, err)
 		}
-		prompt = append(prompt, begin...)
-		media[next] = &engine.Media{Start: len(prompt), N: n, NonCausal: proj.NonCausal(),
-			Encode: func() ([]float32, error) { return proj.Encode(input) }}
-		prompt = append(prompt, engine.MediaTokens(hash, n)...)
-		next++
-		return append(prompt, end...), nil
+		for _, mp := range layout {
+			if mp.Rows > 0 {
+				media = append(media, &engine.Media{Start: len(prompt), N: mp.Rows, NonCausal: proj.NonCausal(), Encode: mp.Encode})
+				prompt = append(prompt, engine.MediaTokens(mp.Hash, mp.Rows)...)
+				continue
+			}
+			if mp.Text != "" { // the projector's own markup: special tokens parsed
+				toks, err := s.backend.Tokenize(mp.Text, false, true)
+				if err != nil {
+					return nil, badRequest("messages", "messages: %v", err)
+				}
+				prompt = append(prompt, toks...)
+			}
+			prompt = append(prompt, mp.Tokens...)
+		}
+		return prompt, nil
 	}
 	prompt, e := s.tokenizeChat(req, t, text, addSpecial, image)
 	if e != nil {

@@ -66,6 +66,9 @@ func imageServer(t *testing.T, pair, mediaDir string, cfg Config) (*testServer, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := u.CheckText(m.Opts.Embd, m.Tok); err != nil {
+		t.Fatal(err)
+	}
 	be := newTestBackend(t, m, engine.SchedulerConfig{})
 	be.SetProjector(u)
 	t.Cleanup(func() { u.Close(); m.Close() }) // after the backend's cleanup

@@ -3,6 +3,8 @@ package api
 import (
 	"strings"
 	"testing"
+
+	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
 // TestJoinMedia checks how content parts with images become one string
@@ -20,6 +22,8 @@ func TestJoinMedia(t *testing.T) {
 		{"image first", []contentPart{img, txt("A"), txt("B")}, "@A\nB"},
 		{"image last", []contentPart{txt("Describe the colours:"), img}, "Describe the colours:@"},
 		{"two images", []contentPart{img, img, txt("x")}, "@@x"},
+		{"empty text first", []contentPart{txt(""), txt("A"), img}, "A@"},
+		{"empty text between", []contentPart{txt("A"), txt(""), txt("B"), img}, "A\n\nB@"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := &chatRequest{messages: []message{{role: "user", images: 1, parts: tc.parts}, {role: "assistant", content: "kept"}}}
@@ -41,5 +45,32 @@ func TestJoinMedia(t *testing.T) {
 	b.joinMedia()
 	if a.marker == b.marker {
 		t.Errorf("two requests got the same marker %q", a.marker)
+	}
+}
+
+// TestJoinTextParts: a content array of text parts becomes the parts
+// joined as the reference's chat parsing joins them (common/chat.cpp,
+// to_json_oaicompat for templates that take a string): "\n" before a part
+// when text precedes it, so an empty first part adds nothing and an empty
+// middle one a blank line.
+func TestJoinTextParts(t *testing.T) {
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"two parts", `[{"type": "text", "text": "A"}, {"type": "text", "text": "B"}]`, "A\nB"},
+		{"one part", `[{"type": "text", "text": "A"}]`, "A"},
+		{"empty first", `[{"type": "text", "text": ""}, {"type": "text", "text": "B"}]`, "B"},
+		{"empty middle", `[{"type": "text", "text": "A"}, {"type": "text", "text": ""}, {"type": "text", "text": "B"}]`, "A\n\nB"},
+		{"audio ignored", `[{"type": "text", "text": "A"}, {"type": "audio_url", "audio_url": {"url": "x.wav"}}, {"type": "text", "text": "B"}]`, "A\nB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, e := decodeChat(grammar.Budget{}, []byte(`{"messages": [{"role": "user", "content": `+tc.content+`}]}`))
+			if e != nil {
+				t.Fatal(e)
+			}
+			if got := req.messages[0].content; got != tc.want {
+				t.Errorf("content = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -28,6 +28,26 @@ type Media struct {
 	embd []float32
 }
 
+// MediaPart is one piece of an image's place in a prompt as a vision
+// projector lays it out: text the model reads around or between the
+// image's chunks, or one chunk of embedding rows (a Media of its own).
+// Most projector families give one chunk, maybe with text around it;
+// Idefics3 splits an image into tiles and a global image, each a chunk,
+// with marker text between them.
+type MediaPart struct {
+	// Text is tokenized on its own, special tokens parsed and no BOS added
+	// ("" for none); Tokens follow it as they are (markers the reference
+	// looks up by their text instead of tokenizing it).
+	Text   string
+	Tokens []int32
+	// Rows > 0 makes the part a chunk of Rows embedding rows: Hash
+	// identifies its content (its pseudo-ids are MediaTokens(Hash, Rows))
+	// and Encode computes them (Media.Encode).
+	Rows   int
+	Hash   [32]byte
+	Encode func() ([]float32, error)
+}
+
 // MediaTokens returns the n pseudo token ids of an image whose content
 // hash is hash: negative (outside every vocabulary), distinct within the
 // image and derived from the hash, so that equal ids mean the same image

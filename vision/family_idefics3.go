@@ -27,6 +27,9 @@ func newIdefics3(m *Model) (*idefics3, error) {
 		if err := m.u32("clip.vision.preproc_image_size", &p.LongestEdge, false); err != nil {
 			return nil, err
 		}
+		if p.LongestEdge > maxTilesPerSide*p.ImageSize {
+			return nil, fmt.Errorf("clip.vision.preproc_image_size %d is more than %d tiles of clip.vision.image_size %d per side", p.LongestEdge, maxTilesPerSide, p.ImageSize)
+		}
 	}
 	f := &idefics3{m: m}
 	var err error

@@ -27,6 +27,8 @@ type GPU struct {
 	g      gpuGraph
 	out    act
 	outBuf []byte
+	// markers are idefics3's marker tokens, found by CheckText.
+	markers *idefics3Markers
 }
 
 // deviceMemory returns the size of the device's largest device-local heap.

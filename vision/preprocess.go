@@ -21,7 +21,7 @@ func (p *Params) letterbox() (resizeFilter, [3]uint8, error) {
 	case "gemma3":
 		return bilinear, [3]uint8{}, nil
 	}
-	return 0, [3]uint8{}, fmt.Errorf("vision: preprocessing for clip.projector_type %q is not supported", p.ProjectorType)
+	return 0, [3]uint8{}, fmt.Errorf("vision: fixed-size preprocessing is not that of clip.projector_type %q (idefics3 splits images: SplitIdefics3)", p.ProjectorType)
 }
 
 // Preprocess turns a decoded image into the encoder input as the
@@ -40,35 +40,7 @@ func (m *Model) Preprocess(img *Image) ([]float32, error) {
 	if img.Width <= 0 || img.Height <= 0 || len(img.Pix) != 3*img.Width*img.Height {
 		return nil, fmt.Errorf("vision: Preprocess: a %d x %d image with %d bytes", img.Width, img.Height, len(img.Pix))
 	}
-	S := p.ImageSize
-	canvas := img
-	if img.Width != S || img.Height != S {
-		scale := min(float32(S)/float32(img.Width), float32(S)/float32(img.Height))
-		nw := min(int(math.Ceil(float64(float32(img.Width)*scale))), S)
-		nh := min(int(math.Ceil(float64(float32(img.Height)*scale))), S)
-		nw, nh = max(nw, 1), max(nh, 1)
-		var resized *Image
-		if filter == bicubic {
-			resized = resizeBicubic(img, nw, nh)
-		} else {
-			resized = resizeBilinear(img, nw, nh)
-		}
-		canvas = &Image{Width: S, Height: S, Pix: make([]uint8, 3*S*S)}
-		for i := 0; i < len(canvas.Pix); i += 3 {
-			copy(canvas.Pix[i:i+3], pad[:])
-		}
-		ox, oy := (S-nw)/2, (S-nh)/2
-		for y := range nh {
-			copy(canvas.Pix[3*((oy+y)*S+ox):], resized.Pix[3*y*nw:3*(y+1)*nw])
-		}
-	}
-	out := make([]float32, 3*S*S)
-	for i := range S * S {
-		for c := range 3 {
-			out[c*S*S+i] = (float32(canvas.Pix[3*i+c])/255 - p.Mean[c]) / p.Std[c]
-		}
-	}
-	return out, nil
+	return p.normalize(resizePadded(img, p.ImageSize, p.ImageSize, filter, pad)), nil
 }
 
 func clampInt(v, lo, hi int) int { return min(max(v, lo), hi) }

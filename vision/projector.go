@@ -1,13 +1,19 @@
 package vision
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/vkllm/vkllm/engine"
 )
 
-// Tokens returns the number of image embeddings (prompt positions) one
-// image gives.
+// Tokens returns the number of image embeddings (prompt positions) of one
+// chunk: a whole image for mlp and gemma3, one tile or the global image
+// for idefics3.
 func (u *GPU) Tokens() int { return u.m.Tokens() }
 
 // NonCausal reports that the text model reads an image's embeddings with
@@ -17,33 +23,118 @@ func (u *GPU) NonCausal() bool { return u.m.P.ProjectorType == "gemma3" }
 
 // ImageBegin returns the text the model reads before an image ("" for
 // none): Gemma 3's <start_of_image>.
-func (u *GPU) ImageBegin() string {
-	if u.m.P.ProjectorType == "gemma3" {
+func (u *GPU) ImageBegin() string { return imageBegin(u.m) }
+
+func imageBegin(m *Model) string {
+	if m.P.ProjectorType == "gemma3" {
 		return "<start_of_image>"
 	}
 	return ""
 }
 
 // ImageEnd returns the text the model reads after an image ("" for none).
-func (u *GPU) ImageEnd() string {
-	if u.m.P.ProjectorType == "gemma3" {
+func (u *GPU) ImageEnd() string { return imageEnd(u.m) }
+
+func imageEnd(m *Model) string {
+	if m.P.ProjectorType == "gemma3" {
 		return "<end_of_image>"
 	}
 	return ""
 }
 
-// Prepare decodes an image file (see Decode; at most maxPixels pixels) and
-// preprocesses it (Model.Preprocess). hash identifies the decoded image
-// (its size and pixels), so the same picture in two encodings is one
-// image to the prompt cache.
-func (u *GPU) Prepare(data []byte, maxPixels int) ([]float32, [32]byte, error) {
+// Idefics3's markers (the reference's mtmd.cpp, after Hugging Face's
+// Idefics3 processor): each tile is preceded by the text
+// <fake_token_around_image><row_R_col_C> (tokenized, special tokens
+// parsed), rows of tiles are separated by "\n", and the global image comes
+// last between "\n\n" <fake_token_around_image> <global-img> and
+// <fake_token_around_image>. Those four are single tokens that the
+// reference finds by their text (lookup_token), not by tokenizing it.
+const (
+	fakeTokenAroundImage = "<fake_token_around_image>"
+	globalImage          = "<global-img>"
+)
+
+func tileMarker(row, col int) string {
+	return fmt.Sprintf("%s<row_%d_col_%d>", fakeTokenAroundImage, row+1, col+1)
+}
+
+// idefics3Markers are the ids of Idefics3's looked-up marker tokens.
+type idefics3Markers struct {
+	newline, twoNewlines, fake, global int32
+}
+
+// Vocab is what a projector needs of the text model's vocabulary
+// (engine/tokenizer.Tokenizer has it).
+type Vocab interface {
+	// TokenID returns the id of a vocabulary entry.
+	TokenID(text string) (int32, bool)
+	// VocabSize is the number of tokens.
+	VocabSize() int
+	// Piece returns the bytes token id stands for, special tokens as
+	// their text.
+	Piece(id int32) []byte
+}
+
+// lookupPiece is the reference's lookup_token: the first token whose
+// text (special tokens rendered) is text.
+func lookupPiece(v Vocab, text string) (int32, bool) {
+	for id := range int32(v.VocabSize()) {
+		if bytes.Equal(v.Piece(id), []byte(text)) {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// Prepare decodes an image file (see Decode; at most maxPixels pixels),
+// preprocesses it and lays out its place in the prompt as the reference
+// does: the family's begin text, the image's chunk, its end text; for
+// idefics3 the tiles in rows with their markers, then the global image
+// (SplitIdefics3 and the markers above). Each chunk's hash is that of the
+// decoded image (its size and pixels, so the same picture in two
+// encodings is one image to the prompt cache) and of the chunk's place in
+// it. The chunks' Encode runs the encoder on u's device (on the goroutine
+// that owns it). Its errors are the client's (a bad image), except the
+// one for an idefics3 projector not bound to a vocabulary (CheckText).
+func (u *GPU) Prepare(data []byte, maxPixels int) ([]engine.MediaPart, error) {
+	return layout(u.m, u.markers, data, maxPixels, u.Encode)
+}
+
+// CPU is the plain-Go reference of a projector's whole image path: the
+// layout of GPU.Prepare with chunks encoded by Model.EncodeCPU. Tests
+// compare what a server answers with it.
+type CPU struct {
+	m       *Model
+	markers *idefics3Markers
+}
+
+// NewCPU checks m against a text model of embedding width embd and
+// vocabulary v (as GPU.CheckText) and returns its CPU reference. m must
+// stay open while the CPU is used.
+func NewCPU(m *Model, embd int, v Vocab) (*CPU, error) {
+	mk, err := checkText(m, embd, v)
+	if err != nil {
+		return nil, err
+	}
+	return &CPU{m: m, markers: mk}, nil
+}
+
+// NonCausal is GPU.NonCausal.
+func (c *CPU) NonCausal() bool { return c.m.P.ProjectorType == "gemma3" }
+
+// Prepare is GPU.Prepare with the chunks encoded on the CPU.
+func (c *CPU) Prepare(data []byte, maxPixels int) ([]engine.MediaPart, error) {
+	return layout(c.m, c.markers, data, maxPixels, c.m.EncodeCPU)
+}
+
+// layout is Prepare with the encoder encode.
+func layout(m *Model, mk *idefics3Markers, data []byte, maxPixels int, encode func([]float32) ([]float32, error)) ([]engine.MediaPart, error) {
+	if m.P.ProjectorType == "idefics3" && mk == nil {
+		return nil, errors.New("BUG: vision: an idefics3 projector used before CheckText found its marker tokens")
+	}
 	img, err := Decode(data, maxPixels)
 	if err != nil {
-		return nil, [32]byte{}, err
-	}
-	in, err := u.m.Preprocess(img)
-	if err != nil {
-		return nil, [32]byte{}, err
+		return nil, err
 	}
 	h := sha256.New()
 	var dims [8]byte
@@ -53,24 +144,97 @@ func (u *GPU) Prepare(data []byte, maxPixels int) ([]float32, [32]byte, error) {
 	h.Write(img.Pix)
 	var sum [32]byte
 	h.Sum(sum[:0])
-	return in, sum, nil
+	n := m.Tokens()
+	chunk := func(i int, in []float32) engine.MediaPart {
+		return engine.MediaPart{Rows: n, Hash: chunkHash(sum, i), Encode: func() ([]float32, error) { return encode(in) }}
+	}
+	if m.P.ProjectorType != "idefics3" {
+		in, err := m.Preprocess(img)
+		if err != nil {
+			return nil, err
+		}
+		var parts []engine.MediaPart
+		begin, end := imageBegin(m), imageEnd(m)
+		if begin != "" {
+			parts = append(parts, engine.MediaPart{Text: begin})
+		}
+		parts = append(parts, chunk(0, in))
+		if end != "" {
+			parts = append(parts, engine.MediaPart{Text: end})
+		}
+		return parts, nil
+	}
+	sp, err := m.SplitIdefics3(img)
+	if err != nil {
+		return nil, err
+	}
+	var parts []engine.MediaPart
+	for r := range sp.Rows {
+		for c := range sp.Cols {
+			i := r*sp.Cols + c
+			parts = append(parts, engine.MediaPart{Text: tileMarker(r, c)}, chunk(1+i, m.P.normalize(sp.Tiles[i])))
+		}
+		if r < sp.Rows-1 {
+			parts = append(parts, engine.MediaPart{Tokens: []int32{mk.newline}})
+		}
+	}
+	parts = append(parts, engine.MediaPart{Tokens: []int32{mk.twoNewlines, mk.fake, mk.global}},
+		chunk(0, m.P.normalize(sp.Global)),
+		engine.MediaPart{Tokens: []int32{mk.fake}})
+	return parts, nil
+}
+
+// chunkHash identifies chunk i of the image whose hash is image (0 is the
+// whole or global image, 1+k tile k).
+func chunkHash(image [32]byte, i int) [32]byte {
+	if i == 0 {
+		return image
+	}
+	var b [36]byte
+	copy(b[:], image[:])
+	binary.LittleEndian.PutUint32(b[32:], uint32(i))
+	return sha256.Sum256(b[:])
 }
 
 // CheckText checks that the projector fits a text model of embedding width
-// embd whose vocabulary has the image begin and end texts (has reports
-// whether a text is one special token): its output width and its family's
-// markers.
-func (u *GPU) CheckText(embd int, has func(text string) bool) error {
-	if u.m.P.OutEmbd != embd {
-		return fmt.Errorf("vision: the projector gives %d-wide image embeddings but the text model's embeddings are %d wide (a projector for another model?)", u.m.P.OutEmbd, embd)
+// embd and vocabulary v: its output width and its family's markers, which
+// it keeps for Prepare (idefics3's looked-up marker tokens). It must be
+// called before Prepare.
+func (u *GPU) CheckText(embd int, v Vocab) error {
+	mk, err := checkText(u.m, embd, v)
+	if err != nil {
+		return err
 	}
-	if u.m.P.ProjectorType == "idefics3" {
-		return fmt.Errorf("vision: the idefics3 projector's image splitting is not supported yet (its encoder is; see the README)")
+	u.markers = mk
+	return nil
+}
+
+func checkText(m *Model, embd int, v Vocab) (*idefics3Markers, error) {
+	if m.P.OutEmbd != embd {
+		return nil, fmt.Errorf("vision: the projector gives %d-wide image embeddings but the text model's embeddings are %d wide (a projector for another model?)", m.P.OutEmbd, embd)
 	}
-	for _, t := range []string{u.ImageBegin(), u.ImageEnd()} {
-		if t != "" && !has(t) {
-			return fmt.Errorf("vision: the text model has no %s token, which a %s projector's images need", t, u.m.P.ProjectorType)
+	for _, t := range []string{imageBegin(m), imageEnd(m)} {
+		if _, ok := v.TokenID(t); t != "" && !ok {
+			return nil, fmt.Errorf("vision: the text model has no %s token, which a %s projector's images need", t, m.P.ProjectorType)
 		}
 	}
-	return nil
+	if m.P.ProjectorType != "idefics3" {
+		return nil, nil
+	}
+	var mk idefics3Markers
+	var missing []string
+	for _, w := range []struct {
+		text string
+		id   *int32
+	}{{"\n", &mk.newline}, {"\n\n", &mk.twoNewlines}, {fakeTokenAroundImage, &mk.fake}, {globalImage, &mk.global}} {
+		id, ok := lookupPiece(v, w.text)
+		if !ok {
+			missing = append(missing, fmt.Sprintf("%q", w.text))
+		}
+		*w.id = id
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("vision: the text model has no token for %s, which an idefics3 projector's images need (is it an Idefics3 / SmolVLM text model?)", strings.Join(missing, ", "))
+	}
+	return &mk, nil
 }

@@ -25,8 +25,7 @@ func loadProjector(path string, m *engine.Model, progress func(done, total int64
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	has := func(text string) bool { _, ok := m.Tok.TokenID(text); return ok }
-	if err := u.CheckText(m.Opts.Embd, has); err != nil {
+	if err := u.CheckText(m.Opts.Embd, m.Tok); err != nil {
 		u.Close()
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}

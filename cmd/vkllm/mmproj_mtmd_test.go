@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vkllm/vkllm/internal/fixtures"
+	"github.com/vkllm/vkllm/tools/modelgen"
 )
 
 // TestServeProjectorErrors: a projector that does not fit the text model,
@@ -31,5 +32,22 @@ func TestServeProjectorErrors(t *testing.T) {
 				t.Errorf("serve = %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestServeIdefics3Markers: an idefics3 projector with a text model whose
+// vocabulary lacks Idefics3's image markers stops the start, naming them.
+func TestServeIdefics3Markers(t *testing.T) {
+	dir := t.TempDir()
+	text, proj := filepath.Join(dir, "text.gguf"), filepath.Join(dir, "proj.gguf")
+	if err := modelgen.WriteFile(text, modelgen.Options{Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := modelgen.WriteProjector(proj, modelgen.ProjectorOptions{Type: "idefics3", LongestEdge: 64, Seed: 2}); err != nil {
+		t.Fatal(err)
+	}
+	err := cmdServe([]string{"-m", text, "--mmproj", proj, "--port", strconv.Itoa(freePort(t)), "--parallel", "1"})
+	if want := `"\n\n", "<fake_token_around_image>", "<global-img>"`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("serve = %v, want an error naming %s", err, want)
 	}
 }

@@ -43,6 +43,15 @@ type Options struct {
 	// Rerank makes a bert model a cross-encoder: pooling type rank and a
 	// classification head (cls.*).
 	Rerank bool
+	// Specials are control tokens added after the built-in vocabulary,
+	// for example a vision model's image markers (Idefics3's
+	// <fake_token_around_image> and <global-img>).
+	Specials []string
+	// Words are normal tokens added to a BPE vocabulary after its own
+	// (before Specials), each with the merge of its first byte and the
+	// rest, which must be a token already: "\n\n" gives GPT-2's "ĊĊ",
+	// which real vocabularies have and Idefics3's image layout uses.
+	Words []string
 }
 
 func (o *Options) fill() error {
@@ -199,6 +208,21 @@ func Generate(opts Options) (*gguf.Writer, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if len(opts.Words) > 0 {
+		if vocab.Model != "gpt2" {
+			return nil, fmt.Errorf("modelgen: Words are for BPE vocabularies, not %s", vocab.Model)
+		}
+		if err := vocab.addWords(opts.Words); err != nil {
+			return nil, err
+		}
+	}
+	for _, sp := range opts.Specials {
+		vocab.Tokens = append(vocab.Tokens, sp)
+		vocab.Types = append(vocab.Types, tokenControl)
+		if vocab.Scores != nil {
+			vocab.Scores = append(vocab.Scores, 0)
+		}
 	}
 	nVocab := len(vocab.Tokens)
 	w := gguf.NewWriter()

@@ -112,3 +112,45 @@ func TestOptionErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestWordsAndSpecials: added words are one token each (the piece they
+// stand for), added specials are control tokens that special parsing
+// finds, and the BPE vocabulary's own special tokens keep their roles.
+func TestWordsAndSpecials(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	specials := []string{"<fake_token_around_image>", "<global-img>"}
+	if err := WriteFile(path, Options{Words: []string{"\n\n"}, Specials: specials}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.New(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := tok.Encode("a\n\n", false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 2 || string(tok.Piece(ids[1])) != "\n\n" {
+		t.Errorf("Encode(%q) = %v, want the word %q as one token after a", "a\n\n", ids, "\n\n")
+	}
+	for _, s := range specials {
+		ids, err := tok.Encode(s, false, true)
+		if err != nil || len(ids) != 1 || !tok.IsControl(ids[0]) || tok.TokenText(ids[0]) != s {
+			t.Errorf("Encode(%q) = %v, %v: want one control token", s, ids, err)
+		}
+	}
+	if bos, _ := tok.BOS(); tok.TokenText(bos) != "<|endoftext|>" {
+		t.Errorf("BOS is %q, want <|endoftext|>", tok.TokenText(bos))
+	}
+	if eot, _ := tok.EOT(); tok.TokenText(eot) != "<|im_end|>" {
+		t.Errorf("EOT is %q, want <|im_end|>", tok.TokenText(eot))
+	}
+	if err := WriteFile(filepath.Join(t.TempDir(), "s.gguf"), Options{Vocab: "spm", Words: []string{"\n\n"}}); err == nil {
+		t.Error("Words with an SPM vocabulary: no error")
+	}
+}

@@ -11,16 +11,20 @@ import (
 // ProjectorOptions describes a vision projector (an mmproj GGUF) to
 // generate. Zero fields take the defaults listed beside them.
 type ProjectorOptions struct {
-	Type      string        // clip.projector_type: mlp (default), gemma3 or idefics3
-	TextEmbd  int           // the text model's embedding width, the projector's output (default 64)
-	Embd      int           // vision tower width (default 64)
-	FF        int           // its FFN width (default 4*Embd; must differ from Embd)
-	Blocks    int           // vision blocks (default 2; mlp runs Blocks-1 of them, as the reference)
-	Heads     int           // attention heads (default 4)
-	ImageSize int           // square input side (default 32)
-	PatchSize int           // default 8 (mlp), 4 (gemma3), 4 (idefics3)
-	Merge     int           // gemma3 pooling / idefics3 pixel-shuffle factor (default 2), written as projector.scale_factor
-	Type2D    gguf.GGMLType // format of the matrices (default F16, as real files)
+	Type      string // clip.projector_type: mlp (default), gemma3 or idefics3
+	TextEmbd  int    // the text model's embedding width, the projector's output (default 64)
+	Embd      int    // vision tower width (default 64)
+	FF        int    // its FFN width (default 4*Embd; must differ from Embd)
+	Blocks    int    // vision blocks (default 2; mlp runs Blocks-1 of them, as the reference)
+	Heads     int    // attention heads (default 4)
+	ImageSize int    // square input side (default 32)
+	PatchSize int    // default 8 (mlp), 4 (gemma3), 4 (idefics3)
+	Merge     int    // gemma3 pooling / idefics3 pixel-shuffle factor (default 2), written as projector.scale_factor
+	// LongestEdge is idefics3's clip.vision.preproc_image_size, the side
+	// images are scaled to before they are cut into ImageSize tiles (0:
+	// not written, so images are not split).
+	LongestEdge int
+	Type2D      gguf.GGMLType // format of the matrices (default F16, as real files)
 	// LegacyFFN stores an mlp tower's fc1 as ffn_down and fc2 as ffn_up,
 	// as the legacy LLaVA converter does (real LLaVA-1.5 files).
 	LegacyFFN bool
@@ -56,6 +60,9 @@ func (o *ProjectorOptions) fill() error {
 	if o.Type2D == 0 {
 		o.Type2D = gguf.TypeF16
 	}
+	if o.LongestEdge != 0 && o.Type != "idefics3" {
+		return fmt.Errorf("modelgen: LongestEdge is for idefics3 projectors, not %s", o.Type)
+	}
 	if o.FF == o.Embd || o.Embd%o.Heads != 0 || o.ImageSize%o.PatchSize != 0 || (o.ImageSize/o.PatchSize)%o.Merge != 0 {
 		return fmt.Errorf("modelgen: projector shape %+v does not fit together", *o)
 	}
@@ -88,6 +95,9 @@ func GenerateProjector(opts ProjectorOptions) (*gguf.Writer, error) {
 	w.MustSet("clip.use_gelu", opts.GELU || opts.Type != "mlp")
 	if opts.Type != "mlp" {
 		w.MustSet("clip.vision.projector.scale_factor", uint32(opts.Merge))
+	}
+	if opts.LongestEdge > 0 {
+		w.MustSet("clip.vision.preproc_image_size", uint32(opts.LongestEdge))
 	}
 	g := &generator{w: w, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed)), typ: opts.Type2D}
 	E, F, P := opts.Embd, opts.FF, opts.PatchSize

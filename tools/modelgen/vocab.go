@@ -190,6 +190,44 @@ func BPEVocab(size int) (*Vocab, error) {
 	return v, nil
 }
 
+// addWords adds normal tokens to a BPE vocabulary (before its special
+// tokens, whose ids it moves up), each the last merge of its first byte
+// and the rest.
+func (v *Vocab) addWords(words []string) error {
+	b2u := byteToUnicode()
+	ids := map[string]bool{}
+	for _, t := range v.Tokens {
+		ids[t] = true
+	}
+	n := len(bpeSpecials)
+	specials := append([]string(nil), v.Tokens[len(v.Tokens)-n:]...)
+	types := append([]int32(nil), v.Types[len(v.Types)-n:]...)
+	v.Tokens, v.Types = v.Tokens[:len(v.Tokens)-n], v.Types[:len(v.Types)-n]
+	for _, w := range words {
+		if len(w) < 2 {
+			return fmt.Errorf("modelgen: word %q: want at least two bytes", w)
+		}
+		var enc []string
+		for i := 0; i < len(w); i++ {
+			enc = append(enc, string(b2u[w[i]]))
+		}
+		first, rest := enc[0], strings.Join(enc[1:], "")
+		if !ids[rest] {
+			return fmt.Errorf("modelgen: word %q: its tail %q is not a token", w, rest)
+		}
+		if tok := first + rest; !ids[tok] {
+			ids[tok] = true
+			v.Merges = append(v.Merges, first+" "+rest)
+			v.Tokens = append(v.Tokens, tok)
+			v.Types = append(v.Types, tokenNormal)
+		}
+	}
+	v.Tokens, v.Types = append(v.Tokens, specials...), append(v.Types, types...)
+	m := int32(len(v.Tokens))
+	v.BOS, v.EOS, v.EOT = m-3, m-3, m-1
+	return nil
+}
+
 // SPMVocab returns a SentencePiece-style vocabulary of about size tokens:
 // <unk>, <s>, </s>, the 256 byte-fallback tokens, the corpus's characters,
 // then merged pieces scored by the order they were learned.
