@@ -118,6 +118,9 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 		}
 	}
 	m := &GPUModel{o: o, cfg: cfg, dev: dev, k: ops.New(dev), model: w.model}
+	if most := m.k.MaxContext(); !o.Encoder && most > 0 && cfg.CtxSize > most {
+		return nil, fmt.Errorf("engine: a context of %d positions; %s attends over at most %d (use --ctx-size %d or less)", cfg.CtxSize, dev.Info().Name, most, most)
+	}
 	// A dry run of the largest batch sizes the activations and lists the
 	// matrix shapes to compile.
 	m.g = gpuGraph{m: m, shapes: map[matShape]bool{}, slotOf: map[uint64]int{}}

@@ -127,9 +127,23 @@ func TestUnsupportedTensorType(t *testing.T) {
 func TestDoesNotFit(t *testing.T) {
 	dev := vktest.Open(t, vk.Options{})
 	o, w := openModel(t, genModel(t, modelgen.Options{Arch: "llama", Embd: 64, Layers: 1}))
-	_, err := NewGPUModel(dev, o, w, GPUConfig{CtxSize: 1 << 20, Slots: 1024, BatchSize: 8, KVMemory: 1 << 40})
+	_, err := NewGPUModel(dev, o, w, GPUConfig{CtxSize: 60000, Slots: 1024, BatchSize: 8, KVMemory: 1 << 40})
 	if err == nil || !strings.Contains(err.Error(), "needs") || !strings.Contains(err.Error(), "has") {
 		t.Fatalf("NewGPUModel with a 1 TiB KV pool = %v, want an error saying what it needs and what the device has", err)
+	}
+}
+
+// TestContextBeyondDevice asks a CPU device (lavapipe, whose driver ends a
+// shader's loops after 65535 iterations) for a context longer than its
+// attention kernels walk: an error at load naming the bound, not wrong
+// attention past it. Other devices have no such bound.
+func TestContextBeyondDevice(t *testing.T) {
+	dev := vktest.Open(t, vk.Options{})
+	o, w := openModel(t, genModel(t, modelgen.Options{Arch: "llama", Embd: 64, Layers: 1}))
+	_, err := NewGPUModel(dev, o, w, GPUConfig{CtxSize: 70000, Slots: 1, BatchSize: 8})
+	cpu := dev.Info().Type == vk.TypeCPU
+	if got := err != nil && strings.Contains(err.Error(), "attends over at most 65000"); got != cpu {
+		t.Fatalf("a 70000-position context on %s (CPU device %v): %v", dev.Info().Name, cpu, err)
 	}
 }
 

@@ -583,7 +583,13 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos, table vk.Range
 	spec := []uint32{wg, uint32(gpw), uint32(p.HeadDim)}
 	names := &k.attnNames[p.Cache.Type][p.VType]
 	if p.Splits <= 1 {
-		if tile, ok := k.attnTileFor(p.Heads/p.KVHeads, p.HeadDim, wg); ok && p.Rows >= 2*tile.Rows && push.Window == 0 && push.SoftCap == 0 {
+		if k.rowKernels && p.maxKeys() > cpuRowsMaxKeys {
+			return fmt.Errorf("ops: Attention: rows of up to %d keys, more than this CPU device runs in one invocation (%d): use a shorter context", p.maxKeys(), cpuRowsMaxKeys)
+		}
+		// On CPU devices long contexts go to the per-row kernel: the
+		// tiled one's loops would pass the driver's iteration bound.
+		longCPU := k.rowKernels && p.maxKeys() > cpuTiledMaxKeys
+		if tile, ok := k.attnTileFor(p.Heads/p.KVHeads, p.HeadDim, wg); ok && !longCPU && p.Rows >= 2*tile.Rows && push.Window == 0 && push.SoftCap == 0 {
 			// Tiles of one slot (prefill) here, the rest by the per-row
 			// kernel below.
 			push.TileRows = uint32(tile.Rows)
@@ -595,7 +601,7 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos, table vk.Range
 			}
 		}
 		name, groups := k.pick(names.row, names.rowSG), k.Groups(uint32(p.Rows*p.Heads/gpw))
-		if k.rowKernels && p.maxKeys() <= cpuRowsMaxKeys {
+		if k.rowKernels {
 			// One invocation per row and group of heads (CPU devices).
 			gpw = attnRowsHeads(p.Heads/p.KVHeads, p.HeadDim)
 			spec = []uint32{cpuRowsWG, uint32(gpw), uint32(p.HeadDim)}

@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/vkllm/vkllm/vk"
@@ -535,6 +536,41 @@ func TestAttentionLongContext(t *testing.T) {
 
 // longCtx is TestAttentionLongContext's context.
 const longCtx = 4096
+
+// TestAttentionLongContextCPU runs the kernels a CPU device uses (the
+// per-row one) at 32768 positions, past what the tiled kernel's loops
+// take there: decode rows and the end of a prefill, which must then go to
+// the per-row kernel; a context past cpuRowsMaxKeys is refused.
+func TestAttentionLongContextCPU(t *testing.T) {
+	g := newRig(t)
+	defer func(wg uint32, rows bool) { g.k.attnWG, g.k.rowKernels = wg, rows }(g.k.attnWG, g.k.rowKernels)
+	g.k.attnWG, g.k.rowKernels = min(g.k.wg, cpuAttnWG), true
+	const n = 32768
+	for _, shape := range []string{"decode", "prefill"} {
+		t.Run(shape, func(t *testing.T) {
+			slot, pos := []int32{0, 1}, []int32{n - 1, 20000}
+			if shape == "prefill" {
+				slot, pos = make([]int32, 64), run(64, n-64)
+			}
+			p := AttnParams{Rows: len(pos), Heads: 4, KVHeads: 2, HeadDim: 128, Causal: true}
+			p.Cache = KVParams{Slots: 2, NCtx: n, KVDim: p.KVHeads * p.HeadDim, PageSize: 16}
+			checkAttention(t, g, p, slot, pos)
+		})
+	}
+	p := AttnParams{Rows: 1, Heads: 4, KVHeads: 2, HeadDim: 64, Causal: true, Scale: 1,
+		Cache: KVParams{Slots: 1, NCtx: cpuRowsMaxKeys + 1, KVDim: 128, PageSize: 16}}
+	table := scatteredTable(g, &p.Cache, 0)
+	nc := p.Cache.Pages * p.Cache.PageSize * p.Cache.KVDim
+	kv := g.buf(2 * nc)
+	var err error
+	g.run(func(c *vk.Cmd) error {
+		err = g.k.Attention(c, g.buf(4*p.Heads*p.HeadDim), g.buf(4*p.Heads*p.HeadDim), kv, kv, g.upI32([]int32{0}), g.upI32([]int32{5}), g.upI32(table), p)
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "shorter context") {
+		t.Errorf("Attention over %d positions on a CPU device: %v, want an error asking for a shorter context", p.Cache.NCtx, err)
+	}
+}
 
 // checkAttention runs Attention with p (its Cache's pages scattered, its
 // scale 1/sqrt(HeadDim), scratch for its splits) over random q, K and V

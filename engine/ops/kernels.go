@@ -87,8 +87,14 @@ const cpuRowsMaxCols = 16384
 
 // cpuRowsMaxKeys is the longest context flash_attn_rows takes: its loops
 // over the head dimension are unrolled, so each key is one iteration of
-// the 65535 (longer contexts take the workgroup kernel).
+// the 65535; CPU devices refuse longer contexts (Attention's error).
 const cpuRowsMaxKeys = 65000
+
+// cpuTiledMaxKeys is the longest context flash_attn_tiled takes on CPU
+// devices: its loops over a key tile run inside the walk over the keys,
+// and past about 20,000 keys they pass the 65535 iterations (measured:
+// 16384 keys right, 32768 wrong; TestAttentionLongContext).
+const cpuTiledMaxKeys = 16384
 
 // cpuAttnWG is the attention workgroup size on CPU devices: smaller key
 // tiles mean cheaper reductions and barriers there (lavapipe, head_dim 32,
@@ -110,6 +116,16 @@ func New(dev *vk.Device) *Kernels {
 		k.matvecPass, k.rowKernels = MatVecMaxCols, true
 	}
 	return k
+}
+
+// MaxContext is the most positions Attention attends over on this device:
+// cpuRowsMaxKeys on CPU devices (their driver bounds a shader's loop
+// iterations), 0 (no bound of the kernels) elsewhere.
+func (k *Kernels) MaxContext() int {
+	if k.rowKernels {
+		return cpuRowsMaxKeys
+	}
+	return 0
 }
 
 // Device returns the device the kernels run on.
