@@ -22,19 +22,7 @@ import (
 // model behind a Model (for Embed), and the CPU reference.
 func encoderModel(t *testing.T, dev *vk.Device, name string) (*Model, *CPUModel) {
 	t.Helper()
-	f, err := gguf.Open(filepath.Join(fixtures.Dir(t, "archs"), name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	o, err := ReadOptions(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := LoadWeights(f, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, o, w := openFile(t, filepath.Join(fixtures.Dir(t, "archs"), name))
 	tok, err := tokenizer.New(f)
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,14 @@ import (
 // openModel loads the weights of a GGUF file for both paths.
 func openModel(t *testing.T, path string) (Options, *Weights) {
 	t.Helper()
+	_, o, w := openFile(t, path)
+	return o, w
+}
+
+// openFile is openModel that also returns the open file (closed when the
+// test ends).
+func openFile(t *testing.T, path string) (*gguf.File, Options, *Weights) {
+	t.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +40,7 @@ func openModel(t *testing.T, path string) (Options, *Weights) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return o, w
+	return f, o, w
 }
 
 func genModel(t *testing.T, opts modelgen.Options) string {

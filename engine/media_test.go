@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/internal/fixtures"
 	"github.com/vkllm/vkllm/sampling"
 	"github.com/vkllm/vkllm/vk"
@@ -147,20 +146,7 @@ var mediaPairs = []struct {
 }{{"llava", false}, {"gemma3", true}}
 
 func loadMediaModel(t *testing.T, dir string, ref *mmRef) (Options, *Weights) {
-	f, err := gguf.Open(filepath.Join(dir, ref.TextModel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	o, err := ReadOptions(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := LoadWeights(f, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o, w
+	return openModel(t, filepath.Join(dir, ref.TextModel))
 }
 
 func TestMediaParityCPU(t *testing.T) {
