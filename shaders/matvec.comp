@@ -37,6 +37,21 @@
 // variant: matvec_q6_k_f32_sg -DDATA_A_Q6_K -DUSE_SUBGROUP=1
 // variant: matvec_iq4_nl_f32_sg -DDATA_A_IQ4_NL -DUSE_SUBGROUP=1
 // variant: matvec_iq4_xs_f32_sg -DDATA_A_IQ4_XS -DUSE_SUBGROUP=1
+// variant: matvec_f32_f32_xu -DDATA_A_F32 -DX_UNIFORM=1
+// variant: matvec_f16_f32_xu -DDATA_A_F16 -DX_UNIFORM=1
+// variant: matvec_bf16_f32_xu -DDATA_A_BF16 -DX_UNIFORM=1
+// variant: matvec_q4_0_f32_xu -DDATA_A_Q4_0 -DX_UNIFORM=1
+// variant: matvec_q4_1_f32_xu -DDATA_A_Q4_1 -DX_UNIFORM=1
+// variant: matvec_q5_0_f32_xu -DDATA_A_Q5_0 -DX_UNIFORM=1
+// variant: matvec_q5_1_f32_xu -DDATA_A_Q5_1 -DX_UNIFORM=1
+// variant: matvec_q8_0_f32_xu -DDATA_A_Q8_0 -DX_UNIFORM=1
+// variant: matvec_q2_k_f32_xu -DDATA_A_Q2_K -DX_UNIFORM=1
+// variant: matvec_q3_k_f32_xu -DDATA_A_Q3_K -DX_UNIFORM=1
+// variant: matvec_q4_k_f32_xu -DDATA_A_Q4_K -DX_UNIFORM=1
+// variant: matvec_q5_k_f32_xu -DDATA_A_Q5_K -DX_UNIFORM=1
+// variant: matvec_q6_k_f32_xu -DDATA_A_Q6_K -DX_UNIFORM=1
+// variant: matvec_iq4_nl_f32_xu -DDATA_A_IQ4_NL -DX_UNIFORM=1
+// variant: matvec_iq4_xs_f32_xu -DDATA_A_IQ4_XS -DX_UNIFORM=1
 #extension GL_EXT_control_flow_attributes : enable
 #if defined(USE_SUBGROUP)
 #extension GL_KHR_shader_subgroup_basic : enable
@@ -47,8 +62,21 @@
 layout(constant_id = 0) const uint WG = 32;
 layout(local_size_x_id = 0) in;
 
+#if defined(X_UNIFORM)
+// The _xu variants (CPU devices) read the activations from a uniform buffer
+// (at most 64 KiB, the smallest maxUniformBufferRange Vulkan allows): a CPU
+// driver (lavapipe) loads a uniform-buffer element whose address every
+// invocation shares once for the whole workgroup, even inside a loop, where
+// a storage-buffer load becomes one load per invocation.
+layout(binding = 1, std140) uniform XU { vec4 data_xu[4096]; };
+#define X4(i) data_xu[(i)]
+#define X1(i) data_xu[(i) >> 2][(i) & 3u]
+#else
 layout(binding = 1) readonly buffer X { float data_x[]; };
-layout(binding = 1) readonly buffer X4 { vec4 data_x4[]; };
+layout(binding = 1) readonly buffer X4B { vec4 data_x4[]; };
+#define X4(i) data_x4[(i)]
+#define X1(i) data_x[(i)]
+#endif
 layout(binding = 2) buffer Y { float data_y[]; };
 
 // ACC adds the product to what Y holds (y += W x: a residual connection)
@@ -131,9 +159,9 @@ void main_rows() {
 			[[unroll]] for (uint i = 0u; i < 8u; i++) {
 				vec4 x;
 				if (FAST) {
-					x = data_x4[(xb >> 2) + i];
+					x = X4((xb >> 2) + i);
 				} else {
-					x = vec4(data_x[xb + 4u * i], data_x[xb + 4u * i + 1u], data_x[xb + 4u * i + 2u], data_x[xb + 4u * i + 3u]);
+					x = vec4(X1(xb + 4u * i), X1(xb + 4u * i + 1u), X1(xb + 4u * i + 2u), X1(xb + 4u * i + 3u));
 				}
 				[[unroll]] for (uint j = 0u; j < RPL; j++) {
 					acc[j * NCOLS + c] += dot(w[j * 8u + i], x);
@@ -153,12 +181,12 @@ void main_rows() {
 			const uint xb = p.x_off + c * p.x_stride + k;
 			vec4 x;
 			if (FAST) {
-				x = data_x4[xb >> 2];
+				x = X4(xb >> 2);
 			} else {
 				x = vec4(0.0);
 				[[unroll]] for (uint i = 0u; i < 4u; i++) {
 					if (k + i < p.K) {
-						x[i] = data_x[xb + i];
+						x[i] = X1(xb + i);
 					}
 				}
 			}
@@ -210,9 +238,9 @@ void main() {
 			[[unroll]] for (uint i = 0u; i < 8u; i++) {
 				vec4 x;
 				if (FAST) {
-					x = data_x4[(xb >> 2) + i];
+					x = X4((xb >> 2) + i);
 				} else {
-					x = vec4(data_x[xb + 4u * i], data_x[xb + 4u * i + 1u], data_x[xb + 4u * i + 2u], data_x[xb + 4u * i + 3u]);
+					x = vec4(X1(xb + 4u * i), X1(xb + 4u * i + 1u), X1(xb + 4u * i + 2u), X1(xb + 4u * i + 3u));
 				}
 				acc[c] += dot(w[i], x);
 			}
@@ -226,12 +254,12 @@ void main() {
 			const uint xb = p.x_off + c * p.x_stride + k;
 			vec4 x;
 			if (FAST) {
-				x = data_x4[xb >> 2];
+				x = X4(xb >> 2);
 			} else {
 				x = vec4(0.0);
 				[[unroll]] for (uint i = 0u; i < 4u; i++) {
 					if (k + i < p.K) {
-						x[i] = data_x[xb + i];
+						x[i] = X1(xb + i);
 					}
 				}
 			}

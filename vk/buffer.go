@@ -56,7 +56,7 @@ func (d *Device) NewBuffer(size uint64, kind BufferKind) (*Buffer, error) {
 	bci := &gv.BufferCreateInfo{
 		SType:       gv.StructureTypeBufferCreateInfo,
 		Size:        gv.DeviceSize(size),
-		Usage:       gv.BufferUsageFlags(gv.BufferUsageStorageBufferBit | gv.BufferUsageTransferSrcBit | gv.BufferUsageTransferDstBit),
+		Usage:       gv.BufferUsageFlags(gv.BufferUsageStorageBufferBit | gv.BufferUsageUniformBufferBit | gv.BufferUsageTransferSrcBit | gv.BufferUsageTransferDstBit),
 		SharingMode: gv.SharingModeExclusive,
 	}
 	var vbuf gv.Buffer

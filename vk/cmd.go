@@ -142,6 +142,15 @@ func (c *Cmd) Dispatch(p *Pipeline, groups [3]uint32, push []byte, bindings ...R
 		if err := r.check(p.name); err != nil {
 			return c.fail(fmt.Errorf("%w (binding %d)", err, i))
 		}
+		if p.uniform>>i&1 != 0 {
+			if r.Size == 0 || r.Size > lim.MaxUniformBufferRange {
+				return c.fail(fmt.Errorf("vk: Dispatch(%s): uniform binding %d is %d bytes, want 1..%d (maxUniformBufferRange)", p.name, i, r.Size, lim.MaxUniformBufferRange))
+			}
+			if r.Offset%lim.MinUniformOffsetAlign != 0 {
+				return c.fail(fmt.Errorf("vk: Dispatch(%s): uniform binding %d offset %d not a multiple of minUniformBufferOffsetAlignment %d", p.name, i, r.Offset, lim.MinUniformOffsetAlign))
+			}
+			continue
+		}
 		if r.Size == 0 || r.Size > lim.MaxStorageBufferRange {
 			return c.fail(fmt.Errorf("vk: Dispatch(%s): binding %d is %d bytes, want 1..%d (maxStorageBufferRange; split it with Range.Windows)", p.name, i, r.Size, lim.MaxStorageBufferRange))
 		}

@@ -15,6 +15,7 @@ typedef struct vkllm_info {
 	uint32_t subgroup_size, subgroup_ops, subgroup_stages;
 	uint32_t storage16, float16, storage8, int8, int_dot, coop_matrix_khr, coop_matrix_nv, bda, push_descriptor, memory_budget, subgroup_size_control;
 	uint64_t max_storage_buffer_range, max_memory_allocation_size, max_buffer_size, min_storage_offset_align;
+	uint64_t max_uniform_buffer_range, min_uniform_offset_align;
 	uint32_t max_wg_size[3], max_wg_invocations, max_wg_count[3], max_shared_memory, max_push_constants;
 	uint32_t heap_count;
 	uint64_t heap_size[16], heap_budget[16], heap_usage[16];
@@ -69,12 +70,13 @@ typedef struct vkllm_pipeline {
 	int step;
 } vkllm_pipeline;
 // vkllm_create_pipeline creates a compute pipeline with its shader module,
-// a set layout of `bindings` storage buffers and a pipeline layout with
+// a set layout of `bindings` storage buffers (uniform buffers where
+// uniform_mask has their bit) and a pipeline layout with
 // push_size bytes of push constants; spec holds n_spec 4-byte
 // specialization constants (ids 0..n_spec-1). Every create-info lives on
 // the C stack: goki/vulkan's wrappers attach finalizers to C copies of the
 // structs, which the garbage collector could free while the driver still
 // reads them.
 VkResult vkllm_create_pipeline(vkllm_ctx* c, VkDevice dev, const uint32_t* code, size_t code_size,
-	uint32_t bindings, uint32_t push_size, const uint32_t* spec, uint32_t n_spec, vkllm_pipeline* out);
+	uint32_t bindings, uint32_t uniform_mask, uint32_t push_size, const uint32_t* spec, uint32_t n_spec, vkllm_pipeline* out);
 #endif

@@ -9,13 +9,14 @@ import "C"
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"runtime"
 	"unsafe"
 
 	gv "github.com/goki/vulkan"
 )
 
-// MaxBindings is the most storage-buffer bindings one pipeline may declare.
+// MaxBindings is the most buffer bindings one pipeline may declare.
 const MaxBindings = 12
 
 // setsPerPool is how many descriptor sets each descriptor pool holds.
@@ -31,8 +32,16 @@ type PipelineDesc struct {
 	Name string
 	// SPIRV is the compiled compute shader (entry point "main").
 	SPIRV []byte
-	// Bindings is the number of storage buffers, set 0, bindings 0..n-1.
+	// Bindings is the number of buffers, set 0, bindings 0..n-1: storage
+	// buffers, except those whose bit is set in Uniform.
 	Bindings int
+	// Uniform marks bindings (bit i for binding i) that are uniform buffers:
+	// read-only, at most Limits.MaxUniformBufferRange bytes, bound at
+	// multiples of Limits.MinUniformOffsetAlign. A CPU driver (lavapipe)
+	// loads a uniform buffer at an address every invocation shares once for
+	// all of them, even inside loops, where a storage buffer load is one
+	// load per invocation.
+	Uniform uint32
 	// PushSize is the size in bytes of the push-constant block (0 if none);
 	// a multiple of 4, at most Limits.MaxPushConstants.
 	PushSize uint32
@@ -50,6 +59,7 @@ type Pipeline struct {
 	d         *Device
 	name      string
 	bindings  int
+	uniform   uint32
 	pushSize  uint32
 	module    gv.ShaderModule
 	setLayout gv.DescriptorSetLayout
@@ -79,7 +89,10 @@ func (d *Device) NewPipeline(desc PipelineDesc) (*Pipeline, error) {
 	if len(desc.SPIRV) < 20 || len(desc.SPIRV)%4 != 0 || binary.LittleEndian.Uint32(desc.SPIRV) != 0x07230203 {
 		return nil, fmt.Errorf("vk: %s: not SPIR-V (%d bytes)", where, len(desc.SPIRV))
 	}
-	p := &Pipeline{d: d, name: desc.Name, bindings: desc.Bindings, pushSize: desc.PushSize,
+	if desc.Uniform>>desc.Bindings != 0 {
+		return nil, fmt.Errorf("vk: %s: uniform mask %#x names bindings past %d", where, desc.Uniform, desc.Bindings)
+	}
+	p := &Pipeline{d: d, name: desc.Name, bindings: desc.Bindings, uniform: desc.Uniform, pushSize: desc.PushSize,
 		cache: map[setKey]gv.DescriptorSet{}, sets: make([]gv.DescriptorSet, 1)}
 	code := make([]uint32, len(desc.SPIRV)/4)
 	for i := range code {
@@ -93,7 +106,7 @@ func (d *Device) NewPipeline(desc PipelineDesc) (*Pipeline, error) {
 	var out C.vkllm_pipeline
 	r := C.vkllm_create_pipeline(d.in.ctx, C.VkDevice(unsafe.Pointer(d.dev)),
 		(*C.uint32_t)(unsafe.Pointer(&code[0])), C.size_t(len(desc.SPIRV)),
-		C.uint32_t(desc.Bindings), C.uint32_t(desc.PushSize),
+		C.uint32_t(desc.Bindings), C.uint32_t(desc.Uniform), C.uint32_t(desc.PushSize),
 		(*C.uint32_t)(unsafe.Pointer(&spec[0])), C.uint32_t(len(desc.Spec)), &out)
 	runtime.KeepAlive(code)
 	runtime.KeepAlive(spec)
@@ -146,7 +159,7 @@ func (p *Pipeline) set(rs []Range) (gv.DescriptorSet, error) {
 			DstSet:          s,
 			DstBinding:      uint32(i),
 			DescriptorCount: 1,
-			DescriptorType:  gv.DescriptorTypeStorageBuffer,
+			DescriptorType:  p.descType(i),
 			PBufferInfo:     []gv.DescriptorBufferInfo{{Buffer: r.Buf.buf, Offset: gv.DeviceSize(r.Offset), Range: gv.DeviceSize(r.Size)}},
 		}
 	}
@@ -157,14 +170,26 @@ func (p *Pipeline) set(rs []Range) (gv.DescriptorSet, error) {
 	return s, nil
 }
 
+// descType is binding i's descriptor type.
+func (p *Pipeline) descType(i int) gv.DescriptorType {
+	if p.uniform>>i&1 != 0 {
+		return gv.DescriptorTypeUniformBuffer
+	}
+	return gv.DescriptorTypeStorageBuffer
+}
+
 func (p *Pipeline) allocSet() (gv.DescriptorSet, error) {
 	if p.poolLeft == 0 {
-		n := uint32(max(p.bindings, 1)) * setsPerPool
+		nu := uint32(bits.OnesCount32(p.uniform))
+		sizes := []gv.DescriptorPoolSize{{Type: gv.DescriptorTypeStorageBuffer, DescriptorCount: uint32(max(p.bindings-int(nu), 1)) * setsPerPool}}
+		if nu > 0 {
+			sizes = append(sizes, gv.DescriptorPoolSize{Type: gv.DescriptorTypeUniformBuffer, DescriptorCount: nu * setsPerPool})
+		}
 		dpci := &gv.DescriptorPoolCreateInfo{
 			SType:         gv.StructureTypeDescriptorPoolCreateInfo,
 			MaxSets:       setsPerPool,
-			PoolSizeCount: 1,
-			PPoolSizes:    []gv.DescriptorPoolSize{{Type: gv.DescriptorTypeStorageBuffer, DescriptorCount: n}},
+			PoolSizeCount: uint32(len(sizes)),
+			PPoolSizes:    sizes,
 		}
 		var pool gv.DescriptorPool
 		if err := check("vkCreateDescriptorPool("+p.name+")", gv.CreateDescriptorPool(p.d.dev, dpci, nil, &pool)); err != nil {

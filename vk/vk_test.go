@@ -128,6 +128,94 @@ func TestDispatchErrors(t *testing.T) {
 	}
 }
 
+// TestUniformBinding runs a kernel that reads one binding as a uniform
+// buffer (matvec_f32_f32_xu: y = W x with x in a uniform buffer) and checks
+// the uniform bindings' own limits.
+func TestUniformBinding(t *testing.T) {
+	d := vktest.Open(t, vk.Options{})
+	code, err := shaders.SPIRV("matvec_f32_f32_xu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.NewPipeline(vk.PipelineDesc{Name: "bad", SPIRV: code, Bindings: 3, Uniform: 1 << 3, PushSize: 36}); err == nil || !strings.Contains(err.Error(), "uniform mask") {
+		t.Errorf("NewPipeline(Uniform past the bindings) = %v, want an error naming the uniform mask", err)
+	}
+	// WG 8, one column, vector loads, one invocation and one row per row.
+	p, err := d.NewPipeline(vk.PipelineDesc{Name: "matvec_f32_f32_xu", SPIRV: code, Bindings: 3, Uniform: 1 << 1, PushSize: 36, Spec: []uint32{8, 1, 1, 1, 0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rows, cols = 5, 8
+	w := make([]float32, rows*cols)
+	x := make([]float32, cols)
+	want := make([]float32, rows)
+	for r := range rows {
+		for k := range cols {
+			w[r*cols+k] = float32(r + 1)
+			if r == 0 {
+				x[k] = float32(k)
+			}
+			want[r] += float32(r+1) * float32(k)
+		}
+	}
+	f32 := func(v []float32) []byte {
+		b := make([]byte, 4*len(v))
+		for i, f := range v {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+		}
+		return b
+	}
+	wb, xb, yb := newBuf(t, d, 4*len(w)), newBuf(t, d, 1<<17), newBuf(t, d, 4*rows)
+	if err := wb.Write(0, f32(w)); err != nil {
+		t.Fatal(err)
+	}
+	if err := xb.Write(256, f32(x)); err != nil {
+		t.Fatal(err)
+	}
+	// K, M, N, w_off, w_stride, x_off, x_stride, y_off, y_stride
+	push := [9]uint32{cols, rows, 1, 0, 4 * cols, 0, cols, 0, rows}
+	run := func(xr vk.Range) error {
+		c, err := d.Begin()
+		if err != nil {
+			return err
+		}
+		c.Dispatch(p, [3]uint32{1, 1, 1}, vk.Bytes(&push), wb.All(), xr, yb.All())
+		return c.Submit()
+	}
+	if err := run(xb.Range(256, 4*cols)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4*rows)
+	if err := yb.Read(0, got); err != nil {
+		t.Fatal(err)
+	}
+	for r := range rows {
+		if g := math.Float32frombits(binary.LittleEndian.Uint32(got[4*r:])); g != want[r] {
+			t.Errorf("y[%d] = %v, want %v", r, g, want[r])
+		}
+	}
+	lim := d.Limits()
+	if lim.MaxUniformBufferRange < 1<<17 {
+		if err := run(xb.Range(0, lim.MaxUniformBufferRange+16)); err == nil || !strings.Contains(err.Error(), "maxUniformBufferRange") {
+			t.Errorf("a uniform binding of %d bytes: %v, want an error naming maxUniformBufferRange", lim.MaxUniformBufferRange+16, err)
+		}
+	}
+	if lim.MinUniformOffsetAlign > 4 {
+		if err := run(xb.Range(4, 4*cols)); err == nil || !strings.Contains(err.Error(), "minUniformBufferOffsetAlignment") {
+			t.Errorf("a uniform binding at offset 4: %v, want an error naming minUniformBufferOffsetAlignment", err)
+		}
+	}
+}
+
+func newBuf(t *testing.T, d *vk.Device, size int) *vk.Buffer {
+	t.Helper()
+	b, err := d.NewBuffer(uint64(size), vk.DeviceBuffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func TestBufferTooLarge(t *testing.T) {
 	d := vktest.Open(t, vk.Options{})
 	_, err := d.NewBuffer(d.Limits().MaxAllocation+4, vk.DeviceBuffer)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"runtime"
+	"strings"
 	"unsafe"
 
 	"github.com/vkllm/vkllm/shaders"
@@ -160,12 +161,23 @@ func (k *Kernels) Pipeline(name string, bindings int, pushSize uint32, spec ...u
 	if err != nil {
 		return nil, fmt.Errorf("ops: %w", err)
 	}
-	p, err := k.dev.NewPipeline(vk.PipelineDesc{Name: name, SPIRV: code, Bindings: bindings, PushSize: pushSize, Spec: append([]uint32(nil), spec...)})
+	p, err := k.dev.NewPipeline(vk.PipelineDesc{Name: name, SPIRV: code, Bindings: bindings, Uniform: uniformBindings(name),
+		PushSize: pushSize, Spec: append([]uint32(nil), spec...)})
 	if err != nil {
 		return nil, err
 	}
 	k.pipes[key] = p
 	return p, nil
+}
+
+// uniformBindings returns the uniform-buffer bindings of variant name (see
+// vk.PipelineDesc.Uniform): binding 1, the activations, for the matvec
+// variants named "_xu"; none otherwise.
+func uniformBindings(name string) uint32 {
+	if strings.HasSuffix(name, "_xu") {
+		return 1 << 1
+	}
+	return 0
 }
 
 // Close destroys the pipelines. The Kernels must not be used afterwards.

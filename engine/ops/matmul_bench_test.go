@@ -16,6 +16,11 @@ import (
 // bytes read per second (GB/s, each weight read once per dispatch) and
 // multiply-adds (GFLOP/s, 2*rows*cols*n per op). One op is one submit.
 func benchMul(b *testing.B, typ gguf.GGMLType, rows, cols, n int, tiled bool) {
+	benchMulOpts(b, typ, rows, cols, n, mulOpts{tiled: tiled})
+}
+
+// benchMulOpts is benchMul with mulMat's options.
+func benchMulOpts(b *testing.B, typ gguf.GGMLType, rows, cols, n int, o mulOpts) {
 	d, err := vk.Open(vk.Options{})
 	if err != nil {
 		b.Skipf("no Vulkan device: %v", err)
@@ -49,7 +54,7 @@ func benchMul(b *testing.B, typ gguf.GGMLType, rows, cols, n int, tiled bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := k.mulMat(c, wt, xb.All(), n, yb.All(), mulOpts{tiled: tiled}); err != nil {
+		if err := k.mulMat(c, wt, xb.All(), n, yb.All(), o); err != nil {
 			c.Abort()
 			b.Fatal(err)
 		}
@@ -109,6 +114,11 @@ func BenchmarkMatVecRows(b *testing.B) {
 	for _, sh := range [][2]int{{8000, 256}, {256, 256}, {128, 256}, {768, 256}, {256, 768}} {
 		for _, n := range []int{1, 8, 16} {
 			b.Run(fmt.Sprintf("%dx%d/n=%d", sh[0], sh[1], n), func(b *testing.B) { benchMul(b, gguf.TypeQ8_0, sh[0], sh[1], n, false) })
+			// The same with the activations in a storage buffer (the
+			// kernel without the _xu variants' uniform loads).
+			b.Run(fmt.Sprintf("%dx%d/n=%d/ssbo", sh[0], sh[1], n), func(b *testing.B) {
+				benchMulOpts(b, gguf.TypeQ8_0, sh[0], sh[1], n, mulOpts{noUniform: true})
+			})
 		}
 	}
 }

@@ -73,6 +73,9 @@ type mulOpts struct {
 	maxRange uint64 // binding limit (tests); 0 means Device.MaxBinding
 	slow     bool   // never the vector-load path (tests)
 	acc      bool   // y += W x instead of y = W x
+	// noUniform keeps the activations in a storage buffer on CPU devices
+	// (tests of both paths).
+	noUniform bool
 }
 
 // mulMat records W x with bindings of at most o.maxRange bytes: one
@@ -136,6 +139,12 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 	}
 	plain := !w.Type.IsQuantized()
 	tpr := k.matvecTPR(w.Type, w.Cols)
+	// On CPU devices the activations go in a uniform buffer when a pass's
+	// columns fit one (see shaders/matvec.comp, the _xu variants).
+	xuRange, xuAlign := k.xuLimits(tpr, w.Cols, colStep, o)
+	if !tiled && xuRange > 0 {
+		name = names.matvecXU
+	}
 	first := true
 	for r := 0; r < w.Rows; {
 		ch, err := rowChunkAt(r, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), maxRange, align)
@@ -147,7 +156,11 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 		rows := ch.rowEnd - ch.rowBegin
 		for c0 := 0; c0 < n; c0 += colStep {
 			nc := min(colStep, n-c0)
-			xr, xOff := bindWindow(x, 4*uint64(c0)*uint64(w.Cols), 4*uint64(nc)*uint64(w.Cols), align, maxRange)
+			xAlign, xRange := align, maxRange
+			if !tiled && xuRange > 0 {
+				xAlign, xRange = xuAlign, xuRange
+			}
+			xr, xOff := bindWindow(x, 4*uint64(c0)*uint64(w.Cols), 4*uint64(nc)*uint64(w.Cols), xAlign, xRange)
 			yr, yOff := bindWindow(y, 4*(uint64(c0)*uint64(w.Rows)+uint64(ch.rowBegin)),
 				4*(uint64(nc-1)*uint64(w.Rows)+uint64(rows)), align, maxRange)
 			push := MatVecPush{
@@ -183,6 +196,27 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 	}
 	return nil
 }
+
+// xuLimits returns the binding limit and offset alignment of the
+// activations' uniform buffer when the matvec kernel reads them from one
+// (CPU devices, one invocation per row, and a pass of colStep columns of
+// cols f32 that fits maxUniformBufferRange, at most the shader's 64 KiB);
+// 0, 0 otherwise.
+func (k *Kernels) xuLimits(tpr uint32, cols, colStep int, o mulOpts) (limit, align uint64) {
+	if !k.cpuRows || tpr != 1 || o.noUniform {
+		return 0, 0
+	}
+	lim := k.dev.Limits()
+	limit = min(lim.MaxUniformBufferRange, xuMaxBytes)
+	align = max(lim.MinUniformOffsetAlign, lim.MinStorageOffsetAlign, 4)
+	if 4*uint64(cols)*uint64(colStep)+align > limit {
+		return 0, 0
+	}
+	return limit &^ 3, align
+}
+
+// xuMaxBytes is the size of the _xu variants' uniform block (4096 vec4).
+const xuMaxBytes = 65536
 
 // matvecTPR returns the matvec invocations per row for rows of cols
 // elements of t: enough for the row's units of work (32-element sub-blocks,
@@ -267,6 +301,10 @@ func (k *Kernels) PrepareWeight(t gguf.GGMLType, rows, cols int, accumulate bool
 	tpr, acc := k.matvecTPR(t, cols), b2u(accumulate)
 	for n := uint32(1); n <= uint32(k.matvecPass); n++ {
 		rpl := k.rowsPerLane(tpr, rows, int(n))
+		name := name
+		if lim, _ := k.xuLimits(tpr, cols, int(n), mulOpts{}); lim > 0 {
+			name = names.matvecXU
+		}
 		if _, err := k.Pipeline(name, 3, push, k.matvecGroup(tpr), n, fast, tpr, acc, rpl); err != nil {
 			return err
 		}

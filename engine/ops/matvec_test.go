@@ -18,6 +18,7 @@ type mulCase struct {
 	slow          bool   // force the kernels' scalar-load path
 	xyLead        int    // bytes before x and y in their buffers (a multiple of 4)
 	acc           bool   // y += W x (MulMatAdd) over random y
+	ssbo          bool   // activations in a storage buffer even where a uniform buffer would do
 }
 
 func (m mulCase) String() string {
@@ -36,6 +37,9 @@ func (m mulCase) String() string {
 	}
 	if m.acc {
 		s += "_acc"
+	}
+	if m.ssbo {
+		s += "_ssbo"
 	}
 	return s
 }
@@ -67,7 +71,7 @@ func testMul(t *testing.T, g *rig, typ gguf.GGMLType, m mulCase, tiled bool) {
 		if !m.acc {
 			c.Fill(y, NaNBits)
 		}
-		return g.k.mulMat(c, wt, xr, m.n, y, mulOpts{tiled: tiled, maxRange: m.maxRange, slow: m.slow, acc: m.acc})
+		return g.k.mulMat(c, wt, xr, m.n, y, mulOpts{tiled: tiled, maxRange: m.maxRange, slow: m.slow, acc: m.acc, noUniform: m.ssbo})
 	})
 	name := "MatVec"
 	if tiled {
@@ -105,6 +109,14 @@ func TestMatVec(t *testing.T) {
 				{rows: 1100, cols: cols, n: 5, xyLead: 4},
 				{rows: 260, cols: cols, n: 4},
 				{rows: 100, cols: cols, n: 2},
+				// CPU devices read the activations from a uniform
+				// buffer where a pass fits one (the _xu variants):
+				// the same cases from a storage buffer, and a pass too
+				// wide for 64 KiB that falls back to one.
+				{rows: 300, cols: cols, n: 3, ssbo: true},
+				{rows: 1100, cols: cols, n: 5, xyLead: 4, ssbo: true},
+				{rows: 11, cols: cols, n: 19, ssbo: true},
+				{rows: 37, cols: 8192, n: 3},
 			}
 			both(t, g, func(t *testing.T) {
 				// The device's layout, and the other one: CPU devices
