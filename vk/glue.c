@@ -128,16 +128,35 @@ void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out) {
 	out->push_descriptor = has_ext(exts, n, "VK_KHR_push_descriptor");
 	out->memory_budget = has_ext(exts, n, "VK_EXT_memory_budget");
 	int has_int_dot = has_ext(exts, n, "VK_KHR_shader_integer_dot_product");
+	int has_sm = has_ext(exts, n, "VK_NV_shader_sm_builtins");
+	int has_amd_core = has_ext(exts, n, "VK_AMD_shader_core_properties");
 	free(exts);
 
 	VkPhysicalDeviceDriverProperties drv = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
 	VkPhysicalDeviceSubgroupProperties sg = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
 	VkPhysicalDeviceMaintenance3Properties m3 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+	// Core Vulkan has no count of compute units; two vendor extensions do.
+	VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+	VkPhysicalDeviceShaderCorePropertiesAMD amd = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
 	sg.pNext = &drv;
 	m3.pNext = &sg;
+	void* vendor = &m3;
+	if (has_sm) {
+		sm.pNext = vendor;
+		vendor = &sm;
+	}
+	if (has_amd_core) {
+		amd.pNext = vendor;
+		vendor = &amd;
+	}
 	VkPhysicalDeviceProperties2 p2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-	p2.pNext = &m3;
+	p2.pNext = vendor;
 	if (props2) props2(pd, &p2);
+	if (has_sm && sm.shaderSMCount > 0) {
+		out->compute_units = sm.shaderSMCount;
+	} else if (has_amd_core) {
+		out->compute_units = amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray;
+	}
 	VkPhysicalDeviceProperties* p = &p2.properties;
 	out->api_version = p->apiVersion;
 	out->driver_version = p->driverVersion;

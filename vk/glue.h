@@ -17,6 +17,9 @@ typedef struct vkllm_info {
 	uint64_t max_storage_buffer_range, max_memory_allocation_size, max_buffer_size, min_storage_offset_align;
 	uint64_t max_uniform_buffer_range, min_uniform_offset_align;
 	uint32_t max_wg_size[3], max_wg_invocations, max_wg_count[3], max_shared_memory, max_push_constants;
+	// compute_units: NVIDIA's SM count (VK_NV_shader_sm_builtins) or AMD's
+	// CU count (VK_AMD_shader_core_properties); 0 when neither is exposed.
+	uint32_t compute_units;
 	uint32_t heap_count;
 	uint64_t heap_size[16], heap_budget[16], heap_usage[16];
 	uint32_t heap_flags[16];

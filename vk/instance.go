@@ -26,6 +26,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -173,9 +174,15 @@ type DeviceInfo struct {
 	VendorID      uint32     `json:"vendor_id"`
 	DeviceID      uint32     `json:"device_id"`
 	SubgroupSize  uint32     `json:"subgroup_size"`
-	Heaps         []Heap     `json:"heaps"`
-	Features      Features   `json:"features"`
-	Limits        Limits     `json:"limits"`
+	// ComputeUnits is the count of the device's streaming multiprocessors
+	// (NVIDIA: VK_NV_shader_sm_builtins' shaderSMCount) or compute units
+	// (AMD: VK_AMD_shader_core_properties' shader engines x arrays per
+	// engine x CUs per array); 0 when the driver exposes neither: core
+	// Vulkan has no such count. See EstimateComputeUnits.
+	ComputeUnits uint32   `json:"compute_units"`
+	Heaps        []Heap   `json:"heaps"`
+	Features     Features `json:"features"`
+	Limits       Limits   `json:"limits"`
 }
 
 // DeviceLocalBytes sums the sizes of the device-local heaps.
@@ -187,6 +194,28 @@ func (d *DeviceInfo) DeviceLocalBytes() uint64 {
 		}
 	}
 	return n
+}
+
+// EstimateComputeUnits returns ComputeUnits, or when the driver does not
+// report it (guessed true) a conservative guess by the device type: 16
+// for a discrete GPU (Intel's Arc cards have 8 to 32 Xe-cores), 8 for an
+// integrated or virtual one, the host's CPUs for a CPU device (lavapipe
+// runs a thread per CPU) and 4 otherwise. A low guess costs parallelism in
+// work that sizes itself by it, a high one only extra partial results to
+// merge; so the guesses sit at the low end of each kind.
+func (d *DeviceInfo) EstimateComputeUnits() (n int, guessed bool) {
+	if d.ComputeUnits > 0 {
+		return int(d.ComputeUnits), false
+	}
+	switch d.Type {
+	case TypeDiscrete:
+		return 16, true
+	case TypeIntegrated, TypeVirtual:
+		return 8, true
+	case TypeCPU:
+		return runtime.NumCPU(), true
+	}
+	return 4, true
 }
 
 // instance owns a VkInstance and the C context that collects validation
@@ -343,6 +372,7 @@ func infoFromC(i int, ci *C.vkllm_info) DeviceInfo {
 		VendorID:      uint32(ci.vendor_id),
 		DeviceID:      uint32(ci.device_id),
 		SubgroupSize:  uint32(ci.subgroup_size),
+		ComputeUnits:  uint32(ci.compute_units),
 		Features: Features{
 			Storage16:           ci.storage16 != 0,
 			Float16:             ci.float16 != 0,

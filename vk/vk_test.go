@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -266,6 +267,37 @@ func TestSelect(t *testing.T) {
 	order := []vk.DeviceInfo{{Index: 0, Type: vk.TypeCPU}, {Index: 1, Type: vk.TypeVirtual}, {Index: 2, Type: vk.TypeIntegrated}}
 	if got, _ := vk.Select(order, ""); got != 2 {
 		t.Errorf("Select(cpu, virtual, integrated) = %d, want 2", got)
+	}
+}
+
+func TestEstimateComputeUnits(t *testing.T) {
+	cases := []struct {
+		name        string
+		d           vk.DeviceInfo
+		want        int
+		wantGuessed bool
+	}{
+		{"nvidia-sms", vk.DeviceInfo{Type: vk.TypeDiscrete, ComputeUnits: 132}, 132, false},
+		{"amd-igpu-cus", vk.DeviceInfo{Type: vk.TypeIntegrated, ComputeUnits: 12}, 12, false},
+		{"discrete", vk.DeviceInfo{Type: vk.TypeDiscrete}, 16, true},
+		{"integrated", vk.DeviceInfo{Type: vk.TypeIntegrated}, 8, true},
+		{"virtual", vk.DeviceInfo{Type: vk.TypeVirtual}, 8, true},
+		{"cpu", vk.DeviceInfo{Type: vk.TypeCPU}, runtime.NumCPU(), true},
+		{"other", vk.DeviceInfo{Type: vk.TypeOther}, 4, true},
+	}
+	for _, tc := range cases {
+		if n, guessed := tc.d.EstimateComputeUnits(); n != tc.want || guessed != tc.wantGuessed {
+			t.Errorf("%s: EstimateComputeUnits() = %d, %v, want %d, %v", tc.name, n, guessed, tc.want, tc.wantGuessed)
+		}
+	}
+	// What this machine's driver reports: lavapipe exposes neither
+	// extension, so a CPU device must come back guessed.
+	d := vktest.Open(t, vk.Options{})
+	info := d.Info()
+	n, guessed := info.EstimateComputeUnits()
+	t.Logf("%s: %d compute units reported, estimate %d (guessed %v)", info.Name, info.ComputeUnits, n, guessed)
+	if n <= 0 || guessed != (info.ComputeUnits == 0) {
+		t.Errorf("%s: EstimateComputeUnits() = %d, %v with %d reported", info.Name, n, guessed, info.ComputeUnits)
 	}
 }
 

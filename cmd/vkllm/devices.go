@@ -12,7 +12,8 @@ import (
 )
 
 // cmdDevices lists the Vulkan devices: index, name, type, driver, API
-// version, memory, subgroup size and features. The device that --device (or
+// version, memory, compute units (a guess marked '~' where the driver does
+// not report them), subgroup size and features. The device that --device (or
 // $VKLLM_DEVICE, or the default order) selects is marked with '*'.
 func cmdDevices(args []string) error {
 	fs := newFlagSet("devices")
@@ -55,7 +56,7 @@ func writeDevices(w io.Writer, devs []vk.DeviceInfo, chosen int, asJSON bool) er
 		return enc.Encode(out)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\tINDEX\tNAME\tTYPE\tDRIVER\tAPI\tMEMORY\tSUBGROUP\tMAX BINDING\tFEATURES")
+	fmt.Fprintln(tw, "\tINDEX\tNAME\tTYPE\tDRIVER\tAPI\tMEMORY\tUNITS\tSUBGROUP\tMAX BINDING\tFEATURES")
 	for _, d := range devs {
 		mark := ""
 		if d.Index == chosen {
@@ -65,10 +66,20 @@ func writeDevices(w io.Writer, devs []vk.DeviceInfo, chosen int, asJSON bool) er
 		if d.DriverInfo != "" {
 			driver += " " + d.DriverInfo
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", mark, d.Index, d.Name, d.Type, driver, d.APIVersion,
-			memory(d), d.SubgroupSize, gib(d.Limits.MaxStorageBufferRange), features(d.Features))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", mark, d.Index, d.Name, d.Type, driver, d.APIVersion,
+			memory(d), computeUnits(d), d.SubgroupSize, gib(d.Limits.MaxStorageBufferRange), features(d.Features))
 	}
 	return tw.Flush()
+}
+
+// computeUnits is the device's compute units as the driver reports them,
+// or "~n", vk's guess, where it does not.
+func computeUnits(d vk.DeviceInfo) string {
+	n, guessed := d.EstimateComputeUnits()
+	if guessed {
+		return fmt.Sprintf("~%d", n)
+	}
+	return fmt.Sprint(n)
 }
 
 func memory(d vk.DeviceInfo) string {
