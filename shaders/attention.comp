@@ -17,7 +17,8 @@
 // out: [row][head][head_dim] f32. CPU reference: engine/ops RefAttention.
 //
 // The _split variants (flash decoding) give each workgroup only the keys
-// [split * split_len, (split + 1) * split_len) and write the unnormalised
+// [split * split_len, (split + 1) * split_len) of the row's range (counted
+// from its first key, after the window) and write the unnormalised
 // partial result (max, sum, accumulator[head_dim]) to a scratch buffer
 // [row][head][split][head_dim + 2]; attn_combine.comp merges the splits.
 // They keep a GPU busy when rows * heads is small (decoding).
@@ -191,8 +192,11 @@ void main() {
 	// The first key a windowed row sees.
 	const uint lo = p.causal != 0 && p.window != 0 && nk > p.window ? nk - p.window : 0;
 #ifdef SPLIT
-	const uint kbeg = max(split * p.split_len, lo);
-	const uint kend = min(nk, split * p.split_len + p.split_len);
+	// Split s takes keys lo + [s * split_len, (s + 1) * split_len) of the
+	// row's range; the last one takes whatever is left, so a split_len
+	// sized for shorter rows costs time, never keys.
+	const uint kbeg = min(lo + split * p.split_len, nk);
+	const uint kend = split + 1 == p.n_split ? nk : min(nk, kbeg + p.split_len);
 #else
 	const uint kbeg = lo, kend = nk;
 #endif

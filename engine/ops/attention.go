@@ -448,11 +448,30 @@ type AttnParams struct {
 	// (Gemma 2's attention logit soft-capping); per-row kernel only.
 	SoftCap float32
 	// Splits > 1 divides every row's keys into that many ranges of
-	// ceil(max keys / Splits) handled by separate workgroups (flash
+	// ceil(SplitKeys() / Splits) handled by separate workgroups (flash
 	// decoding), merged by a second kernel; it needs Scratch of
 	// AttentionScratchBytes(p) bytes. See Kernels.AttentionSplits.
 	Splits  int
 	Scratch vk.Range
+	// Keys, when > 0, is the most positions any causal row of this
+	// dispatch attends to before its window (the longest row's pos + 1):
+	// the splits divide that many keys rather than the whole context.
+	// A row that sees more still gets all of its keys (the last split
+	// takes the rest), only more slowly.
+	Keys int
+}
+
+// SplitKeys is the most keys one row of the dispatch attends to, which
+// Splits divides: Keys (or, when 0, NKV or the context), at most Window.
+func (p *AttnParams) SplitKeys() int {
+	n := p.maxKeys()
+	if p.Causal && p.Keys > 0 {
+		n = min(p.Keys, n)
+	}
+	if p.Causal && p.Window > 0 {
+		n = min(n, p.Window)
+	}
+	return n
 }
 
 // AttentionScratchBytes is the scratch Attention needs with p.Splits > 1.
@@ -478,26 +497,77 @@ func (p *AttnParams) maxKeys() int {
 	return p.NKV
 }
 
-// AttentionSplits suggests AttnParams.Splits for a dispatch whose rows see
-// at most maxKeys keys: enough splits of at least 256 keys to give a GPU
-// about 256 workgroups, and 1 (no split) on CPU devices, which have few
-// cores to fill.
-func (k *Kernels) AttentionSplits(p AttnParams, maxKeys int) int {
-	if k.dev.Info().Type == vk.TypeCPU || p.Heads <= 0 || p.KVHeads <= 0 {
+// AttentionSplits suggests AttnParams.Splits for the dispatch p (its
+// Rows, heads and SplitKeys; set Keys to the longest row's keys): enough
+// splits to give the device about two workgroups per compute unit, each
+// of at least MinSplitKeys keys, within one binding of scratch; 1 (no
+// split) for short contexts, for batches that flash_attn_tiled serves
+// (prefill) and on CPU devices unless SetComputeUnits asked for splits.
+func (k *Kernels) AttentionSplits(p AttnParams) int {
+	if k.splitUnits <= 0 || p.Rows <= 0 || p.Heads <= 0 || p.KVHeads <= 0 || p.Heads%p.KVHeads != 0 || p.HeadDim <= 0 || k.tiledServes(p) {
 		return 1
 	}
 	gpw := k.attnHeadsPerGroup(p.Heads/p.KVHeads, p.HeadDim, k.attnWG)
 	if gpw == 0 {
 		return 1
 	}
-	return splitsFor(max(p.Rows*p.Heads/gpw, 1), maxKeys)
+	s := splitsFor(p.Rows*p.Heads/gpw, p.SplitKeys(), k.splitUnits)
+	perSplit := 4 * uint64(p.Rows) * uint64(p.Heads) * uint64(p.HeadDim+2)
+	return max(min(s, int(k.dev.MaxBinding()/perSplit)), 1)
 }
 
+// MinSplitKeys is the fewest keys AttentionSplits gives one split: a
+// shorter range costs a workgroup launch and a partial result to merge
+// for little work (two key tiles of a GPU workgroup of 128).
+const MinSplitKeys = 256
+
 // splitsFor returns the key splits that bring groups workgroups to about
-// 256 with at least 256 keys per split (never below 1).
-func splitsFor(groups, maxKeys int) int {
-	s := min((256+groups-1)/groups, (maxKeys+255)/256)
+// two per compute unit (units of them) with at least MinSplitKeys of the
+// longest row's keys per split (never below 1).
+func splitsFor(groups, keys, units int) int {
+	target := 2 * units
+	s := min((target+groups-1)/groups, keys/MinSplitKeys)
 	return max(s, 1)
+}
+
+// SetComputeUnits makes AttentionSplits fill n compute units (n > 0) on
+// any device, CPU devices included (tests run the GPUs' split decoding on
+// lavapipe so); n <= 0 restores the default: the device's count
+// (vk.DeviceInfo.EstimateComputeUnits) on GPUs, no splits on CPU devices,
+// whose few cores the unsplit kernels already keep busy.
+func (k *Kernels) SetComputeUnits(n int) {
+	switch {
+	case n > 0:
+		k.splitUnits = n
+	case k.dev.Info().Type == vk.TypeCPU:
+		k.splitUnits = 0
+	default:
+		info := k.dev.Info()
+		k.splitUnits, _ = info.EstimateComputeUnits()
+	}
+}
+
+// MaxAttentionScratch is the most scratch Attention needs for dispatches
+// like p of 1 to p.Rows rows whose rows see up to SplitKeys() keys with
+// the splits AttentionSplits chooses: what to reserve at load for them.
+func (k *Kernels) MaxAttentionScratch(p AttnParams) uint64 {
+	var most uint64
+	for rows := 1; rows <= p.Rows; rows++ {
+		q := p
+		q.Rows = rows
+		q.Splits = k.AttentionSplits(q)
+		most = max(most, AttentionScratchBytes(q))
+	}
+	return most
+}
+
+// tiledServes reports whether Attention dispatches flash_attn_tiled for p
+// without splits: batches of at least two query tiles, neither windowed
+// nor soft-capped, within a CPU device's bound on the tiled loops.
+func (k *Kernels) tiledServes(p AttnParams) bool {
+	longCPU := k.rowKernels && p.maxKeys() > cpuTiledMaxKeys
+	tile, ok := k.attnTileFor(p.Heads/p.KVHeads, p.HeadDim, k.attnWG)
+	return ok && !longCPU && p.Rows >= 2*tile.Rows && !(p.Causal && p.Window > 0) && p.SoftCap == 0
 }
 
 // AttnPush mirrors the push-constant block of attention.comp
@@ -588,10 +658,10 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos, table vk.Range
 		}
 		// On CPU devices long contexts go to the per-row kernel: the
 		// tiled one's loops would pass the driver's iteration bound.
-		longCPU := k.rowKernels && p.maxKeys() > cpuTiledMaxKeys
-		if tile, ok := k.attnTileFor(p.Heads/p.KVHeads, p.HeadDim, wg); ok && !longCPU && p.Rows >= 2*tile.Rows && push.Window == 0 && push.SoftCap == 0 {
+		if k.tiledServes(p) {
 			// Tiles of one slot (prefill) here, the rest by the per-row
 			// kernel below.
+			tile, _ := k.attnTileFor(p.Heads/p.KVHeads, p.HeadDim, wg)
 			push.TileRows = uint32(tile.Rows)
 			if err := Record(k, c, names.tiled, []uint32{wg, uint32(tile.GPW), uint32(p.HeadDim), uint32(tile.Rows)},
 				k.Groups(ceilDiv(uint32(p.Rows), uint32(tile.Rows))*uint32(p.Heads/tile.GPW)), &push,
@@ -619,7 +689,7 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos, table vk.Range
 		return fmt.Errorf("ops: Attention: scratch of %d bytes exceeds one binding; use fewer splits", sb)
 	}
 	push.NSplit = uint32(p.Splits)
-	push.SplitLen = uint32((p.maxKeys() + p.Splits - 1) / p.Splits)
+	push.SplitLen = uint32((p.SplitKeys() + p.Splits - 1) / p.Splits)
 	scratch := k.window(p.Scratch, 0, sb)
 	if err := Record(k, c, k.pick(names.split, names.splitSG), spec,
 		k.Groups(uint32(p.Rows*p.Heads/gpw*p.Splits)), &push,

@@ -477,27 +477,125 @@ func TestDecodeStep(t *testing.T) {
 }
 
 func TestSplitsFor(t *testing.T) {
-	cases := []struct{ groups, maxKeys, want int }{
-		{8, 4096, 16},  // decode, one row, 8 kv groups: 16 splits of 256 keys
-		{8, 100, 1},    // short context: one split
-		{8, 600, 3},    // capped by keys: ceil(600/256)
-		{256, 4096, 1}, // enough workgroups already
-		{1000, 4096, 1},
-		{1, 1 << 20, 256},
+	cases := []struct {
+		name                string
+		groups, keys, units int
+		want                int
+	}{
+		{"h100-decode-8b", 8, 4096, 132, 16},    // one row, 8 kv groups: 16 splits of 256 keys
+		{"h100-decode-long", 8, 32768, 132, 33}, // 264 workgroups, 2 per SM
+		{"short-context", 8, 300, 132, 1},       // under two splits' worth of keys
+		{"keys-bound", 8, 600, 132, 2},          // floor(600/256)
+		{"full-gpu", 264, 8192, 132, 1},         // enough workgroups already
+		{"nearly-full", 200, 8192, 132, 2},      // ceil(264/200)
+		{"many-rows", 1000, 8192, 132, 1},
+		{"one-group", 1, 1 << 20, 132, 264},
+		{"small-gpu", 8, 8192, 8, 2}, // 16 workgroups on 8 units
+		{"guessed-discrete", 8, 8192, 16, 4},
+		{"no-units", 8, 8192, 0, 1},
 	}
 	for _, tc := range cases {
-		if got := splitsFor(tc.groups, tc.maxKeys); got != tc.want {
-			t.Errorf("splitsFor(%d, %d) = %d, want %d", tc.groups, tc.maxKeys, got, tc.want)
+		if got := splitsFor(tc.groups, tc.keys, tc.units); got != tc.want {
+			t.Errorf("%s: splitsFor(%d, %d, %d) = %d, want %d", tc.name, tc.groups, tc.keys, tc.units, got, tc.want)
 		}
 	}
+}
+
+// TestAttentionSplits checks the split count the engine asks for: from the
+// rows' real keys (Keys), the window, the compute units and the batch, and
+// none on CPU devices by default.
+func TestAttentionSplits(t *testing.T) {
 	g := newRig(t)
-	p := AttnParams{Rows: 1, Heads: 32, KVHeads: 8, HeadDim: 128}
-	want := 1
-	if g.k.dev.Info().Type != vk.TypeCPU {
-		want = splitsFor(8, 4096)
+	defer g.k.SetComputeUnits(0)
+	base := AttnParams{Rows: 1, Heads: 32, KVHeads: 8, HeadDim: 128, Causal: true,
+		Cache: KVParams{Slots: 4, NCtx: 32768, KVDim: 8 * 128, Pages: 8, PageSize: 16}}
+	gpw := g.k.attnHeadsPerGroup(4, 128, g.k.attnWG)
+	g.k.SetComputeUnits(0)
+	if g.k.dev.Info().Type == vk.TypeCPU {
+		p := base
+		p.Keys = 32768
+		if got := g.k.AttentionSplits(p); got != 1 {
+			t.Errorf("AttentionSplits(%d keys) on a CPU device = %d, want 1 (no splits by default)", p.Keys, got)
+		}
 	}
-	if got := g.k.AttentionSplits(p, 4096); got != want {
-		t.Errorf("AttentionSplits(%+v, 4096) on a %v device = %d, want %d", p, g.k.dev.Info().Type, got, want)
+	g.k.SetComputeUnits(132)
+	cases := []struct {
+		name               string
+		rows, keys, window int
+		softcap            float32
+		want               int
+	}{
+		{"decode-4096", 1, 4096, 0, 0, splitsFor(32/gpw, 4096, 132)},
+		{"decode-short", 1, 300, 0, 0, 1},
+		{"context-not-keys", 1, 0, 0, 0, splitsFor(32/gpw, 32768, 132)}, // Keys unset: the whole context
+		{"window", 1, 20000, 1024, 0, splitsFor(32/gpw, 1024, 132)},
+		{"window-short", 1, 20000, 300, 0, 1},
+		{"softcap", 1, 4096, 0, 30, splitsFor(32/gpw, 4096, 132)},
+		{"decode-batch", 4, 8192, 0, 0, splitsFor(4*32/gpw, 8192, 132)},
+	}
+	for _, tc := range cases {
+		p := base
+		p.Rows, p.Keys, p.Window, p.SoftCap = tc.rows, tc.keys, tc.window, tc.softcap
+		if got := g.k.AttentionSplits(p); got != tc.want {
+			t.Errorf("%s: AttentionSplits(%d rows, %d keys, window %d) = %d, want %d", tc.name, tc.rows, tc.keys, tc.window, got, tc.want)
+		}
+	}
+	// A batch the tiled kernel serves (prefill) keeps its path.
+	if tile, ok := g.k.attnTileFor(4, 128, g.k.attnWG); ok {
+		p := base
+		p.Rows, p.Keys = 2*tile.Rows, 8192
+		p.Cache.NCtx = 8192 // CPU devices tile at most cpuTiledMaxKeys
+		if got := g.k.AttentionSplits(p); got != 1 {
+			t.Errorf("AttentionSplits(%d rows: tiled) = %d, want 1", p.Rows, got)
+		}
+	}
+	// The reservation covers every batch up to its rows.
+	p := base
+	p.Rows = 64
+	most := g.k.MaxAttentionScratch(p)
+	for rows := 1; rows <= p.Rows; rows++ {
+		q := p
+		q.Rows, q.Keys = rows, 32768
+		q.Splits = g.k.AttentionSplits(q)
+		if need := AttentionScratchBytes(q); need > most {
+			t.Fatalf("MaxAttentionScratch(%d rows) = %d bytes, but %d rows need %d", p.Rows, most, rows, need)
+		}
+	}
+	if most == 0 {
+		t.Errorf("MaxAttentionScratch(%+v) = 0, want room for decode splits", p)
+	}
+}
+
+// TestAttentionSplitKeys runs split dispatches whose splits divide the
+// rows' real keys (Keys) rather than the context: rows of very different
+// lengths, a Keys shorter than a row (its last split takes the rest),
+// windows and a non-causal dispatch (which ignores Keys).
+func TestAttentionSplitKeys(t *testing.T) {
+	g := newRig(t)
+	cases := []struct {
+		name      string
+		p         AttnParams
+		pos, slot []int32
+	}{
+		{"uneven-rows", AttnParams{Rows: 3, Heads: 8, KVHeads: 2, HeadDim: 64, Causal: true, Keys: 600, Splits: 4}, []int32{599, 4, 130}, []int32{0, 1, 2}},
+		{"one-row", AttnParams{Rows: 1, Heads: 4, KVHeads: 4, HeadDim: 32, Causal: true, Keys: 513, Splits: 2}, []int32{512}, []int32{1}},
+		{"keys-short", AttnParams{Rows: 2, Heads: 4, KVHeads: 2, HeadDim: 64, Causal: true, Keys: 100, Splits: 3}, []int32{700, 50}, []int32{0, 1}},
+		{"more-splits-than-keys", AttnParams{Rows: 2, Heads: 4, KVHeads: 2, HeadDim: 32, Causal: true, Keys: 3, Splits: 5}, []int32{2, 0}, []int32{2, 1}},
+		{"window", AttnParams{Rows: 3, Heads: 8, KVHeads: 2, HeadDim: 64, Causal: true, Keys: 700, Window: 90, Splits: 3}, []int32{699, 40, 95}, []int32{0, 1, 2}},
+		{"noncausal", AttnParams{Rows: 2, Heads: 4, KVHeads: 4, HeadDim: 32, NKV: 333, Keys: 5, Splits: 3}, []int32{0, 1}, []int32{1, 1}},
+	}
+	defer func(wg uint32) { g.k.attnWG = wg }(g.k.attnWG)
+	for _, wg := range []uint32{min(g.k.wg, cpuAttnWG), min(g.k.wg, 128)} {
+		g.k.attnWG = wg
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("wg%d/%s", wg, tc.name), func(t *testing.T) {
+				both(t, g, func(t *testing.T) {
+					p := tc.p
+					p.Cache = KVParams{Slots: 3, NCtx: 720, KVDim: p.KVHeads * p.HeadDim, PageSize: 16}
+					checkAttention(t, g, p, tc.slot, tc.pos)
+				})
+			})
+		}
 	}
 }
 

@@ -57,6 +57,9 @@ type Kernels struct {
 	cpuThreads int
 	// attnNames are the attention pipelines' names by K and V type.
 	attnNames [3][3]attnNames
+	// splitUnits is the compute units AttentionSplits fills; 0 turns
+	// splits off (CPU devices; see SetComputeUnits).
+	splitUnits int
 }
 
 // cpuMatVecCols is MulMat's crossover on CPU devices: the tiled kernel
@@ -116,6 +119,7 @@ func New(dev *vk.Device) *Kernels {
 		k.rowThreads, k.attnWG, k.matvecCols, k.cpuRows = cpuRowThreads, min(wg, cpuAttnWG), cpuMatVecCols, true
 		k.matvecPass, k.rowKernels = MatVecMaxCols, true
 	}
+	k.SetComputeUnits(0)
 	return k
 }
 
