@@ -28,6 +28,13 @@ type GPUConfig struct {
 	// (--cache-type-k/-v; zero: f16). The block types need a multiple of
 	// 32 values per position (kv_heads x head_dim).
 	TypeK, TypeV ops.KVType
+	// ComputeUnits, when > 0, is the compute units decode attention's key
+	// splits (flash decoding) aim to fill, two workgroups each, in place
+	// of the device's count (vk.DeviceInfo.EstimateComputeUnits, a guess
+	// where the driver reports none). Zero chooses that count on GPUs and
+	// no splits on CPU devices, where a positive value turns them on
+	// (tests run the GPUs' decode path on lavapipe so).
+	ComputeUnits int
 	// Pages is set by NewGPUModel to the pages of the pool.
 	Pages int
 	// Progress, when set, is called as weights are uploaded with the bytes
@@ -56,6 +63,9 @@ func (c *GPUConfig) fill(o Options) error {
 	}
 	if c.PageSize&(c.PageSize-1) != 0 || c.PageSize > 1<<12 {
 		return fmt.Errorf("engine: a KV page of %d positions; want a power of two up to 4096", c.PageSize)
+	}
+	if c.ComputeUnits < 0 || c.ComputeUnits > 1<<16 {
+		return fmt.Errorf("engine: %d compute units out of range (want 0 for the device's, or up to %d)", c.ComputeUnits, 1<<16)
 	}
 	if c.KVMemory < 0 || c.KVFraction < 0 || c.KVFraction > 1 {
 		return fmt.Errorf("engine: KV memory %d bytes or fraction %g out of range (want bytes >= 0, a fraction in (0, 1])", c.KVMemory, c.KVFraction)
@@ -86,7 +96,10 @@ type GPUModel struct {
 	acts                               []*vk.Buffer // the activations (see gpuGraph)
 	ids, slots, pos, logitRows, seqEnd *vk.Buffer   // int32, host-visible
 	logits                             *vk.Buffer   // [BatchSize][Vocab] f32, host-visible
-	hidden                             *vk.Buffer   // [BatchSize][Embd] f32, host-visible
+	// attnScratch holds split attention's partial results (decoders whose
+	// dispatches split), sized by the dry run for the largest case.
+	attnScratch *vk.Buffer
+	hidden      *vk.Buffer // [BatchSize][Embd] f32, host-visible
 	// Input embeddings (media.go), made on first use: the rows' values,
 	// their runs, and the attention positions of non-causal images.
 	embIn, attnPos *vk.Buffer
@@ -118,13 +131,16 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 		}
 	}
 	m := &GPUModel{o: o, cfg: cfg, dev: dev, k: ops.New(dev), model: w.model}
+	if cfg.ComputeUnits > 0 {
+		m.k.SetComputeUnits(cfg.ComputeUnits)
+	}
 	if most := m.k.MaxContext(); !o.Encoder && most > 0 && cfg.CtxSize > most {
 		return nil, fmt.Errorf("engine: a context of %d positions; %s attends over at most %d (use --ctx-size %d or less)", cfg.CtxSize, dev.Info().Name, most, most)
 	}
 	// A dry run of the largest batch sizes the activations and lists the
 	// matrix shapes to compile.
 	m.g = gpuGraph{m: m, shapes: map[matShape]bool{}, slotOf: map[uint64]int{}}
-	m.g.start(nil, cfg.BatchSize, cfg.BatchSize, 0)
+	m.g.start(nil, cfg.BatchSize, cfg.BatchSize, 0, cfg.CtxSize)
 	m.model.forward(&m.g)
 	if m.g.err != nil {
 		m.k.Close()
@@ -230,7 +246,7 @@ func (m *GPUModel) deviceBytes(w *Weights) int64 {
 	}
 	o, B := m.o, int64(m.cfg.BatchSize)
 	total += int64(o.Layers) * m.kvBytes()
-	total += m.g.actBytes() + 4*B*int64(o.Embd+o.Vocab+5)
+	total += m.g.actBytes() + int64(m.g.attnScratch) + 4*B*int64(o.Embd+o.Vocab+5)
 	total += 4 * int64(m.cfg.Slots) * int64((m.cfg.CtxSize+m.cfg.PageSize-1)/m.cfg.PageSize) // page table
 	return total
 }
@@ -309,6 +325,11 @@ func (m *GPUModel) reserve() error {
 		m.tableRow = make([]int32, tl)
 	}
 	var err error
+	if m.g.attnScratch > 0 {
+		if m.attnScratch, err = m.newBuffer(m.g.attnScratch, vk.DeviceBuffer); err != nil {
+			return fmt.Errorf("engine: split-attention scratch (%s): %w", formatBytes(int64(m.g.attnScratch)), err)
+		}
+	}
 	m.acts = make([]*vk.Buffer, len(m.g.slotSize))
 	for i, size := range m.g.slotSize {
 		if m.acts[i], err = m.newBuffer(size, vk.DeviceBuffer); err != nil {
@@ -449,7 +470,7 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 		return err
 	}
 	m.recordCopies(c)
-	m.g.start(c, n, nLogits, nHidden)
+	m.g.start(c, n, nLogits, nHidden, batchKeys(b))
 	m.model.forward(&m.g)
 	if m.g.err != nil {
 		c.Abort()
@@ -464,6 +485,19 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 		return err
 	}
 	return m.hidden.Read(0, float32Bytes(out.Hidden))
+}
+
+// batchKeys is the most positions a row of b attends to: the longest
+// row's last position (Batch.AttnPos where set) plus one.
+func batchKeys(b Batch) int {
+	var last int32
+	for i, p := range b.Pos {
+		if b.AttnPos != nil {
+			p = b.AttnPos[i]
+		}
+		last = max(last, p)
+	}
+	return int(last) + 1
 }
 
 // kvFull explains err (ErrKVFull) with the pool's numbers.

@@ -38,6 +38,12 @@ type gpuGraph struct {
 	npend            int
 	// shapes collects the matrix shapes of the dry run.
 	shapes map[matShape]bool
+	// keys is the most positions a row of the pass attends to (the
+	// longest row's); split attention divides that many keys.
+	keys int
+	// attnScratch is the most scratch a split attention dispatch of the
+	// pass may need (set by the dry run, reserved by GPUModel.reserve).
+	attnScratch uint64
 }
 
 // matShape is one matrix-kernel configuration PrepareWeight compiles.
@@ -56,9 +62,10 @@ type access struct {
 
 const maxPending = 16
 
-// start readies the graph for a pass of n rows (c nil: the dry run).
-func (g *gpuGraph) start(c *vk.Cmd, n, nLogits, nHidden int) {
-	g.c, g.err, g.n, g.nLogits, g.nHidden = c, nil, n, nLogits, nHidden
+// start readies the graph for a pass of n rows whose rows attend to at
+// most keys positions (c nil: the dry run, of the largest case).
+func (g *gpuGraph) start(c *vk.Cmd, n, nLogits, nHidden, keys int) {
+	g.c, g.err, g.n, g.nLogits, g.nHidden, g.keys = c, nil, n, nLogits, nHidden, keys
 	g.top, g.base, g.inLayers, g.npend = 0, 0, false, 0
 }
 
@@ -297,10 +304,18 @@ func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
 	if q.Cols != a.Heads*a.HeadDim || k.Cols != a.KVHeads*a.HeadDim || v.Cols != k.Cols {
 		g.shapeErr("Attention", a.Heads*a.HeadDim, q.Cols)
 	}
+	m := g.m
+	if g.c == nil && g.err == nil && a.Kind != Bidirectional {
+		// The dry run: the split attention of any batch up to this one,
+		// its rows up to the whole context, must find its scratch.
+		p := g.attnParams(q.Rows, k.Cols, a)
+		p.Keys = m.cfg.CtxSize
+		g.attnScratch = max(g.attnScratch, m.k.MaxAttentionScratch(p))
+	}
 	if !g.live() || q.Rows == 0 {
 		return out
 	}
-	m, c, n := g.m, g.c, q.Rows
+	c, n := g.c, q.Rows
 	slot, pos := m.slots.Range(0, 4*uint64(n)), m.pos.Range(0, 4*uint64(n))
 	attnPos := g.attnPos(pos) // Batch.AttnPos where set
 	if a.Kind == Bidirectional {
@@ -314,18 +329,41 @@ func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
 		return out
 	}
 	kc, vc := m.kCache[a.Layer], m.vCache[a.Layer]
-	cache := ops.KVParams{Slots: m.cfg.Slots, NCtx: m.cfg.CtxSize, KVDim: k.Cols, Pages: m.cfg.Pages, PageSize: m.cfg.PageSize, Type: m.cfg.TypeK}
-	vCache := cache
+	p := g.attnParams(n, k.Cols, a)
+	vCache := p.Cache
 	vCache.Type = m.cfg.TypeV
 	table := m.table.Range(0, m.table.Size())
 	g.dep(kc, g.r(k))
-	g.fail(m.k.KVWrite(c, kc, g.r(k), slot, pos, table, n, cache))
+	g.fail(m.k.KVWrite(c, kc, g.r(k), slot, pos, table, n, p.Cache))
 	g.dep(vc, g.r(v))
 	g.fail(m.k.KVWrite(c, vc, g.r(v), slot, pos, table, n, vCache))
-	g.dep(g.r(out), g.r(q), kc, vc)
-	g.fail(m.k.Attention(c, g.r(out), g.r(q), kc, vc, slot, attnPos, table, ops.AttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads,
-		HeadDim: a.HeadDim, Cache: cache, VType: m.cfg.TypeV, Causal: true, Scale: a.Scale, Window: a.Window, SoftCap: a.SoftCap}))
+	// Decode-shaped batches on GPUs split the rows' keys over more
+	// workgroups (flash decoding); the partial results go to the scratch
+	// the dry run reserved, which the split kernel writes: a read here,
+	// so that the next layer's split waits for this one's merge.
+	p.Splits = m.k.AttentionSplits(p)
+	if p.Splits > 1 {
+		if m.attnScratch == nil || ops.AttentionScratchBytes(p) > m.attnScratch.Size() {
+			g.fail(fmt.Errorf("BUG: engine: split attention of %d rows, %d keys, %d splits: scratch not reserved", n, p.Keys, p.Splits))
+			return out
+		}
+		p.Scratch = m.attnScratch.Range(0, m.attnScratch.Size())
+		g.dep(g.r(out), g.r(q), kc, vc, p.Scratch)
+	} else {
+		g.dep(g.r(out), g.r(q), kc, vc)
+	}
+	g.fail(m.k.Attention(c, g.r(out), g.r(q), kc, vc, slot, attnPos, table, p))
 	return out
+}
+
+// attnParams are the parameters of a causal attention over the KV cache
+// for rows rows of a (kvDim values per position), the rows attending to
+// at most g.keys positions; no splits yet.
+func (g *gpuGraph) attnParams(rows, kvDim int, a Attn) ops.AttnParams {
+	m := g.m
+	cache := ops.KVParams{Slots: m.cfg.Slots, NCtx: m.cfg.CtxSize, KVDim: kvDim, Pages: m.cfg.Pages, PageSize: m.cfg.PageSize, Type: m.cfg.TypeK}
+	return ops.AttnParams{Rows: rows, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Cache: cache, VType: m.cfg.TypeV,
+		Causal: true, Scale: a.Scale, Window: a.Window, SoftCap: a.SoftCap, Keys: g.keys}
 }
 
 func (g *gpuGraph) SwiGLU(gate, up Act) Act {

@@ -80,7 +80,8 @@
 // f32 and f16, KVWrite, Attention (flash-style: online softmax over tiles
 // of keys held in shared memory, causal or not, GQA with up to 8 query
 // heads per workgroup sharing each K/V read, optional key splits merged by
-// a second kernel for decoding on large GPUs; for prefill-sized batches a
+// a second kernel for decoding on GPUs (AttentionSplits sizes them from the
+// longest row's keys and the device's compute units); for prefill-sized batches a
 // query-tiled kernel serves 4-16 consecutive rows of one slot per
 // workgroup, each K/V tile read once for all of them, and the per-row
 // kernel the tiles whose rows belong to several slots), Argmax, TopK and
