@@ -207,7 +207,7 @@ func (m *GPUModel) poolPages(w *Weights) (int, error) {
 	cfg := m.cfg
 	perPage := int64(m.o.Layers) * (m.pageBytes(cfg.TypeK) + m.pageBytes(cfg.TypeV)) // K and V of every layer
 	have := deviceMemory(m.dev)
-	left := have - m.deviceBytes(w) // weights and scratch (no pages yet)
+	left := have - m.deviceBytes(w)                                                       // weights and scratch (no pages yet)
 	full := int64(cfg.Slots) * int64((cfg.CtxSize+cfg.PageSize-1)/cfg.PageSize) * perPage // every slot at full context
 	var bytes int64
 	switch {
