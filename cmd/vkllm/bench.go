@@ -392,18 +392,18 @@ func writeWeightRates(w io.Writer, r parallelResult) {
 	bw := r.Bandwidth
 	fmt.Fprintf(w, "\n%d sequences: weights read per decode step against the memory bandwidth, %.1f GB/s (a %d MiB device-to-device copy, bytes read + written, best of %d)\n",
 		r.Parallel, bw.GBps, bw.Bytes>>20, bw.Reps)
-	fmt.Fprintf(w, "| %-16s | %-36s | %10s | %10s | %9s | %6s |\n", "weights", "kernels", "MiB/step", "µs/step", "GB/s", "% bw")
-	fmt.Fprintf(w, "|%s|%s|%s|%s|%s|%s|\n", dashes(18), dashes(38), dashes(12), dashes(12), dashes(11), dashes(8))
+	fmt.Fprintf(w, "| %-16s | %-40s | %10s | %10s | %9s | %6s |\n", "weights", "kernels", "MiB/step", "µs/step", "GB/s", "% bw")
+	fmt.Fprintf(w, "|%s|%s|%s|%s|%s|%s|\n", dashes(18), dashes(42), dashes(12), dashes(12), dashes(11), dashes(8))
 	var bytes int64
 	var micros float64
 	for _, x := range r.Weights {
-		fmt.Fprintf(w, "| %-16s | %-36s | %10.2f | %10.1f | %9.2f | %6.1f |\n", x.Weights, strings.Join(x.Kernels, ","), float64(x.Bytes)/(1<<20), x.Micros, x.GBps, x.Percent)
+		fmt.Fprintf(w, "| %-16s | %-40s | %10.2f | %10.1f | %9.2f | %6.1f |\n", x.Weights, strings.Join(x.Kernels, ","), float64(x.Bytes)/(1<<20), x.Micros, x.GBps, x.Percent)
 		bytes += x.Bytes
 		micros += x.Micros
 	}
 	if micros > 0 {
 		gbps := float64(bytes) / micros / 1e3
-		fmt.Fprintf(w, "| %-16s | %-36s | %10.2f | %10.1f | %9.2f | %6.1f |\n", "all", "", float64(bytes)/(1<<20), micros, gbps, 100*gbps/bw.GBps)
+		fmt.Fprintf(w, "| %-16s | %-40s | %10.2f | %10.1f | %9.2f | %6.1f |\n", "all", "", float64(bytes)/(1<<20), micros, gbps, 100*gbps/bw.GBps)
 	}
 }
 
