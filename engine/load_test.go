@@ -226,31 +226,36 @@ func TestSlotLengths(t *testing.T) {
 func TestDeviceLocalFallback(t *testing.T) {
 	path := genModel(t, modelgen.Options{Arch: "llama", Embd: 64, Layers: 2})
 	tokens := []int32{5, 6, 7, 8}
-	load := func(budget uint64) (*Model, []float32) {
+	// One model at a time: each returns its logits and placement, closed.
+	load := func(budget uint64) ([]float32, []HeapShare, vk.DeviceType) {
 		m, err := Load(path, Config{CtxSize: 16, BatchSize: 8, Validation: true, DeviceLocalBudget: budget})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { m.Close() })
+		defer func() {
+			if err := m.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
 		logits, err := m.Prefill(context.Background(), 0, 0, tokens)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m, logits
+		return logits, m.GPU.Placement(), m.Device().Info().Type
 	}
-	ref, want := load(0)
-	if ref.Device().Info().Type == vk.TypeDiscrete {
-		t.Skipf("%s is discrete: device buffers do not fall back", ref.Device().Info().Name)
+	want, shares, typ := load(0)
+	if typ == vk.TypeDiscrete {
+		t.Skip("a discrete device: device buffers do not fall back")
 	}
-	for _, h := range ref.GPU.Placement() {
+	for _, h := range shares {
 		if h.Fallback {
 			t.Fatalf("without a budget: %v, want no fallback", h)
 		}
 	}
 	const budget = 300 << 10 // token_embd (256 KiB) and a little
-	m, got := load(budget)
+	got, shares, _ := load(budget)
 	var local, fallback HeapShare
-	for _, h := range m.GPU.Placement() {
+	for _, h := range shares {
 		t.Logf("%v", h)
 		s := &local
 		if h.Fallback {
