@@ -139,7 +139,17 @@ func report(w io.Writer, models []model) {
 		}
 	}
 	fmt.Fprintf(w, "## vkllm on %s\n\n", device)
-	fmt.Fprintln(w, "| model | shape | format | GiB | pp512 t/s | tg128 t/s | tg t/s, 1 seq | tg t/s, 16 seqs | copy GB/s | weights GB/s, 1 seq | % of copy |")
+	pp, tg := "pp", "tg" // the single-sequence tests' names: pp512, tg128
+	for _, m := range models {
+		for _, s := range m.single {
+			if strings.HasPrefix(s.Test, "pp") {
+				pp = s.Test
+			} else {
+				tg = s.Test
+			}
+		}
+	}
+	fmt.Fprintf(w, "| model | shape | format | GiB | %s t/s | %s t/s | tg t/s, 1 seq | tg t/s, 16 seqs | copy GB/s | weights GB/s, 1 seq | %% of copy |\n", pp, tg)
 	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, m := range models {
 		cells := []string{m.info.Name, m.info.Shape, m.info.Format, fmt.Sprintf("%.2f", float64(m.info.Bytes)/(1<<30))}
@@ -170,7 +180,7 @@ func report(w io.Writer, models []model) {
 				}
 				if micros > 0 {
 					gbps := float64(bytes) / micros / 1e3
-					read = fmt.Sprintf("%.0f", gbps)
+					read = fmt.Sprintf("%.1f", gbps)
 					if p.Bandwidth != nil && p.Bandwidth.GBps > 0 {
 						pct = fmt.Sprintf("%.0f%%", 100*gbps/p.Bandwidth.GBps)
 					}
@@ -187,7 +197,8 @@ func report(w io.Writer, models []model) {
 		cells = append(cells, bw, read, pct)
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
-	fmt.Fprintln(w, "\npp512 and tg128: one sequence (`vkllm bench -p 512 -n 128`). tg t/s, N seqs: the aggregate decode rate of N sequences in one batch (`--parallel 1,16`). copy GB/s: a device-to-device copy, bytes read + written. weights GB/s: the bytes of every matrix a decode step multiplies by, over the device time of those products (timestamps; 1 sequence).")
+	fmt.Fprintf(w, "\n%s and %s: one sequence (`vkllm bench`).", pp, tg)
+	fmt.Fprintln(w, " tg t/s, N seqs: the aggregate decode rate of N sequences in one batch (`--parallel 1,16`). copy GB/s: a device-to-device copy, bytes read + written. weights GB/s: the bytes of every matrix a decode step multiplies by, over the device time of those products (timestamps; 1 sequence).")
 	for _, m := range models {
 		for _, p := range m.parallel {
 			if len(p.Weights) == 0 || p.Parallel != 1 { // the JSON has the others
