@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/vkllm/vkllm/engine/ops"
@@ -139,7 +140,7 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 	}
 	// A dry run of the largest batch sizes the activations and lists the
 	// matrix shapes to compile.
-	m.g = gpuGraph{m: m, shapes: map[matShape]bool{}, slotOf: map[uint64]int{}}
+	m.g = gpuGraph{m: m, shapes: map[matShape]bool{}, matBytes: map[string]int64{}, slotOf: map[uint64]int{}}
 	m.g.start(nil, cfg.BatchSize, cfg.BatchSize, 0, cfg.CtxSize)
 	m.model.forward(&m.g)
 	if m.g.err != nil {
@@ -155,8 +156,8 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 	need := m.deviceBytes(w)
 	if have := deviceMemory(dev); need > have {
 		m.k.Close()
-		return nil, fmt.Errorf("engine: the model needs %s of device memory (weights, a KV pool of %d pages of %d positions, batch scratch) but %s has %s",
-			formatBytes(need), m.cfg.Pages, m.cfg.PageSize, dev.Info().Name, formatBytes(have))
+		return nil, fmt.Errorf("engine: the model needs %s of device memory (weights, a KV pool of %d pages of %d positions, batch scratch) but %s has %s%s",
+			formatBytes(need), m.cfg.Pages, m.cfg.PageSize, dev.Info().Name, formatBytes(have), memoryKinds(dev))
 	}
 	if !o.Encoder {
 		m.kv = newKVCache(m.cfg.Pages, m.cfg.PageSize, m.cfg.Slots, m.cfg.CtxSize)
@@ -172,10 +173,17 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 	return m, nil
 }
 
-// deviceMemory returns the size of the device's largest device-local heap.
-func deviceMemory(dev *vk.Device) int64 {
-	info := dev.Info()
-	return int64(info.DeviceLocalBytes())
+// deviceMemory returns the bytes the device's buffers can take
+// (vk.Device.Capacity): its device-local heaps and, on integrated GPUs,
+// the system memory they fall back to.
+func deviceMemory(dev *vk.Device) int64 { return int64(dev.Capacity()) }
+
+// memoryKinds says, for the fit error, what deviceMemory counted.
+func memoryKinds(dev *vk.Device) string {
+	if dev.Info().Type == vk.TypeDiscrete {
+		return " of device-local memory"
+	}
+	return " of device-local and host-visible memory"
 }
 
 func formatBytes(n int64) string {
@@ -215,7 +223,8 @@ func (m *GPUModel) poolPages(w *Weights) (int, error) {
 	cfg := m.cfg
 	perPage := int64(m.o.Layers) * (m.pageBytes(cfg.TypeK) + m.pageBytes(cfg.TypeV)) // K and V of every layer
 	have := deviceMemory(m.dev)
-	left := have - m.deviceBytes(w) // weights and scratch (no pages yet)
+	left := have - m.deviceBytes(w)                                                       // weights and scratch (no pages yet)
+	full := int64(cfg.Slots) * int64((cfg.CtxSize+cfg.PageSize-1)/cfg.PageSize) * perPage // every slot at full context
 	var bytes int64
 	switch {
 	case cfg.KVMemory > 0:
@@ -223,7 +232,11 @@ func (m *GPUModel) poolPages(w *Weights) (int, error) {
 	case cfg.KVFraction > 0:
 		bytes = int64(cfg.KVFraction * float64(max(left, 0)))
 	case m.dev.Info().Type == vk.TypeCPU:
-		bytes = int64(cfg.Slots) * int64((cfg.CtxSize+cfg.PageSize-1)/cfg.PageSize) * perPage
+		bytes = full
+	case m.dev.Info().Type != vk.TypeDiscrete:
+		// An integrated GPU's memory is the system's (have counts the
+		// host-visible heaps): take what the slots need, not all of it.
+		bytes = min(full, left-kvSafetyMargin(have))
 	default:
 		bytes = left - kvSafetyMargin(have)
 	}
@@ -350,6 +363,90 @@ func (m *GPUModel) reserve() error {
 	m.outRows = make([]int32, 0, B)
 	m.seqEnds = make([]int32, B)
 	return nil
+}
+
+// MatrixBytes returns the bytes of the weights one forward pass multiplies
+// by, per weight kind ("attn_q", "ffn_up", "output": a tensor's name
+// without its block prefix and ".weight"), each read at least once per
+// pass. A profiled pass (vk.Device.Profile) labels each matrix product's
+// dispatches with the same kinds.
+func (m *GPUModel) MatrixBytes() map[string]int64 {
+	out := make(map[string]int64, len(m.g.matBytes))
+	for k, v := range m.g.matBytes {
+		out[k] = v
+	}
+	return out
+}
+
+// HeapShare is what one memory heap holds of a model.
+type HeapShare struct {
+	Heap        int  // the device's heap index
+	DeviceLocal bool // the heap is device-local
+	// Fallback marks device buffers placed in host-visible memory because
+	// the device-local budget was spent (integrated GPUs).
+	Fallback bool
+	// Weights, KV and Scratch are the bytes of the weights, the KV cache
+	// and the rest (activations, inputs and outputs).
+	Weights, KV, Scratch int64
+}
+
+// Placement returns where the model's memory lives: one HeapShare per heap
+// and placement that holds any of it, in heap order, fallbacks last.
+func (m *GPUModel) Placement() []HeapShare {
+	what := map[*vk.Buffer]int{} // 0 scratch, 1 weights, 2 KV
+	for _, w := range m.weights {
+		if w.Data.Buf != nil {
+			what[w.Data.Buf] = 1
+		}
+	}
+	for _, r := range append(append([]vk.Range(nil), m.kCache...), m.vCache...) {
+		what[r.Buf] = 2
+	}
+	var out []HeapShare
+	for _, b := range m.bufs {
+		heap, fallback := b.Placement()
+		i := slices.IndexFunc(out, func(h HeapShare) bool { return h.Heap == heap && h.Fallback == fallback })
+		if i < 0 {
+			local := false
+			if infos := m.dev.Info().Heaps; heap < len(infos) {
+				local = infos[heap].DeviceLocal
+			}
+			out = append(out, HeapShare{Heap: heap, DeviceLocal: local, Fallback: fallback})
+			i = len(out) - 1
+		}
+		n := int64(b.Size())
+		switch what[b] {
+		case 1:
+			out[i].Weights += n
+		case 2:
+			out[i].KV += n
+		default:
+			out[i].Scratch += n
+		}
+	}
+	slices.SortFunc(out, func(a, b HeapShare) int {
+		if a.Fallback != b.Fallback {
+			if a.Fallback {
+				return 1
+			}
+			return -1
+		}
+		return a.Heap - b.Heap
+	})
+	return out
+}
+
+// String describes the share for a load log: "heap 0 (device-local):
+// weights 1.2 GiB, KV 256.0 MiB, scratch 12.0 MiB".
+func (h HeapShare) String() string {
+	kind := "host"
+	if h.DeviceLocal {
+		kind = "device-local"
+	}
+	if h.Fallback {
+		kind += ", fallback for device memory"
+	}
+	return fmt.Sprintf("heap %d (%s): weights %s, KV %s, scratch %s", h.Heap, kind, formatBytes(h.Weights), formatBytes(h.KV), formatBytes(h.Scratch))
 }
 
 // Options returns the model's hyper-parameters.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/vkllm/vkllm/engine/ops"
 	"github.com/vkllm/vkllm/gguf"
@@ -36,8 +37,10 @@ type gpuGraph struct {
 	slotSize         []uint64       // bytes of each activation buffer
 	pend             [maxPending]access
 	npend            int
-	// shapes collects the matrix shapes of the dry run.
-	shapes map[matShape]bool
+	// shapes collects the matrix shapes of the dry run, and matBytes the
+	// bytes of the weights its matrix products read, by weight kind.
+	shapes   map[matShape]bool
+	matBytes map[string]int64
 	// keys is the most positions a row of the pass attends to (the
 	// longest row's); split attention divides that many keys.
 	keys int
@@ -191,10 +194,37 @@ func (g *gpuGraph) Embed(w *Tensor) Act { return g.embedRows(w, g.m.ids) }
 
 func (g *gpuGraph) EmbedPositions(w *Tensor) Act { return g.embedRows(w, g.m.pos) }
 
+// mat notes w's matrix product: in the dry run its shape and bytes, while
+// recording a profiled pass the weight kind that labels its dispatches
+// (unlabel clears it).
 func (g *gpuGraph) mat(w *Tensor, add bool) {
 	if g.c == nil && g.shapes != nil {
 		g.shapes[matShape{w.Type, w.Rows(), w.Cols(), add}] = true
+		if g.matBytes != nil {
+			g.matBytes[weightKind(w.Name)] += int64(len(w.Data))
+		}
 	}
+	if g.live() && g.c.Profiling() {
+		g.c.Label(weightKind(w.Name))
+	}
+}
+
+func (g *gpuGraph) unlabel() {
+	if g.live() && g.c.Profiling() {
+		g.c.Label("")
+	}
+}
+
+// weightKind is a tensor's name without its block prefix and ".weight"
+// ("blk.3.attn_q.weight" -> "attn_q", "output.weight" -> "output"): what
+// every layer's copy of the weight shares. It allocates nothing.
+func weightKind(name string) string {
+	if rest, ok := strings.CutPrefix(name, "blk."); ok {
+		if i := strings.IndexByte(rest, '.'); i >= 0 {
+			name = rest[i+1:]
+		}
+	}
+	return strings.TrimSuffix(name, ".weight")
 }
 
 func (g *gpuGraph) MatMul(w *Tensor, x Act) Act {
@@ -207,6 +237,7 @@ func (g *gpuGraph) MatMul(w *Tensor, x Act) Act {
 		g.dep(g.r(y), g.r(x))
 		g.fail(g.m.k.MulMat(g.c, g.weight(w), g.r(x), x.Rows, g.r(y)))
 	}
+	g.unlabel()
 	return y
 }
 
@@ -219,6 +250,7 @@ func (g *gpuGraph) MatMulAdd(dst Act, w *Tensor, x Act) {
 		g.dep(g.r(dst), g.r(x), g.r(dst))
 		g.fail(g.m.k.MulMatAdd(g.c, g.weight(w), g.r(x), x.Rows, g.r(dst)))
 	}
+	g.unlabel()
 }
 
 func (g *gpuGraph) Add(dst, a Act) {
@@ -425,11 +457,13 @@ func (g *gpuGraph) Logits(w *Tensor, h Act, softcap float32) {
 	}
 	g.mat(w, false)
 	if !g.live() || g.nLogits == 0 {
+		g.unlabel()
 		return
 	}
 	dst := g.m.logits.Range(0, 4*uint64(g.nLogits*w.Rows()))
 	g.dep(dst, g.r(h))
 	g.fail(g.m.k.MulMat(g.c, g.weight(w), g.r(h), g.nLogits, dst))
+	g.unlabel()
 	if softcap > 0 {
 		g.dep(dst, dst)
 		g.fail(g.m.k.SoftCap(g.c, dst, dst, g.nLogits*w.Rows(), softcap))

@@ -217,3 +217,81 @@ func TestSlotLengths(t *testing.T) {
 		t.Fatalf("rewriting position 0: %v, length %d, want 1", err, m.SlotLen(0))
 	}
 }
+
+// TestDeviceLocalFallback loads a model on a UMA device whose device-local
+// memory is capped below the model's size (lavapipe standing in for an
+// APU's carve-out): the load succeeds with part of the weights in
+// host-visible fallback memory, Placement says which heap holds what, and
+// the logits are those of the uncapped load.
+func TestDeviceLocalFallback(t *testing.T) {
+	path := genModel(t, modelgen.Options{Arch: "llama", Embd: 64, Layers: 2})
+	tokens := []int32{5, 6, 7, 8}
+	// One model at a time: each returns its logits and placement, closed.
+	load := func(budget uint64) ([]float32, []HeapShare, vk.DeviceType) {
+		m, err := Load(path, Config{CtxSize: 16, BatchSize: 8, Validation: true, DeviceLocalBudget: budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := m.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+		logits, err := m.Prefill(context.Background(), 0, 0, tokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return logits, m.GPU.Placement(), m.Device().Info().Type
+	}
+	want, shares, typ := load(0)
+	if typ == vk.TypeDiscrete {
+		t.Skip("a discrete device: device buffers do not fall back")
+	}
+	for _, h := range shares {
+		if h.Fallback {
+			t.Fatalf("without a budget: %v, want no fallback", h)
+		}
+	}
+	const budget = 300 << 10 // token_embd (256 KiB) and a little
+	got, shares, _ := load(budget)
+	var local, fallback HeapShare
+	for _, h := range shares {
+		t.Logf("%v", h)
+		s := &local
+		if h.Fallback {
+			s = &fallback
+		}
+		s.Weights += h.Weights
+		s.KV += h.KV
+		s.Scratch += h.Scratch
+	}
+	// Scratch holds host buffers too (inputs, logits), which the budget
+	// does not count.
+	if local.Weights == 0 || fallback.Weights == 0 || local.Weights+local.KV > budget {
+		t.Errorf("with a %d-byte device-local budget: weights %d and KV %d device-local, weights %d fallback; want weights in both and at most the budget device-local",
+			budget, local.Weights, local.KV, fallback.Weights)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d logits, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("logit %d = %g with fallback memory, %g without", i, got[i], want[i])
+		}
+	}
+}
+
+// TestWeightKind checks the labels matrix products carry in a profile.
+func TestWeightKind(t *testing.T) {
+	for in, want := range map[string]string{
+		"blk.3.attn_q.weight":    "attn_q",
+		"blk.12.ffn_down.weight": "ffn_down",
+		"output.weight":          "output",
+		"token_embd.weight":      "token_embd",
+		"cls.output.weight":      "cls.output",
+	} {
+		if got := weightKind(in); got != want {
+			t.Errorf("weightKind(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

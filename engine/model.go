@@ -27,6 +27,10 @@ type Config struct {
 	CacheTypeK, CacheTypeV CacheType
 	// Validation turns on the Khronos validation layer.
 	Validation bool
+	// DeviceLocalBudget caps the device-local memory the model takes
+	// (vk.Options.DeviceLocalBudget; 0: $VKLLM_DEVICE_LOCAL_BUDGET, else
+	// none): on integrated GPUs the rest falls back to host-visible memory.
+	DeviceLocalBudget uint64
 	// Verify also builds the CPU reference; Model.Verify compares them.
 	Verify bool
 	// Progress is called while the weights are uploaded.
@@ -91,7 +95,7 @@ func (m *Model) load(cfg Config) error {
 	if m.Classifier, err = newClassifier(w); err != nil {
 		return err
 	}
-	if m.dev, err = vk.Open(vk.Options{Device: cfg.Device, Validation: cfg.Validation}); err != nil {
+	if m.dev, err = vk.Open(vk.Options{Device: cfg.Device, Validation: cfg.Validation, DeviceLocalBudget: cfg.DeviceLocalBudget}); err != nil {
 		return err
 	}
 	gc := GPUConfig{CtxSize: cfg.CtxSize, Slots: cfg.Parallel, BatchSize: cfg.BatchSize, Progress: cfg.Progress,

@@ -31,11 +31,10 @@ type GPU struct {
 	markers *idefics3Markers
 }
 
-// deviceMemory returns the size of the device's largest device-local heap.
-func deviceMemory(dev *vk.Device) int64 {
-	info := dev.Info()
-	return int64(info.DeviceLocalBytes())
-}
+// deviceMemory returns the bytes the device's buffers can take
+// (vk.Device.Capacity): its device-local heaps and, on integrated GPUs,
+// the system memory they fall back to.
+func deviceMemory(dev *vk.Device) int64 { return int64(dev.Capacity()) }
 
 // NewGPU uploads m's weights to dev and reserves the activations of one
 // image, after checking that they fit the device memory left (free: the

@@ -1,7 +1,9 @@
 package vk
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"unsafe"
 
 	gv "github.com/goki/vulkan"
@@ -30,6 +32,8 @@ type Buffer struct {
 	mem    gv.DeviceMemory
 	size   uint64
 	heap   uint32
+	kind   BufferKind
+	local  bool   // placed as device-local memory (counts against Options.DeviceLocalBudget)
 	alloc  uint64 // bytes allocated (memory requirements), for heap accounting
 	mapped unsafe.Pointer
 }
@@ -41,9 +45,11 @@ type Range struct {
 	Size   uint64
 }
 
-// NewBuffer allocates size bytes (rounded up to 4) of the given kind. Sizes
-// over Limits.MaxAllocation or the heap's remaining budget are errors
-// matching ErrOutOfMemory.
+// NewBuffer allocates size bytes (rounded up to 4) of the given kind. A
+// DeviceBuffer that does not fit the device-local budget falls back to
+// host-visible memory on devices that are not discrete (see
+// Device.Capacity). Sizes over Limits.MaxAllocation or every candidate
+// heap's remaining budget are errors matching ErrOutOfMemory.
 func (d *Device) NewBuffer(size uint64, kind BufferKind) (*Buffer, error) {
 	if size == 0 {
 		return nil, fmt.Errorf("vk: NewBuffer: zero size")
@@ -67,39 +73,49 @@ func (d *Device) NewBuffer(size uint64, kind BufferKind) (*Buffer, error) {
 	var req gv.MemoryRequirements
 	gv.GetBufferMemoryRequirements(d.dev, b.buf, &req)
 	req.Deref()
-	typ, ok := d.memoryType(uint32(req.MemoryTypeBits), kind)
-	if !ok {
+	cands := memoryCandidates(d.types, uint32(req.MemoryTypeBits), kind, d.discrete())
+	if len(cands) == 0 {
 		gv.DestroyBuffer(d.dev, b.buf, nil)
 		return nil, fmt.Errorf("vk: NewBuffer(%d bytes): no suitable memory type (bits %#x)", size, req.MemoryTypeBits)
 	}
-	b.heap = d.mem.MemoryTypes[typ].HeapIndex
-	if h := d.info.Heaps; int(b.heap) < len(h) {
-		budget := h[b.heap].Budget
-		if budget == 0 {
-			budget = h[b.heap].Size
+	// The first placement that fits its budget and that the driver
+	// grants; a refusal (out of device memory) moves on to the next.
+	var tried []string
+	var place placement
+	for _, p := range cands {
+		if !fits(p, d.types, d.heaps, d.localUsed, d.localCap, uint64(req.Size)) {
+			tried = append(tried, d.overBudget(p, uint64(req.Size)))
+			continue
 		}
-		if d.heapUsed[b.heap]+uint64(req.Size) > budget {
+		mai := &gv.MemoryAllocateInfo{
+			SType:           gv.StructureTypeMemoryAllocateInfo,
+			AllocationSize:  req.Size,
+			MemoryTypeIndex: p.typ,
+		}
+		var vmem gv.DeviceMemory
+		if err := check("vkAllocateMemory", gv.AllocateMemory(d.dev, mai, nil, &vmem)); err != nil {
+			if errors.Is(err, ErrOutOfMemory) {
+				tried = append(tried, fmt.Sprintf("memory type %d: %v", p.typ, err))
+				continue
+			}
 			gv.DestroyBuffer(d.dev, b.buf, nil)
-			return nil, fmt.Errorf("vk: NewBuffer(%d bytes): heap %d budget %d exceeded (%d in use): %w", size, b.heap, budget, d.heapUsed[b.heap], ErrOutOfMemory)
+			return nil, fmt.Errorf("NewBuffer(%d bytes): %w", size, err)
 		}
+		b.mem, place = vmem, p
+		break
 	}
-	mai := &gv.MemoryAllocateInfo{
-		SType:           gv.StructureTypeMemoryAllocateInfo,
-		AllocationSize:  req.Size,
-		MemoryTypeIndex: typ,
-	}
-	var vmem gv.DeviceMemory
-	if err := check("vkAllocateMemory", gv.AllocateMemory(d.dev, mai, nil, &vmem)); err != nil {
+	if b.mem == nil {
 		gv.DestroyBuffer(d.dev, b.buf, nil)
-		return nil, fmt.Errorf("NewBuffer(%d bytes): %w", size, err)
+		return nil, fmt.Errorf("vk: NewBuffer(%d bytes): %s: %w", size, strings.Join(tried, "; "), ErrOutOfMemory)
 	}
-	b.mem = vmem
+	typ := place.typ
+	b.heap, b.kind, b.local = d.types[typ].heap, kind, place.local
 	if err := check("vkBindBufferMemory", gv.BindBufferMemory(d.dev, b.buf, b.mem, 0)); err != nil {
 		gv.FreeMemory(d.dev, b.mem, nil)
 		gv.DestroyBuffer(d.dev, b.buf, nil)
 		return nil, err
 	}
-	visible := d.mem.MemoryTypes[typ].PropertyFlags&gv.MemoryPropertyFlags(gv.MemoryPropertyHostVisibleBit) != 0
+	visible := d.types[typ].flags&memVisible != 0
 	if visible && (kind == HostBuffer || !d.forceStaging) {
 		var vmap unsafe.Pointer
 		if err := check("vkMapMemory", gv.MapMemory(d.dev, b.mem, 0, gv.DeviceSize(gv.WholeSize), 0, &vmap)); err != nil {
@@ -110,43 +126,30 @@ func (d *Device) NewBuffer(size uint64, kind BufferKind) (*Buffer, error) {
 		b.mapped = vmap
 	}
 	b.alloc = uint64(req.Size)
-	d.heapUsed[b.heap] += b.alloc
+	d.heaps[b.heap].used += b.alloc
+	if b.local {
+		d.localUsed += b.alloc
+	}
 	d.nextID++
 	b.id = d.nextID
 	d.buffers[b] = struct{}{}
 	return b, nil
 }
 
-// memoryType picks a memory type index for kind among the allowed bits.
-func (d *Device) memoryType(bits uint32, kind BufferKind) (uint32, bool) {
-	const (
-		local    = gv.MemoryPropertyFlags(gv.MemoryPropertyDeviceLocalBit)
-		visible  = gv.MemoryPropertyFlags(gv.MemoryPropertyHostVisibleBit)
-		coherent = gv.MemoryPropertyFlags(gv.MemoryPropertyHostCoherentBit)
-		cached   = gv.MemoryPropertyFlags(gv.MemoryPropertyHostCachedBit)
-	)
-	var prefs []gv.MemoryPropertyFlags
-	switch {
-	case kind == HostBuffer:
-		prefs = []gv.MemoryPropertyFlags{visible | coherent | cached, visible | coherent}
-	case d.forceStaging || d.info.Type == TypeDiscrete:
-		prefs = []gv.MemoryPropertyFlags{local}
-	default:
-		prefs = []gv.MemoryPropertyFlags{local | visible | coherent, visible | coherent, local}
+// overBudget says which budget placement p of size bytes exceeds.
+func (d *Device) overBudget(p placement, size uint64) string {
+	h := d.types[p.typ].heap
+	if hs := d.heaps[h]; hs.used+size > hs.budget {
+		return fmt.Sprintf("memory type %d: heap %d budget %d exceeded (%d in use)", p.typ, h, hs.budget, hs.used)
 	}
-	for _, want := range prefs {
-		for i := uint32(0); i < d.mem.MemoryTypeCount; i++ {
-			if bits&(1<<i) == 0 {
-				continue
-			}
-			f := d.mem.MemoryTypes[i].PropertyFlags
-			if f&want != want {
-				continue
-			}
-			return i, true
-		}
-	}
-	return 0, false
+	return fmt.Sprintf("memory type %d: device-local budget %d exceeded (%d in use)", p.typ, d.localCap, d.localUsed)
+}
+
+// Placement says where the buffer lives: its memory heap, and whether it
+// is a DeviceBuffer that fell back to host-visible memory because the
+// device-local budget was spent (see Device.Capacity).
+func (b *Buffer) Placement() (heap int, fallback bool) {
+	return int(b.heap), b.kind == DeviceBuffer && !b.local
 }
 
 // Size is the buffer's size in bytes.
@@ -281,7 +284,10 @@ func (b *Buffer) Close() {
 	}
 	gv.DestroyBuffer(d.dev, b.buf, nil)
 	gv.FreeMemory(d.dev, b.mem, nil)
-	d.heapUsed[b.heap] -= b.alloc
+	d.heaps[b.heap].used -= b.alloc
+	if b.local {
+		d.localUsed -= b.alloc
+	}
 	b.buf, b.mem = nil, nil
 	delete(d.buffers, b)
 }

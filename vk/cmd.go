@@ -35,6 +35,7 @@ type Cmd struct {
 	err       error
 	push      unsafe.Pointer // C memory for push constants (no Go pointer to cgo)
 	groups    int            // dispatches recorded, for tests and stats
+	label     string         // see Label
 }
 
 func newCmd(d *Device) *Cmd {
@@ -64,12 +65,21 @@ func (d *Device) Begin() (*Cmd, error) {
 	if err := check("vkBeginCommandBuffer", gv.Result(C.vkllm_begin(d.in.ctx, C.VkCommandBuffer(unsafe.Pointer(c.cb))))); err != nil {
 		return nil, err
 	}
-	c.recording, c.any, c.skipNext, c.err, c.groups = true, false, false, nil, 0
+	c.recording, c.any, c.skipNext, c.err, c.groups, c.label = true, false, false, nil, 0, ""
 	if d.prof != nil {
 		d.prof.begin(c.cb)
 	}
 	return c, nil
 }
+
+// Label names what the commands recorded after it work on (a weight: "attn_q",
+// "output"), until the next Label; "" clears it. A profile (Device.Profile)
+// sums the times of labelled commands per pipeline and label. Labels cost
+// nothing when the device is not profiling.
+func (c *Cmd) Label(label string) { c.label = label }
+
+// Profiling reports whether the device times each command (Device.Profile).
+func (c *Cmd) Profiling() bool { return c.d.prof != nil }
 
 // Err returns the first error recorded so far.
 func (c *Cmd) Err() error { return c.err }
@@ -175,7 +185,7 @@ func (c *Cmd) Dispatch(p *Pipeline, groups [3]uint32, push []byte, bindings ...R
 	gv.CmdDispatch(c.cb, groups[0], groups[1], groups[2])
 	c.groups++
 	if c.d.prof != nil {
-		c.d.prof.after(c.cb, p.name)
+		c.d.prof.after(c.cb, p.name, c.label)
 	}
 	return nil
 }
@@ -202,7 +212,7 @@ func (c *Cmd) Copy(dst, src Range) {
 	c.before()
 	gv.CmdCopyBuffer(c.cb, src.Buf.buf, dst.Buf.buf, 1, []gv.BufferCopy{{SrcOffset: gv.DeviceSize(src.Offset), DstOffset: gv.DeviceSize(dst.Offset), Size: gv.DeviceSize(n)}})
 	if c.d.prof != nil {
-		c.d.prof.after(c.cb, "copy")
+		c.d.prof.after(c.cb, "copy", c.label)
 	}
 }
 
@@ -223,7 +233,7 @@ func (c *Cmd) Fill(dst Range, v uint32) {
 	c.before()
 	gv.CmdFillBuffer(c.cb, dst.Buf.buf, gv.DeviceSize(dst.Offset), gv.DeviceSize(dst.Size), v)
 	if c.d.prof != nil {
-		c.d.prof.after(c.cb, "fill")
+		c.d.prof.after(c.cb, "fill", c.label)
 	}
 }
 

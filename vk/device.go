@@ -28,7 +28,10 @@ type Device struct {
 
 	mem          gv.PhysicalDeviceMemoryProperties
 	forceStaging bool
-	heapUsed     []uint64
+	types        []memType   // the memory types, for memoryCandidates
+	heaps        []heapState // budgets and this Device's use of each heap
+	localCap     uint64      // Options.DeviceLocalBudget (0: none)
+	localUsed    uint64      // bytes placed as device-local memory
 
 	pool   gv.CommandPool
 	cmdBuf gv.CommandBuffer
@@ -58,11 +61,17 @@ func Open(o Options) (*Device, error) {
 		in.close()
 		return nil, err
 	}
+	localCap, err := localBudget(o)
+	if err != nil {
+		in.close()
+		return nil, err
+	}
 	d := &Device{
 		in:           in,
 		info:         in.infos[idx],
 		phys:         in.phys[idx],
 		forceStaging: o.ForceStaging,
+		localCap:     localCap,
 		pipelines:    map[*Pipeline]struct{}{},
 		buffers:      map[*Buffer]struct{}{},
 	}
@@ -144,11 +153,18 @@ func (d *Device) create() error {
 	d.mem = *mem
 	for i := range d.mem.MemoryTypes[:d.mem.MemoryTypeCount] {
 		d.mem.MemoryTypes[i].Deref()
+		t := d.mem.MemoryTypes[i]
+		d.types = append(d.types, memType{flags: t.PropertyFlags, heap: t.HeapIndex})
 	}
 	for i := range d.mem.MemoryHeaps[:d.mem.MemoryHeapCount] {
 		d.mem.MemoryHeaps[i].Deref()
+		h := d.mem.MemoryHeaps[i]
+		budget := uint64(h.Size)
+		if i < len(d.info.Heaps) && d.info.Heaps[i].Budget > 0 {
+			budget = d.info.Heaps[i].Budget
+		}
+		d.heaps = append(d.heaps, heapState{budget: budget, deviceLocal: h.Flags&gv.MemoryHeapFlags(gv.MemoryHeapDeviceLocalBit) != 0})
 	}
-	d.heapUsed = make([]uint64, d.mem.MemoryHeapCount)
 
 	pci := &gv.CommandPoolCreateInfo{
 		SType:            gv.StructureTypeCommandPoolCreateInfo,

@@ -78,6 +78,13 @@ type Options struct {
 	// ForceStaging uses device-local buffers filled through staging buffers
 	// even on UMA devices, the path discrete GPUs take. For tests.
 	ForceStaging bool
+	// DeviceLocalBudget caps the bytes of DeviceBuffers placed in
+	// device-local memory; 0 means $VKLLM_DEVICE_LOCAL_BUDGET, and when
+	// that is unset too, the heaps' own budgets. On devices that are not
+	// discrete the buffers past it fall back to host-visible memory (see
+	// Device.Capacity): with it a UMA device such as lavapipe stands in for
+	// an APU whose device-local heap is a small carve-out.
+	DeviceLocalBudget uint64
 }
 
 // DeviceType is a physical device's kind, in Vulkan's numbering.

@@ -576,3 +576,123 @@ func TestProfile(t *testing.T) {
 		t.Errorf("after a restart: %v, %d graphs; want none", got, graphs)
 	}
 }
+
+// TestProfileLabels sums labelled dispatches apart from the same
+// pipeline's unlabelled ones.
+func TestProfileLabels(t *testing.T) {
+	d := vktest.Open(t, vk.Options{})
+	if err := d.Profile(); err != nil {
+		t.Fatal(err)
+	}
+	p := fillPipeline(t, d)
+	buf, err := d.NewBuffer(1<<16, vk.DeviceBuffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Profiling() {
+		t.Error("Cmd.Profiling() = false after Device.Profile")
+	}
+	push := fillPush{N: 1 << 14, Value: 1}
+	for _, label := range []string{"", "attn_q", "attn_q", "output", ""} {
+		c.Label(label)
+		c.Dispatch(p, [3]uint32{1 << 8, 1, 1}, vk.Bytes(&push), buf.All())
+	}
+	if err := c.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := d.Profiled()
+	calls := map[string]int{}
+	for _, k := range got {
+		calls[k.Name+"/"+k.Label] = k.Calls
+	}
+	if want := map[string]int{"fill_f32/": 2, "fill_f32/attn_q": 2, "fill_f32/output": 1}; !maps.Equal(calls, want) {
+		t.Errorf("calls by pipeline/label %v, want %v", calls, want)
+	}
+}
+
+// TestCopyBandwidth times a copy between device buffers: a positive rate
+// over the buffer's bytes, and the buffers freed afterwards.
+func TestCopyBandwidth(t *testing.T) {
+	d := vktest.Open(t, vk.Options{})
+	r, err := d.CopyBandwidth(8<<20, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Bytes != 8<<20 || r.Reps != 3 || r.Best <= 0 || r.BytesPerSecond() <= 0 {
+		t.Fatalf("CopyBandwidth(8 MiB, 3) = %+v (%g B/s), want 8 MiB, 3 reps, a positive time", r, r.BytesPerSecond())
+	}
+	t.Logf("%s: %.2f GB/s (read + written) over %d MiB", d.Info().Name, r.BytesPerSecond()/1e9, r.Bytes>>20)
+	for _, h := range d.HeapUse() {
+		if h.Device+h.Fallback+h.Host != 0 {
+			t.Errorf("after CopyBandwidth heap %d holds %+v, want nothing", h.Heap, h)
+		}
+	}
+	if _, err := d.CopyBandwidth(0, 1); err == nil {
+		t.Error("CopyBandwidth(0 bytes) succeeded")
+	}
+}
+
+// TestDeviceLocalBudget caps the device-local memory of a UMA device
+// (lavapipe stands in for an APU with a small carve-out): device buffers
+// past the cap fall back to host-visible memory and work the same; the
+// capacity still counts that memory. Through the staging path (the
+// discrete-GPU one) there is no fallback: the buffer past the cap is
+// refused.
+func TestDeviceLocalBudget(t *testing.T) {
+	const mib = 1 << 20
+	d := vktest.Open(t, vk.Options{DeviceLocalBudget: 4 * mib})
+	if d.Info().Type == vk.TypeDiscrete {
+		t.Skipf("%s is discrete: device buffers do not fall back", d.Info().Name)
+	}
+	var bufs []*vk.Buffer
+	for i, wantFallback := range []bool{false, true, false} {
+		b, err := d.NewBuffer([]uint64{3 * mib, 3 * mib, mib / 2}[i], vk.DeviceBuffer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs = append(bufs, b)
+		if _, fb := b.Placement(); fb != wantFallback {
+			t.Errorf("buffer %d: fallback %v, want %v", i, fb, wantFallback)
+		}
+	}
+	// The fallback buffer works as any other: fill, copy, read back.
+	c, err := d.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Fill(bufs[1].All(), 0x01020304)
+	c.Copy(bufs[0].All(), bufs[1].All())
+	if err := c.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 8)
+	if err := bufs[0].Read(3*mib-8, got); err != nil || binary.LittleEndian.Uint32(got[4:]) != 0x01020304 {
+		t.Errorf("copied from the fallback buffer: % x, %v; want 04 03 02 01 repeated", got, err)
+	}
+	var local, fallback uint64
+	for _, h := range d.HeapUse() {
+		local += h.Device
+		fallback += h.Fallback
+	}
+	if local < 3*mib+mib/2 || local > 4*mib || fallback < 3*mib {
+		t.Errorf("HeapUse: %d bytes device-local, %d fallback; want 3.5..4 MiB and at least 3 MiB", local, fallback)
+	}
+	if c := d.Capacity(); c < 8*mib {
+		t.Errorf("Capacity() = %d with a 4 MiB device-local budget on %s; want the host-visible memory counted", c, d.Info().Name)
+	}
+
+	s := vktest.Open(t, vk.Options{DeviceLocalBudget: 4 * mib, ForceStaging: true})
+	if _, err := s.NewBuffer(3*mib, vk.DeviceBuffer); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.NewBuffer(3*mib, vk.DeviceBuffer); !errors.Is(err, vk.ErrOutOfMemory) || !strings.Contains(err.Error(), "device-local budget") {
+		t.Errorf("a second 3 MiB buffer past a 4 MiB budget, staging = %v, want ErrOutOfMemory naming the device-local budget", err)
+	}
+	if c := s.Capacity(); c != 4*mib {
+		t.Errorf("Capacity() = %d with staging and a 4 MiB budget, want 4 MiB", c)
+	}
+}

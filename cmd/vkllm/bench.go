@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -46,7 +47,7 @@ func bench(w io.Writer, args []string) error {
 	reps := fs.IntShort('r', 5, "`repetitions`")
 	asJSON := fs.BoolLong("json", "print JSON instead of a table")
 	parallel := fs.StringLong("parallel", "", "comma-separated `counts` of sequences run together (e.g. 1,2,4,8,16): each prefills its prompt of -p tokens, then all decode -n tokens in one batch per step")
-	profile := fs.BoolLong("profile", "with --parallel: time every kernel of the decode steps with timestamp queries and print where a step's time goes")
+	profile := fs.BoolLong("profile", "with --parallel: time every kernel of the decode steps with timestamp queries and print where a step's time goes, and how fast each weight kind's matrix products read it against the memory bandwidth (measured first with a device-to-device copy)")
 	if err := parseFlags(fs, args, false, "vkllm bench -m FILE [-p N] [-n N] [-r N] [--parallel COUNTS] [flags]"); err != nil {
 		return err
 	}
@@ -184,14 +185,46 @@ type parallelResult struct {
 	// Profile is where a decode step's device time goes (--profile), the
 	// most first.
 	Profile []kernelShare `json:"profile,omitempty"`
+	// Bandwidth is the device's memory bandwidth measured before the
+	// first count (--profile).
+	Bandwidth *copyBandwidth `json:"mem_bandwidth,omitempty"`
+	// Weights is the rate at which a decode step's matrix products read
+	// their weights, per weight kind, the most time first (--profile).
+	Weights []weightRate `json:"weights,omitempty"`
 }
 
-// kernelShare is one pipeline's part of a decode step (--profile).
+// kernelShare is one pipeline's part of a decode step (--profile):
+// Weights names the weight kind its dispatches multiplied by, if any.
 type kernelShare struct {
 	Kernel     string  `json:"kernel"`
+	Weights    string  `json:"weights,omitempty"`
 	Calls      float64 `json:"calls_per_step"`
 	Micros     float64 `json:"us_per_step"`
 	Percentage float64 `json:"percent"`
+}
+
+// copyBandwidth is the memory bandwidth vk.Device.CopyBandwidth measured:
+// the bytes read plus written per second by the fastest of Reps copies of
+// a buffer of Bytes bytes.
+type copyBandwidth struct {
+	Bytes  uint64  `json:"copy_bytes"`
+	Reps   int     `json:"repetitions"`
+	Micros float64 `json:"best_us"`
+	GBps   float64 `json:"gb_per_s"`
+}
+
+// weightRate is how fast one weight kind's matrix products read it in a
+// decode step: every layer's copy of the weight, read once per step (the
+// least a step must read), over the device time of the kernels labelled
+// with it.
+type weightRate struct {
+	Weights string   `json:"weights"`
+	Kernels []string `json:"kernels"`
+	Bytes   int64    `json:"bytes_per_step"`
+	Micros  float64  `json:"us_per_step"`
+	GBps    float64  `json:"gb_per_s"`
+	// Percent is GBps as a percentage of the measured bandwidth.
+	Percent float64 `json:"percent_of_bandwidth"`
 }
 
 // benchParallel measures prompt processing and batched generation for each
@@ -224,6 +257,12 @@ func benchParallel(w io.Writer, mf *modelFlags, seqs []int, pp, tg, reps int, as
 		return fmt.Errorf("--parallel: %d sequences decode %d rows per step, more than --batch-size %d", most, most, batchSize)
 	}
 	b := newBatchBench(model, pp, tg, most, batchSize)
+	var bw *copyBandwidth
+	if profile {
+		if bw, err = measureBandwidth(model.Device()); err != nil {
+			return err
+		}
+	}
 	var results []parallelResult
 	for _, n := range seqs {
 		if _, _, err := b.run(n); err != nil { // warm-up
@@ -261,6 +300,7 @@ func benchParallel(w io.Writer, mf *modelFlags, seqs []int, pp, tg, reps int, as
 		}
 		if profile {
 			r.Profile = shares(b.kernels, b.steps)
+			r.Bandwidth, r.Weights = bw, weightRates(b.kernels, b.steps, model.GPU.MatrixBytes(), bw)
 			b.kernels, b.steps = nil, 0
 		}
 		results = append(results, r)
@@ -280,13 +320,91 @@ func benchParallel(w io.Writer, mf *modelFlags, seqs []int, pp, tg, reps int, as
 			total += k.Micros
 		}
 		fmt.Fprintf(w, "\n%d sequences: %.0f µs of device time per decode step\n", r.Parallel, total)
-		fmt.Fprintf(w, "| %-36s | %12s | %10s | %6s |\n", "kernel", "calls/step", "µs/step", "%")
-		fmt.Fprintf(w, "|%s|%s|%s|%s|\n", dashes(38), dashes(14), dashes(12), dashes(8))
+		fmt.Fprintf(w, "| %-36s | %-16s | %12s | %10s | %6s |\n", "kernel", "weights", "calls/step", "µs/step", "%")
+		fmt.Fprintf(w, "|%s|%s|%s|%s|%s|\n", dashes(38), dashes(18), dashes(14), dashes(12), dashes(8))
 		for _, k := range r.Profile {
-			fmt.Fprintf(w, "| %-36s | %12.1f | %10.1f | %6.1f |\n", k.Kernel, k.Calls, k.Micros, k.Percentage)
+			fmt.Fprintf(w, "| %-36s | %-16s | %12.1f | %10.1f | %6.1f |\n", k.Kernel, k.Weights, k.Calls, k.Micros, k.Percentage)
 		}
+		writeWeightRates(w, r)
 	}
 	return nil
+}
+
+// measureBandwidth times device-to-device copies of 256 MiB (less where
+// that does not fit: halved down to 16 MiB), best of 5.
+func measureBandwidth(dev *vk.Device) (*copyBandwidth, error) {
+	size := min(uint64(256<<20), dev.Limits().MaxAllocation&^255)
+	for {
+		r, err := dev.CopyBandwidth(size, 5)
+		if errors.Is(err, vk.ErrOutOfMemory) && size > 16<<20 {
+			size /= 2
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--profile: measuring the memory bandwidth: %w", err)
+		}
+		return &copyBandwidth{Bytes: r.Bytes, Reps: r.Reps, Micros: float64(r.Best.Nanoseconds()) / 1e3, GBps: r.BytesPerSecond() / 1e9}, nil
+	}
+}
+
+// weightRates turns the labelled kernel times summed over steps decode
+// steps into each weight kind's read rate (bytes: MatrixBytes).
+func weightRates(kernels map[string]*vk.KernelTime, steps int, bytes map[string]int64, bw *copyBandwidth) []weightRate {
+	byKind := map[string]*weightRate{}
+	var out []weightRate
+	for _, k := range kernels {
+		if k.Label == "" || bytes[k.Label] == 0 {
+			continue
+		}
+		r := byKind[k.Label]
+		if r == nil {
+			r = &weightRate{Weights: k.Label, Bytes: bytes[k.Label]}
+			byKind[k.Label] = r
+		}
+		r.Kernels = append(r.Kernels, k.Name)
+		r.Micros += float64(k.Time.Nanoseconds()) / 1e3 / float64(max(steps, 1))
+	}
+	for _, r := range byKind {
+		slices.Sort(r.Kernels)
+		r.Kernels = slices.Compact(r.Kernels)
+		if r.Micros > 0 {
+			r.GBps = float64(r.Bytes) / r.Micros / 1e3
+		}
+		if bw != nil && bw.GBps > 0 {
+			r.Percent = 100 * r.GBps / bw.GBps
+		}
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b weightRate) int {
+		if c := cmp.Compare(b.Micros, a.Micros); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Weights, b.Weights)
+	})
+	return out
+}
+
+// writeWeightRates prints the measured bandwidth and r's weight read rates.
+func writeWeightRates(w io.Writer, r parallelResult) {
+	if r.Bandwidth == nil || len(r.Weights) == 0 {
+		return
+	}
+	bw := r.Bandwidth
+	fmt.Fprintf(w, "\n%d sequences: weights read per decode step against the memory bandwidth, %.1f GB/s (a %d MiB device-to-device copy, bytes read + written, best of %d)\n",
+		r.Parallel, bw.GBps, bw.Bytes>>20, bw.Reps)
+	fmt.Fprintf(w, "| %-16s | %-40s | %10s | %10s | %9s | %6s |\n", "weights", "kernels", "MiB/step", "µs/step", "GB/s", "% bw")
+	fmt.Fprintf(w, "|%s|%s|%s|%s|%s|%s|\n", dashes(18), dashes(42), dashes(12), dashes(12), dashes(11), dashes(8))
+	var bytes int64
+	var micros float64
+	for _, x := range r.Weights {
+		fmt.Fprintf(w, "| %-16s | %-40s | %10.2f | %10.1f | %9.2f | %6.1f |\n", x.Weights, strings.Join(x.Kernels, ","), float64(x.Bytes)/(1<<20), x.Micros, x.GBps, x.Percent)
+		bytes += x.Bytes
+		micros += x.Micros
+	}
+	if micros > 0 {
+		gbps := float64(bytes) / micros / 1e3
+		fmt.Fprintf(w, "| %-16s | %-40s | %10.2f | %10.1f | %9.2f | %6.1f |\n", "all", "", float64(bytes)/(1<<20), micros, gbps, 100*gbps/bw.GBps)
+	}
 }
 
 // shares turns kernel times summed over steps decode steps into per-step
@@ -298,10 +416,15 @@ func shares(kernels map[string]*vk.KernelTime, steps int) []kernelShare {
 	}
 	out := []kernelShare{}
 	for _, k := range kernels {
-		out = append(out, kernelShare{Kernel: k.Name, Calls: float64(k.Calls) / float64(steps),
+		out = append(out, kernelShare{Kernel: k.Name, Weights: k.Label, Calls: float64(k.Calls) / float64(steps),
 			Micros: float64(k.Time.Microseconds()) / float64(steps), Percentage: 100 * float64(k.Time) / float64(max(total, 1))})
 	}
-	slices.SortFunc(out, func(a, b kernelShare) int { return cmp.Compare(b.Micros, a.Micros) })
+	slices.SortFunc(out, func(a, b kernelShare) int {
+		if c := cmp.Compare(b.Micros, a.Micros); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(a.Kernel, b.Kernel), cmp.Compare(a.Weights, b.Weights))
+	})
 	return out
 }
 
@@ -332,7 +455,7 @@ type batchBench struct {
 	// profile: sum the device's kernel times of decode steps into kernels
 	// (steps counts them); the device profiles from the first run on.
 	profile bool
-	kernels map[string]*vk.KernelTime
+	kernels map[string]*vk.KernelTime // by pipeline name and label
 	steps   int
 }
 
@@ -415,11 +538,12 @@ func (b *batchBench) run(n int) (prefill, decode time.Duration, err error) {
 			b.kernels = map[string]*vk.KernelTime{}
 		}
 		for _, k := range got {
-			if b.kernels[k.Name] == nil {
-				b.kernels[k.Name] = &vk.KernelTime{Name: k.Name}
+			key := k.Name + "\x00" + k.Label
+			if b.kernels[key] == nil {
+				b.kernels[key] = &vk.KernelTime{Name: k.Name, Label: k.Label}
 			}
-			b.kernels[k.Name].Calls += k.Calls
-			b.kernels[k.Name].Time += k.Time
+			b.kernels[key].Calls += k.Calls
+			b.kernels[key].Time += k.Time
 		}
 		b.steps += graphs
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/tools/modelgen"
 )
 
@@ -199,4 +200,88 @@ func TestBenchParallel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBenchProfileBandwidth runs `vkllm bench --profile` on a generated
+// model: the memory bandwidth is measured, and every weight kind the
+// decode step multiplies by gets its bytes (the sum of its layers'
+// tensors), a positive time and rate, and its share of the bandwidth, in
+// the JSON and the table.
+func TestBenchProfileBandwidth(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	opts := modelgen.Options{Arch: "llama", Vocab: "spm", Embd: 64, Layers: 2, Type: gguf.TypeQ8_0, Seed: 5}
+	if err := modelgen.WriteFile(path, opts); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{} // weight kind -> bytes of all its layers
+	for _, ti := range f.Tensors {
+		if len(ti.Dims) != 2 || ti.Name == "token_embd.weight" {
+			continue
+		}
+		kind := strings.TrimSuffix(ti.Name, ".weight") // blk.N.attn_q -> attn_q
+		if parts := strings.SplitN(kind, ".", 3); len(parts) == 3 && parts[0] == "blk" {
+			kind = parts[2]
+		}
+		want[kind] += int64(ti.Size)
+	}
+	f.Close()
+	args := []string{"-m", path, "-p", "4", "-n", "3", "-r", "1", "--parallel", "1,2", "--profile"}
+
+	var out bytes.Buffer
+	if err := bench(&out, append(args, "--json")); err != nil {
+		t.Fatal(err)
+	}
+	var got []parallelResult
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, out.String())
+	}
+	if len(got) != 2 {
+		t.Fatalf("bench --parallel 1,2 --profile --json has %d results, want 2", len(got))
+	}
+	for _, r := range got {
+		bw := r.Bandwidth
+		if bw == nil || bw.GBps <= 0 || bw.Bytes < 16<<20 || bw.Reps != 5 || bw.Micros <= 0 {
+			t.Fatalf("%d sequences: mem_bandwidth %+v, want a positive rate over at least 16 MiB, best of 5", r.Parallel, bw)
+		}
+		seen := map[string]int64{}
+		for _, w := range r.Weights {
+			seen[w.Weights] = w.Bytes
+			if w.Micros <= 0 || w.GBps <= 0 || w.Percent <= 0 || len(w.Kernels) == 0 {
+				t.Errorf("%d sequences: %+v, want positive time, rate and share, and its kernels", r.Parallel, w)
+			}
+			if d := w.GBps - float64(w.Bytes)/w.Micros/1e3; math.Abs(d) > 1e-9*w.GBps {
+				t.Errorf("%d sequences, %s: %g GB/s, want bytes / time = %g", r.Parallel, w.Weights, w.GBps, float64(w.Bytes)/w.Micros/1e3)
+			}
+			if d := w.Percent - 100*w.GBps/bw.GBps; math.Abs(d) > 1e-9*w.Percent {
+				t.Errorf("%d sequences, %s: %g%% of %g GB/s, want %g", r.Parallel, w.Weights, w.Percent, bw.GBps, 100*w.GBps/bw.GBps)
+			}
+		}
+		if !reflect.DeepEqual(seen, want) {
+			t.Errorf("%d sequences: bytes per weight kind %v, want %v", r.Parallel, seen, want)
+		}
+		labelled := 0
+		for _, k := range r.Profile {
+			if k.Weights != "" {
+				labelled++
+			}
+		}
+		if labelled < len(want) {
+			t.Errorf("%d sequences: %d profile rows carry a weight kind, want at least %d", r.Parallel, labelled, len(want))
+		}
+	}
+
+	out.Reset()
+	if err := bench(&out, args); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"GB/s", "% bw", "| ffn_down ", "| output ", "| all "} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("bench --profile table lacks %q:\n%s", s, out.String())
+		}
+	}
+	t.Logf("\n%s", out.String())
 }

@@ -72,6 +72,11 @@ func (m *modelFlags) load(parallel int) (*engine.Model, error) {
 	info := model.Device().Info()
 	fmt.Fprintf(os.Stderr, "loaded %s (%s, %d layers, %d embd, vocab %d) on %s in %.2fs\n",
 		m.model, model.Opts.Arch, model.Opts.Layers, model.Opts.Embd, model.Opts.Vocab, info.Name, time.Since(start).Seconds())
+	// Which heap holds what: on integrated GPUs device buffers past the
+	// device-local budget fall back to host-visible memory.
+	for _, h := range model.GPU.Placement() {
+		fmt.Fprintf(os.Stderr, "memory: %v\n", h)
+	}
 	return model, nil
 }
 

@@ -188,6 +188,9 @@ func serve(con *os.File, args []string) error {
 			return
 		}
 		model = m
+		for _, h := range m.GPU.Placement() {
+			fmt.Fprintf(con, "memory  %v\n", h)
+		}
 		var proj api.Projector
 		if f.mmproj != "" {
 			pbar := newProgress(con, "mmproj")

@@ -1,6 +1,12 @@
 // Command mkmodel writes a small deterministic random-weight GGUF model.
 //
 //	go run ./tools/mkmodel -arch qwen2 -type Q8_0 -embd 256 -layers 4 -o tiny.gguf
+//
+// Benchmark-sized models (tools/gpucheck) take a real vocabulary's size
+// with -vocab-pad, llama.cpp's Q4_K_M mix with -type Q4_K_M, and every
+// core with -workers:
+//
+//	mkmodel -type Q4_K_M -embd 4096 -layers 32 -heads 32 -kv-heads 8 -ffn 14336 -vocab-pad 128256 -workers 16 -o 8b.gguf
 package main
 
 import (
@@ -16,10 +22,13 @@ import (
 func main() {
 	var o modelgen.Options
 	var typ, out string
+	var pad int
 	flag.StringVar(&o.Arch, "arch", "llama", "architecture: llama, qwen2, qwen3 or bert")
 	flag.StringVar(&o.Vocab, "vocab", "bpe", "built-in vocabulary: bpe (byte-level BPE) or spm (SentencePiece); bert uses WordPiece")
 	flag.IntVar(&o.VocabSize, "vocab-size", 1024, "at most this many tokens (the built-in corpus supports about 700 BPE, 850 SPM)")
-	flag.StringVar(&typ, "type", "F32", "format of the 2-D weights: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, ...")
+	flag.StringVar(&typ, "type", "F32", "format of the 2-D weights: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, ..., or the mix Q4_K_M (Q4_K, some tensors Q6_K as llama-quantize does)")
+	flag.IntVar(&pad, "vocab-pad", 0, "pad the vocabulary to this many tokens with reserved control tokens (a real vocabulary's size for benchmarks: 128256)")
+	flag.IntVar(&o.Workers, "workers", 1, "goroutines generating the weights (more than 1: other random values than the sequential generator's)")
 	flag.IntVar(&o.Embd, "embd", 64, "embedding width")
 	flag.IntVar(&o.Layers, "layers", 2, "number of blocks")
 	flag.IntVar(&o.Heads, "heads", 4, "attention heads")
@@ -35,7 +44,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mkmodel: -o is required")
 		os.Exit(2)
 	}
+	if strings.EqualFold(typ, "Q4_K_M") {
+		typ, o.Mix = "Q4_K", "Q4_K_M"
+	}
 	t, err := ParseType(typ)
+	if err == nil && pad > 0 {
+		o.Specials, err = padding(o, pad)
+	}
 	if err == nil {
 		o.Type = t
 		err = modelgen.WriteFile(out, o)
@@ -44,6 +59,33 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mkmodel:", err)
 		os.Exit(1)
 	}
+}
+
+// padding returns the reserved control tokens that bring o's built-in
+// vocabulary to size tokens, named as Llama 3's.
+func padding(o modelgen.Options, size int) ([]string, error) {
+	n := o.VocabSize
+	if o.Arch != "bert" {
+		var v *modelgen.Vocab
+		var err error
+		if o.Vocab == "spm" {
+			v, err = modelgen.SPMVocab(o.VocabSize)
+		} else {
+			v, err = modelgen.BPEVocab(o.VocabSize)
+		}
+		if err != nil {
+			return nil, err
+		}
+		n = len(v.Tokens)
+	}
+	if size < n {
+		return nil, fmt.Errorf("-vocab-pad %d is below the built-in vocabulary's %d tokens", size, n)
+	}
+	out := make([]string, 0, size-n)
+	for i := range size - n {
+		out = append(out, fmt.Sprintf("<|reserved_special_token_%d|>", i))
+	}
+	return out, nil
 }
 
 // ParseType returns the tensor type named s (case-insensitive ggml name).

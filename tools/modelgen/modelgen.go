@@ -6,11 +6,13 @@ package modelgen
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/gguf/quant"
@@ -52,6 +54,15 @@ type Options struct {
 	// rest, which must be a token already: "\n\n" gives GPT-2's "ĊĊ",
 	// which real vocabularies have and Idefics3's image layout uses.
 	Words []string
+	// Mix names a llama.cpp quantization mix that gives some tensors
+	// another type than Type: "Q4_K_M" (Type Q4_K) makes output.weight,
+	// and attn_v and ffn_down in the layers llama-quantize gives more
+	// bits, Q6_K. Empty: every 2-D weight is Type.
+	Mix string
+	// Workers > 1 generates each large tensor in parallel, its rows in
+	// chunks with random streams of their own: deterministic, but other
+	// values than the sequential generator's. For benchmark-sized models.
+	Workers int
 }
 
 func (o *Options) fill() error {
@@ -115,6 +126,12 @@ func (o *Options) fill() error {
 	if o.Type != gguf.TypeF32 && !quant.CanQuantize(o.Type) {
 		return fmt.Errorf("modelgen: no quantizer for %v", o.Type)
 	}
+	switch {
+	case o.Mix == "":
+	case o.Mix == "Q4_K_M" && o.Type == gguf.TypeQ4_K:
+	default:
+		return fmt.Errorf("modelgen: mix %q of %v weights is not supported (want Q4_K_M with Q4_K)", o.Mix, o.Type)
+	}
 	for _, in := range []int{o.Embd, o.FFN, o.Heads * o.HeadDim} {
 		if in%bs != 0 {
 			return fmt.Errorf("modelgen: width %d is not a multiple of the %v block size %d", in, o.Type, bs)
@@ -124,9 +141,36 @@ func (o *Options) fill() error {
 }
 
 type generator struct {
-	w   *gguf.Writer
-	rng *rand.Rand
-	typ gguf.GGMLType
+	w       *gguf.Writer
+	rng     *rand.Rand
+	typ     gguf.GGMLType
+	mix     string
+	layers  int
+	seed    uint64
+	workers int
+	n       uint64 // tensors generated, for the parallel streams
+}
+
+// typeOf returns the type of the 2-D weight name: g.typ, or what the
+// mix gives it, as llama.cpp's llama_tensor_get_type does for Q4_K_M.
+func (g *generator) typeOf(name string) gguf.GGMLType {
+	if g.mix != "Q4_K_M" {
+		return g.typ
+	}
+	// use_more_bits: the first and last eighth of the layers and every
+	// third between.
+	moreBits := func(i, n int) bool { return i < n/8 || i >= 7*n/8 || (i-n/8)%3 == 2 }
+	layer := -1
+	if rest, ok := strings.CutPrefix(name, "blk."); ok {
+		fmt.Sscanf(rest, "%d.", &layer)
+	}
+	switch {
+	case name == "output.weight":
+		return gguf.TypeQ6_K
+	case layer >= 0 && (strings.HasSuffix(name, ".attn_v.weight") || strings.HasSuffix(name, ".ffn_down.weight")) && moreBits(layer, g.layers):
+		return gguf.TypeQ6_K
+	}
+	return g.typ
 }
 
 // tensor adds a tensor of normally distributed values with the given mean
@@ -139,19 +183,75 @@ func (g *generator) tensor(name string, mean, std float64, dims ...int) error {
 		n *= d
 		udims[i] = uint64(d)
 	}
+	typ := gguf.TypeF32
+	if len(dims) == 2 {
+		typ = g.typeOf(name)
+	}
+	g.n++
+	if g.workers > 1 && len(dims) == 2 && n >= 1<<16 {
+		data, err := g.parallel(typ, mean, std, dims[0], dims[1])
+		if err != nil {
+			return fmt.Errorf("modelgen: tensor %s: %w", name, err)
+		}
+		return g.w.AddTensor(name, typ, udims, data)
+	}
 	vals := make([]float32, n)
 	for i := range vals {
 		vals[i] = float32(mean + std*g.rng.NormFloat64())
-	}
-	typ := gguf.TypeF32
-	if len(dims) == 2 {
-		typ = g.typ
 	}
 	data, err := encode(typ, vals)
 	if err != nil {
 		return fmt.Errorf("modelgen: tensor %s: %w", name, err)
 	}
 	return g.w.AddTensor(name, typ, udims, data)
+}
+
+// parallel generates and encodes a rows x cols matrix of type typ on
+// g.workers goroutines, in chunks of whole rows, each chunk from a random
+// stream of its own (seeded by the model's seed, the tensor's number and
+// the chunk's).
+func (g *generator) parallel(typ gguf.GGMLType, mean, std float64, cols, rows int) ([]byte, error) {
+	row, err := encode(typ, make([]float32, cols))
+	if err != nil {
+		return nil, err
+	}
+	rowBytes := len(row)
+	chunkRows := max(1, (1<<16)/cols)
+	chunks := (rows + chunkRows - 1) / chunkRows
+	out := make([]byte, rows*rowBytes)
+	errs := make([]error, chunks)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range g.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vals := make([]float32, chunkRows*cols)
+			for c := range next {
+				r0, r1 := c*chunkRows, min((c+1)*chunkRows, rows)
+				rng := rand.New(rand.NewPCG(g.seed^g.n<<32, uint64(c)))
+				v := vals[:(r1-r0)*cols]
+				for i := range v {
+					v[i] = float32(mean + std*rng.NormFloat64())
+				}
+				data, err := encode(typ, v)
+				if err == nil && len(data) != (r1-r0)*rowBytes {
+					err = fmt.Errorf("BUG: %d rows encoded to %d bytes, want %d", r1-r0, len(data), (r1-r0)*rowBytes)
+				}
+				if err != nil {
+					errs[c] = err
+					continue
+				}
+				copy(out[r0*rowBytes:], data)
+			}
+		}()
+	}
+	for c := range chunks {
+		next <- c
+	}
+	close(next)
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 // divisors adds an F32 vector of n RoPE frequency divisors rising from 1 to
@@ -226,7 +326,8 @@ func Generate(opts Options) (*gguf.Writer, error) {
 	}
 	nVocab := len(vocab.Tokens)
 	w := gguf.NewWriter()
-	g := &generator{w: w, rng: rand.New(rand.NewPCG(opts.Seed, 0x766b6c6c6d)), typ: opts.Type}
+	g := &generator{w: w, rng: rand.New(rand.NewPCG(opts.Seed, 0x766b6c6c6d)), typ: opts.Type,
+		mix: opts.Mix, layers: opts.Layers, seed: opts.Seed, workers: opts.Workers}
 	a := opts.Arch
 	w.MustSet("general.architecture", a)
 	w.MustSet("general.name", opts.Name)

@@ -154,3 +154,53 @@ func TestWordsAndSpecials(t *testing.T) {
 		t.Error("Words with an SPM vocabulary: no error")
 	}
 }
+
+// TestMixAndWorkers generates llama.cpp's Q4_K_M mix (output, and attn_v
+// and ffn_down in the layers with more bits, Q6_K) on several workers:
+// the types follow the mix, and a second generation is identical.
+func TestMixAndWorkers(t *testing.T) {
+	opts := Options{Arch: "llama", Type: gguf.TypeQ4_K, Mix: "Q4_K_M", Embd: 256, Layers: 8, FFN: 1024, VocabSize: 600, Workers: 3}
+	gen := func() (map[string]gguf.GGMLType, []byte) {
+		w, err := Generate(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := w.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		if err := w.WriteFile(path); err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		types := map[string]gguf.GGMLType{}
+		for _, ti := range f.Tensors {
+			types[ti.Name] = ti.Type
+		}
+		return types, buf.Bytes()
+	}
+	types, first := gen()
+	// use_more_bits(i, 8): i < 1, i >= 7, (i-1)%3 == 2: layers 0, 3, 6, 7.
+	want := map[string]gguf.GGMLType{
+		"output.weight": gguf.TypeQ6_K, "token_embd.weight": gguf.TypeQ4_K,
+		"blk.0.attn_v.weight": gguf.TypeQ6_K, "blk.1.attn_v.weight": gguf.TypeQ4_K, "blk.3.ffn_down.weight": gguf.TypeQ6_K,
+		"blk.4.ffn_down.weight": gguf.TypeQ4_K, "blk.7.ffn_down.weight": gguf.TypeQ6_K, "blk.6.attn_q.weight": gguf.TypeQ4_K,
+		"blk.2.attn_norm.weight": gguf.TypeF32,
+	}
+	for name, typ := range want {
+		if types[name] != typ {
+			t.Errorf("%s is %v, want %v", name, types[name], typ)
+		}
+	}
+	if _, second := gen(); !bytes.Equal(first, second) {
+		t.Error("two generations on 3 workers differ")
+	}
+	if _, err := Generate(Options{Type: gguf.TypeQ8_0, Mix: "Q4_K_M"}); err == nil {
+		t.Error("Mix Q4_K_M with Q8_0 weights succeeded")
+	}
+}
