@@ -57,6 +57,12 @@ type Kernels struct {
 	cpuThreads int
 	// attnNames are the attention pipelines' names by K and V type.
 	attnNames [3][3]attnNames
+	// intDot sends the matvecs of the types with an integer-dot kernel
+	// through Q8_1 activations (matvec_idot.go): GPUs with
+	// shaderIntegerDotProduct.
+	intDot bool
+	// q8 is the integer-dot path's activation scratch.
+	q8 q8State
 }
 
 // cpuMatVecCols is MulMat's crossover on CPU devices: the tiled kernel
@@ -116,6 +122,10 @@ func New(dev *vk.Device) *Kernels {
 		k.rowThreads, k.attnWG, k.matvecCols, k.cpuRows = cpuRowThreads, min(wg, cpuAttnWG), cpuMatVecCols, true
 		k.matvecPass, k.rowKernels = MatVecMaxCols, true
 	}
+	// On CPU devices (lavapipe) the float kernels with several rows per
+	// invocation and uniform activations are faster than the integer
+	// path (BenchmarkMatVecRows).
+	k.intDot = dev.Features().IntegerDot && !k.cpuRows
 	return k
 }
 
