@@ -120,6 +120,10 @@ type CPUModel struct {
 	// values written there round-trip through them (the GPU's quantized
 	// cache), f16 ones are kept as f32.
 	kvTypes [2]ops.KVType
+	// q8Act rounds the activations of every product by a weight type with
+	// an integer-dot kernel to Q8_1 (ops.QuantizeQ8_1Ref), as the GPU's
+	// integer-dot matvec path does (tests of that path).
+	q8Act bool
 }
 
 func dequant(t *Tensor) ([]float32, error) {

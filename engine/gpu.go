@@ -41,6 +41,9 @@ type GPUConfig struct {
 	// Progress, when set, is called as weights are uploaded with the bytes
 	// done and the total.
 	Progress func(done, total int64)
+	// intDot forces the integer-dot matvec path (ops.Kernels.IntegerDot)
+	// on devices that keep it off by default (tests on CPU devices).
+	intDot bool
 }
 
 func (c *GPUConfig) fill(o Options) error {
@@ -134,6 +137,9 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 	m := &GPUModel{o: o, cfg: cfg, dev: dev, k: ops.New(dev), model: w.model}
 	if cfg.ComputeUnits > 0 {
 		m.k.SetComputeUnits(cfg.ComputeUnits)
+	}
+	if cfg.intDot {
+		m.k.SetIntegerDot(true)
 	}
 	if most := m.k.MaxContext(); !o.Encoder && most > 0 && cfg.CtxSize > most {
 		return nil, fmt.Errorf("engine: a context of %d positions; %s attends over at most %d (use --ctx-size %d or less)", cfg.CtxSize, dev.Info().Name, most, most)
@@ -260,6 +266,7 @@ func (m *GPUModel) deviceBytes(w *Weights) int64 {
 	o, B := m.o, int64(m.cfg.BatchSize)
 	total += int64(o.Layers) * m.kvBytes()
 	total += m.g.actBytes() + int64(m.g.attnScratch) + 4*B*int64(o.Embd+o.Vocab+5)
+	total += int64(m.q8Bytes())
 	total += 4 * int64(m.cfg.Slots) * int64((m.cfg.CtxSize+m.cfg.PageSize-1)/m.cfg.PageSize) // page table
 	return total
 }
@@ -351,6 +358,15 @@ func (m *GPUModel) reserve() error {
 	}
 	for _, dst := range []**vk.Buffer{&m.ids, &m.slots, &m.pos, &m.logitRows, &m.seqEnd} {
 		if *dst, err = m.newBuffer(4*B, vk.HostBuffer); err != nil {
+			return err
+		}
+	}
+	if n := m.q8Bytes(); n > 0 {
+		b, err := m.newBuffer(n, vk.DeviceBuffer)
+		if err != nil {
+			return fmt.Errorf("engine: Q8_1 activation scratch: %w", err)
+		}
+		if err := m.k.SetQ8Scratch(b.Range(0, n)); err != nil {
 			return err
 		}
 	}
@@ -454,6 +470,17 @@ func (m *GPUModel) Options() Options { return m.o }
 
 // Config returns the sizes the model reserved.
 func (m *GPUModel) Config() GPUConfig { return m.cfg }
+
+// q8Bytes is the size of the integer-dot matvec path's activation scratch
+// (ops.Kernels.Q8ScratchBytes): the longest row of the matrices the dry run
+// met, for the largest batch; 0 where the path is off.
+func (m *GPUModel) q8Bytes() uint64 {
+	cols := 0
+	for s := range m.g.shapes {
+		cols = max(cols, s.cols)
+	}
+	return m.k.Q8ScratchBytes(cols, m.cfg.BatchSize)
+}
 
 // Close releases everything on the device. The model must not be used
 // afterwards; the device stays open.

@@ -76,8 +76,24 @@ func (g *cpuGraph) matmul(y []float32, t *Tensor, x Act, add bool) {
 		g.fail(fmt.Errorf("engine: MatMul %s: width %d, want %d", t.Name, x.Cols, C))
 		return
 	}
+	var q []int8
+	var ds, xq []float32
+	if g.m.q8Act && ops.HasIntegerDot(t.Type) {
+		q, ds, xq = make([]int8, C), make([]float32, 2*C/32), make([]float32, C)
+	}
 	for i := range x.Rows {
 		in := xv[i*C : (i+1)*C]
+		if q != nil {
+			// As the GPU's integer-dot path sees the activations.
+			if err := ops.QuantizeQ8_1Ref(in, q, ds); err != nil {
+				g.fail(fmt.Errorf("engine: MatMul %s: %w", t.Name, err))
+				return
+			}
+			for k := range xq {
+				xq[k] = ds[2*(k/32)] * float32(q[k])
+			}
+			in = xq
+		}
 		for r := range R {
 			row := w[r*C : (r+1)*C]
 			s := 0.0

@@ -36,6 +36,7 @@ type Cmd struct {
 	push      unsafe.Pointer // C memory for push constants (no Go pointer to cgo)
 	groups    int            // dispatches recorded, for tests and stats
 	label     string         // see Label
+	epoch     uint64         // bumped by every barrier and Begin (see Epoch)
 }
 
 func newCmd(d *Device) *Cmd {
@@ -66,6 +67,7 @@ func (d *Device) Begin() (*Cmd, error) {
 		return nil, err
 	}
 	c.recording, c.any, c.skipNext, c.err, c.groups, c.label = true, false, false, nil, 0, ""
+	c.epoch++
 	if d.prof != nil {
 		d.prof.begin(c.cb)
 	}
@@ -114,7 +116,19 @@ func (c *Cmd) Barrier() {
 		return
 	}
 	C.vkllm_barrier(c.d.in.ctx, C.VkCommandBuffer(unsafe.Pointer(c.cb)), stageRW, stageRW, accessW, accessRW)
+	c.epoch++
 }
+
+// Epoch identifies the span of commands between two barriers: it changes
+// at every barrier and every Begin, never returning to an earlier value, so
+// commands recorded under one Epoch may run concurrently. A kernel that
+// keeps scratch between calls uses it to tell whether a later command may
+// still overlap an earlier one.
+func (c *Cmd) Epoch() uint64 { return c.epoch }
+
+// SkipsBarrier reports whether NoBarrier was called since the last command:
+// the next command then joins the current Epoch.
+func (c *Cmd) SkipsBarrier() bool { return c.skipNext }
 
 // NoBarrier skips the automatic barrier before the next command: use it for
 // a command that neither reads nor writes what the previous one wrote (for

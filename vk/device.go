@@ -135,10 +135,17 @@ func (d *Device) create() error {
 		dci.EnabledLayerCount = 1
 		dci.PpEnabledLayerNames = []string{ValidationLayer + "\x00"}
 	}
+	var exts []string
 	if d.info.Features.MemoryBudget {
-		dci.EnabledExtensionCount = 1
-		dci.PpEnabledExtensionNames = []string{"VK_EXT_memory_budget\x00"}
+		exts = append(exts, "VK_EXT_memory_budget\x00")
 	}
+	if d.info.Features.IntegerDot && chain != nil {
+		// The shaders' OpSDot (SPV_KHR_integer_dot_product) needs the
+		// extension on a Vulkan 1.2 instance; the feature is in the chain.
+		exts = append(exts, "VK_KHR_shader_integer_dot_product\x00")
+	}
+	dci.EnabledExtensionCount = uint32(len(exts))
+	dci.PpEnabledExtensionNames = exts
 	var vdev gv.Device
 	if err := check("vkCreateDevice", gv.CreateDevice(d.phys, dci, nil, &vdev)); err != nil {
 		return err

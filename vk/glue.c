@@ -199,7 +199,10 @@ void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out) {
 		out->storage8 = f12.storageBuffer8BitAccess;
 		out->int8 = f12.shaderInt8;
 		out->bda = f12.bufferDeviceAddress;
-		out->int_dot = dot.shaderIntegerDotProduct;
+		// The instance asks for Vulkan 1.2, so a 1.3 device's
+		// shaderIntegerDotProduct is reachable only through the extension
+		// (enabled with the feature at device creation).
+		out->int_dot = has_int_dot && dot.shaderIntegerDotProduct;
 	}
 
 	VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
@@ -219,6 +222,7 @@ typedef struct {
 	VkPhysicalDeviceFeatures2 f2;
 	VkPhysicalDeviceVulkan11Features f11;
 	VkPhysicalDeviceVulkan12Features f12;
+	VkPhysicalDeviceShaderIntegerDotProductFeatures dot;
 } chain;
 
 void* vkllm_feature_chain(const vkllm_info* info) {
@@ -233,6 +237,13 @@ void* vkllm_feature_chain(const vkllm_info* info) {
 	ch->f12.shaderFloat16 = info->float16 ? VK_TRUE : VK_FALSE;
 	ch->f12.storageBuffer8BitAccess = info->storage8 ? VK_TRUE : VK_FALSE;
 	ch->f12.shaderInt8 = info->int8 ? VK_TRUE : VK_FALSE;
+	if (info->int_dot) {
+		// int_dot implies VK_KHR_shader_integer_dot_product, which the
+		// device is created with (see Device.create).
+		ch->dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
+		ch->dot.shaderIntegerDotProduct = VK_TRUE;
+		ch->f12.pNext = &ch->dot;
+	}
 	return &ch->f2;
 }
 

@@ -136,7 +136,7 @@ type Features struct {
 	Float16             bool `json:"shader_float16"`      // shaderFloat16 arithmetic
 	Storage8            bool `json:"storage_8bit"`        // storageBuffer8BitAccess
 	Int8                bool `json:"shader_int8"`         // shaderInt8
-	IntegerDot          bool `json:"integer_dot_product"` // shaderIntegerDotProduct
+	IntegerDot          bool `json:"integer_dot_product"` // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product), enabled at Open
 	CoopMatrix          bool `json:"cooperative_matrix"`  // VK_KHR_ or VK_NV_cooperative_matrix
 	BufferDeviceAddress bool `json:"buffer_device_address"`
 	PushDescriptor      bool `json:"push_descriptor"` // VK_KHR_push_descriptor

@@ -60,6 +60,12 @@ type Kernels struct {
 	// splitUnits is the compute units AttentionSplits fills; 0 turns
 	// splits off (CPU devices; see SetComputeUnits).
 	splitUnits int
+	// intDot sends the matvecs of the types with an integer-dot kernel
+	// through Q8_1 activations (matvec_idot.go): GPUs with
+	// shaderIntegerDotProduct.
+	intDot bool
+	// q8 is the integer-dot path's activation scratch.
+	q8 q8State
 }
 
 // cpuMatVecCols is MulMat's crossover on CPU devices: the tiled kernel
@@ -120,6 +126,10 @@ func New(dev *vk.Device) *Kernels {
 		k.matvecPass, k.rowKernels = MatVecMaxCols, true
 	}
 	k.SetComputeUnits(0)
+	// On CPU devices (lavapipe) the float kernels with several rows per
+	// invocation and uniform activations are faster than the integer
+	// path (BenchmarkMatVecRows).
+	k.intDot = dev.Features().IntegerDot && !k.cpuRows
 	return k
 }
 

@@ -21,6 +21,12 @@ func benchMul(b *testing.B, typ gguf.GGMLType, rows, cols, n int, tiled bool) {
 
 // benchMulOpts is benchMul with mulMat's options.
 func benchMulOpts(b *testing.B, typ gguf.GGMLType, rows, cols, n int, o mulOpts) {
+	benchMulSetup(b, typ, rows, cols, n, o, nil)
+}
+
+// benchMulSetup is benchMulOpts with a function that sets the kernels up
+// before the first product.
+func benchMulSetup(b *testing.B, typ gguf.GGMLType, rows, cols, n int, o mulOpts, setup func(*Kernels)) {
 	d, err := vk.Open(vk.Options{})
 	if err != nil {
 		b.Skipf("no Vulkan device: %v", err)
@@ -28,6 +34,9 @@ func benchMulOpts(b *testing.B, typ gguf.GGMLType, rows, cols, n int, o mulOpts)
 	defer d.Close()
 	k := New(d)
 	defer k.Close()
+	if setup != nil {
+		setup(k)
+	}
 	r := rand.New(rand.NewPCG(1, 2))
 	w := randomWeights(r, typ, rows, cols)
 	wb, err := d.NewBuffer(uint64(len(w)), vk.DeviceBuffer)
@@ -119,6 +128,30 @@ func BenchmarkMatVecRows(b *testing.B) {
 			b.Run(fmt.Sprintf("%dx%d/n=%d/ssbo", sh[0], sh[1], n), func(b *testing.B) {
 				benchMulOpts(b, gguf.TypeQ8_0, sh[0], sh[1], n, mulOpts{noUniform: true})
 			})
+			// The integer-dot path (GPUs; forced here where the device
+			// has shaderIntegerDotProduct), the quantization included.
+			b.Run(fmt.Sprintf("%dx%d/n=%d/idot", sh[0], sh[1], n), func(b *testing.B) {
+				benchMulSetup(b, gguf.TypeQ8_0, sh[0], sh[1], n, mulOpts{}, benchIntDot(b, sh[1], n))
+			})
+		}
+	}
+}
+
+// benchIntDot returns a benchMulSetup function that turns the integer-dot
+// path on with a scratch for n columns of cols, skipping where the device
+// has no shaderIntegerDotProduct.
+func benchIntDot(b *testing.B, cols, n int) func(*Kernels) {
+	return func(k *Kernels) {
+		k.SetIntegerDot(true)
+		if !k.IntegerDot() {
+			b.Skipf("%s has no shaderIntegerDotProduct", k.dev.Info().Name)
+		}
+		sb, err := k.dev.NewBuffer(4*q8Words(cols)*uint64(n), vk.DeviceBuffer)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := k.SetQ8Scratch(sb.All()); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -55,7 +55,9 @@ func (k *Kernels) MatVec(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range) err
 
 // MulMat records y = W x like MatVec, choosing the matvec kernel for up to
 // MatVecMaxCols columns on GPUs (cpuMatVecCols on CPU devices, in passes of
-// MatVecMaxCols) and the tiled MatMul kernel above.
+// MatVecMaxCols) and the tiled MatMul kernel above. Where the integer-dot
+// path is on (IntegerDot, SetQ8Scratch) the matvec products of the types
+// that have it quantize x to Q8_1 first (matvec_idot.go).
 func (k *Kernels) MulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range) error {
 	return k.mulMat(c, w, x, n, y, mulOpts{tiled: n > k.matvecCols})
 }
@@ -122,6 +124,9 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 	lim := k.dev.Limits().MaxWorkgroupCount
 	if tiled && (uint64(ceilDiv(uint32(min(w.Rows, 1<<31)), matmulBM)) > uint64(lim[0]) || lim[1] == 0) {
 		return fmt.Errorf("ops: %s: %d rows exceed the device's %d workgroups", op, w.Rows, lim[0])
+	}
+	if k.useQ8(w.Type, w.Cols, n, tiled) {
+		return k.mulMatQ8(c, w, x, n, y, o, maxRange, align, budget)
 	}
 	colStep := int(min(budget/perCol, uint64(n)))
 	if tiled {
@@ -277,8 +282,10 @@ const cpuMatVecWG = 8
 // of cols elements stored at a 16-byte aligned offset and vec4-aligned
 // activations (the usual case), so that no step pays for a shader compile
 // (hundreds of milliseconds on lavapipe); accumulate prepares MulMatAdd's
-// instead of MulMat's. Call it once per distinct (type, row length,
-// accumulate) at load time.
+// instead of MulMat's. Where the integer-dot path takes the type it
+// prepares that path's matvec and quantize pipelines instead of the float
+// matvec ones. Call it once per distinct (type, row length, accumulate) at
+// load time, after any SetIntegerDot.
 func (k *Kernels) PrepareWeight(t gguf.GGMLType, rows, cols int, accumulate bool) error {
 	names, ok := kernelsFor(t)
 	if !ok {
@@ -294,6 +301,15 @@ func (k *Kernels) PrepareWeight(t gguf.GGMLType, rows, cols int, accumulate bool
 		fast = 1
 	}
 	push := uint32(unsafe.Sizeof(MatVecPush{}))
+	if ok, err := k.prepareQ8(t, cols, accumulate); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		// The integer path takes every matvec of the type; MulMat's
+		// wider batches the tiled kernel.
+		_, err := k.Pipeline(names.matmul, 3, push, matmulWG, fast, b2u(accumulate))
+		return err
+	}
 	name := names.matvec
 	if k.sg {
 		name = names.matvecSG

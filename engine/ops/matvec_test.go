@@ -263,6 +263,27 @@ func TestWeightKernelAllocs(t *testing.T) {
 			t.Errorf("%s records with %v allocations, want 0", tt.name, n)
 		}
 	}
+	if g.k.dev.Features().IntegerDot {
+		// The integer-dot path: the quantization (or its reuse, with
+		// the barrier skipped) and the matvec.
+		g.k.SetIntegerDot(true)
+		g.setScratch(cols, 16)
+		for _, tt := range []struct {
+			name string
+			f    func() error
+		}{
+			{"MatVecIntDot", func() error { return g.k.MatVec(c, wt, x, 3, y) }},
+			{"MatVecIntDotReuse", func() error { c.NoBarrier(); return g.k.MatVec(c, wt, x, 3, y) }},
+		} {
+			if err := tt.f(); err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			if n := testing.AllocsPerRun(10, func() { _ = tt.f() }); n != 0 {
+				t.Errorf("%s records with %v allocations, want 0", tt.name, n)
+			}
+		}
+		g.k.SetIntegerDot(false)
+	}
 	// Batch sizes vary every step: the bindings, hence the cached
 	// descriptor sets, must not.
 	for n := 9; n <= 16; n++ {

@@ -1,0 +1,280 @@
+#version 450
+// matvec_idot is the matvec kernel (matvec.comp) for GPUs with
+// shaderIntegerDotProduct: the activations come quantized to Q8_1 blocks
+// (quantize_q8_1.comp), each 32-element weight sub-block is decoded to 32
+// int8 in eight packed words (quant.glsl's layouts, minus any offset) and
+// multiplied by the activation quants with four-element packed dot products
+// (OpSDot). A sub-block of scale d (or two halves of scales d0, d1) and min
+// m (x = d*q + m) against a block (dx, sx = dx*sum(qx)) adds
+// dx*d*sum(q*qx) + m*sx. TPR invocations per row, WG/TPR rows per
+// workgroup, reduced as in matvec.comp. CPU reference: engine/ops
+// MatVecQ8_1Ref.
+// variant: matvec_q4_0_q8_1_f32 -DDATA_A_Q4_0
+// variant: matvec_q4_1_q8_1_f32 -DDATA_A_Q4_1
+// variant: matvec_q5_0_q8_1_f32 -DDATA_A_Q5_0
+// variant: matvec_q5_1_q8_1_f32 -DDATA_A_Q5_1
+// variant: matvec_q8_0_q8_1_f32 -DDATA_A_Q8_0
+// variant: matvec_q4_k_q8_1_f32 -DDATA_A_Q4_K
+// variant: matvec_q5_k_q8_1_f32 -DDATA_A_Q5_K
+// variant: matvec_q6_k_q8_1_f32 -DDATA_A_Q6_K
+// variant: matvec_q4_0_q8_1_f32_sg -DDATA_A_Q4_0 -DUSE_SUBGROUP=1
+// variant: matvec_q4_1_q8_1_f32_sg -DDATA_A_Q4_1 -DUSE_SUBGROUP=1
+// variant: matvec_q5_0_q8_1_f32_sg -DDATA_A_Q5_0 -DUSE_SUBGROUP=1
+// variant: matvec_q5_1_q8_1_f32_sg -DDATA_A_Q5_1 -DUSE_SUBGROUP=1
+// variant: matvec_q8_0_q8_1_f32_sg -DDATA_A_Q8_0 -DUSE_SUBGROUP=1
+// variant: matvec_q4_k_q8_1_f32_sg -DDATA_A_Q4_K -DUSE_SUBGROUP=1
+// variant: matvec_q5_k_q8_1_f32_sg -DDATA_A_Q5_K -DUSE_SUBGROUP=1
+// variant: matvec_q6_k_q8_1_f32_sg -DDATA_A_Q6_K -DUSE_SUBGROUP=1
+#extension GL_EXT_control_flow_attributes : enable
+#extension GL_EXT_spirv_intrinsics : enable
+#if defined(USE_SUBGROUP)
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_arithmetic : enable
+#endif
+
+// sdot4x8 is OpSDot (SPV_KHR_integer_dot_product, opcode 4450) on two words
+// of four packed signed bytes (PackedVectorFormat4x8Bit, 0): capabilities
+// DotProduct (6019) and DotProductInput4x8BitPacked (6018). glslang 11
+// lacks GL_EXT_integer_dot_product, so the instruction is declared here.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot4x8(int a, int b, spirv_literal int fmt);
+#define SDOT(a, b) sdot4x8(int(a), int(b), 0)
+
+layout(constant_id = 0) const uint WG = 32;
+layout(local_size_x_id = 0) in;
+
+layout(binding = 1) readonly buffer XQ4 { uvec4 data_xq4[]; };
+layout(binding = 1) readonly buffer XDS { vec2 data_xds[]; };
+layout(binding = 2) buffer Y { float data_y[]; };
+
+// NCOLS is the number of activation columns (1..8), TPR the invocations
+// per row (a power of two dividing WG), ACC adds the product to Y.
+layout(constant_id = 1) const uint NCOLS = 1;
+layout(constant_id = 2) const uint TPR = 32;
+layout(constant_id = 3) const bool ACC = false;
+#define RPW (WG / TPR)
+#define MAX_COLS 8u
+
+void store_y(uint i, float v) {
+	data_y[i] = ACC ? data_y[i] + v : v;
+}
+
+#include "quant.glsl"
+
+// Params is mirrored by engine/ops MatVecPush; x_off and x_stride count
+// 32-bit words of the Q8_1 buffer (multiples of 4, see quantize_q8_1.comp).
+layout(push_constant) uniform Params {
+	uint K;        // elements per row
+	uint M;        // rows
+	uint N;        // activation columns, equal to NCOLS
+	uint w_off;    // byte offset of row 0 in A
+	uint w_stride; // bytes from one row to the next
+	uint x_off;    // word offset of column 0 in XQ
+	uint x_stride; // words from one activation column to the next
+	uint y_off;    // element offset of (row 0, column 0) in Y
+	uint y_stride; // elements from one output column to the next
+} p;
+
+shared float red[WG * MAX_COLS];
+
+// unsigned bytes b in [0, 2o) minus o as signed bytes, four at a time: b +
+// 128 - o stays within its byte, and flipping bit 7 subtracts 128 modulo
+// 256.
+#define SUB_BYTES(q, o) (((q) + (128u - (o)) * 0x01010101u) ^ 0x80808080u)
+
+// wquant32 decodes sub-block sub of the block at byte blk to 32 signed
+// bytes q (q[i] holds elements 4i..4i+3, as dequant32's v[i]), the scale of
+// elements 0..15 and 16..31 (d.x, d.y) and the min m: element e is
+// d*q[e] + m.
+#if defined(DATA_A_Q6_K)
+#define SPLIT_SCALE 1
+#endif
+#if defined(DATA_A_Q4_1) || defined(DATA_A_Q5_1) || defined(DATA_A_Q4_K) || defined(DATA_A_Q5_K)
+#define HAS_MIN 1
+#endif
+void wquant32(uint blk, uint sub, out uint q[8], out vec2 d, out float m) {
+	m = 0.0;
+#if defined(DATA_A_Q4_0)
+	uint qw[8];
+	d = vec2(half_block(blk, qw));
+	[[unroll]] for (uint i = 0u; i < 4u; i++) {
+		q[i] = SUB_BYTES(qw[i] & 0x0F0F0F0Fu, 8u);
+		q[4u + i] = SUB_BYTES((qw[i] >> 4) & 0x0F0F0F0Fu, 8u);
+	}
+
+#elif defined(DATA_A_Q4_1)
+	d = vec2(ldh(blk));
+	m = ldh(blk + 2u);
+	[[unroll]] for (uint i = 0u; i < 4u; i++) {
+		const uint w = ld32(blk + 4u + 4u * i);
+		q[i] = w & 0x0F0F0F0Fu;
+		q[4u + i] = (w >> 4) & 0x0F0F0F0Fu;
+	}
+
+#elif defined(DATA_A_Q5_0) || defined(DATA_A_Q5_1)
+	d = vec2(ldh(blk));
+	const uint qh = ld32(blk + Q5_QH);
+	uint lo[4];
+	[[unroll]] for (uint i = 0u; i < 4u; i++) {
+		lo[i] = ld32(blk + Q5_QH + 4u + 4u * i);
+	}
+	[[unroll]] for (uint i = 0u; i < 8u; i++) {
+		const uint h = qh >> (4u * i);
+		const uint hi = (h & 1u) | ((h & 2u) << 7) | ((h & 4u) << 14) | ((h & 8u) << 21);
+		const uint v = ((lo[i & 3u] >> (i >= 4u ? 4u : 0u)) & 0x0F0F0F0Fu) | (hi << 4);
+#if defined(DATA_A_Q5_0)
+		q[i] = SUB_BYTES(v, 16u);
+#else
+		q[i] = v;
+#endif
+	}
+#if defined(DATA_A_Q5_1)
+	m = ldh(blk + 2u);
+#endif
+
+#elif defined(DATA_A_Q8_0)
+	d = vec2(half_block(blk, q));
+
+#elif defined(DATA_A_Q4_K) || defined(DATA_A_Q5_K)
+	uint sc, mn;
+	if (sub < 4u) {
+		sc = ld8(blk + 4u + sub) & 63u;
+		mn = ld8(blk + 8u + sub) & 63u;
+	} else {
+		const uint b = ld8(blk + 8u + sub);
+		sc = (b & 0xFu) | ((ld8(blk + sub) >> 6) << 4);
+		mn = (b >> 4) | ((ld8(blk + 4u + sub) >> 6) << 4);
+	}
+	d = vec2(ldh(blk) * float(sc));
+	m = -ldh(blk + 2u) * float(mn);
+	const uint qs = blk + QK_QS + 32u * (sub >> 1);
+	const uint sh = 4u * (sub & 1u);
+	[[unroll]] for (uint i = 0u; i < 8u; i++) {
+		q[i] = (ld32(qs + 4u * i) >> sh) & 0x0F0F0F0Fu;
+#if defined(DATA_A_Q5_K)
+		q[i] |= ((ld32(blk + 16u + 4u * i) >> sub) & 0x01010101u) << 4;
+#endif
+	}
+
+#elif defined(DATA_A_Q6_K)
+	const uint n = sub >> 2;
+	const uint t = sub & 3u;
+	const uint ql = blk + 64u * n + 32u * (t & 1u);
+	const uint qh = blk + 128u + 32u * n;
+	const float dd = ldh(blk + 208u);
+	const uint sc = ld16(blk + 192u + 2u * sub);
+	d = dd * vec2(float(bitfieldExtract(int(sc), 0, 8)), float(bitfieldExtract(int(sc), 8, 8)));
+	[[unroll]] for (uint i = 0u; i < 8u; i++) {
+		const uint lo = (ld32(ql + 4u * i) >> (4u * (t >> 1))) & 0x0F0F0F0Fu;
+		const uint hi = (ld32(qh + 4u * i) >> (2u * t)) & 0x03030303u;
+		q[i] = SUB_BYTES(lo | (hi << 4), 32u);
+	}
+
+#else
+#error "matvec_idot.comp: no integer-dot decoding for this type"
+#endif
+}
+
+void main() {
+	const uint tid = gl_LocalInvocationID.x;
+	const uint lane = tid % TPR;
+	const uint row = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RPW + tid / TPR;
+	if (RPW == 1u && row >= p.M) {
+		return; // uniform: the whole workgroup is one row
+	}
+	// Invocations of rows past M still take part in the barriers below.
+	const bool live = row < p.M;
+	const uint wrow = p.w_off + min(row, p.M - 1u) * p.w_stride;
+	const uint nb = p.K / 32u; // activation blocks per column
+	const uint nsub = live ? nb : 0u;
+
+	float acc[MAX_COLS];
+	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+		acc[c] = 0.0;
+	}
+	for (uint u = lane; u < nsub; u += TPR) {
+		uint wq[8];
+		vec2 wd;
+		float wm;
+		wquant32(wrow + (u / QSUB) * QS, u % QSUB, wq, wd, wm);
+		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+			const uint xb = p.x_off + c * p.x_stride;
+			const uvec4 x0 = data_xq4[(xb >> 2) + 2u * u];
+			const uvec4 x1 = data_xq4[(xb >> 2) + 2u * u + 1u];
+			const vec2 ds = data_xds[((xb + 8u * nb) >> 1) + u];
+			const int s0 = SDOT(wq[0], x0.x) + SDOT(wq[1], x0.y) + SDOT(wq[2], x0.z) + SDOT(wq[3], x0.w);
+			const int s1 = SDOT(wq[4], x1.x) + SDOT(wq[5], x1.y) + SDOT(wq[6], x1.z) + SDOT(wq[7], x1.w);
+#if defined(SPLIT_SCALE)
+			float v = ds.x * (wd.x * float(s0) + wd.y * float(s1));
+#else
+			float v = ds.x * wd.x * float(s0 + s1);
+#endif
+#if defined(HAS_MIN)
+			v += wm * ds.y;
+#endif
+			acc[c] += v;
+		}
+	}
+
+	// The reduction is matvec.comp's.
+	if (TPR == 1u) {
+		if (live) {
+			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+				store_y(p.y_off + c * p.y_stride + row, acc[c]);
+			}
+		}
+		return;
+	}
+	if (RPW > 1u) {
+		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+			red[c * WG + tid] = acc[c];
+		}
+		barrier();
+		[[unroll]] for (uint s = TPR / 2u; s > 0u; s >>= 1) {
+			if (lane < s) {
+				[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+					red[c * WG + tid] += red[c * WG + tid + s];
+				}
+			}
+			barrier();
+		}
+		if (live) {
+			for (uint c = lane; c < NCOLS; c += TPR) {
+				store_y(p.y_off + c * p.y_stride + row, red[c * WG + tid - lane]);
+			}
+		}
+		return;
+	}
+#if defined(USE_SUBGROUP)
+	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+		const float s = subgroupAdd(acc[c]);
+		if (subgroupElect()) {
+			red[gl_SubgroupID * MAX_COLS + c] = s;
+		}
+	}
+	barrier();
+	if (tid < NCOLS) {
+		float s = 0.0;
+		for (uint i = 0u; i < gl_NumSubgroups; i++) {
+			s += red[i * MAX_COLS + tid];
+		}
+		store_y(p.y_off + tid * p.y_stride + row, s);
+	}
+#else
+	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+		red[c * WG + tid] = acc[c];
+	}
+	barrier();
+	[[unroll]] for (uint s = WG / 2u; s > 0u; s >>= 1) {
+		if (tid < s) {
+			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+				red[c * WG + tid] += red[c * WG + tid + s];
+			}
+		}
+		barrier();
+	}
+	if (tid < NCOLS) {
+		store_y(p.y_off + tid * p.y_stride + row, red[tid * WG]);
+	}
+#endif
+}
