@@ -130,6 +130,11 @@ layout(constant_id = 5) const uint RPL = 1;
 // sums; WG entries per column is enough for any subgroup size.
 shared float red[WG * MAX_COLS];
 
+// fma4 returns a + dot(w, x) as a chain of fused multiply-adds.
+float fma4(vec4 w, vec4 x, float a) {
+	return fma(w.w, x.w, fma(w.z, x.z, fma(w.y, x.y, fma(w.x, x.x, a))));
+}
+
 // main_rows is main for TPR == 1 and RPL > 1: invocation tid of
 // workgroup g computes rows g*WG*RPL + tid + j*WG (j < RPL) for every
 // column.
@@ -164,7 +169,7 @@ void main_rows() {
 					x = vec4(X1(xb + 4u * i), X1(xb + 4u * i + 1u), X1(xb + 4u * i + 2u), X1(xb + 4u * i + 3u));
 				}
 				[[unroll]] for (uint j = 0u; j < RPL; j++) {
-					acc[j * NCOLS + c] += dot(w[j * 8u + i], x);
+					acc[j * NCOLS + c] = fma4(w[j * 8u + i], x, acc[j * NCOLS + c]);
 				}
 			}
 		}
@@ -191,7 +196,7 @@ void main_rows() {
 				}
 			}
 			[[unroll]] for (uint j = 0u; j < RPL; j++) {
-				acc[j * NCOLS + c] += dot(w[j], x);
+				acc[j * NCOLS + c] = fma4(w[j], x, acc[j * NCOLS + c]);
 			}
 		}
 	}
