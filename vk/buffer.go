@@ -275,6 +275,7 @@ func (b *Buffer) Close() {
 		return
 	}
 	d := b.d
+	d.setEpoch++ // kept graphs may use b
 	for p := range d.pipelines {
 		p.forget(b.id)
 	}

@@ -36,6 +36,7 @@ type Cmd struct {
 	push      unsafe.Pointer // C memory for push constants (no Go pointer to cgo)
 	groups    int            // dispatches recorded, for tests and stats
 	label     string         // see Label
+	kept      bool           // recording a graph to keep (BeginKept)
 	epoch     uint64         // bumped by every barrier and Begin (see Epoch)
 }
 
@@ -51,8 +52,44 @@ func (c *Cmd) free() {
 }
 
 // Begin starts recording the Device's command buffer. It is an error to
-// Begin again before Submit or Abort.
-func (d *Device) Begin() (*Cmd, error) {
+// Begin again before Submit, Keep or Abort.
+func (d *Device) Begin() (*Cmd, error) { return d.begin(d.cmdBuf, false) }
+
+// BeginKept starts recording a graph to keep (Keep) and submit as many
+// times as it stays valid (Recording.Submit), instead of recording the same
+// commands again: a decode step of one batch shape whose inputs come from
+// buffers. Not while profiling (Device.Profile times one-time graphs only).
+func (d *Device) BeginKept() (*Cmd, error) {
+	if d.prof != nil {
+		return nil, fmt.Errorf("vk: BeginKept: the device is profiling; record one-time graphs (Begin)")
+	}
+	if d.cmd.recording {
+		return nil, fmt.Errorf("vk: BeginKept: a graph is already being recorded")
+	}
+	var cb gv.CommandBuffer
+	if n := len(d.keptFree); n > 0 {
+		cb, d.keptFree = d.keptFree[n-1], d.keptFree[:n-1]
+	} else {
+		bufs := make([]gv.CommandBuffer, 1)
+		aci := &gv.CommandBufferAllocateInfo{
+			SType:              gv.StructureTypeCommandBufferAllocateInfo,
+			CommandPool:        d.pool,
+			Level:              gv.CommandBufferLevelPrimary,
+			CommandBufferCount: 1,
+		}
+		if err := check("vkAllocateCommandBuffers", gv.AllocateCommandBuffers(d.dev, aci, bufs)); err != nil {
+			return nil, err
+		}
+		cb = bufs[0]
+	}
+	c, err := d.begin(cb, true)
+	if err != nil {
+		d.keptFree = append(d.keptFree, cb)
+	}
+	return c, err
+}
+
+func (d *Device) begin(cb gv.CommandBuffer, kept bool) (*Cmd, error) {
 	c := d.cmd
 	if c.recording {
 		return nil, fmt.Errorf("vk: Begin: a graph is already being recorded")
@@ -60,12 +97,20 @@ func (d *Device) Begin() (*Cmd, error) {
 	for p := range d.pipelines {
 		p.recycle()
 	}
-	if err := check("vkResetCommandBuffer", gv.ResetCommandBuffer(c.cb, 0)); err != nil {
+	if err := check("vkResetCommandBuffer", gv.ResetCommandBuffer(cb, 0)); err != nil {
 		return nil, err
 	}
-	if err := check("vkBeginCommandBuffer", gv.Result(C.vkllm_begin(d.in.ctx, C.VkCommandBuffer(unsafe.Pointer(c.cb))))); err != nil {
+	ccb := C.VkCommandBuffer(unsafe.Pointer(cb))
+	var r C.VkResult
+	if kept {
+		r = C.vkllm_begin_reusable(d.in.ctx, ccb)
+	} else {
+		r = C.vkllm_begin(d.in.ctx, ccb)
+	}
+	if err := check("vkBeginCommandBuffer", gv.Result(r)); err != nil {
 		return nil, err
 	}
+	c.cb, c.kept = cb, kept
 	c.recording, c.any, c.skipNext, c.err, c.groups, c.label = true, false, false, nil, 0, ""
 	c.epoch++
 	if d.prof != nil {
@@ -256,16 +301,24 @@ func (c *Cmd) Abort() {
 	if c.recording {
 		gv.EndCommandBuffer(c.cb)
 		c.recording = false
+		c.release()
 	}
 }
 
-// Submit ends recording, submits the graph, waits for it to finish and makes
-// its writes visible to the host. It returns the first recording error (the
-// graph is then not submitted) or the failing Vulkan call's error (errors.Is
-// ErrDeviceLost / ErrOutOfMemory).
-func (c *Cmd) Submit() error {
+// release gives a kept graph's command buffer back after an error or an
+// Abort, and points the recorder at the one-time buffer again.
+func (c *Cmd) release() {
+	if c.kept {
+		c.d.keptFree = append(c.d.keptFree, c.cb)
+	}
+	c.cb, c.kept = c.d.cmdBuf, false
+}
+
+// end ends recording: the first recording error, or the final barrier that
+// makes the graph's writes visible to the host and vkEndCommandBuffer.
+func (c *Cmd) end(op string) error {
 	if !c.recording {
-		return fmt.Errorf("vk: Submit: not recording")
+		return fmt.Errorf("vk: %s: not recording", op)
 	}
 	if c.err != nil {
 		c.Abort()
@@ -276,24 +329,44 @@ func (c *Cmd) Submit() error {
 	}
 	c.recording = false
 	if err := check("vkEndCommandBuffer", gv.EndCommandBuffer(c.cb)); err != nil {
+		c.release()
 		return err
 	}
-	in := c.d.in
-	r := C.vkllm_submit(in.ctx, C.VkQueue(unsafe.Pointer(c.d.queue)), C.VkCommandBuffer(unsafe.Pointer(c.cb)), C.VkFence(unsafe.Pointer(c.d.fence)))
-	if err := check("vkQueueSubmit", gv.Result(r)); err != nil {
+	return nil
+}
+
+// Submit ends recording, submits the graph, waits for it to finish and makes
+// its writes visible to the host. It returns the first recording error (the
+// graph is then not submitted) or the failing Vulkan call's error (errors.Is
+// ErrDeviceLost / ErrOutOfMemory). A graph begun with BeginKept is submitted
+// once and not kept.
+func (c *Cmd) Submit() error {
+	if err := c.end("Submit"); err != nil {
 		return err
 	}
-	dev, fence := C.VkDevice(unsafe.Pointer(c.d.dev)), C.VkFence(unsafe.Pointer(c.d.fence))
-	if err := check("vkWaitForFences", gv.Result(C.vkllm_wait(in.ctx, dev, fence))); err != nil {
-		return err
-	}
-	if err := check("vkResetFences", gv.Result(C.vkllm_reset(in.ctx, dev, fence))); err != nil {
+	cb := c.cb
+	defer c.release()
+	if err := c.d.run(cb); err != nil {
 		return err
 	}
 	if c.d.prof != nil {
 		return c.d.prof.collect(c.d.dev)
 	}
 	return nil
+}
+
+// run submits cb, waits for it and resets the fence.
+func (d *Device) run(cb gv.CommandBuffer) error {
+	in := d.in
+	r := C.vkllm_submit(in.ctx, C.VkQueue(unsafe.Pointer(d.queue)), C.VkCommandBuffer(unsafe.Pointer(cb)), C.VkFence(unsafe.Pointer(d.fence)))
+	if err := check("vkQueueSubmit", gv.Result(r)); err != nil {
+		return err
+	}
+	dev, fence := C.VkDevice(unsafe.Pointer(d.dev)), C.VkFence(unsafe.Pointer(d.fence))
+	if err := check("vkWaitForFences", gv.Result(C.vkllm_wait(in.ctx, dev, fence))); err != nil {
+		return err
+	}
+	return check("vkResetFences", gv.Result(C.vkllm_reset(in.ctx, dev, fence)))
 }
 
 // Bytes returns the memory of *v as a byte slice, for push constants: v

@@ -269,6 +269,13 @@ VkResult vkllm_begin(vkllm_ctx* c, VkCommandBuffer cb) {
 	return c->begin(cb, &bi);
 }
 
+// vkllm_begin_reusable begins a command buffer that may be submitted many
+// times (Cmd.Keep).
+VkResult vkllm_begin_reusable(vkllm_ctx* c, VkCommandBuffer cb) {
+	VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+	return c->begin(cb, &bi);
+}
+
 VkResult vkllm_wait(vkllm_ctx* c, VkDevice dev, VkFence fence) {
 	return c->wait(dev, 1, &fence, VK_TRUE, UINT64_MAX);
 }

@@ -49,6 +49,7 @@ void vkllm_barrier(vkllm_ctx* c, VkCommandBuffer cb, VkPipelineStageFlags src_st
 VkResult vkllm_submit(vkllm_ctx* c, VkQueue q, VkCommandBuffer cb, VkFence fence);
 // vkllm_begin begins a one-time-submit command buffer.
 VkResult vkllm_begin(vkllm_ctx* c, VkCommandBuffer cb);
+VkResult vkllm_begin_reusable(vkllm_ctx* c, VkCommandBuffer cb);
 // vkllm_wait waits for fence without a timeout; vkllm_reset resets it.
 VkResult vkllm_wait(vkllm_ctx* c, VkDevice dev, VkFence fence);
 VkResult vkllm_reset(vkllm_ctx* c, VkDevice dev, VkFence fence);

@@ -146,6 +146,7 @@ func (p *Pipeline) set(rs []Range) (gv.DescriptorSet, error) {
 	if n := len(p.free); n > 0 {
 		s = p.free[n-1]
 		p.free = p.free[:n-1]
+		p.d.setEpoch++ // a kept graph may bind s as it was
 	} else {
 		var err error
 		if s, err = p.allocSet(); err != nil {
@@ -246,6 +247,7 @@ func (p *Pipeline) CachedSets() int { return len(p.cache) + len(p.free) }
 // Close destroys the pipeline, its layouts and descriptor pools.
 func (p *Pipeline) Close() {
 	d := p.d
+	d.setEpoch++
 	if p.pipe != nil {
 		gv.DestroyPipeline(d.dev, p.pipe, nil)
 		p.pipe = nil
