@@ -108,6 +108,10 @@ type GPUModel struct {
 	// their runs, and the attention positions of non-causal images.
 	embIn, attnPos *vk.Buffer
 	mediaRuns      []mediaRun
+	// kept holds recorded forward passes by shape (gpu_kept.go).
+	kept     map[keptKey]*vk.Recording
+	keptRuns int64
+	noKeep   bool
 	useAttnPos     bool
 	outRows        []int32 // ForwardInto's scratch: the rows that want output
 	seqEnds        []int32 // ForwardInto's scratch: encoder sequence ends
@@ -134,7 +138,7 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 				t.flag, t.t, kvDim, o.KVHeads, o.HeadDim)
 		}
 	}
-	m := &GPUModel{o: o, cfg: cfg, dev: dev, k: ops.New(dev), model: w.model}
+	m := &GPUModel{o: o, cfg: cfg, dev: dev, k: ops.New(dev), model: w.model, kept: map[keptKey]*vk.Recording{}}
 	if cfg.ComputeUnits > 0 {
 		m.k.SetComputeUnits(cfg.ComputeUnits)
 	}
@@ -485,6 +489,7 @@ func (m *GPUModel) q8Bytes() uint64 {
 // Close releases everything on the device. The model must not be used
 // afterwards; the device stays open.
 func (m *GPUModel) Close() {
+	m.releaseKept()
 	m.k.Close()
 	for _, b := range m.bufs {
 		b.Close()
@@ -589,18 +594,7 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 	if err := m.writeMedia(b); err != nil { // input embeddings (media.go)
 		return err
 	}
-	c, err := m.dev.Begin()
-	if err != nil {
-		return err
-	}
-	m.recordCopies(c)
-	m.g.start(c, n, nLogits, nHidden, batchKeys(b))
-	m.model.forward(&m.g)
-	if m.g.err != nil {
-		c.Abort()
-		return m.g.err
-	}
-	if err := c.Submit(); err != nil {
+	if err := m.runPass(b, n, nLogits, nHidden); err != nil {
 		return err
 	}
 	out.Logits = resize(out.Logits, nLogits*o.Vocab)

@@ -17,7 +17,7 @@ import (
 )
 
 // openModel loads the weights of a GGUF file for both paths.
-func openModel(t *testing.T, path string) (Options, *Weights) {
+func openModel(t testing.TB, path string) (Options, *Weights) {
 	t.Helper()
 	_, o, w := openFile(t, path)
 	return o, w
@@ -25,7 +25,7 @@ func openModel(t *testing.T, path string) (Options, *Weights) {
 
 // openFile is openModel that also returns the open file (closed when the
 // test ends).
-func openFile(t *testing.T, path string) (*gguf.File, Options, *Weights) {
+func openFile(t testing.TB, path string) (*gguf.File, Options, *Weights) {
 	t.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
