@@ -16,7 +16,7 @@ import (
 // TestKeptGraphs runs the same prefill and decode batches through a model
 // that keeps its recorded passes and one that records every pass: the
 // logits are bit-identical, the decode steps reuse their graphs, and a
-// graph made stale (a buffer closed on the device) is recorded again.
+// graph made stale (a bound buffer closed on the device) is recorded again.
 func TestKeptGraphs(t *testing.T) {
 	dev := vktest.Open(t, vk.Options{})
 	for _, arch := range []string{"llama", "qwen2"} {
@@ -100,10 +100,20 @@ func TestKeptGraphs(t *testing.T) {
 			if r, _ := plain.KeptGraphs(); r != 0 {
 				t.Errorf("with keeping off, %d passes reused a graph, want 0", r)
 			}
-			// A buffer closed makes every kept graph stale: the next step
-			// records its graph again, with the same result.
+			// Closing a buffer a kernel bound makes every kept graph stale:
+			// the next step records its graph again, with the same result.
 			b, err := dev.NewBuffer(256, vk.HostBuffer)
 			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := dev.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := kept.k.Fill(c, b.All(), 64, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Submit(); err != nil {
 				t.Fatal(err)
 			}
 			b.Close()

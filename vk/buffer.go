@@ -36,6 +36,9 @@ type Buffer struct {
 	local  bool   // placed as device-local memory (counts against Options.DeviceLocalBudget)
 	alloc  uint64 // bytes allocated (memory requirements), for heap accounting
 	mapped unsafe.Pointer
+	// used says that a descriptor set or a kept graph may refer to the
+	// buffer: closing it then makes kept graphs stale.
+	used bool
 }
 
 // Range is a byte range of a Buffer: what a kernel binding sees.
@@ -275,7 +278,9 @@ func (b *Buffer) Close() {
 		return
 	}
 	d := b.d
-	d.setEpoch++ // kept graphs may use b
+	if b.used {
+		d.setEpoch++ // kept graphs may use b
+	}
 	for p := range d.pipelines {
 		p.forget(b.id)
 	}

@@ -70,17 +70,10 @@ func (d *Device) BeginKept() (*Cmd, error) {
 	if n := len(d.keptFree); n > 0 {
 		cb, d.keptFree = d.keptFree[n-1], d.keptFree[:n-1]
 	} else {
-		bufs := make([]gv.CommandBuffer, 1)
-		aci := &gv.CommandBufferAllocateInfo{
-			SType:              gv.StructureTypeCommandBufferAllocateInfo,
-			CommandPool:        d.pool,
-			Level:              gv.CommandBufferLevelPrimary,
-			CommandBufferCount: 1,
-		}
-		if err := check("vkAllocateCommandBuffers", gv.AllocateCommandBuffers(d.dev, aci, bufs)); err != nil {
+		var err error
+		if cb, err = d.newCommandBuffer(); err != nil {
 			return nil, err
 		}
-		cb = bufs[0]
 	}
 	c, err := d.begin(cb, true)
 	if err != nil {
@@ -268,6 +261,9 @@ func (c *Cmd) Copy(dst, src Range) {
 	if n == 0 {
 		return
 	}
+	if c.kept {
+		dst.Buf.used, src.Buf.used = true, true
+	}
 	c.before()
 	gv.CmdCopyBuffer(c.cb, src.Buf.buf, dst.Buf.buf, 1, []gv.BufferCopy{{SrcOffset: gv.DeviceSize(src.Offset), DstOffset: gv.DeviceSize(dst.Offset), Size: gv.DeviceSize(n)}})
 	if c.d.prof != nil {
@@ -288,6 +284,9 @@ func (c *Cmd) Fill(dst Range, v uint32) {
 	if dst.Offset%4 != 0 || dst.Size%4 != 0 {
 		c.fail(fmt.Errorf("vk: Fill: offset %d and size %d must be multiples of 4", dst.Offset, dst.Size))
 		return
+	}
+	if c.kept {
+		dst.Buf.used = true
 	}
 	c.before()
 	gv.CmdFillBuffer(c.cb, dst.Buf.buf, gv.DeviceSize(dst.Offset), gv.DeviceSize(dst.Size), v)

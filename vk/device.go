@@ -188,17 +188,11 @@ func (d *Device) create() error {
 		return err
 	}
 	d.pool = vpool
-	bufs := make([]gv.CommandBuffer, 1)
-	aci := &gv.CommandBufferAllocateInfo{
-		SType:              gv.StructureTypeCommandBufferAllocateInfo,
-		CommandPool:        d.pool,
-		Level:              gv.CommandBufferLevelPrimary,
-		CommandBufferCount: 1,
-	}
-	if err := check("vkAllocateCommandBuffers", gv.AllocateCommandBuffers(d.dev, aci, bufs)); err != nil {
+	cb, err := d.newCommandBuffer()
+	if err != nil {
 		return err
 	}
-	d.cmdBuf = bufs[0]
+	d.cmdBuf = cb
 	fci := &gv.FenceCreateInfo{SType: gv.StructureTypeFenceCreateInfo}
 	var vfence gv.Fence
 	if err := check("vkCreateFence", gv.CreateFence(d.dev, fci, nil, &vfence)); err != nil {
@@ -257,6 +251,22 @@ func (d *Device) Close() error {
 	d.in.close()
 	d.closed = true
 	return errors.Join(errs...)
+}
+
+// newCommandBuffer allocates a primary command buffer from d's pool (freed
+// with it).
+func (d *Device) newCommandBuffer() (gv.CommandBuffer, error) {
+	bufs := make([]gv.CommandBuffer, 1)
+	aci := &gv.CommandBufferAllocateInfo{
+		SType:              gv.StructureTypeCommandBufferAllocateInfo,
+		CommandPool:        d.pool,
+		Level:              gv.CommandBufferLevelPrimary,
+		CommandBufferCount: 1,
+	}
+	if err := check("vkAllocateCommandBuffers", gv.AllocateCommandBuffers(d.dev, aci, bufs)); err != nil {
+		return nil, err
+	}
+	return bufs[0], nil
 }
 
 func (d *Device) destroy() {

@@ -138,6 +138,7 @@ func (p *Pipeline) set(rs []Range) (gv.DescriptorSet, error) {
 	var key setKey
 	for i, r := range rs {
 		key[i] = bindKey{r.Buf.id, r.Offset, r.Size}
+		r.Buf.used = true
 	}
 	if s, ok := p.cache[key]; ok {
 		return s, nil

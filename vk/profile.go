@@ -99,6 +99,9 @@ func (d *Device) queryPool(n uint32) (gv.QueryPool, error) {
 	return pool, nil
 }
 
+// Profiling reports whether the device times every command (Profile).
+func (d *Device) Profiling() bool { return d.prof != nil }
+
 // Profiled returns the kernel times gathered since Profile, the most time
 // first, and the number of graphs they came from.
 func (d *Device) Profiled() ([]KernelTime, int) {

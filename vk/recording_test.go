@@ -12,8 +12,8 @@ import (
 
 // TestKeptGraph records a graph once (a fill, then a copy of a host-written
 // buffer) and submits it again after the host changed its input: each
-// submit sees the new contents, without allocating. Closing a buffer makes
-// it stale.
+// submit sees the new contents, without allocating. Closing a buffer that
+// a descriptor set bound makes it stale.
 func TestKeptGraph(t *testing.T) {
 	for _, staging := range []bool{false, true} {
 		name := map[bool]string{false: "uma", true: "staging"}[staging]
@@ -21,7 +21,7 @@ func TestKeptGraph(t *testing.T) {
 			d := vktest.Open(t, vk.Options{ForceStaging: staging})
 			p := fillPipeline(t, d)
 			const n = 256
-			src, dst := newHost(t, d, 4*n), newHost(t, d, 8*n)
+			src, dst := newBuf(t, d, 4*n), newBuf(t, d, 8*n)
 			c, err := d.BeginKept()
 			if err != nil {
 				t.Fatal(err)
@@ -84,13 +84,29 @@ func TestKeptGraph(t *testing.T) {
 			if !r.Valid() {
 				t.Error("Valid() = false after a one-time graph that reused no descriptor set, want true")
 			}
-			other := newHost(t, d, 64)
+			// Closing a buffer no graph used (a staging buffer) keeps it
+			// valid; closing one bound by a dispatch does not.
+			other := newBuf(t, d, 64)
+			other.Close()
+			if !r.Valid() {
+				t.Error("Valid() = false after closing a buffer nothing used, want true")
+			}
+			other = newBuf(t, d, 64)
+			oc, err = d.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			push = fillPush{N: 16, Value: 1}
+			oc.Dispatch(p, [3]uint32{1, 1, 1}, vk.Bytes(&push), other.All())
+			if err := oc.Submit(); err != nil {
+				t.Fatal(err)
+			}
 			other.Close()
 			if r.Valid() {
-				t.Error("Valid() = true after a buffer was closed, want false")
+				t.Error("Valid() = true after a bound buffer was closed, want false")
 			}
 			if err := r.Submit(); !errors.Is(err, vk.ErrStale) {
-				t.Errorf("Submit after a buffer was closed = %v, want ErrStale", err)
+				t.Errorf("Submit after a bound buffer was closed = %v, want ErrStale", err)
 			}
 		})
 	}
@@ -101,7 +117,7 @@ func TestKeptGraph(t *testing.T) {
 func TestKeptGraphSetReuse(t *testing.T) {
 	d := vktest.Open(t, vk.Options{})
 	p := fillPipeline(t, d)
-	buf := newHost(t, d, 16*2200)
+	buf := newBuf(t, d, 16*2200)
 	c, err := d.BeginKept()
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +154,7 @@ func TestKeptGraphSetReuse(t *testing.T) {
 func TestKeptGraphErrors(t *testing.T) {
 	d := vktest.Open(t, vk.Options{})
 	p := fillPipeline(t, d)
-	buf := newHost(t, d, 64)
+	buf := newBuf(t, d, 64)
 	c, err := d.Begin()
 	if err != nil {
 		t.Fatal(err)
@@ -163,13 +179,4 @@ func TestKeptGraphErrors(t *testing.T) {
 	if _, err := d.BeginKept(); err == nil {
 		t.Error("BeginKept while profiling: no error")
 	}
-}
-
-func newHost(t *testing.T, d *vk.Device, size int) *vk.Buffer {
-	t.Helper()
-	b, err := d.NewBuffer(uint64(size), vk.HostBuffer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
