@@ -109,13 +109,13 @@ type GPUModel struct {
 	embIn, attnPos *vk.Buffer
 	mediaRuns      []mediaRun
 	// kept holds recorded forward passes by shape (gpu_kept.go).
-	kept     map[keptKey]*vk.Recording
-	keptRuns int64
-	noKeep   bool
-	useAttnPos     bool
-	outRows        []int32 // ForwardInto's scratch: the rows that want output
-	seqEnds        []int32 // ForwardInto's scratch: encoder sequence ends
-	g              gpuGraph
+	kept       map[keptKey]*vk.Recording
+	keptRuns   int64
+	noKeep     bool
+	useAttnPos bool
+	outRows    []int32 // ForwardInto's scratch: the rows that want output
+	seqEnds    []int32 // ForwardInto's scratch: encoder sequence ends
+	g          gpuGraph
 }
 
 // NewGPUModel uploads w to dev and reserves the KV cache and the scratch of

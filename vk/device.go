@@ -36,13 +36,13 @@ type Device struct {
 	pool   gv.CommandPool
 	cmdBuf gv.CommandBuffer
 	fence  gv.Fence
-	cmd    *Cmd      // the one recorder, reused by Begin
+	cmd    *Cmd // the one recorder, reused by Begin
 	// keptFree holds command buffers for BeginKept; setEpoch changes
 	// whenever a kept Recording may have become stale (a descriptor set
 	// rewritten from the free list, a buffer or pipeline closed).
 	keptFree []gv.CommandBuffer
 	setEpoch uint64
-	prof   *profiler // timestamps of every dispatch, after Profile
+	prof     *profiler // timestamps of every dispatch, after Profile
 
 	nextID    uint64
 	pipelines map[*Pipeline]struct{}
