@@ -52,6 +52,21 @@
 // variant: matvec_q6_k_f32_xu -DDATA_A_Q6_K -DX_UNIFORM=1
 // variant: matvec_iq4_nl_f32_xu -DDATA_A_IQ4_NL -DX_UNIFORM=1
 // variant: matvec_iq4_xs_f32_xu -DDATA_A_IQ4_XS -DX_UNIFORM=1
+// variant: matvec_f32_f32_xt -DDATA_A_F32 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_f16_f32_xt -DDATA_A_F16 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_bf16_f32_xt -DDATA_A_BF16 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_q4_0_f32_xt -DDATA_A_Q4_0 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_q4_1_f32_xt -DDATA_A_Q4_1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_q5_0_f32_xt -DDATA_A_Q5_0 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_q5_1_f32_xt -DDATA_A_Q5_1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_q8_0_f32_xt -DDATA_A_Q8_0 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_q2_k_f32_xt -DDATA_A_Q2_K -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_q3_k_f32_xt -DDATA_A_Q3_K -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_q4_k_f32_xt -DDATA_A_Q4_K -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_q5_k_f32_xt -DDATA_A_Q5_K -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_q6_k_f32_xt -DDATA_A_Q6_K -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_iq4_nl_f32_xt -DDATA_A_IQ4_NL -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_iq4_xs_f32_xt -DDATA_A_IQ4_XS -DX_UNIFORM=1 -DA_TEXEL=1
 #extension GL_EXT_control_flow_attributes : enable
 #if defined(USE_SUBGROUP)
 #extension GL_KHR_shader_subgroup_basic : enable

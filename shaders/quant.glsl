@@ -14,20 +14,34 @@
 // The layouts mirror ggml's block_* structs (ggml-common.h) and the CPU
 // reference in gguf/quant (Dequantize).
 
+#if defined(A_TEXEL)
+// The _xt variants (CPU devices) read the weights through a uniform texel
+// buffer of 32-bit words: a CPU driver (lavapipe) fetches texels of
+// different addresses in all lanes with one vector gather, where a
+// storage-buffer load is a loop over the lanes with a branch per lane.
+layout(binding = 0) uniform usamplerBuffer data_at;
+#define AW(i) texelFetch(data_at, int(i)).x
+#define AW2(i) uvec2(AW(2u * (i)), AW(2u * (i) + 1u))
+#define AW4(i) uvec4(AW(4u * (i)), AW(4u * (i) + 1u), AW(4u * (i) + 2u), AW(4u * (i) + 3u))
+#else
 layout(binding = 0) readonly buffer A { uint data_a[]; };
 layout(binding = 0) readonly buffer A2 { uvec2 data_a2[]; };
 layout(binding = 0) readonly buffer A4 { uvec4 data_a4[]; };
+#define AW(i) data_a[(i)]
+#define AW2(i) data_a2[(i)]
+#define AW4(i) data_a4[(i)]
+#endif
 
 #extension GL_EXT_control_flow_attributes : enable
 
 // ld8 returns the byte at off.
 uint ld8(uint off) {
-	return (data_a[off >> 2] >> ((off & 3u) << 3)) & 0xFFu;
+	return (AW(off >> 2) >> ((off & 3u) << 3)) & 0xFFu;
 }
 
 // ld16 returns the little-endian 16-bit value at an even offset.
 uint ld16(uint off) {
-	return (data_a[off >> 2] >> ((off & 2u) << 3)) & 0xFFFFu;
+	return (AW(off >> 2) >> ((off & 2u) << 3)) & 0xFFFFu;
 }
 
 // ld32 returns four little-endian bytes at any offset. It always loads two
@@ -37,8 +51,8 @@ uint ld16(uint off) {
 uint ld32(uint off) {
 	const uint w = off >> 2;
 	const uint s = (off & 3u) << 3;
-	const uint lo = data_a[w];
-	const uint hi = data_a[w + min(off & 3u, 1u)];
+	const uint lo = AW(w);
+	const uint hi = AW(w + min(off & 3u, 1u));
 	// (hi << 1) << (31 - s) is hi << (32 - s), and 0 when s is 0.
 	return (lo >> s) | ((hi << 1) << (31u - s));
 }
@@ -294,9 +308,9 @@ vec4 load_w4(uint row, uint g, uint K, bool wide) {
 #if defined(DATA_A_PLAIN)
 	if (wide) {
 #if defined(DATA_A_F32)
-		return uintBitsToFloat(data_a4[(row >> 4) + g]);
+		return uintBitsToFloat(AW4((row >> 4) + g));
 #else
-		const uvec2 v = data_a2[(row >> 3) + g];
+		const uvec2 v = AW2((row >> 3) + g);
 #if defined(DATA_A_F16)
 		return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
 #else
@@ -348,7 +362,7 @@ float half_block(uint blk, out uint q[8]) {
 	const bool high = (blk & 2u) != 0u; // d is the high half of word w0
 	uint wd[9];
 	[[unroll]] for (uint i = 0u; i <= HB_WORDS; i++) {
-		wd[i] = data_a[w0 + i];
+		wd[i] = AW(w0 + i);
 	}
 	[[unroll]] for (uint i = 0u; i < HB_WORDS; i++) {
 		q[i] = high ? wd[i + 1u] : (wd[i] >> 16) | (wd[i + 1u] << 16);

@@ -39,6 +39,8 @@ type Buffer struct {
 	// used says that a descriptor set or a kept graph may refer to the
 	// buffer: closing it then makes kept graphs stale.
 	used bool
+	// views are the R32_UINT texel views of ranges bound as texel buffers.
+	views map[[2]uint64]gv.BufferView
 }
 
 // Range is a byte range of a Buffer: what a kernel binding sees.
@@ -65,7 +67,7 @@ func (d *Device) NewBuffer(size uint64, kind BufferKind) (*Buffer, error) {
 	bci := &gv.BufferCreateInfo{
 		SType:       gv.StructureTypeBufferCreateInfo,
 		Size:        gv.DeviceSize(size),
-		Usage:       gv.BufferUsageFlags(gv.BufferUsageStorageBufferBit | gv.BufferUsageUniformBufferBit | gv.BufferUsageTransferSrcBit | gv.BufferUsageTransferDstBit),
+		Usage:       gv.BufferUsageFlags(gv.BufferUsageStorageBufferBit | gv.BufferUsageUniformBufferBit | gv.BufferUsageUniformTexelBufferBit | gv.BufferUsageTransferSrcBit | gv.BufferUsageTransferDstBit),
 		SharingMode: gv.SharingModeExclusive,
 	}
 	var vbuf gv.Buffer
@@ -288,6 +290,10 @@ func (b *Buffer) Close() {
 		gv.UnmapMemory(d.dev, b.mem)
 		b.mapped = nil
 	}
+	for _, v := range b.views {
+		gv.DestroyBufferView(d.dev, v, nil)
+	}
+	b.views = nil
 	gv.DestroyBuffer(d.dev, b.buf, nil)
 	gv.FreeMemory(d.dev, b.mem, nil)
 	d.heaps[b.heap].used -= b.alloc
@@ -296,4 +302,28 @@ func (b *Buffer) Close() {
 	}
 	b.buf, b.mem = nil, nil
 	delete(d.buffers, b)
+}
+
+// view returns the R32_UINT texel view of size bytes at off, made once.
+func (b *Buffer) view(off, size uint64) (gv.BufferView, error) {
+	key := [2]uint64{off, size}
+	if v, ok := b.views[key]; ok {
+		return v, nil
+	}
+	info := &gv.BufferViewCreateInfo{
+		SType:  gv.StructureTypeBufferViewCreateInfo,
+		Buffer: b.buf,
+		Format: gv.FormatR32Uint,
+		Offset: gv.DeviceSize(off),
+		Range:  gv.DeviceSize(size),
+	}
+	var v gv.BufferView
+	if err := check("vkCreateBufferView", gv.CreateBufferView(b.d.dev, info, nil, &v)); err != nil {
+		return nil, err
+	}
+	if b.views == nil {
+		b.views = map[[2]uint64]gv.BufferView{}
+	}
+	b.views[key] = v
+	return v, nil
 }

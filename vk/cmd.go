@@ -213,6 +213,15 @@ func (c *Cmd) Dispatch(p *Pipeline, groups [3]uint32, push []byte, bindings ...R
 			}
 			continue
 		}
+		if p.texel>>i&1 != 0 {
+			if r.Size == 0 || r.Size%4 != 0 || r.Size/4 > lim.MaxTexelElements {
+				return c.fail(fmt.Errorf("vk: Dispatch(%s): texel binding %d is %d bytes, want a multiple of 4 up to %d words (maxTexelBufferElements)", p.name, i, r.Size, lim.MaxTexelElements))
+			}
+			if r.Offset%lim.MinTexelOffsetAlign != 0 {
+				return c.fail(fmt.Errorf("vk: Dispatch(%s): texel binding %d offset %d not a multiple of minTexelBufferOffsetAlignment %d", p.name, i, r.Offset, lim.MinTexelOffsetAlign))
+			}
+			continue
+		}
 		if r.Size == 0 || r.Size > lim.MaxStorageBufferRange {
 			return c.fail(fmt.Errorf("vk: Dispatch(%s): binding %d is %d bytes, want 1..%d (maxStorageBufferRange; split it with Range.Windows)", p.name, i, r.Size, lim.MaxStorageBufferRange))
 		}

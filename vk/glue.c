@@ -175,6 +175,8 @@ void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out) {
 	out->min_storage_offset_align = p->limits.minStorageBufferOffsetAlignment;
 	out->max_uniform_buffer_range = p->limits.maxUniformBufferRange;
 	out->min_uniform_offset_align = p->limits.minUniformBufferOffsetAlignment;
+	out->max_texel_elements = p->limits.maxTexelBufferElements;
+	out->min_texel_offset_align = p->limits.minTexelBufferOffsetAlignment;
 	for (int i = 0; i < 3; i++) {
 		out->max_wg_size[i] = p->limits.maxComputeWorkGroupSize[i];
 		out->max_wg_count[i] = p->limits.maxComputeWorkGroupCount[i];
@@ -300,7 +302,7 @@ void* vkllm_loader_gipa(void) {
 }
 
 VkResult vkllm_create_pipeline(vkllm_ctx* c, VkDevice dev, const uint32_t* code, size_t code_size,
-		uint32_t bindings, uint32_t uniform_mask, uint32_t push_size, const uint32_t* spec, uint32_t n_spec, vkllm_pipeline* out) {
+		uint32_t bindings, uint32_t uniform_mask, uint32_t texel_mask, uint32_t push_size, const uint32_t* spec, uint32_t n_spec, vkllm_pipeline* out) {
 	PFN_vkCreateShaderModule create_module = (PFN_vkCreateShaderModule)c->gipa(c->inst, "vkCreateShaderModule");
 	PFN_vkCreateDescriptorSetLayout create_set_layout = (PFN_vkCreateDescriptorSetLayout)c->gipa(c->inst, "vkCreateDescriptorSetLayout");
 	PFN_vkCreatePipelineLayout create_layout = (PFN_vkCreatePipelineLayout)c->gipa(c->inst, "vkCreatePipelineLayout");
@@ -319,6 +321,7 @@ VkResult vkllm_create_pipeline(vkllm_ctx* c, VkDevice dev, const uint32_t* code,
 		VkDescriptorSetLayoutBinding b = {0};
 		b.binding = i;
 		b.descriptorType = (uniform_mask >> i & 1u) ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+		if (texel_mask >> i & 1u) b.descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
 		b.descriptorCount = 1;
 		b.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
 		binds[i] = b;

@@ -16,6 +16,7 @@ typedef struct vkllm_info {
 	uint32_t storage16, float16, storage8, int8, int_dot, coop_matrix_khr, coop_matrix_nv, bda, push_descriptor, memory_budget, subgroup_size_control;
 	uint64_t max_storage_buffer_range, max_memory_allocation_size, max_buffer_size, min_storage_offset_align;
 	uint64_t max_uniform_buffer_range, min_uniform_offset_align;
+	uint64_t max_texel_elements, min_texel_offset_align;
 	uint32_t max_wg_size[3], max_wg_invocations, max_wg_count[3], max_shared_memory, max_push_constants;
 	// compute_units: NVIDIA's SM count (VK_NV_shader_sm_builtins) or AMD's
 	// CU count (VK_AMD_shader_core_properties); 0 when neither is exposed.
@@ -82,5 +83,5 @@ typedef struct vkllm_pipeline {
 // structs, which the garbage collector could free while the driver still
 // reads them.
 VkResult vkllm_create_pipeline(vkllm_ctx* c, VkDevice dev, const uint32_t* code, size_t code_size,
-	uint32_t bindings, uint32_t uniform_mask, uint32_t push_size, const uint32_t* spec, uint32_t n_spec, vkllm_pipeline* out);
+	uint32_t bindings, uint32_t uniform_mask, uint32_t texel_mask, uint32_t push_size, const uint32_t* spec, uint32_t n_spec, vkllm_pipeline* out);
 #endif

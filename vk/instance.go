@@ -152,6 +152,8 @@ type Limits struct {
 	MinStorageOffsetAlign   uint64    `json:"min_storage_buffer_offset_alignment"`
 	MaxUniformBufferRange   uint64    `json:"max_uniform_buffer_range"`
 	MinUniformOffsetAlign   uint64    `json:"min_uniform_buffer_offset_alignment"`
+	MaxTexelElements        uint64    `json:"max_texel_buffer_elements"`
+	MinTexelOffsetAlign     uint64    `json:"min_texel_buffer_offset_alignment"`
 	MaxWorkgroupSize        [3]uint32 `json:"max_workgroup_size"`
 	MaxWorkgroupInvocations uint32    `json:"max_workgroup_invocations"`
 	MaxWorkgroupCount       [3]uint32 `json:"max_workgroup_count"`
@@ -399,6 +401,8 @@ func infoFromC(i int, ci *C.vkllm_info) DeviceInfo {
 			MinStorageOffsetAlign:   uint64(ci.min_storage_offset_align),
 			MaxUniformBufferRange:   uint64(ci.max_uniform_buffer_range),
 			MinUniformOffsetAlign:   uint64(ci.min_uniform_offset_align),
+			MaxTexelElements:        uint64(ci.max_texel_elements),
+			MinTexelOffsetAlign:     uint64(ci.min_texel_offset_align),
 			MaxWorkgroupInvocations: uint32(ci.max_wg_invocations),
 			MaxSharedMemory:         uint32(ci.max_shared_memory),
 			MaxPushConstants:        uint32(ci.max_push_constants),
@@ -414,6 +418,9 @@ func infoFromC(i int, ci *C.vkllm_info) DeviceInfo {
 	}
 	if d.Limits.MinUniformOffsetAlign == 0 {
 		d.Limits.MinUniformOffsetAlign = 1
+	}
+	if d.Limits.MinTexelOffsetAlign == 0 {
+		d.Limits.MinTexelOffsetAlign = 1
 	}
 	if d.Limits.MaxAllocation == 0 { // pre-1.1 driver: no maintenance3 limit reported
 		d.Limits.MaxAllocation = 1 << 30

@@ -42,6 +42,13 @@ type PipelineDesc struct {
 	// all of them, even inside loops, where a storage buffer load is one
 	// load per invocation.
 	Uniform uint32
+	// Texel marks bindings that are uniform texel buffers of 32-bit words
+	// (R32_UINT views, usamplerBuffer in the shader): read-only, at most
+	// Limits.MaxTexelElements words, bound at multiples of
+	// Limits.MinTexelOffsetAlign, a multiple of 4 bytes long. A CPU driver
+	// (lavapipe) fetches texels of different addresses in all lanes with one
+	// vector gather, where a storage-buffer load is a loop over the lanes.
+	Texel uint32
 	// PushSize is the size in bytes of the push-constant block (0 if none);
 	// a multiple of 4, at most Limits.MaxPushConstants.
 	PushSize uint32
@@ -60,6 +67,7 @@ type Pipeline struct {
 	name      string
 	bindings  int
 	uniform   uint32
+	texel     uint32
 	pushSize  uint32
 	module    gv.ShaderModule
 	setLayout gv.DescriptorSetLayout
@@ -92,7 +100,10 @@ func (d *Device) NewPipeline(desc PipelineDesc) (*Pipeline, error) {
 	if desc.Uniform>>desc.Bindings != 0 {
 		return nil, fmt.Errorf("vk: %s: uniform mask %#x names bindings past %d", where, desc.Uniform, desc.Bindings)
 	}
-	p := &Pipeline{d: d, name: desc.Name, bindings: desc.Bindings, uniform: desc.Uniform, pushSize: desc.PushSize,
+	if desc.Texel>>desc.Bindings != 0 || desc.Texel&desc.Uniform != 0 {
+		return nil, fmt.Errorf("vk: %s: texel mask %#x names bindings past %d or uniform ones", where, desc.Texel, desc.Bindings)
+	}
+	p := &Pipeline{d: d, name: desc.Name, bindings: desc.Bindings, uniform: desc.Uniform, texel: desc.Texel, pushSize: desc.PushSize,
 		cache: map[setKey]gv.DescriptorSet{}, sets: make([]gv.DescriptorSet, 1)}
 	code := make([]uint32, len(desc.SPIRV)/4)
 	for i := range code {
@@ -106,7 +117,7 @@ func (d *Device) NewPipeline(desc PipelineDesc) (*Pipeline, error) {
 	var out C.vkllm_pipeline
 	r := C.vkllm_create_pipeline(d.in.ctx, C.VkDevice(unsafe.Pointer(d.dev)),
 		(*C.uint32_t)(unsafe.Pointer(&code[0])), C.size_t(len(desc.SPIRV)),
-		C.uint32_t(desc.Bindings), C.uint32_t(desc.Uniform), C.uint32_t(desc.PushSize),
+		C.uint32_t(desc.Bindings), C.uint32_t(desc.Uniform), C.uint32_t(desc.Texel), C.uint32_t(desc.PushSize),
 		(*C.uint32_t)(unsafe.Pointer(&spec[0])), C.uint32_t(len(desc.Spec)), &out)
 	runtime.KeepAlive(code)
 	runtime.KeepAlive(spec)
@@ -162,7 +173,16 @@ func (p *Pipeline) set(rs []Range) (gv.DescriptorSet, error) {
 			DstBinding:      uint32(i),
 			DescriptorCount: 1,
 			DescriptorType:  p.descType(i),
-			PBufferInfo:     []gv.DescriptorBufferInfo{{Buffer: r.Buf.buf, Offset: gv.DeviceSize(r.Offset), Range: gv.DeviceSize(r.Size)}},
+		}
+		if p.texel>>i&1 != 0 {
+			v, err := r.Buf.view(r.Offset, r.Size)
+			if err != nil {
+				p.free = append(p.free, s)
+				return nil, err
+			}
+			writes[i].PTexelBufferView = []gv.BufferView{v}
+		} else {
+			writes[i].PBufferInfo = []gv.DescriptorBufferInfo{{Buffer: r.Buf.buf, Offset: gv.DeviceSize(r.Offset), Range: gv.DeviceSize(r.Size)}}
 		}
 	}
 	if len(writes) > 0 {
@@ -177,15 +197,21 @@ func (p *Pipeline) descType(i int) gv.DescriptorType {
 	if p.uniform>>i&1 != 0 {
 		return gv.DescriptorTypeUniformBuffer
 	}
+	if p.texel>>i&1 != 0 {
+		return gv.DescriptorTypeUniformTexelBuffer
+	}
 	return gv.DescriptorTypeStorageBuffer
 }
 
 func (p *Pipeline) allocSet() (gv.DescriptorSet, error) {
 	if p.poolLeft == 0 {
-		nu := uint32(bits.OnesCount32(p.uniform))
-		sizes := []gv.DescriptorPoolSize{{Type: gv.DescriptorTypeStorageBuffer, DescriptorCount: uint32(max(p.bindings-int(nu), 1)) * setsPerPool}}
+		nu, nt := uint32(bits.OnesCount32(p.uniform)), uint32(bits.OnesCount32(p.texel))
+		sizes := []gv.DescriptorPoolSize{{Type: gv.DescriptorTypeStorageBuffer, DescriptorCount: uint32(max(p.bindings-int(nu+nt), 1)) * setsPerPool}}
 		if nu > 0 {
 			sizes = append(sizes, gv.DescriptorPoolSize{Type: gv.DescriptorTypeUniformBuffer, DescriptorCount: nu * setsPerPool})
+		}
+		if nt > 0 {
+			sizes = append(sizes, gv.DescriptorPoolSize{Type: gv.DescriptorTypeUniformTexelBuffer, DescriptorCount: nt * setsPerPool})
 		}
 		dpci := &gv.DescriptorPoolCreateInfo{
 			SType:         gv.StructureTypeDescriptorPoolCreateInfo,

@@ -696,3 +696,73 @@ func TestDeviceLocalBudget(t *testing.T) {
 		t.Errorf("Capacity() = %d with staging and a 4 MiB budget, want 4 MiB", c)
 	}
 }
+
+// TestTexelBinding runs the matvec variant that reads its weights through
+// a uniform texel buffer (binding 0) and its activations from a uniform
+// buffer (binding 1), and checks the texel bindings' rules.
+func TestTexelBinding(t *testing.T) {
+	d := vktest.Open(t, vk.Options{})
+	code, err := shaders.SPIRV("matvec_f32_f32_xt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.NewPipeline(vk.PipelineDesc{Name: "bad", SPIRV: code, Bindings: 3, Uniform: 1 << 1, Texel: 1<<1 | 1, PushSize: 36}); err == nil || !strings.Contains(err.Error(), "texel mask") {
+		t.Errorf("NewPipeline(Texel overlapping Uniform) = %v, want an error naming the texel mask", err)
+	}
+	p, err := d.NewPipeline(vk.PipelineDesc{Name: "matvec_f32_f32_xt", SPIRV: code, Bindings: 3, Uniform: 1 << 1, Texel: 1, PushSize: 36, Spec: []uint32{8, 1, 1, 1, 0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rows, cols = 5, 8
+	w := make([]byte, 4*rows*cols+64)
+	x := make([]byte, 4*cols)
+	want := make([]float32, rows)
+	for k := range cols {
+		binary.LittleEndian.PutUint32(x[4*k:], math.Float32bits(float32(k)))
+	}
+	for r := range rows {
+		for k := range cols {
+			binary.LittleEndian.PutUint32(w[64+4*(r*cols+k):], math.Float32bits(float32(r+1)))
+			want[r] += float32(r+1) * float32(k)
+		}
+	}
+	wb, xb, yb := newBuf(t, d, len(w)), newBuf(t, d, 256), newBuf(t, d, 4*rows)
+	if err := wb.Write(0, w); err != nil {
+		t.Fatal(err)
+	}
+	if err := xb.Write(0, x); err != nil {
+		t.Fatal(err)
+	}
+	// K, M, N, w_off, w_stride, x_off, x_stride, y_off, y_stride
+	push := [9]uint32{cols, rows, 1, 0, 4 * cols, 0, cols, 0, rows}
+	run := func(wr vk.Range) error {
+		c, err := d.Begin()
+		if err != nil {
+			return err
+		}
+		c.Dispatch(p, [3]uint32{1, 1, 1}, vk.Bytes(&push), wr, xb.Range(0, 4*cols), yb.All())
+		return c.Submit()
+	}
+	// The weights start 64 bytes into the buffer: a view at an offset.
+	if err := run(wb.Range(64, 4*rows*cols)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4*rows)
+	if err := yb.Read(0, got); err != nil {
+		t.Fatal(err)
+	}
+	for r := range rows {
+		if g := math.Float32frombits(binary.LittleEndian.Uint32(got[4*r:])); g != want[r] {
+			t.Errorf("y[%d] = %v, want %v", r, g, want[r])
+		}
+	}
+	if err := run(wb.Range(64, 4*rows*cols-2)); err == nil || !strings.Contains(err.Error(), "multiple of 4") {
+		t.Errorf("a texel binding of %d bytes: %v, want an error asking for a multiple of 4", 4*rows*cols-2, err)
+	}
+	lim := d.Limits()
+	if lim.MinTexelOffsetAlign > 4 {
+		if err := run(wb.Range(4, 4*rows*cols)); err == nil || !strings.Contains(err.Error(), "minTexelBufferOffsetAlignment") {
+			t.Errorf("a texel binding at offset 4: %v, want an error naming minTexelBufferOffsetAlignment", err)
+		}
+	}
+}

@@ -123,8 +123,12 @@ func BenchmarkMatVecRows(b *testing.B) {
 	for _, sh := range [][2]int{{8000, 256}, {256, 256}, {128, 256}, {768, 256}, {256, 768}} {
 		for _, n := range []int{1, 8, 16} {
 			b.Run(fmt.Sprintf("%dx%d/n=%d", sh[0], sh[1], n), func(b *testing.B) { benchMul(b, gguf.TypeQ8_0, sh[0], sh[1], n, false) })
-			// The same with the activations in a storage buffer (the
-			// kernel without the _xu variants' uniform loads).
+			// The same with the weights in a storage buffer (the _xu
+			// variants, without the _xt variants' texel fetches), and
+			// the activations too (neither the uniform loads).
+			b.Run(fmt.Sprintf("%dx%d/n=%d/xu", sh[0], sh[1], n), func(b *testing.B) {
+				benchMulOpts(b, gguf.TypeQ8_0, sh[0], sh[1], n, mulOpts{noTexel: true})
+			})
 			b.Run(fmt.Sprintf("%dx%d/n=%d/ssbo", sh[0], sh[1], n), func(b *testing.B) {
 				benchMulOpts(b, gguf.TypeQ8_0, sh[0], sh[1], n, mulOpts{noUniform: true})
 			})

@@ -78,6 +78,9 @@ type mulOpts struct {
 	// noUniform keeps the activations in a storage buffer on CPU devices
 	// (tests of both paths).
 	noUniform bool
+	// noTexel keeps the weights in a storage buffer where the _xt
+	// variants would read them from a texel buffer (tests, benchmarks).
+	noTexel bool
 }
 
 // mulMat records W x with bindings of at most o.maxRange bytes: one
@@ -147,12 +150,20 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 	// On CPU devices the activations go in a uniform buffer when a pass's
 	// columns fit one (see shaders/matvec.comp, the _xu variants).
 	xuRange, xuAlign := k.xuLimits(tpr, w.Cols, colStep, o)
+	// and, with them, the weights in a uniform texel buffer (the _xt
+	// variants).
+	wRange, wAlign := maxRange, align
 	if !tiled && xuRange > 0 {
 		name = names.matvecXU
+		if k.texel && !o.noTexel {
+			name = names.matvecXT
+			lim := k.dev.Limits()
+			wRange, wAlign = min(maxRange, 4*lim.MaxTexelElements)&^3, max(align, lim.MinTexelOffsetAlign)
+		}
 	}
 	first := true
 	for r := 0; r < w.Rows; {
-		ch, err := rowChunkAt(r, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), maxRange, align)
+		ch, err := rowChunkAt(r, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), wRange, wAlign)
 		if err != nil {
 			return fmt.Errorf("ops: %s: weight: %w", op, err)
 		}
@@ -320,6 +331,9 @@ func (k *Kernels) PrepareWeight(t gguf.GGMLType, rows, cols int, accumulate bool
 		name := name
 		if lim, _ := k.xuLimits(tpr, cols, int(n), mulOpts{}); lim > 0 {
 			name = names.matvecXU
+			if k.texel {
+				name = names.matvecXT
+			}
 		}
 		if _, err := k.Pipeline(name, 3, push, k.matvecGroup(tpr), n, fast, tpr, acc, rpl); err != nil {
 			return err

@@ -80,8 +80,9 @@ func weightRowBytes(t gguf.GGMLType, cols int) (uint64, error) {
 // weightKernels names the pipeline variants for one weight type.
 type weightKernels struct {
 	getRows, matvec, matvecSG, matmul string
-	// matvecXU reads the activations from a uniform buffer (CPU devices).
-	matvecXU string
+	// matvecXU reads the activations from a uniform buffer (CPU devices),
+	// matvecXT too and the weights from a uniform texel buffer.
+	matvecXU, matvecXT string
 }
 
 // kernelsFor returns the kernel names for weight type t (constant strings,
@@ -89,35 +90,35 @@ type weightKernels struct {
 func kernelsFor(t gguf.GGMLType) (weightKernels, bool) {
 	switch t {
 	case gguf.TypeF32:
-		return weightKernels{"get_rows_f32_f32", "matvec_f32_f32", "matvec_f32_f32_sg", "matmul_f32_f32", "matvec_f32_f32_xu"}, true
+		return weightKernels{"get_rows_f32_f32", "matvec_f32_f32", "matvec_f32_f32_sg", "matmul_f32_f32", "matvec_f32_f32_xu", "matvec_f32_f32_xt"}, true
 	case gguf.TypeF16:
-		return weightKernels{"get_rows_f16_f32", "matvec_f16_f32", "matvec_f16_f32_sg", "matmul_f16_f32", "matvec_f16_f32_xu"}, true
+		return weightKernels{"get_rows_f16_f32", "matvec_f16_f32", "matvec_f16_f32_sg", "matmul_f16_f32", "matvec_f16_f32_xu", "matvec_f16_f32_xt"}, true
 	case gguf.TypeBF16:
-		return weightKernels{"get_rows_bf16_f32", "matvec_bf16_f32", "matvec_bf16_f32_sg", "matmul_bf16_f32", "matvec_bf16_f32_xu"}, true
+		return weightKernels{"get_rows_bf16_f32", "matvec_bf16_f32", "matvec_bf16_f32_sg", "matmul_bf16_f32", "matvec_bf16_f32_xu", "matvec_bf16_f32_xt"}, true
 	case gguf.TypeQ4_0:
-		return weightKernels{"get_rows_q4_0_f32", "matvec_q4_0_f32", "matvec_q4_0_f32_sg", "matmul_q4_0_f32", "matvec_q4_0_f32_xu"}, true
+		return weightKernels{"get_rows_q4_0_f32", "matvec_q4_0_f32", "matvec_q4_0_f32_sg", "matmul_q4_0_f32", "matvec_q4_0_f32_xu", "matvec_q4_0_f32_xt"}, true
 	case gguf.TypeQ4_1:
-		return weightKernels{"get_rows_q4_1_f32", "matvec_q4_1_f32", "matvec_q4_1_f32_sg", "matmul_q4_1_f32", "matvec_q4_1_f32_xu"}, true
+		return weightKernels{"get_rows_q4_1_f32", "matvec_q4_1_f32", "matvec_q4_1_f32_sg", "matmul_q4_1_f32", "matvec_q4_1_f32_xu", "matvec_q4_1_f32_xt"}, true
 	case gguf.TypeQ5_0:
-		return weightKernels{"get_rows_q5_0_f32", "matvec_q5_0_f32", "matvec_q5_0_f32_sg", "matmul_q5_0_f32", "matvec_q5_0_f32_xu"}, true
+		return weightKernels{"get_rows_q5_0_f32", "matvec_q5_0_f32", "matvec_q5_0_f32_sg", "matmul_q5_0_f32", "matvec_q5_0_f32_xu", "matvec_q5_0_f32_xt"}, true
 	case gguf.TypeQ5_1:
-		return weightKernels{"get_rows_q5_1_f32", "matvec_q5_1_f32", "matvec_q5_1_f32_sg", "matmul_q5_1_f32", "matvec_q5_1_f32_xu"}, true
+		return weightKernels{"get_rows_q5_1_f32", "matvec_q5_1_f32", "matvec_q5_1_f32_sg", "matmul_q5_1_f32", "matvec_q5_1_f32_xu", "matvec_q5_1_f32_xt"}, true
 	case gguf.TypeQ8_0:
-		return weightKernels{"get_rows_q8_0_f32", "matvec_q8_0_f32", "matvec_q8_0_f32_sg", "matmul_q8_0_f32", "matvec_q8_0_f32_xu"}, true
+		return weightKernels{"get_rows_q8_0_f32", "matvec_q8_0_f32", "matvec_q8_0_f32_sg", "matmul_q8_0_f32", "matvec_q8_0_f32_xu", "matvec_q8_0_f32_xt"}, true
 	case gguf.TypeQ2_K:
-		return weightKernels{"get_rows_q2_k_f32", "matvec_q2_k_f32", "matvec_q2_k_f32_sg", "matmul_q2_k_f32", "matvec_q2_k_f32_xu"}, true
+		return weightKernels{"get_rows_q2_k_f32", "matvec_q2_k_f32", "matvec_q2_k_f32_sg", "matmul_q2_k_f32", "matvec_q2_k_f32_xu", "matvec_q2_k_f32_xt"}, true
 	case gguf.TypeQ3_K:
-		return weightKernels{"get_rows_q3_k_f32", "matvec_q3_k_f32", "matvec_q3_k_f32_sg", "matmul_q3_k_f32", "matvec_q3_k_f32_xu"}, true
+		return weightKernels{"get_rows_q3_k_f32", "matvec_q3_k_f32", "matvec_q3_k_f32_sg", "matmul_q3_k_f32", "matvec_q3_k_f32_xu", "matvec_q3_k_f32_xt"}, true
 	case gguf.TypeQ4_K:
-		return weightKernels{"get_rows_q4_k_f32", "matvec_q4_k_f32", "matvec_q4_k_f32_sg", "matmul_q4_k_f32", "matvec_q4_k_f32_xu"}, true
+		return weightKernels{"get_rows_q4_k_f32", "matvec_q4_k_f32", "matvec_q4_k_f32_sg", "matmul_q4_k_f32", "matvec_q4_k_f32_xu", "matvec_q4_k_f32_xt"}, true
 	case gguf.TypeQ5_K:
-		return weightKernels{"get_rows_q5_k_f32", "matvec_q5_k_f32", "matvec_q5_k_f32_sg", "matmul_q5_k_f32", "matvec_q5_k_f32_xu"}, true
+		return weightKernels{"get_rows_q5_k_f32", "matvec_q5_k_f32", "matvec_q5_k_f32_sg", "matmul_q5_k_f32", "matvec_q5_k_f32_xu", "matvec_q5_k_f32_xt"}, true
 	case gguf.TypeQ6_K:
-		return weightKernels{"get_rows_q6_k_f32", "matvec_q6_k_f32", "matvec_q6_k_f32_sg", "matmul_q6_k_f32", "matvec_q6_k_f32_xu"}, true
+		return weightKernels{"get_rows_q6_k_f32", "matvec_q6_k_f32", "matvec_q6_k_f32_sg", "matmul_q6_k_f32", "matvec_q6_k_f32_xu", "matvec_q6_k_f32_xt"}, true
 	case gguf.TypeIQ4_NL:
-		return weightKernels{"get_rows_iq4_nl_f32", "matvec_iq4_nl_f32", "matvec_iq4_nl_f32_sg", "matmul_iq4_nl_f32", "matvec_iq4_nl_f32_xu"}, true
+		return weightKernels{"get_rows_iq4_nl_f32", "matvec_iq4_nl_f32", "matvec_iq4_nl_f32_sg", "matmul_iq4_nl_f32", "matvec_iq4_nl_f32_xu", "matvec_iq4_nl_f32_xt"}, true
 	case gguf.TypeIQ4_XS:
-		return weightKernels{"get_rows_iq4_xs_f32", "matvec_iq4_xs_f32", "matvec_iq4_xs_f32_sg", "matmul_iq4_xs_f32", "matvec_iq4_xs_f32_xu"}, true
+		return weightKernels{"get_rows_iq4_xs_f32", "matvec_iq4_xs_f32", "matvec_iq4_xs_f32_sg", "matmul_iq4_xs_f32", "matvec_iq4_xs_f32_xu", "matvec_iq4_xs_f32_xt"}, true
 	}
 	return weightKernels{}, false
 }

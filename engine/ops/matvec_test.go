@@ -19,6 +19,7 @@ type mulCase struct {
 	xyLead        int    // bytes before x and y in their buffers (a multiple of 4)
 	acc           bool   // y += W x (MulMatAdd) over random y
 	ssbo          bool   // activations in a storage buffer even where a uniform buffer would do
+	xu            bool   // weights in a storage buffer even where a texel buffer would do
 }
 
 func (m mulCase) String() string {
@@ -40,6 +41,9 @@ func (m mulCase) String() string {
 	}
 	if m.ssbo {
 		s += "_ssbo"
+	}
+	if m.xu {
+		s += "_xu"
 	}
 	return s
 }
@@ -71,7 +75,7 @@ func testMul(t *testing.T, g *rig, typ gguf.GGMLType, m mulCase, tiled bool) {
 		if !m.acc {
 			c.Fill(y, NaNBits)
 		}
-		return g.k.mulMat(c, wt, xr, m.n, y, mulOpts{tiled: tiled, maxRange: m.maxRange, slow: m.slow, acc: m.acc, noUniform: m.ssbo})
+		return g.k.mulMat(c, wt, xr, m.n, y, mulOpts{tiled: tiled, maxRange: m.maxRange, slow: m.slow, acc: m.acc, noUniform: m.ssbo, noTexel: m.xu})
 	})
 	name := "MatVec"
 	if tiled {
@@ -116,6 +120,12 @@ func TestMatVec(t *testing.T) {
 				{rows: 300, cols: cols, n: 3, ssbo: true},
 				{rows: 1100, cols: cols, n: 5, xyLead: 4, ssbo: true},
 				{rows: 11, cols: cols, n: 19, ssbo: true},
+				// With the activations in a uniform buffer, CPU
+				// devices read the weights from a texel buffer (the
+				// _xt variants); the same cases from a storage buffer.
+				{rows: 300, cols: cols, n: 3, xu: true},
+				{rows: 1100, cols: cols, n: 5, xyLead: 4, xu: true},
+				{rows: 23, cols: cols, n: 2, lead: 6, maxRange: 5*rowBytes + 4*uint64(cols) + 64, xu: true},
 				{rows: 37, cols: 8192, n: 3},
 			}
 			both(t, g, func(t *testing.T) {
