@@ -109,6 +109,10 @@ void main() {
 	// The subgroup's block: rows sm .. sm+SM-1, columns sn .. sn+SN-1.
 	const uint sm = (gl_SubgroupID % 2u) * SM;
 	const uint sn = (gl_SubgroupID / 2u) * SN;
+	// Four subgroups are expected (WG is four times the device's subgroup
+	// size); should a driver run more, smaller ones, the first four do the
+	// work, each a whole block of its own (the matrices are per subgroup).
+	const bool working = gl_SubgroupID < 4u;
 
 	fcoopmatNV<32, SCOPE_SUBGROUP, TM, TN> acc[MAXC][MAXC];
 	[[unroll]] for (uint i = 0u; i < MAXC; i++) {
@@ -174,7 +178,7 @@ void main() {
 		}
 		barrier();
 		[[unroll]] for (uint ks = 0u; ks < MAXC; ks++) {
-			if (ks < KS) {
+			if (working && ks < KS) {
 				fcoopmatNV<16, SCOPE_SUBGROUP, TM, TK> a[MAXC];
 				fcoopmatNV<16, SCOPE_SUBGROUP, TK, TN> b[MAXC];
 				[[unroll]] for (uint i = 0u; i < MAXC; i++) {
@@ -201,7 +205,7 @@ void main() {
 
 	[[unroll]] for (uint i = 0u; i < MAXC; i++) {
 		[[unroll]] for (uint j = 0u; j < MAXC; j++) {
-			if (i < CM && j < CN) {
+			if (working && i < CM && j < CN) {
 				coopMatStoreNV(acc[i][j], tile_y, (sn + j * TN) * SR + sm + i * TM, SR, true);
 			}
 		}
