@@ -7,6 +7,11 @@
 # without variant lines becomes spv/<basename>.spv. Any glslc error fails the
 # build. Only outdated outputs are rebuilt (a .comp or any .glsl newer than
 # the .spv).
+#
+# Every variant named NAME_nv (written with GL_NV_cooperative_matrix, the
+# only cooperative-matrix extension glslang 11 knows) also gets a twin
+# spv/NAME_khr.spv for VK_KHR_cooperative_matrix devices, rewritten from
+# the NV module by tools/spvkhr (package shaders/spvkhr); that step needs Go.
 set -euo pipefail
 cd "$(dirname "$0")"
 GLSLC=${GLSLC:-glslc}
@@ -51,10 +56,26 @@ for src in *.comp; do
 	done <<<"$variants"
 done
 for p in "${pids[@]}"; do wait "$p" || exit 1; done
+# The KHR twins of the NV cooperative-matrix variants.
+khr_tool=$(stat -c %Y ../tools/spvkhr/main.go spvkhr/spvkhr.go | sort -n | tail -1)
+stale=()
+for f in spv/*_nv.spv; do
+	[ -e "$f" ] || continue
+	k=${f%_nv.spv}_khr.spv
+	if [ ! -e "$k" ] || [ "$(stat -c %Y "$k")" -lt "$(stat -c %Y "$f")" ] || [ "$(stat -c %Y "$k")" -lt "$khr_tool" ]; then
+		stale+=("shaders/$f")
+	fi
+	n=$((n+1))
+done
+if [ ${#stale[@]} -gt 0 ]; then
+	command -v "${GO:-go}" >/dev/null || { echo "compile.sh: go not found (needed for the *_khr variants)" >&2; exit 1; }
+	(cd .. && "${GO:-go}" run ./tools/spvkhr "${stale[@]}")
+fi
 # Remove outputs whose variant no longer exists.
 for f in spv/*.spv; do
 	[ -e "$f" ] || continue
 	name=$(basename "$f" .spv)
+	case $name in *_khr) name=${name%_khr}_nv ;; esac
 	if ! grep -qE "^// variant: $name( |\$)" *.comp 2>/dev/null && [ ! -e "$name.comp" ]; then rm -f "$f"; fi
 done
 echo "shaders: $n variants up to date"

@@ -149,6 +149,15 @@ func (d *Device) create() error {
 		// extension on a Vulkan 1.2 instance; the feature is in the chain.
 		exts = append(exts, "VK_KHR_shader_integer_dot_product\x00")
 	}
+	if d.info.CoopMatrixExt != "" {
+		if chain == nil {
+			// Unreachable: vkllm_query sets coop_api only on 1.2 devices.
+			d.info.Features.CoopMatrix, d.info.CoopMatrixExt, d.info.CoopMatrixShapes = false, "", nil
+		} else {
+			// The feature (and the Vulkan memory model) is in the chain.
+			exts = append(exts, d.info.CoopMatrixExt+"\x00")
+		}
+	}
 	dci.EnabledExtensionCount = uint32(len(exts))
 	dci.PpEnabledExtensionNames = exts
 	var vdev gv.Device
@@ -211,6 +220,13 @@ func (d *Device) Limits() Limits { return d.info.Limits }
 
 // Features returns the device's optional features (those enabled at Open).
 func (d *Device) Features() Features { return d.info.Features }
+
+// CoopMatrixShapes returns the shapes the device's cooperative matrices
+// support (none unless Features().CoopMatrix), a copy in the driver's
+// order. Info().CoopMatrixExt names the extension they come from.
+func (d *Device) CoopMatrixShapes() []CoopMatrixShape {
+	return append([]CoopMatrixShape(nil), d.info.CoopMatrixShapes...)
+}
 
 // Validating reports whether the validation layer is active.
 func (d *Device) Validating() bool { return d.in.validation }

@@ -111,6 +111,41 @@ static int has_ext(VkExtensionProperties* e, uint32_t n, const char* name) {
 	return 0;
 }
 
+// query_coop_shapes fills out's cooperative-matrix shapes for
+// out->coop_api, clearing coop_api when the query fails or finds none.
+static void query_coop_shapes(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out) {
+	uint32_t n = 0;
+	if (out->coop_api == 1) {
+		PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR get = (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)c->gipa(c->inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
+		VkCooperativeMatrixPropertiesKHR* p = NULL;
+		if (get && get(pd, &n, NULL) == VK_SUCCESS && n > 0 && (p = calloc(n, sizeof(*p)))) {
+			for (uint32_t i = 0; i < n; i++) p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+			VkResult r = get(pd, &n, p);
+			if (r != VK_SUCCESS && r != VK_INCOMPLETE) n = 0;
+			for (uint32_t i = 0; i < n && i < VKLLM_MAX_COOP_SHAPES; i++) {
+				vkllm_coop_shape s = {p[i].MSize, p[i].NSize, p[i].KSize, p[i].AType, p[i].BType, p[i].CType, p[i].ResultType, p[i].saturatingAccumulation, p[i].scope};
+				out->coop_shapes[out->coop_shape_count++] = s;
+			}
+		}
+		free(p);
+	} else if (out->coop_api == 2) {
+		PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get = (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)c->gipa(c->inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+		VkCooperativeMatrixPropertiesNV* p = NULL;
+		if (get && get(pd, &n, NULL) == VK_SUCCESS && n > 0 && (p = calloc(n, sizeof(*p)))) {
+			for (uint32_t i = 0; i < n; i++) p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+			VkResult r = get(pd, &n, p);
+			if (r != VK_SUCCESS && r != VK_INCOMPLETE) n = 0;
+			// NV's D is the result; it has no saturating accumulation.
+			for (uint32_t i = 0; i < n && i < VKLLM_MAX_COOP_SHAPES; i++) {
+				vkllm_coop_shape s = {p[i].MSize, p[i].NSize, p[i].KSize, p[i].AType, p[i].BType, p[i].CType, p[i].DType, 0, p[i].scope};
+				out->coop_shapes[out->coop_shape_count++] = s;
+			}
+		}
+		free(p);
+	}
+	if (out->coop_shape_count == 0) out->coop_api = 0;
+}
+
 void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out) {
 	memset(out, 0, sizeof(*out));
 	PFN_vkEnumerateDeviceExtensionProperties enum_ext = (PFN_vkEnumerateDeviceExtensionProperties)c->gipa(c->inst, "vkEnumerateDeviceExtensionProperties");
@@ -131,6 +166,12 @@ void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out) {
 	int has_sm = has_ext(exts, n, "VK_NV_shader_sm_builtins");
 	int has_amd_core = has_ext(exts, n, "VK_AMD_shader_core_properties");
 	free(exts);
+	// Cooperative matrices: the KHR extension where the device has it,
+	// else NVIDIA's older one.
+	VkPhysicalDeviceCooperativeMatrixPropertiesKHR coop_khr_props = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR};
+	VkPhysicalDeviceCooperativeMatrixPropertiesNV coop_nv_props = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_NV};
+	VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop_khr_feat = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
+	VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_nv_feat = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
 
 	VkPhysicalDeviceDriverProperties drv = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
 	VkPhysicalDeviceSubgroupProperties sg = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
@@ -148,6 +189,13 @@ void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out) {
 	if (has_amd_core) {
 		amd.pNext = vendor;
 		vendor = &amd;
+	}
+	if (out->coop_matrix_khr) {
+		coop_khr_props.pNext = vendor;
+		vendor = &coop_khr_props;
+	} else if (out->coop_matrix_nv) {
+		coop_nv_props.pNext = vendor;
+		vendor = &coop_nv_props;
 	}
 	VkPhysicalDeviceProperties2 p2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
 	p2.pNext = vendor;
@@ -191,6 +239,13 @@ void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out) {
 	f11.pNext = &f12;
 	int api13 = VK_API_VERSION_MINOR(p->apiVersion) >= 3 || VK_API_VERSION_MAJOR(p->apiVersion) > 1;
 	if (api13 || has_int_dot) f12.pNext = &dot;
+	if (out->coop_matrix_khr) {
+		coop_khr_feat.pNext = f11.pNext;
+		f11.pNext = &coop_khr_feat;
+	} else if (out->coop_matrix_nv) {
+		coop_nv_feat.pNext = f11.pNext;
+		f11.pNext = &coop_nv_feat;
+	}
 	VkPhysicalDeviceFeatures2 f2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
 	f2.pNext = &f11;
 	int api12 = VK_API_VERSION_MINOR(p->apiVersion) >= 2 || VK_API_VERSION_MAJOR(p->apiVersion) > 1;
@@ -205,7 +260,17 @@ void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out) {
 		// shaderIntegerDotProduct is reachable only through the extension
 		// (enabled with the feature at device creation).
 		out->int_dot = has_int_dot && dot.shaderIntegerDotProduct;
+		out->vulkan_memory_model = f12.vulkanMemoryModel;
+		// glslang writes cooperative-matrix modules against the Vulkan
+		// memory model, so it is a condition of their use.
+		int vmm = f12.vulkanMemoryModel;
+		if (vmm && out->coop_matrix_khr && coop_khr_feat.cooperativeMatrix && (coop_khr_props.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) {
+			out->coop_api = 1;
+		} else if (vmm && !out->coop_matrix_khr && out->coop_matrix_nv && coop_nv_feat.cooperativeMatrix && (coop_nv_props.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) {
+			out->coop_api = 2;
+		}
 	}
+	if (out->coop_api) query_coop_shapes(c, pd, out);
 
 	VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
 	VkPhysicalDeviceMemoryProperties2 mp = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
@@ -225,6 +290,8 @@ typedef struct {
 	VkPhysicalDeviceVulkan11Features f11;
 	VkPhysicalDeviceVulkan12Features f12;
 	VkPhysicalDeviceShaderIntegerDotProductFeatures dot;
+	VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop_khr;
+	VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_nv;
 } chain;
 
 void* vkllm_feature_chain(const vkllm_info* info) {
@@ -246,6 +313,22 @@ void* vkllm_feature_chain(const vkllm_info* info) {
 		ch->dot.shaderIntegerDotProduct = VK_TRUE;
 		ch->f12.pNext = &ch->dot;
 	}
+	// The cooperative-matrix feature goes with its extension (see
+	// Device.create); glslang writes cooperative-matrix modules against
+	// the Vulkan memory model, which vkllm_query made a condition of
+	// coop_api.
+	if (info->coop_api == 1) {
+		ch->coop_khr.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR;
+		ch->coop_khr.cooperativeMatrix = VK_TRUE;
+		ch->coop_khr.pNext = ch->f11.pNext;
+		ch->f11.pNext = &ch->coop_khr;
+	} else if (info->coop_api == 2) {
+		ch->coop_nv.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+		ch->coop_nv.cooperativeMatrix = VK_TRUE;
+		ch->coop_nv.pNext = ch->f11.pNext;
+		ch->f11.pNext = &ch->coop_nv;
+	}
+	if (info->coop_api) ch->f12.vulkanMemoryModel = VK_TRUE;
 	return &ch->f2;
 }
 

@@ -7,6 +7,47 @@
 #include <stdint.h>
 #include <vulkan/vulkan.h>
 
+#ifndef VK_KHR_cooperative_matrix
+// VK_KHR_cooperative_matrix (Vulkan headers 1.3.255 and later), for older
+// system headers: the values and layouts of the registry.
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR ((VkStructureType)1000506000)
+#define VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR ((VkStructureType)1000506001)
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR ((VkStructureType)1000506002)
+typedef struct VkCooperativeMatrixPropertiesKHR {
+	VkStructureType sType;
+	void* pNext;
+	uint32_t MSize;
+	uint32_t NSize;
+	uint32_t KSize;
+	uint32_t AType; // VkComponentTypeKHR, numbered as VkComponentTypeNV
+	uint32_t BType;
+	uint32_t CType;
+	uint32_t ResultType;
+	VkBool32 saturatingAccumulation;
+	uint32_t scope; // VkScopeKHR, numbered as VkScopeNV
+} VkCooperativeMatrixPropertiesKHR;
+typedef struct VkPhysicalDeviceCooperativeMatrixFeaturesKHR {
+	VkStructureType sType;
+	void* pNext;
+	VkBool32 cooperativeMatrix;
+	VkBool32 cooperativeMatrixRobustBufferAccess;
+} VkPhysicalDeviceCooperativeMatrixFeaturesKHR;
+typedef struct VkPhysicalDeviceCooperativeMatrixPropertiesKHR {
+	VkStructureType sType;
+	void* pNext;
+	VkShaderStageFlags cooperativeMatrixSupportedStages;
+} VkPhysicalDeviceCooperativeMatrixPropertiesKHR;
+typedef VkResult (VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)(VkPhysicalDevice, uint32_t*, VkCooperativeMatrixPropertiesKHR*);
+#endif
+
+// VKLLM_MAX_COOP_SHAPES bounds the cooperative-matrix shapes reported.
+#define VKLLM_MAX_COOP_SHAPES 64
+// vkllm_coop_shape is one supported cooperative-matrix shape (KHR or NV):
+// component types as VkComponentTypeKHR, scope as VkScopeKHR.
+typedef struct vkllm_coop_shape {
+	uint32_t m, n, k, a, b, c, result, saturating, scope;
+} vkllm_coop_shape;
+
 typedef struct vkllm_info {
 	uint32_t api_version, driver_version, vendor_id, device_id, device_type;
 	char name[256];
@@ -14,6 +55,13 @@ typedef struct vkllm_info {
 	char driver_info[256];
 	uint32_t subgroup_size, subgroup_ops, subgroup_stages;
 	uint32_t storage16, float16, storage8, int8, int_dot, coop_matrix_khr, coop_matrix_nv, bda, push_descriptor, memory_budget, subgroup_size_control;
+	// coop_api says which cooperative-matrix extension is usable (its
+	// feature set, compute shaders among its stages, a Vulkan 1.2 device):
+	// 1 VK_KHR_cooperative_matrix, 2 VK_NV_cooperative_matrix (only where
+	// the KHR one is not), 0 none; coop_shapes lists that extension's
+	// shapes. vulkan_memory_model is the Vulkan 1.2 feature.
+	uint32_t coop_api, coop_shape_count, vulkan_memory_model;
+	vkllm_coop_shape coop_shapes[VKLLM_MAX_COOP_SHAPES];
 	uint64_t max_storage_buffer_range, max_memory_allocation_size, max_buffer_size, min_storage_offset_align;
 	uint64_t max_uniform_buffer_range, min_uniform_offset_align;
 	uint64_t max_texel_elements, min_texel_offset_align;
@@ -38,7 +86,10 @@ int vkllm_ctx_drain(vkllm_ctx* c, char* out, int cap, int* written);
 void vkllm_ctx_free(vkllm_ctx* c);
 void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out);
 // vkllm_feature_chain returns a malloc'd pNext chain enabling the features
-// that are supported (flags from vkllm_info); free with vkllm_free_chain.
+// that are supported (flags from vkllm_info), with the cooperative-matrix
+// feature of info->coop_api and the Vulkan memory model (which glslang's
+// cooperative-matrix modules declare) where coop_api is set; free with
+// vkllm_free_chain.
 void* vkllm_feature_chain(const vkllm_info* info);
 void vkllm_free_chain(void* chain);
 

@@ -132,12 +132,16 @@ func (t DeviceType) rank() int {
 // Features are the optional capabilities vkllm can use. None is required
 // except Storage16 by kernels that read or write f16 buffers.
 type Features struct {
-	Storage16           bool `json:"storage_16bit"`       // storageBuffer16BitAccess
-	Float16             bool `json:"shader_float16"`      // shaderFloat16 arithmetic
-	Storage8            bool `json:"storage_8bit"`        // storageBuffer8BitAccess
-	Int8                bool `json:"shader_int8"`         // shaderInt8
-	IntegerDot          bool `json:"integer_dot_product"` // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product), enabled at Open
-	CoopMatrix          bool `json:"cooperative_matrix"`  // VK_KHR_ or VK_NV_cooperative_matrix
+	Storage16  bool `json:"storage_16bit"`       // storageBuffer16BitAccess
+	Float16    bool `json:"shader_float16"`      // shaderFloat16 arithmetic
+	Storage8   bool `json:"storage_8bit"`        // storageBuffer8BitAccess
+	Int8       bool `json:"shader_int8"`         // shaderInt8
+	IntegerDot bool `json:"integer_dot_product"` // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product), enabled at Open
+	// CoopMatrix: VK_KHR_cooperative_matrix (or, on drivers without it,
+	// VK_NV_cooperative_matrix) with its cooperativeMatrix feature for
+	// compute shaders and the Vulkan memory model, enabled at Open; see
+	// DeviceInfo.CoopMatrixShapes.
+	CoopMatrix          bool `json:"cooperative_matrix"`
 	BufferDeviceAddress bool `json:"buffer_device_address"`
 	PushDescriptor      bool `json:"push_descriptor"` // VK_KHR_push_descriptor
 	MemoryBudget        bool `json:"memory_budget"`   // VK_EXT_memory_budget
@@ -192,6 +196,99 @@ type DeviceInfo struct {
 	Heaps        []Heap   `json:"heaps"`
 	Features     Features `json:"features"`
 	Limits       Limits   `json:"limits"`
+	// CoopMatrixExt names the cooperative-matrix extension in use
+	// ("VK_KHR_cooperative_matrix" or "VK_NV_cooperative_matrix"; empty
+	// where Features.CoopMatrix is false) and CoopMatrixShapes lists its
+	// supported shapes, in the driver's order.
+	CoopMatrixExt    string            `json:"coop_matrix_extension,omitempty"`
+	CoopMatrixShapes []CoopMatrixShape `json:"coop_matrix_shapes,omitempty"`
+}
+
+// ComponentType is a cooperative matrix's element type, numbered as
+// VkComponentTypeKHR (and VkComponentTypeNV).
+type ComponentType uint32
+
+// The component types.
+const (
+	ComponentFloat16 ComponentType = 0
+	ComponentFloat32 ComponentType = 1
+	ComponentFloat64 ComponentType = 2
+	ComponentSint8   ComponentType = 3
+	ComponentSint16  ComponentType = 4
+	ComponentSint32  ComponentType = 5
+	ComponentSint64  ComponentType = 6
+	ComponentUint8   ComponentType = 7
+	ComponentUint16  ComponentType = 8
+	ComponentUint32  ComponentType = 9
+	ComponentUint64  ComponentType = 10
+)
+
+var componentNames = [...]string{"f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"}
+
+// String returns the type's short name ("f16", "s8"), or its number.
+func (t ComponentType) String() string {
+	if int(t) < len(componentNames) {
+		return componentNames[t]
+	}
+	return fmt.Sprintf("type%d", uint32(t))
+}
+
+// MarshalText writes the short name, for JSON.
+func (t ComponentType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// Scope is the set of invocations sharing one cooperative matrix, numbered
+// as VkScopeKHR.
+type Scope uint32
+
+// The scopes.
+const (
+	ScopeDevice      Scope = 1
+	ScopeWorkgroup   Scope = 2
+	ScopeSubgroup    Scope = 3
+	ScopeQueueFamily Scope = 5
+)
+
+// String returns the scope's lower-case name, or its number.
+func (s Scope) String() string {
+	switch s {
+	case ScopeDevice:
+		return "device"
+	case ScopeWorkgroup:
+		return "workgroup"
+	case ScopeSubgroup:
+		return "subgroup"
+	case ScopeQueueFamily:
+		return "queue-family"
+	}
+	return fmt.Sprintf("scope%d", uint32(s))
+}
+
+// MarshalText writes the name, for JSON.
+func (s Scope) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// CoopMatrixShape is one multiply-add shape a device's cooperative matrices
+// support: Result (M x N) = A (M x K) * B (K x N) + C (M x N), with the
+// element types and the scope of the matrices. Saturating is KHR's
+// saturatingAccumulation (integer types).
+type CoopMatrixShape struct {
+	M          uint32        `json:"m"`
+	N          uint32        `json:"n"`
+	K          uint32        `json:"k"`
+	A          ComponentType `json:"a"`
+	B          ComponentType `json:"b"`
+	C          ComponentType `json:"c"`
+	Result     ComponentType `json:"result"`
+	Saturating bool          `json:"saturating,omitempty"`
+	Scope      Scope         `json:"scope"`
+}
+
+// String writes the shape as "16x16x16 f16*f16+f32->f32 subgroup".
+func (s CoopMatrixShape) String() string {
+	sat := ""
+	if s.Saturating {
+		sat = " saturating"
+	}
+	return fmt.Sprintf("%dx%dx%d %v*%v+%v->%v %v%s", s.M, s.N, s.K, s.A, s.B, s.C, s.Result, s.Scope, sat)
 }
 
 // DeviceLocalBytes sums the sizes of the device-local heaps.
@@ -388,7 +485,7 @@ func infoFromC(i int, ci *C.vkllm_info) DeviceInfo {
 			Storage8:            ci.storage8 != 0,
 			Int8:                ci.int8 != 0,
 			IntegerDot:          ci.int_dot != 0,
-			CoopMatrix:          ci.coop_matrix_khr != 0 || ci.coop_matrix_nv != 0,
+			CoopMatrix:          ci.coop_api != 0,
 			BufferDeviceAddress: ci.bda != 0,
 			PushDescriptor:      ci.push_descriptor != 0,
 			MemoryBudget:        ci.memory_budget != 0,
@@ -409,6 +506,20 @@ func infoFromC(i int, ci *C.vkllm_info) DeviceInfo {
 		},
 	}
 	d.TypeName = d.Type.String()
+	switch ci.coop_api {
+	case 1:
+		d.CoopMatrixExt = "VK_KHR_cooperative_matrix"
+	case 2:
+		d.CoopMatrixExt = "VK_NV_cooperative_matrix"
+	}
+	for i := 0; i < int(ci.coop_shape_count) && i < C.VKLLM_MAX_COOP_SHAPES; i++ {
+		s := ci.coop_shapes[i]
+		d.CoopMatrixShapes = append(d.CoopMatrixShapes, CoopMatrixShape{
+			M: uint32(s.m), N: uint32(s.n), K: uint32(s.k),
+			A: ComponentType(s.a), B: ComponentType(s.b), C: ComponentType(s.c), Result: ComponentType(s.result),
+			Saturating: s.saturating != 0, Scope: Scope(s.scope),
+		})
+	}
 	for k := 0; k < 3; k++ {
 		d.Limits.MaxWorkgroupSize[k] = uint32(ci.max_wg_size[k])
 		d.Limits.MaxWorkgroupCount[k] = uint32(ci.max_wg_count[k])

@@ -13,7 +13,8 @@ import (
 
 // cmdDevices lists the Vulkan devices: index, name, type, driver, API
 // version, memory, compute units (a guess marked '~' where the driver does
-// not report them), subgroup size and features. The device that --device (or
+// not report them), subgroup size and features, then the cooperative-matrix
+// shapes of the devices that have them. The device that --device (or
 // $VKLLM_DEVICE, or the default order) selects is marked with '*'.
 func cmdDevices(args []string) error {
 	fs := newFlagSet("devices")
@@ -69,7 +70,22 @@ func writeDevices(w io.Writer, devs []vk.DeviceInfo, chosen int, asJSON bool) er
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", mark, d.Index, d.Name, d.Type, driver, d.APIVersion,
 			memory(d), computeUnits(d), d.SubgroupSize, gib(d.Limits.MaxStorageBufferRange), features(d.Features))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, d := range devs {
+		if len(d.CoopMatrixShapes) == 0 {
+			continue
+		}
+		shapes := make([]string, len(d.CoopMatrixShapes))
+		for i, s := range d.CoopMatrixShapes {
+			shapes[i] = s.String()
+		}
+		if _, err := fmt.Fprintf(w, "device %d cooperative matrices (%s): %s\n", d.Index, d.CoopMatrixExt, strings.Join(shapes, ", ")); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // computeUnits is the device's compute units as the driver reports them,

@@ -15,15 +15,22 @@ func TestWriteDevices(t *testing.T) {
 			SubgroupSize: 8, Heaps: []vk.Heap{{Size: 2 << 30, DeviceLocal: true}}, Features: vk.Features{Storage16: true, SubgroupArithmetic: true},
 			Limits: vk.Limits{MaxStorageBufferRange: 128 << 20}},
 		{Index: 1, Name: "Radeon RX 7900", Type: vk.TypeDiscrete, TypeName: "discrete", DriverName: "radv", APIVersion: "1.3.278",
-			SubgroupSize: 64, ComputeUnits: 96, Heaps: []vk.Heap{{Size: 24 << 30, DeviceLocal: true}, {Size: 32 << 30}}, Features: vk.Features{CoopMatrix: true}},
+			SubgroupSize: 64, ComputeUnits: 96, Heaps: []vk.Heap{{Size: 24 << 30, DeviceLocal: true}, {Size: 32 << 30}}, Features: vk.Features{CoopMatrix: true},
+			CoopMatrixExt: "VK_KHR_cooperative_matrix", CoopMatrixShapes: []vk.CoopMatrixShape{
+				{M: 16, N: 16, K: 16, A: vk.ComponentFloat16, B: vk.ComponentFloat16, C: vk.ComponentFloat32, Result: vk.ComponentFloat32, Scope: vk.ScopeSubgroup},
+				{M: 16, N: 16, K: 16, A: vk.ComponentSint8, B: vk.ComponentSint8, C: vk.ComponentSint32, Result: vk.ComponentSint32, Saturating: true, Scope: vk.ScopeSubgroup},
+			}},
 	}
 	var b bytes.Buffer
 	if err := writeDevices(&b, devs, 1, false); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("writeDevices table = %d lines, want 3:\n%s", len(lines), b.String())
+	if len(lines) != 4 {
+		t.Fatalf("writeDevices table = %d lines, want 4:\n%s", len(lines), b.String())
+	}
+	if want := "device 1 cooperative matrices (VK_KHR_cooperative_matrix): 16x16x16 f16*f16+f32->f32 subgroup, 16x16x16 s8*s8+s32->s32 subgroup saturating"; lines[3] != want {
+		t.Errorf("writeDevices shapes line = %q, want %q", lines[3], want)
 	}
 	for _, want := range []string{"llvmpipe", "cpu", "2.0 GiB local", "128 MiB", "fp16-storage,subgroup-arith"} {
 		if !strings.Contains(lines[1], want) {
@@ -47,11 +54,21 @@ func TestWriteDevices(t *testing.T) {
 		Index    int    `json:"index"`
 		Type     string `json:"type"`
 		Selected bool   `json:"selected"`
+		Shapes   []struct {
+			M, N, K uint32
+			A       string `json:"a"`
+			Result  string `json:"result"`
+			Scope   string `json:"scope"`
+		} `json:"coop_matrix_shapes"`
 	}
 	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
 		t.Fatalf("writeDevices JSON: %v\n%s", err, b.String())
 	}
 	if len(got) != 2 || !got[0].Selected || got[1].Selected || got[1].Type != "discrete" {
 		t.Errorf("writeDevices JSON = %+v, want 2 devices, the first selected, the second discrete", got)
+	}
+	if len(got) == 2 && (len(got[0].Shapes) != 0 || len(got[1].Shapes) != 2 || got[1].Shapes[0].K != 16 ||
+		got[1].Shapes[0].A != "f16" || got[1].Shapes[0].Result != "f32" || got[1].Shapes[0].Scope != "subgroup") {
+		t.Errorf("writeDevices JSON shapes = %+v / %+v, want none, then 16x16x16 f16 -> f32 subgroup first", got[0].Shapes, got[1].Shapes)
 	}
 }

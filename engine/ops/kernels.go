@@ -71,6 +71,11 @@ type Kernels struct {
 	intDot bool
 	// q8 is the integer-dot path's activation scratch.
 	q8 q8State
+	// coop is the cooperative-matrix matmul's plan where the device has a
+	// suitable shape (coopOK); coopOn sends MulMat's tiled products to it
+	// (matmul_coop.go).
+	coop           coopPlan
+	coopOK, coopOn bool
 }
 
 // cpuMatVecCols is MulMat's crossover on CPU devices: the tiled kernel
@@ -136,6 +141,8 @@ func New(dev *vk.Device) *Kernels {
 	// invocation and uniform activations are faster than the integer
 	// path (BenchmarkMatVecRows).
 	k.intDot = dev.Features().IntegerDot && !k.cpuRows
+	k.coop, k.coopOK = chooseCoop(dev)
+	k.coopOn = k.coopOK
 	return k
 }
 

@@ -59,19 +59,22 @@ func (k *Kernels) MatVec(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range) err
 // path is on (IntegerDot, SetQ8Scratch) the matvec products of the types
 // that have it quantize x to Q8_1 first (matvec_idot.go).
 func (k *Kernels) MulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range) error {
-	return k.mulMat(c, w, x, n, y, mulOpts{tiled: n > k.matvecCols})
+	tiled := n > k.matvecCols
+	return k.mulMat(c, w, x, n, y, mulOpts{tiled: tiled, coop: tiled && k.coopOn})
 }
 
 // MulMatAdd records y += W x (a projection added to the residual stream)
 // with MulMat's choice of kernel, in one dispatch per window instead of a
 // product and an Add.
 func (k *Kernels) MulMatAdd(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range) error {
-	return k.mulMat(c, w, x, n, y, mulOpts{tiled: n > k.matvecCols, acc: true})
+	tiled := n > k.matvecCols
+	return k.mulMat(c, w, x, n, y, mulOpts{tiled: tiled, coop: tiled && k.coopOn, acc: true})
 }
 
 // mulOpts are mulMat's settings; the zero value is MatVec's.
 type mulOpts struct {
 	tiled    bool   // the matmul kernel, else matvec
+	coop     bool   // with tiled: the cooperative-matrix matmul (CoopMatrix)
 	maxRange uint64 // binding limit (tests); 0 means Device.MaxBinding
 	slow     bool   // never the vector-load path (tests)
 	acc      bool   // y += W x instead of y = W x
@@ -93,6 +96,9 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 	op := "MatVec"
 	if tiled {
 		op = "MatMul"
+	}
+	if o.coop && (!tiled || !k.coopOK) {
+		return fmt.Errorf("ops: %s: no cooperative-matrix matmul on %s", op, k.dev.Info().Name)
 	}
 	names, _ := kernelsFor(w.Type)
 	rowBytes, err := weightRowBytes(w.Type, w.Cols)
@@ -139,6 +145,9 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 		colStep = min(colStep, k.matvecPass)
 	}
 	name := names.matmul
+	if o.coop {
+		name = k.coopKernel(names.matmul)
+	}
 	if !tiled {
 		name = names.matvec
 		if k.sg {
@@ -200,6 +209,9 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 			if tiled {
 				groups = [3]uint32{ceilDiv(uint32(rows), matmulBM), ceilDiv(uint32(nc), matmulBN), 1}
 				spec, nspec = [6]uint32{matmulWG, fast, acc}, 3
+				if o.coop {
+					spec, nspec = k.coopSpec(fast, acc), 6
+				}
 			}
 			if !first {
 				c.NoBarrier()
@@ -318,8 +330,7 @@ func (k *Kernels) PrepareWeight(t gguf.GGMLType, rows, cols int, accumulate bool
 		}
 		// The integer path takes every matvec of the type; MulMat's
 		// wider batches the tiled kernel.
-		_, err := k.Pipeline(names.matmul, 3, push, matmulWG, fast, b2u(accumulate))
-		return err
+		return k.prepareTiled(names.matmul, push, fast, b2u(accumulate))
 	}
 	name := names.matvec
 	if k.sg {
@@ -339,7 +350,19 @@ func (k *Kernels) PrepareWeight(t gguf.GGMLType, rows, cols int, accumulate bool
 			return err
 		}
 	}
-	_, err = k.Pipeline(names.matmul, 3, push, matmulWG, fast, acc)
+	return k.prepareTiled(names.matmul, push, fast, acc)
+}
+
+// prepareTiled creates the pipeline of MulMat's tiled products: the
+// cooperative-matrix variant of matmul where CoopMatrix is on, else
+// matmul itself.
+func (k *Kernels) prepareTiled(matmul string, push, fast, acc uint32) error {
+	if k.coopOn {
+		spec := k.coopSpec(fast, acc)
+		_, err := k.Pipeline(k.coopKernel(matmul), 3, push, spec[:]...)
+		return err
+	}
+	_, err := k.Pipeline(matmul, 3, push, matmulWG, fast, acc)
 	return err
 }
 

@@ -134,12 +134,29 @@ const relTol = 1e-4
 // than relTol*mag, naming the first few.
 func checkProduct(t *testing.T, name string, got []float32, want, mag []float64, rows int) {
 	t.Helper()
+	checkProductTol(t, name, got, want, mag, rows, relTol, 0)
+}
+
+// coopTol returns the error allowed, relative to sum |w*x| and absolute,
+// for the cooperative-matrix matmul over rows of cols: each weight and
+// activation rounded to f16 (2^-11 relative each, so a product is off by
+// up to about 2^-10 of itself), plus the f32 accumulation; and for the
+// values that f16 holds as subnormals (below 2^-14), up to half their
+// 2^-24 spacing per term, at |x| and |w| of at most about 1.
+func coopTol(cols int) (rel, abs float64) {
+	return 1.1 * 0x1p-10, float64(cols) * 0x1p-24
+}
+
+// checkProductTol fails t for every output that is NaN or further from
+// want than rel*mag+abs, naming the first few.
+func checkProductTol(t *testing.T, name string, got []float32, want, mag []float64, rows int, rel, abs float64) {
+	t.Helper()
 	bad := 0
 	for i, g := range got {
 		d := math.Abs(float64(g) - want[i])
-		if math.IsNaN(float64(g)) || d > relTol*mag[i]+1e-30 {
+		if math.IsNaN(float64(g)) || d > rel*mag[i]+abs+1e-30 {
 			if bad < 5 {
-				t.Errorf("%s: y[col %d][row %d] = %g, want %g (|diff| %.3g > %.3g)", name, i/rows, i%rows, g, want[i], d, relTol*mag[i])
+				t.Errorf("%s: y[col %d][row %d] = %g, want %g (|diff| %.3g > %.3g)", name, i/rows, i%rows, g, want[i], d, rel*mag[i]+abs)
 			}
 			bad++
 		}

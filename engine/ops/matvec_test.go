@@ -20,6 +20,7 @@ type mulCase struct {
 	acc           bool   // y += W x (MulMatAdd) over random y
 	ssbo          bool   // activations in a storage buffer even where a uniform buffer would do
 	xu            bool   // weights in a storage buffer even where a texel buffer would do
+	coop          bool   // the cooperative-matrix matmul (with tiled), compared with coopTol
 }
 
 func (m mulCase) String() string {
@@ -44,6 +45,9 @@ func (m mulCase) String() string {
 	}
 	if m.xu {
 		s += "_xu"
+	}
+	if m.coop {
+		s += "_coop"
 	}
 	return s
 }
@@ -75,13 +79,17 @@ func testMul(t *testing.T, g *rig, typ gguf.GGMLType, m mulCase, tiled bool) {
 		if !m.acc {
 			c.Fill(y, NaNBits)
 		}
-		return g.k.mulMat(c, wt, xr, m.n, y, mulOpts{tiled: tiled, maxRange: m.maxRange, slow: m.slow, acc: m.acc, noUniform: m.ssbo, noTexel: m.xu})
+		return g.k.mulMat(c, wt, xr, m.n, y, mulOpts{tiled: tiled, coop: m.coop, maxRange: m.maxRange, slow: m.slow, acc: m.acc, noUniform: m.ssbo, noTexel: m.xu})
 	})
 	name := "MatVec"
 	if tiled {
 		name = "MatMul"
 	}
-	checkProduct(t, fmt.Sprintf("%s(%v, %v)", name, typ, m), g.downF32(y, m.n*m.rows), want, mag, m.rows)
+	rel, abs := relTol, 0.0
+	if m.coop {
+		rel, abs = coopTol(m.cols)
+	}
+	checkProductTol(t, fmt.Sprintf("%s(%v, %v)", name, typ, m), g.downF32(y, m.n*m.rows), want, mag, m.rows, rel, abs)
 }
 
 func TestMatVec(t *testing.T) {
