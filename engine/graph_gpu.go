@@ -33,12 +33,12 @@ type gpuGraph struct {
 	// token, their logits and their hidden states (in that order among
 	// the output rows).
 	nArgmax, nLogits, nHidden int
-	top, base        uint64 // the arena's bump pointer, and where blocks start
-	inLayers         bool
-	slotOf           map[uint64]int // arena offset -> activation buffer (GPUModel.acts)
-	slotSize         []uint64       // bytes of each activation buffer
-	pend             [maxPending]access
-	npend            int
+	top, base                 uint64 // the arena's bump pointer, and where blocks start
+	inLayers                  bool
+	slotOf                    map[uint64]int // arena offset -> activation buffer (GPUModel.acts)
+	slotSize                  []uint64       // bytes of each activation buffer
+	pend                      [maxPending]access
+	npend                     int
 	// shapes collects the matrix shapes of the dry run, and matBytes the
 	// bytes of the weights its matrix products read, by weight kind.
 	shapes   map[matShape]bool
