@@ -402,3 +402,48 @@ func TestSchedulerGreedyStep(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkGreedyDecodeStep times a decode step of 16 greedy rows of a
+// fixture model (32,000-token vocabulary): the logits read back and copied,
+// then the argmax of each row on the CPU (the path before Batch.Argmax),
+// against the argmax on the device and 16 ids read back.
+//
+//	go test ./engine -run '^$' -bench GreedyDecodeStep -benchtime 20x
+func BenchmarkGreedyDecodeStep(b *testing.B) {
+	dir := fixtures.Dir(b, "models")
+	m, err := Load(filepath.Join(dir, "llama-spm-256x4-q8_0.gguf"), Config{CtxSize: 64, Parallel: 16, BatchSize: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	const n = 16
+	tokens := make([]int32, n)
+	for i := range tokens {
+		tokens[i] = int32(100 + 7*i)
+	}
+	V := m.Opts.Vocab
+	for _, gpu := range []bool{false, true} {
+		name := map[bool]string{false: "cpu-argmax", true: "gpu-argmax"}[gpu]
+		b.Run(name, func(b *testing.B) {
+			batch := rowsBatch(tokens, 0)
+			for i := range n {
+				batch.Logits[i], batch.Argmax[i] = !gpu, gpu
+			}
+			out := Output{Logits: make([]float32, 0, n*V)}
+			var sink int32
+			for b.Loop() {
+				if err := m.GPU.ForwardInto(batch, &out); err != nil {
+					b.Fatal(err)
+				}
+				for r := range n {
+					if gpu {
+						sink += out.Tokens[r]
+					} else {
+						sink += argmaxRow(out.Logits[r*V : (r+1)*V])
+					}
+				}
+			}
+			_ = sink
+		})
+	}
+}
