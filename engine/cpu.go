@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/vkllm/vkllm/engine/ops"
 	"github.com/vkllm/vkllm/gguf"
@@ -25,6 +26,13 @@ type Batch struct {
 	Pos    []int32
 	Logits []bool
 	Hidden []bool
+	// Argmax[i] (nil: none) asks for row i's argmax token instead of its
+	// logits: the id of its largest logit above -Inf, the lowest on ties,
+	// NaN never, -1 when there is none (a greedy sampling.Chain's pick,
+	// sampling.Chain.SampleArgmax). The GPU computes it and reads back the
+	// id alone; Output.Tokens holds the ids in row order. A row asks for
+	// at most one of Logits, Argmax and Hidden.
+	Argmax []bool
 	// Embeds[i], when not nil, is row i's input embedding ([Embd] values),
 	// used in place of its token's embedding (after the architecture's
 	// embedding scaling, which image embeddings do not get); the row's
@@ -40,6 +48,9 @@ type Batch struct {
 // Len returns the number of rows.
 func (b *Batch) Len() int { return len(b.Tokens) }
 
+// argmax reports whether row i asks for its argmax token.
+func (b *Batch) argmax(i int) bool { return b.Argmax != nil && b.Argmax[i] }
+
 // check validates the batch against the model and cache sizes.
 func (b *Batch) check(vocab, slots, ctx int) error {
 	n := len(b.Tokens)
@@ -47,9 +58,9 @@ func (b *Batch) check(vocab, slots, ctx int) error {
 		return fmt.Errorf("engine: empty batch")
 	}
 	if len(b.Slots) != n || len(b.Pos) != n || len(b.Logits) != n || b.Hidden != nil && len(b.Hidden) != n ||
-		b.Embeds != nil && len(b.Embeds) != n || b.AttnPos != nil && len(b.AttnPos) != n {
-		return fmt.Errorf("engine: batch has %d tokens but %d slots, %d positions, %d logit flags, %d hidden flags, %d embeddings, %d attention positions",
-			n, len(b.Slots), len(b.Pos), len(b.Logits), len(b.Hidden), len(b.Embeds), len(b.AttnPos))
+		b.Argmax != nil && len(b.Argmax) != n || b.Embeds != nil && len(b.Embeds) != n || b.AttnPos != nil && len(b.AttnPos) != n {
+		return fmt.Errorf("engine: batch has %d tokens but %d slots, %d positions, %d logit flags, %d hidden flags, %d argmax flags, %d embeddings, %d attention positions",
+			n, len(b.Slots), len(b.Pos), len(b.Logits), len(b.Hidden), len(b.Argmax), len(b.Embeds), len(b.AttnPos))
 	}
 	if err := b.checkMedia(ctx); err != nil {
 		return err
@@ -66,6 +77,8 @@ func (b *Batch) check(vocab, slots, ctx int) error {
 			return fmt.Errorf("engine: batch row %d: position %d outside the context of %d", i, b.Pos[i], ctx)
 		case b.Hidden != nil && b.Hidden[i] && b.Logits[i]:
 			return fmt.Errorf("engine: batch row %d asks for both logits and its hidden state", i)
+		case b.argmax(i) && (b.Logits[i] || b.Hidden != nil && b.Hidden[i]):
+			return fmt.Errorf("engine: batch row %d asks for its argmax token and also for its logits or hidden state", i)
 		}
 	}
 	return nil
@@ -251,13 +264,20 @@ func (m *CPUModel) ForwardInto(b Batch, out *Output) error {
 			return err
 		}
 	}
-	for i, want := range b.Logits {
-		if want {
-			if m.o.Encoder {
-				return fmt.Errorf("engine: %s is an encoder (embeddings and rerank only): it gives hidden states, not logits, so it cannot generate", m.o.Arch)
-			}
+	// Argmax rows first, then logits rows, as the GPU orders them.
+	for i := range b.Argmax {
+		if b.Argmax[i] {
 			g.rows = append(g.rows, i)
 		}
+	}
+	nArgmax := len(g.rows)
+	for i, want := range b.Logits {
+		if want {
+			g.rows = append(g.rows, i)
+		}
+	}
+	if len(g.rows) > 0 && m.o.Encoder {
+		return fmt.Errorf("engine: %s is an encoder (embeddings and rerank only): it gives hidden states, not logits, so it cannot generate", m.o.Arch)
 	}
 	g.nLogits = len(g.rows)
 	for i := range b.Hidden {
@@ -269,6 +289,24 @@ func (m *CPUModel) ForwardInto(b Batch, out *Output) error {
 	if g.err != nil {
 		return g.err
 	}
-	out.Logits, out.Hidden = g.logits, g.hidden
+	V := m.o.Vocab
+	out.Tokens = make([]int32, nArgmax)
+	for r := range nArgmax {
+		out.Tokens[r] = argmaxRow(g.logits[r*V : (r+1)*V])
+	}
+	out.Logits, out.Hidden = g.logits[nArgmax*V:], g.hidden
+	out.ReadBytes = 4 * (len(out.Logits) + len(out.Tokens) + len(out.Hidden))
 	return nil
+}
+
+// argmaxRow is Batch.Argmax's pick on the CPU: the first largest logit
+// above -Inf, -1 when there is none (ops.RefArgmax, sampling's greedy pick).
+func argmaxRow(x []float32) int32 {
+	best, id := float32(math.Inf(-1)), int32(-1)
+	for i, v := range x {
+		if v > best {
+			best, id = v, int32(i)
+		}
+	}
+	return id
 }

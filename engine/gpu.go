@@ -92,14 +92,30 @@ type GPUModel struct {
 	weights  []ops.Weight // by Tensor.idx
 	kCache   []vk.Range   // per layer (decoders): the K page pool
 	vCache   []vk.Range
-	kv       *kvCache   // which pages each slot uses (decoders)
-	table    *vk.Buffer // [Slots][tableLen] int32 page ids, host-visible
-	tableRow []int32    // scratch for one row of table
+	kv       *kvCache // which pages each slot uses (decoders)
+	tableRow []int32  // scratch for one row of the page table
 
 	// Per-forward scratch, sized for cfg.BatchSize rows.
-	acts                               []*vk.Buffer // the activations (see gpuGraph)
-	ids, slots, pos, logitRows, seqEnd *vk.Buffer   // int32, host-visible
-	logits                             *vk.Buffer   // [BatchSize][Vocab] f32, host-visible
+	acts []*vk.Buffer // the activations (see gpuGraph)
+	// in holds the per-step inputs, int32 each, at inOff: token ids,
+	// slots, positions, output rows, encoder sequence ends, and the
+	// [Slots][tableLen] page table. On UMA devices it is host-visible and
+	// written in place; on discrete GPUs (vk.Device.Discrete) it is
+	// device-local, the host writes inStage (the same layout,
+	// host-visible) and the pass starts with one copy of the regions
+	// written (inCopy).
+	in, inStage *vk.Buffer
+	inOff       [numInputs]uint64
+	inCopy      []vk.CopyRegion
+	keptIn      []vk.CopyRegion // a kept graph's input copy (gpu_kept.go)
+	// logits holds [BatchSize][Vocab] f32 logits, then at tokOff the
+	// [BatchSize] uint32 argmax ids of Batch.Argmax rows. On UMA devices
+	// it is host-visible and read in place; on discrete GPUs it is
+	// device-local and the pass ends with one copy of the rows the host
+	// reads into readback (host-visible, cached where the device has it).
+	logits, readback *vk.Buffer
+	tokOff           uint64
+	readCopy         [2]vk.CopyRegion
 	// attnScratch holds split attention's partial results (decoders whose
 	// dispatches split), sized by the dry run for the largest case.
 	attnScratch *vk.Buffer
@@ -151,7 +167,7 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 	// A dry run of the largest batch sizes the activations and lists the
 	// matrix shapes to compile.
 	m.g = gpuGraph{m: m, shapes: map[matShape]bool{}, matBytes: map[string]int64{}, slotOf: map[uint64]int{}}
-	m.g.start(nil, cfg.BatchSize, cfg.BatchSize, 0, cfg.CtxSize)
+	m.g.start(nil, cfg.BatchSize, 0, cfg.BatchSize, 0, cfg.CtxSize)
 	m.model.forward(&m.g)
 	if m.g.err != nil {
 		m.k.Close()
@@ -269,7 +285,7 @@ func (m *GPUModel) deviceBytes(w *Weights) int64 {
 	}
 	o, B := m.o, int64(m.cfg.BatchSize)
 	total += int64(o.Layers) * m.kvBytes()
-	total += m.g.actBytes() + int64(m.g.attnScratch) + 4*B*int64(o.Embd+o.Vocab+5)
+	total += m.g.actBytes() + int64(m.g.attnScratch) + 4*B*int64(o.Embd+o.Vocab+6)
 	total += int64(m.q8Bytes())
 	total += 4 * int64(m.cfg.Slots) * int64((m.cfg.CtxSize+m.cfg.PageSize-1)/m.cfg.PageSize) // page table
 	return total
@@ -341,12 +357,10 @@ func (m *GPUModel) reserve() error {
 				*pool.dst = b.Range(0, n)
 			}
 		}
-		tl := m.kv.tableLen
-		var err error
-		if m.table, err = m.newBuffer(4*uint64(m.cfg.Slots*tl), vk.HostBuffer); err != nil {
-			return fmt.Errorf("engine: KV page table: %w", err)
-		}
-		m.tableRow = make([]int32, tl)
+		m.tableRow = make([]int32, m.kv.tableLen)
+	}
+	if err := m.reserveIO(); err != nil {
+		return err
 	}
 	var err error
 	if m.g.attnScratch > 0 {
@@ -360,11 +374,6 @@ func (m *GPUModel) reserve() error {
 			return fmt.Errorf("engine: activations (%s): %w", formatBytes(int64(size)), err)
 		}
 	}
-	for _, dst := range []**vk.Buffer{&m.ids, &m.slots, &m.pos, &m.logitRows, &m.seqEnd} {
-		if *dst, err = m.newBuffer(4*B, vk.HostBuffer); err != nil {
-			return err
-		}
-	}
 	if n := m.q8Bytes(); n > 0 {
 		b, err := m.newBuffer(n, vk.DeviceBuffer)
 		if err != nil {
@@ -374,15 +383,91 @@ func (m *GPUModel) reserve() error {
 			return err
 		}
 	}
-	if m.logits, err = m.newBuffer(4*B*uint64(o.Vocab), vk.HostBuffer); err != nil {
-		return fmt.Errorf("engine: logits buffer: %w", err)
-	}
 	if m.hidden, err = m.newBuffer(4*B*uint64(o.Embd), vk.HostBuffer); err != nil {
 		return fmt.Errorf("engine: hidden-state buffer: %w", err)
 	}
 	m.outRows = make([]int32, 0, B)
 	m.seqEnds = make([]int32, B)
 	return nil
+}
+
+// The per-step inputs in GPUModel.in, in layout order.
+const (
+	inIDs = iota
+	inSlots
+	inPos
+	inRows // the rows that want output: argmax, logits, hidden
+	inSeqEnd
+	inTable // the KV page table (decoders)
+	numInputs
+)
+
+// ioAlign aligns the parts of the input and logits buffers for binding
+// (minStorageBufferOffsetAlignment is at most 256).
+const ioAlign = 256
+
+func alignUp(n, a uint64) uint64 { return (n + a - 1) &^ (a - 1) }
+
+// reserveIO allocates the per-step inputs and the logits (see GPUModel.in
+// and logits): in place on UMA devices, device-local with host-visible
+// staging and read-back on discrete GPUs.
+func (m *GPUModel) reserveIO() error {
+	B := uint64(m.cfg.BatchSize)
+	var off uint64
+	for i := range numInputs {
+		m.inOff[i] = off
+		n := 4 * B
+		if i == inTable {
+			n = 0
+			if m.kv != nil {
+				n = 4 * uint64(m.cfg.Slots*m.kv.tableLen)
+			}
+		}
+		off = alignUp(off+n, ioAlign)
+	}
+	discrete := m.dev.Discrete()
+	kind := vk.HostBuffer
+	if discrete {
+		kind = vk.DeviceBuffer
+	}
+	var err error
+	if m.in, err = m.newBuffer(off, kind); err != nil {
+		return fmt.Errorf("engine: per-step inputs: %w", err)
+	}
+	m.tokOff = alignUp(4*B*uint64(m.o.Vocab), ioAlign)
+	if m.logits, err = m.newBuffer(m.tokOff+4*B, kind); err != nil {
+		return fmt.Errorf("engine: logits buffer: %w", err)
+	}
+	if !discrete {
+		return nil
+	}
+	if m.inStage, err = m.newBuffer(off, vk.HostBuffer); err != nil {
+		return fmt.Errorf("engine: per-step input staging: %w", err)
+	}
+	if m.readback, err = m.newBuffer(m.tokOff+4*B, vk.HostBuffer); err != nil {
+		return fmt.Errorf("engine: logits read-back buffer: %w", err)
+	}
+	m.inCopy = make([]vk.CopyRegion, 0, numInputs+m.cfg.Slots)
+	m.keptIn = make([]vk.CopyRegion, 0, numInputs)
+	return nil
+}
+
+// input returns the device range of the first n values of input i.
+func (m *GPUModel) input(i, n int) vk.Range { return m.in.Range(m.inOff[i], 4*uint64(n)) }
+
+// writeInput puts vals at value at of input i: into in on UMA devices, else
+// into inStage, noting the region for the pass's input copy.
+func (m *GPUModel) writeInput(i, at int, vals []int32) {
+	if len(vals) == 0 {
+		return
+	}
+	off, n := m.inOff[i]+4*uint64(at), 4*uint64(len(vals))
+	dst := m.in
+	if m.inStage != nil {
+		dst = m.inStage
+		m.inCopy = append(m.inCopy, vk.CopyRegion{SrcOffset: off, DstOffset: off, Size: n})
+	}
+	copy(dst.Mapped()[off:off+n], int32Bytes(vals))
 }
 
 // MatrixBytes returns the bytes of the weights one forward pass multiplies
@@ -514,20 +599,33 @@ func float32Bytes(vals []float32) []byte {
 }
 
 // Output receives the results of a forward pass: Logits holds the logits of
-// the rows that asked for them ([rows][vocab], in row order) and Hidden the
-// final hidden states (after the output norm) of the rows that asked for
-// those ([rows][embd], in row order). ForwardInto reslices both within
-// their capacity and allocates only when it is too small, so a caller that
-// reserves BatchSize rows once never allocates per step.
+// the rows that asked for them ([rows][vocab], in row order), Tokens the
+// argmax ids of the rows that asked for those (Batch.Argmax, in row order)
+// and Hidden the final hidden states (after the output norm) of the rows
+// that asked for those ([rows][embd], in row order). ForwardInto reslices
+// them within their capacity and allocates only when one is too small, so
+// a caller that reserves BatchSize rows once never allocates per step.
 type Output struct {
 	Logits []float32
+	Tokens []int32
 	Hidden []float32
+	// Borrow, set by the caller, makes GPUModel.ForwardInto point Logits,
+	// Tokens and Hidden at the model's own host-visible read-back memory
+	// instead of copying them out: no copy at all, and nothing to reserve.
+	// They are then valid only until the next ForwardInto or Close; the
+	// caller may write into them (a sampler masks logits in place) but
+	// must not keep them. The scheduler samples within the step, so it
+	// borrows.
+	Borrow bool
+	// ReadBytes is the bytes of results the pass made the host read from
+	// the device: the logits rows, argmax ids and hidden states asked for.
+	ReadBytes int
 }
 
 // resize returns s resized to n elements, reusing its memory when it can.
-func resize(s []float32, n int) []float32 {
+func resize[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]float32, n)
+		return make([]T, n)
 	}
 	return s[:n]
 }
@@ -540,9 +638,12 @@ func (m *GPUModel) Forward(b Batch) ([]float32, error) {
 	return out.Logits, err
 }
 
-// ForwardInto runs the batch (at most BatchSize rows) and puts the logits
-// and hidden states its rows ask for into out. It reads them back from the
-// device once; it allocates nothing when out has room.
+// ForwardInto runs the batch (at most BatchSize rows) and puts the logits,
+// argmax ids and hidden states its rows ask for into out. On a discrete GPU
+// the logits stay in device memory and one recorded copy moves only the
+// rows asked for (and the argmax ids) to host memory; the host then copies
+// them into out once, or not at all with Output.Borrow. It allocates
+// nothing when out has room.
 func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 	o := m.o
 	if err := b.check(o.Vocab, m.cfg.Slots, m.cfg.CtxSize); err != nil {
@@ -557,15 +658,23 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 			return err
 		}
 	}
-	// The rows that want output, logits rows first.
+	// The rows that want output: argmax rows first (the argmax kernel
+	// then reads the logits from offset 0, aligned for binding), then
+	// logits rows, then hidden-state rows.
 	rows := m.outRows[:0]
+	for i := range b.Argmax {
+		if b.Argmax[i] {
+			rows = append(rows, int32(i))
+		}
+	}
+	nArgmax := len(rows)
 	for i, want := range b.Logits {
 		if want {
 			rows = append(rows, int32(i))
 		}
 	}
-	nLogits := len(rows)
-	if nLogits > 0 && o.Encoder {
+	nLogits := len(rows) - nArgmax
+	if len(rows) > 0 && o.Encoder {
 		return fmt.Errorf("engine: %s is an encoder (embeddings and rerank only): it gives hidden states, not logits, so it cannot generate", o.Arch)
 	}
 	for i := range b.Hidden {
@@ -574,35 +683,48 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 		}
 	}
 	m.outRows = rows
-	nHidden := len(rows) - nLogits
+	nHidden := len(rows) - nLogits - nArgmax
+	m.inCopy = m.inCopy[:0]
 	if m.kv != nil {
 		if err := m.kv.reserveRows(b); err != nil {
 			return m.kvFull(err)
 		}
-		if err := m.uploadTables(); err != nil {
-			return err
-		}
+		m.uploadTables()
 	}
-	for _, w := range []struct {
-		buf  *vk.Buffer
-		vals []int32
-	}{{m.ids, b.Tokens}, {m.slots, b.Slots}, {m.pos, b.Pos}, {m.logitRows, rows}, {m.seqEnd, m.seqEnds[:n]}} {
-		if err := w.buf.Write(0, int32Bytes(w.vals)); err != nil {
-			return err
-		}
+	m.writeInput(inIDs, 0, b.Tokens)
+	m.writeInput(inSlots, 0, b.Slots)
+	m.writeInput(inPos, 0, b.Pos)
+	m.writeInput(inRows, 0, rows)
+	if o.Encoder {
+		m.writeInput(inSeqEnd, 0, m.seqEnds[:n])
 	}
 	if err := m.writeMedia(b); err != nil { // input embeddings (media.go)
 		return err
 	}
-	if err := m.runPass(b, n, nLogits, nHidden); err != nil {
+	if err := m.runPass(b, n, nArgmax, nLogits, nHidden); err != nil {
 		return err
 	}
-	out.Logits = resize(out.Logits, nLogits*o.Vocab)
-	out.Hidden = resize(out.Hidden, nHidden*o.Embd)
-	if err := m.logits.Read(0, float32Bytes(out.Logits)); err != nil {
-		return err
+	V := uint64(o.Vocab)
+	host := m.logits
+	if m.readback != nil {
+		host = m.readback
 	}
-	return m.hidden.Read(0, float32Bytes(out.Hidden))
+	mem := host.Mapped()
+	logits := unsafe.Slice((*float32)(unsafe.Pointer(&mem[4*uint64(nArgmax)*V])), nLogits*o.Vocab)
+	tokens := unsafe.Slice((*int32)(unsafe.Pointer(&mem[m.tokOff])), nArgmax)
+	hidden := unsafe.Slice((*float32)(unsafe.Pointer(&m.hidden.Mapped()[0])), nHidden*o.Embd)
+	if out.Borrow {
+		out.Logits, out.Tokens, out.Hidden = logits[:len(logits):len(logits)], tokens[:nArgmax:nArgmax], hidden[:len(hidden):len(hidden)]
+	} else {
+		out.Logits = resize(out.Logits, len(logits))
+		out.Tokens = resize(out.Tokens, nArgmax)
+		out.Hidden = resize(out.Hidden, len(hidden))
+		copy(out.Logits, logits)
+		copy(out.Tokens, tokens)
+		copy(out.Hidden, hidden)
+	}
+	out.ReadBytes = 4 * (len(logits) + nArgmax + len(hidden))
+	return nil
 }
 
 // batchKeys is the most positions a row of b attends to: the longest
@@ -625,18 +747,15 @@ func (m *GPUModel) kvFull(err error) error {
 }
 
 // uploadTables writes the page-table rows of the slots whose pages changed.
-func (m *GPUModel) uploadTables() error {
+func (m *GPUModel) uploadTables() {
 	for s, d := range m.kv.dirty {
 		if !d {
 			continue
 		}
 		m.kv.tableRow(s, m.tableRow)
-		if err := m.table.Write(uint64(4*s*len(m.tableRow)), int32Bytes(m.tableRow)); err != nil {
-			return err
-		}
+		m.writeInput(inTable, s*len(m.tableRow), m.tableRow)
 		m.kv.dirty[s] = false
 	}
-	return nil
 }
 
 // recordCopies records the pending copy-on-write page copies, every layer's

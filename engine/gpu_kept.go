@@ -21,7 +21,7 @@ const maxKept = 32
 
 // keptKey is what a recorded forward pass depends on.
 type keptKey struct {
-	rows, logits, hidden, keys int
+	rows, argmax, logits, hidden, keys int
 }
 
 // keyBucket rounds the keys a pass attends to up to the next power of
@@ -38,7 +38,7 @@ func keyBucket(keys, ctx int) int {
 
 // runPass records (or reuses) and submits the forward pass of the batch
 // whose inputs ForwardInto has written.
-func (m *GPUModel) runPass(b Batch, n, nLogits, nHidden int) error {
+func (m *GPUModel) runPass(b Batch, n, nArgmax, nLogits, nHidden int) error {
 	keys := batchKeys(b)
 	oneTime := m.noKeep || m.dev.Profiling() || len(m.mediaRuns) > 0 || m.useAttnPos || m.kv != nil && len(m.kv.copies) > 0
 	if oneTime {
@@ -46,13 +46,12 @@ func (m *GPUModel) runPass(b Batch, n, nLogits, nHidden int) error {
 		if err != nil {
 			return err
 		}
-		m.recordCopies(c)
-		if err := m.record(c, n, nLogits, nHidden, keys); err != nil {
+		if err := m.record(c, n, nArgmax, nLogits, nHidden, keys, false); err != nil {
 			return err
 		}
 		return c.Submit()
 	}
-	key := keptKey{n, nLogits, nHidden, keyBucket(keys, m.cfg.CtxSize)}
+	key := keptKey{n, nArgmax, nLogits, nHidden, keyBucket(keys, m.cfg.CtxSize)}
 	if r := m.kept[key]; r != nil {
 		err := r.Submit()
 		if !errors.Is(err, vk.ErrStale) {
@@ -69,7 +68,7 @@ func (m *GPUModel) runPass(b Batch, n, nLogits, nHidden int) error {
 	if err != nil {
 		return err
 	}
-	if err := m.record(c, n, nLogits, nHidden, key.keys); err != nil {
+	if err := m.record(c, n, nArgmax, nLogits, nHidden, key.keys, true); err != nil {
 		return err
 	}
 	r, err := c.Keep()
@@ -80,15 +79,62 @@ func (m *GPUModel) runPass(b Batch, n, nLogits, nHidden int) error {
 	return r.Submit()
 }
 
-// record records the forward pass into c; on an error it aborts c.
-func (m *GPUModel) record(c *vk.Cmd, n, nLogits, nHidden, keys int) error {
-	m.g.start(c, n, nLogits, nHidden, keys)
+// record records the forward pass into c; on an error it aborts c. On
+// discrete GPUs the pass starts with the copy of its inputs from staging
+// (a one-time graph copies the regions written this step; a kept one
+// every region its shape reads, and the whole page table) and ends with
+// the copy of the rows the host reads. A one-time graph also makes the
+// pending copy-on-write page copies.
+func (m *GPUModel) record(c *vk.Cmd, n, nArgmax, nLogits, nHidden, keys int, kept bool) error {
+	if m.inStage != nil {
+		regions := m.inCopy
+		if kept {
+			regions = m.shapeInputs(n, nArgmax+nLogits+nHidden)
+		}
+		if len(regions) > 0 {
+			c.CopyRegions(m.in, m.inStage, regions)
+		}
+	}
+	if !kept {
+		m.recordCopies(c)
+	}
+	m.g.start(c, n, nArgmax, nLogits, nHidden, keys)
 	m.model.forward(&m.g)
 	if m.g.err != nil {
 		c.Abort()
 		return m.g.err
 	}
+	if m.readback != nil {
+		V := uint64(m.o.Vocab)
+		m.readCopy[0] = vk.CopyRegion{SrcOffset: 4 * uint64(nArgmax) * V, DstOffset: 4 * uint64(nArgmax) * V, Size: 4 * uint64(nLogits) * V}
+		m.readCopy[1] = vk.CopyRegion{SrcOffset: m.tokOff, DstOffset: m.tokOff, Size: 4 * uint64(nArgmax)}
+		c.CopyRegions(m.readback, m.logits, m.readCopy[:])
+	}
 	return nil
+}
+
+// shapeInputs returns the input regions a pass of n rows, nOut of them
+// giving output, reads: what a kept graph copies from staging every time
+// it runs (the page table whole, since any of its rows may change).
+func (m *GPUModel) shapeInputs(n, nOut int) []vk.CopyRegion {
+	r := m.keptIn[:0]
+	add := func(i int, bytes uint64) {
+		if bytes > 0 {
+			r = append(r, vk.CopyRegion{SrcOffset: m.inOff[i], DstOffset: m.inOff[i], Size: bytes})
+		}
+	}
+	add(inIDs, 4*uint64(n))
+	add(inSlots, 4*uint64(n))
+	add(inPos, 4*uint64(n))
+	add(inRows, 4*uint64(nOut))
+	if m.o.Encoder {
+		add(inSeqEnd, 4*uint64(n))
+	}
+	if m.kv != nil {
+		add(inTable, 4*uint64(m.cfg.Slots*m.kv.tableLen))
+	}
+	m.keptIn = r
+	return r
 }
 
 // releaseKept gives back every kept graph.

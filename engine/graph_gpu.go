@@ -29,14 +29,16 @@ type gpuGraph struct {
 	c   *vk.Cmd // nil in the dry run
 	err error
 	n   int // batch rows
-	// nLogits and nHidden are the rows that want logits and hidden states.
-	nLogits, nHidden int
-	top, base        uint64 // the arena's bump pointer, and where blocks start
-	inLayers         bool
-	slotOf           map[uint64]int // arena offset -> activation buffer (GPUModel.acts)
-	slotSize         []uint64       // bytes of each activation buffer
-	pend             [maxPending]access
-	npend            int
+	// nArgmax, nLogits and nHidden are the rows that want their argmax
+	// token, their logits and their hidden states (in that order among
+	// the output rows).
+	nArgmax, nLogits, nHidden int
+	top, base                 uint64 // the arena's bump pointer, and where blocks start
+	inLayers                  bool
+	slotOf                    map[uint64]int // arena offset -> activation buffer (GPUModel.acts)
+	slotSize                  []uint64       // bytes of each activation buffer
+	pend                      [maxPending]access
+	npend                     int
 	// shapes collects the matrix shapes of the dry run, and matBytes the
 	// bytes of the weights its matrix products read, by weight kind.
 	shapes   map[matShape]bool
@@ -67,8 +69,8 @@ const maxPending = 16
 
 // start readies the graph for a pass of n rows whose rows attend to at
 // most keys positions (c nil: the dry run, of the largest case).
-func (g *gpuGraph) start(c *vk.Cmd, n, nLogits, nHidden, keys int) {
-	g.c, g.err, g.n, g.nLogits, g.nHidden, g.keys = c, nil, n, nLogits, nHidden, keys
+func (g *gpuGraph) start(c *vk.Cmd, n, nArgmax, nLogits, nHidden, keys int) {
+	g.c, g.err, g.n, g.nArgmax, g.nLogits, g.nHidden, g.keys = c, nil, n, nArgmax, nLogits, nHidden, keys
 	g.top, g.base, g.inLayers, g.npend = 0, 0, false, 0
 }
 
@@ -180,19 +182,19 @@ func (g *gpuGraph) Layer() {
 	g.top = g.base
 }
 
-func (g *gpuGraph) embedRows(w *Tensor, idx *vk.Buffer) Act {
+func (g *gpuGraph) embedRows(w *Tensor, input int) Act {
 	x := g.alloc(g.n, w.Cols(), 4*g.m.cfg.BatchSize*w.Cols())
 	if g.live() {
 		dst := g.r(x)
 		g.dep(dst)
-		g.fail(g.m.k.GetRows(g.c, g.weight(w), idx.Range(0, 4*uint64(g.n)), g.n, dst))
+		g.fail(g.m.k.GetRows(g.c, g.weight(w), g.m.input(input, g.n), g.n, dst))
 	}
 	return x
 }
 
-func (g *gpuGraph) Embed(w *Tensor) Act { return g.embedRows(w, g.m.ids) }
+func (g *gpuGraph) Embed(w *Tensor) Act { return g.embedRows(w, inIDs) }
 
-func (g *gpuGraph) EmbedPositions(w *Tensor) Act { return g.embedRows(w, g.m.pos) }
+func (g *gpuGraph) EmbedPositions(w *Tensor) Act { return g.embedRows(w, inPos) }
 
 // mat notes w's matrix product: in the dry run its shape and bytes, while
 // recording a profiled pass the weight kind that labels its dispatches
@@ -328,7 +330,7 @@ func (g *gpuGraph) RoPE(x Act, r Rope) {
 	p := ops.RoPEParams{Rows: x.Rows, Heads: x.Cols / r.HeadDim, HeadDim: r.HeadDim, RotDims: r.Dims, NeoX: r.NeoX,
 		FreqBase: r.Base, FreqScale: r.Scale, AttnFactor: r.AttnFactor, ExtFactor: r.ExtFactor, CorrDims: r.CorrDims}
 	g.dep(g.r(x), g.r(x))
-	g.fail(g.m.k.RoPE(g.c, g.r(x), g.r(x), g.m.pos.Range(0, 4*uint64(x.Rows)), g.vec(r.Factors), p))
+	g.fail(g.m.k.RoPE(g.c, g.r(x), g.r(x), g.m.input(inPos, x.Rows), g.vec(r.Factors), p))
 }
 
 func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
@@ -348,11 +350,11 @@ func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
 		return out
 	}
 	c, n := g.c, q.Rows
-	slot, pos := m.slots.Range(0, 4*uint64(n)), m.pos.Range(0, 4*uint64(n))
+	slot, pos := m.input(inSlots, n), m.input(inPos, n)
 	attnPos := g.attnPos(pos) // Batch.AttnPos where set
 	if a.Kind == Bidirectional {
 		g.dep(g.r(out), g.r(q), g.r(k), g.r(v))
-		g.fail(m.k.AttentionBatch(c, g.r(out), g.r(q), g.r(k), g.r(v), pos, m.seqEnd.Range(0, 4*uint64(n)),
+		g.fail(m.k.AttentionBatch(c, g.r(out), g.r(q), g.r(k), g.r(v), pos, m.input(inSeqEnd, n),
 			ops.BatchAttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Scale: a.Scale}))
 		return out
 	}
@@ -364,7 +366,7 @@ func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
 	p := g.attnParams(n, k.Cols, a)
 	vCache := p.Cache
 	vCache.Type = m.cfg.TypeV
-	table := m.table.Range(0, m.table.Size())
+	table := m.input(inTable, m.cfg.Slots*m.kv.tableLen)
 	g.dep(kc, g.r(k))
 	g.fail(m.k.KVWrite(c, kc, g.r(k), slot, pos, table, n, p.Cache))
 	g.dep(vc, g.r(v))
@@ -428,12 +430,12 @@ func (g *gpuGraph) GELU(x Act) {
 }
 
 func (g *gpuGraph) OutputRows(x Act) Act {
-	nOut := g.nLogits + g.nHidden
+	nOut := g.nArgmax + g.nLogits + g.nHidden
 	h := g.alloc(nOut, x.Cols, 4*g.m.cfg.BatchSize*x.Cols)
 	if g.live() && nOut > 0 {
 		g.dep(g.r(h), g.r(x))
 		rows := ops.Weight{Type: gguf.TypeF32, Rows: x.Rows, Cols: x.Cols, Data: g.r(x)}
-		g.fail(g.m.k.GetRows(g.c, rows, g.m.logitRows.Range(0, 4*uint64(nOut)), nOut, g.r(h)))
+		g.fail(g.m.k.GetRows(g.c, rows, g.m.input(inRows, nOut), nOut, g.r(h)))
 	}
 	return h
 }
@@ -446,7 +448,7 @@ func (g *gpuGraph) Hidden(h Act) {
 		return
 	}
 	size := 4 * uint64(g.nHidden*h.Cols)
-	dst, src := g.m.hidden.Range(0, size), g.r(h).Sub(4*uint64(g.nLogits*h.Cols), size)
+	dst, src := g.m.hidden.Range(0, size), g.r(h).Sub(4*uint64((g.nArgmax+g.nLogits)*h.Cols), size)
 	g.dep(dst, src)
 	g.c.Copy(dst, src)
 }
@@ -456,16 +458,24 @@ func (g *gpuGraph) Logits(w *Tensor, h Act, softcap float32) {
 		g.shapeErr("Logits "+w.Name, w.Cols(), h.Cols)
 	}
 	g.mat(w, false)
-	if !g.live() || g.nLogits == 0 {
+	rows := g.nArgmax + g.nLogits
+	if !g.live() || rows == 0 {
 		g.unlabel()
 		return
 	}
-	dst := g.m.logits.Range(0, 4*uint64(g.nLogits*w.Rows()))
+	// The output rows: argmax rows first, then logits rows (OutputRows).
+	V := w.Rows()
+	dst := g.m.logits.Range(0, 4*uint64(rows*V))
 	g.dep(dst, g.r(h))
-	g.fail(g.m.k.MulMat(g.c, g.weight(w), g.r(h), g.nLogits, dst))
+	g.fail(g.m.k.MulMat(g.c, g.weight(w), g.r(h).Sub(0, 4*uint64(rows*h.Cols)), rows, dst))
 	g.unlabel()
 	if softcap > 0 {
 		g.dep(dst, dst)
-		g.fail(g.m.k.SoftCap(g.c, dst, dst, g.nLogits*w.Rows(), softcap))
+		g.fail(g.m.k.SoftCap(g.c, dst, dst, rows*V, softcap))
+	}
+	if g.nArgmax > 0 {
+		src, ids := dst.Sub(0, 4*uint64(g.nArgmax*V)), g.m.logits.Range(g.m.tokOff, 4*uint64(g.nArgmax))
+		g.dep(ids, src)
+		g.fail(g.m.k.Argmax(g.c, ids, src, g.nArgmax, V))
 	}
 }

@@ -31,6 +31,10 @@ type Config struct {
 	// (vk.Options.DeviceLocalBudget; 0: $VKLLM_DEVICE_LOCAL_BUDGET, else
 	// none): on integrated GPUs the rest falls back to host-visible memory.
 	DeviceLocalBudget uint64
+	// ForceStaging runs a UMA device as a discrete GPU
+	// (vk.Options.ForceStaging): device-local buffers, inputs staged and
+	// results copied to host buffers. For tests of that path.
+	ForceStaging bool
 	// Verify also builds the CPU reference; Model.Verify compares them.
 	Verify bool
 	// Progress is called while the weights are uploaded.
@@ -95,7 +99,7 @@ func (m *Model) load(cfg Config) error {
 	if m.Classifier, err = newClassifier(w); err != nil {
 		return err
 	}
-	if m.dev, err = vk.Open(vk.Options{Device: cfg.Device, Validation: cfg.Validation, DeviceLocalBudget: cfg.DeviceLocalBudget}); err != nil {
+	if m.dev, err = vk.Open(vk.Options{Device: cfg.Device, Validation: cfg.Validation, DeviceLocalBudget: cfg.DeviceLocalBudget, ForceStaging: cfg.ForceStaging}); err != nil {
 		return err
 	}
 	gc := GPUConfig{CtxSize: cfg.CtxSize, Slots: cfg.Parallel, BatchSize: cfg.BatchSize, Progress: cfg.Progress,

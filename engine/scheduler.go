@@ -142,8 +142,12 @@ type Sequence struct {
 	topNext   int
 	stepRows  int // rows this sequence has in the current step
 	stepLogit int // its logits row in the step's output, or -1
-	stepHid   int // its first hidden-state row in the step's output
-	stepHidN  int // and how many hidden-state rows it has
+	// stepArgmax is its row in the step's Output.Tokens, or -1: a greedy
+	// sequence (sampling.Chain.Greedy) takes the GPU's argmax instead of
+	// reading back its logits row.
+	stepArgmax int
+	stepHid    int // its first hidden-state row in the step's output
+	stepHidN   int // and how many hidden-state rows it has
 	// PromptLogprobs: the step's prompt rows scored (their logits rows
 	// from stepPrompt on, the first at prompt position stepFed), and the
 	// results until the first event carries them.
@@ -219,6 +223,12 @@ type Stats struct {
 	ReusedTokens   int64 // prompt tokens taken from the prefix cache instead of being fed
 	PromptTokens   int64 // prompt tokens of admitted sequences (ReusedTokens / PromptTokens: the hit rate)
 	Preempted      int64 // sequences preempted for want of KV pages (recomputed later)
+	// ArgmaxRows counts the tokens chosen from the GPU's argmax of their
+	// row (greedy sequences) rather than by sampling a read-back row.
+	ArgmaxRows int64
+	// ReadBytes counts the bytes of results read back from the device
+	// (logits rows, argmax ids, hidden states) over all steps.
+	ReadBytes int64
 	// KV describes the page pool, as of the last step.
 	KV KVStats
 }
@@ -295,6 +305,7 @@ type Scheduler struct {
 
 	steps, decodeRows, prefillRows, reused atomic.Int64
 	promptTokens, preempted                atomic.Int64
+	argmaxRows, readBytes                  atomic.Int64
 	nActive, nDecoding, nCached            atomic.Int32
 
 	viewMu sync.Mutex
@@ -393,8 +404,11 @@ func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
 	n := m.Slots()
 	s := &Scheduler{m: m, cfg: cfg, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		slotSeq: make([]*Sequence, n), cache: make([][]int32, n),
-		batch:    Batch{Tokens: make([]int32, 0, B), Slots: make([]int32, 0, B), Pos: make([]int32, 0, B), Logits: make([]bool, 0, B), Hidden: make([]bool, 0, B)},
-		out:      Output{Logits: make([]float32, 0, n*m.Opts.Vocab), Hidden: make([]float32, 0, B*m.Opts.Embd)},
+		batch: Batch{Tokens: make([]int32, 0, B), Slots: make([]int32, 0, B), Pos: make([]int32, 0, B), Logits: make([]bool, 0, B),
+			Hidden: make([]bool, 0, B), Argmax: make([]bool, 0, B)},
+		// Sampling reads the step's results where the model left them
+		// (valid until the next forward pass, which waits for it).
+		out:      Output{Borrow: true},
 		stepSeqs: make([]*Sequence, 0, n), sampled: make([]*Sequence, 0, n), gone: make([]*Sequence, 0, n), active: make([]*Sequence, 0, n),
 		jobs: make(chan *Sequence, n), idle: time.NewTimer(time.Hour), eventCap: eventBuffer, view: make([]SlotState, n)}
 	for i := range s.cache {
@@ -411,7 +425,8 @@ func (s *Scheduler) Stats() Stats {
 	st := Stats{Queued: int(s.queued.Load()), Active: int(s.nActive.Load()), Steps: s.steps.Load(),
 		Decoding: int(s.nDecoding.Load()), CachedTokens: int(s.nCached.Load()),
 		DecodeRows: s.decodeRows.Load(), PrefillRows: s.prefillRows.Load(), ReusedTokens: s.reused.Load(),
-		PromptTokens: s.promptTokens.Load(), Preempted: s.preempted.Load()}
+		PromptTokens: s.promptTokens.Load(), Preempted: s.preempted.Load(),
+		ArgmaxRows: s.argmaxRows.Load(), ReadBytes: s.readBytes.Load()}
 	s.viewMu.Lock()
 	st.KV = s.kv
 	s.viewMu.Unlock()
@@ -491,7 +506,7 @@ func (s *Scheduler) Generate(ctx context.Context, reqs []GenRequest) ([]*Sequenc
 		if r.Chain == nil || r.MaxTokens < 1 || r.TopLogprobs < 0 {
 			return nil, fmt.Errorf("engine: candidate %d: no sampling chain, %d max tokens or %d top logprobs", i, r.MaxTokens, r.TopLogprobs)
 		}
-		q := &Sequence{ctx: ctx, grp: g, prompt: r.Prompt, req: r, slot: -1, stepLogit: -1,
+		q := &Sequence{ctx: ctx, grp: g, prompt: r.Prompt, req: r, slot: -1, stepLogit: -1, stepArgmax: -1,
 			events: make(chan Event, min(r.MaxTokens+1, s.eventCap))}
 		if r.TopLogprobs > 0 {
 			q.top = make([]sampling.TokenLogprob, (cap(q.events)+2)*r.TopLogprobs)
@@ -519,7 +534,7 @@ func (s *Scheduler) Embed(ctx context.Context, tokens []int32) ([]float32, error
 		return nil, err
 	}
 	g := &group{s: s}
-	q := &Sequence{ctx: ctx, grp: g, prompt: tokens, embed: true, slot: -1, stepLogit: -1, events: make(chan Event),
+	q := &Sequence{ctx: ctx, grp: g, prompt: tokens, embed: true, slot: -1, stepLogit: -1, stepArgmax: -1, events: make(chan Event),
 		pool: newPooler(s.cfg.Pooling, len(tokens), s.m.Opts.Embd, s.m.Classifier)}
 	g.members = []*Sequence{q}
 	if err := s.enqueue(g); err != nil {
@@ -881,14 +896,24 @@ func (s *Scheduler) preempt(q *Sequence) {
 	s.nActive.Store(int32(len(s.active)))
 }
 
+// rowOut is what a batch row asks for.
+type rowOut int
+
+const (
+	outNone   rowOut = iota
+	outLogits        // its logits row
+	outArgmax        // only its argmax token (Batch.Argmax)
+	outHidden        // its final hidden state
+)
+
 // addRow appends one row to the step's batch.
-func (s *Scheduler) addRow(tok int32, slot, pos int, logits, hidden bool) {
-	s.addInputRow(tok, nil, slot, pos, pos, logits, hidden)
+func (s *Scheduler) addRow(tok int32, slot, pos int, out rowOut) {
+	s.addInputRow(tok, nil, slot, pos, pos, out)
 }
 
 // addInputRow appends one row that feeds tok or, when embd is not nil, that
 // input embedding, and attends up to position attnPos.
-func (s *Scheduler) addInputRow(tok int32, embd []float32, slot, pos, attnPos int, logits, hidden bool) {
+func (s *Scheduler) addInputRow(tok int32, embd []float32, slot, pos, attnPos int, out rowOut) {
 	b := &s.batch
 	s.embeds = append(s.embeds, embd)
 	s.attnPos = append(s.attnPos, int32(attnPos))
@@ -896,8 +921,17 @@ func (s *Scheduler) addInputRow(tok int32, embd []float32, slot, pos, attnPos in
 	b.Tokens = append(b.Tokens, tok)
 	b.Slots = append(b.Slots, int32(slot))
 	b.Pos = append(b.Pos, int32(pos))
-	b.Logits = append(b.Logits, logits)
-	b.Hidden = append(b.Hidden, hidden)
+	b.Logits = append(b.Logits, out == outLogits)
+	b.Argmax = append(b.Argmax, out == outArgmax)
+	b.Hidden = append(b.Hidden, out == outHidden)
+}
+
+// greedy reports whether q's next token is the argmax of its logits row
+// and nothing else of the row is wanted, so the step asks the GPU for the
+// argmax alone. It runs on the scheduler goroutine between steps, when no
+// worker holds q's chain.
+func (q *Sequence) greedy() bool {
+	return !q.embed && !q.req.Logprobs && q.req.TopLogprobs == 0 && q.req.Chain.Greedy()
 }
 
 // step runs one forward pass over every sequence that can advance and
@@ -907,20 +941,27 @@ func (s *Scheduler) step() bool {
 		s.reap()
 	}
 	b := &s.batch
-	b.Tokens, b.Slots, b.Pos, b.Logits, b.Hidden = b.Tokens[:0], b.Slots[:0], b.Pos[:0], b.Logits[:0], b.Hidden[:0]
+	b.Tokens, b.Slots, b.Pos, b.Logits, b.Hidden, b.Argmax = b.Tokens[:0], b.Slots[:0], b.Pos[:0], b.Logits[:0], b.Hidden[:0], b.Argmax[:0]
 	clear(s.embeds)
 	s.embeds, s.attnPos, s.stepMedia = s.embeds[:0], s.attnPos[:0], false
 	s.stepSeqs = s.stepSeqs[:0]
 	budget := s.m.GPU.Config().BatchSize
-	nLogits, nHidden := 0, 0
+	nLogits, nArgmax, nHidden := 0, 0, 0
 	for _, q := range s.active {
-		q.stepRows, q.stepLogit, q.stepPromptN = 0, -1, 0
+		q.stepRows, q.stepLogit, q.stepArgmax, q.stepPromptN = 0, -1, -1, 0
 		if !q.decoding || len(q.events) == cap(q.events) || budget == 0 {
 			continue
 		}
-		s.addRow(q.last, q.slot, q.pos, true, false)
-		q.stepRows, q.stepLogit = 1, nLogits
-		nLogits++
+		if q.greedy() {
+			s.addRow(q.last, q.slot, q.pos, outArgmax)
+			q.stepArgmax = nArgmax
+			nArgmax++
+		} else {
+			s.addRow(q.last, q.slot, q.pos, outLogits)
+			q.stepLogit = nLogits
+			nLogits++
+		}
+		q.stepRows = 1
 		budget--
 		s.stepSeqs = append(s.stepSeqs, q)
 	}
@@ -953,26 +994,37 @@ func (s *Scheduler) step() bool {
 			n = min(n, promptLogitRows)
 			q.stepPrompt = nLogits
 		}
+		greedy := q.greedy()
 		for i := range n {
 			p := q.fed + i
 			last := p == len(q.prompt)-1
-			wantLogits := !q.embed && (last || score)
-			wantHidden := q.embed && q.pool.wants(p)
+			out := outNone
+			switch {
+			case q.embed && q.pool.wants(p):
+				out = outHidden
+			case q.embed:
+			case last && greedy:
+				out = outArgmax
+			case last || score:
+				out = outLogits
+			}
 			if len(q.req.Media) > 0 {
 				embd, attnPos := q.mediaInput(p, s.m.Opts.Embd)
-				s.addInputRow(q.prompt[p], embd, q.slot, p, attnPos, wantLogits, wantHidden)
+				s.addInputRow(q.prompt[p], embd, q.slot, p, attnPos, out)
 			} else {
-				s.addRow(q.prompt[p], q.slot, p, wantLogits, wantHidden)
+				s.addRow(q.prompt[p], q.slot, p, out)
 			}
-			if wantLogits {
-				if last {
-					q.stepLogit = nLogits
-				} else {
-					q.stepPromptN++
-				}
+			switch {
+			case out == outArgmax:
+				q.stepArgmax = nArgmax
+				nArgmax++
+			case out == outLogits && last:
+				q.stepLogit = nLogits
 				nLogits++
-			}
-			if wantHidden {
+			case out == outLogits:
+				q.stepPromptN++
+				nLogits++
+			case out == outHidden:
 				nHidden++
 			}
 		}
@@ -994,6 +1046,10 @@ func (s *Scheduler) step() bool {
 	start := time.Now()
 	err := s.m.ForwardInto(*b, &s.out)
 	took := time.Since(start)
+	if err == nil {
+		s.argmaxRows.Add(int64(nArgmax))
+		s.readBytes.Add(int64(s.out.ReadBytes))
+	}
 	s.cost.observe(decodeRows, b.Len()-decodeRows, took)
 	if s.cfg.OnStep != nil {
 		s.cfg.OnStep(took, decodeRows, b.Len()-decodeRows)
@@ -1029,7 +1085,7 @@ func (s *Scheduler) step() bool {
 			// Later prompts may share the full pages fed so far.
 			s.m.CachePrefix(q.slot, s.cache[q.slot], false)
 		}
-		if q.stepLogit >= 0 || q.stepPromptN > 0 {
+		if q.stepLogit >= 0 || q.stepArgmax >= 0 || q.stepPromptN > 0 {
 			s.sampled = append(s.sampled, q)
 		}
 	}
@@ -1081,16 +1137,22 @@ func (s *Scheduler) scorePrompt(q *Sequence) bool {
 	return true
 }
 
-// sample picks q's next token from its logits row and sends it; for a
-// scored prompt it first scores the step's prompt rows.
+// sample picks q's next token from its logits row, or takes the GPU's
+// argmax of the row for a greedy sequence, and sends it; for a scored
+// prompt it first scores the step's prompt rows.
 func (s *Scheduler) sample(q *Sequence) {
-	if q.stepPromptN > 0 && !s.scorePrompt(q) || q.stepLogit < 0 {
+	if q.stepPromptN > 0 && !s.scorePrompt(q) || q.stepLogit < 0 && q.stepArgmax < 0 {
 		return
 	}
-	V := s.m.Opts.Vocab
-	row := s.out.Logits[q.stepLogit*V : (q.stepLogit+1)*V]
 	c := q.req.Chain
-	id, err := c.Sample(row)
+	var id int32
+	var err error
+	if q.stepArgmax >= 0 {
+		id, err = c.SampleArgmax(s.out.Tokens[q.stepArgmax])
+	} else {
+		V := s.m.Opts.Vocab
+		id, err = c.Sample(s.out.Logits[q.stepLogit*V : (q.stepLogit+1)*V])
+	}
 	if err == nil {
 		err = c.Accept(id)
 	}

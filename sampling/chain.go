@@ -327,6 +327,47 @@ func (c *Chain) Sample(logits []float32) (int32, error) {
 	return id, err
 }
 
+// Greedy reports whether the next Sample reads nothing of its row but the
+// argmax of the raw logits: the id of the largest logit above -Inf, the
+// lowest on ties, NaN never (ErrNoCandidates when there is none). That
+// holds with temperature 0 (Mirostat or not) or top_k 1 without Mirostat,
+// and no logit bias, penalties, pending min_tokens mask, grammar or
+// log-probabilities. SampleArgmax then stands in for Sample, given that
+// argmax computed elsewhere (the engine computes it on the GPU and reads
+// back one id instead of the vocabulary-sized row). The answer changes
+// with the chain's state: min_tokens counts accepted tokens, and
+// SetConstraint adds or removes a grammar.
+func (c *Chain) Greedy() bool {
+	if c.constraint != nil || c.pen != nil || len(c.bias) > 0 || c.raw != nil {
+		return false
+	}
+	if c.nAccepted < c.p.MinTokens && len(c.eog) > 0 {
+		return false
+	}
+	return c.temp <= 0 || c.p.TopK == 1 && c.p.MirostatMode == 0
+}
+
+// SampleArgmax does what Sample would do on a row whose argmax (as Greedy
+// defines it) is id, -1 meaning none: it returns id, or ErrNoCandidates
+// for -1, and updates Mirostat's mu as a greedy Sample does. It fails when
+// the chain is not Greedy or id is outside the vocabulary. It does not
+// Accept the token and allocates nothing.
+func (c *Chain) SampleArgmax(id int32) (int32, error) {
+	if !c.Greedy() {
+		return -1, errors.New("sampling: SampleArgmax: the chain reads more of the row than its argmax (Greedy is false)")
+	}
+	if id < -1 || int(id) >= c.vocabSize {
+		return -1, fmt.Errorf("sampling: SampleArgmax: token %d is outside the vocabulary of %d", id, c.vocabSize)
+	}
+	if id < 0 {
+		return -1, ErrNoCandidates
+	}
+	if c.temp <= 0 && c.p.MirostatMode != 0 {
+		c.mu -= c.eta * (0 - c.tau) // as pick's greedy branch
+	}
+	return id, nil
+}
+
 // constrainedPick picks from logits under the grammar constraint, in
 // llama.cpp's order when the constraint is a ConstraintChecker.
 func (c *Chain) constrainedPick(logits []float32) (int32, error) {

@@ -1,7 +1,9 @@
 #version 450
 // argmax writes, for each row, the index of its largest element (the
-// smallest such index on ties; NaNs are never chosen) as uint32. One
-// workgroup per row. CPU reference: engine/ops RefArgmax.
+// smallest such index on ties; NaNs and -Inf are never chosen) as uint32,
+// or 0xFFFFFFFF when no element is above -Inf: the sampler's greedy pick
+// (sampling argmax), bit for bit. One workgroup per row. CPU reference:
+// engine/ops RefArgmax.
 // variant: argmax_f32
 // variant: argmax_f32_sg -DUSE_SUBGROUP=1
 #include "common.glsl"
@@ -28,7 +30,7 @@ void main() {
 	uint bi = 0xFFFFFFFFu;
 	for (uint i = t; i < p.cols; i += WG) {
 		const float v = data_x[base + i];
-		if (v > bv || (bi == 0xFFFFFFFFu && v == bv)) {
+		if (v > bv) {
 			bv = v;
 			bi = i;
 		}
@@ -51,7 +53,7 @@ void main() {
 				idx = best_i[s];
 			}
 		}
-		data_y[row] = idx == 0xFFFFFFFFu ? 0u : idx;
+		data_y[row] = idx;
 	}
 #else
 	best_v[t] = bv;
@@ -69,7 +71,7 @@ void main() {
 		barrier();
 	}
 	if (t == 0) {
-		data_y[row] = best_i[0] == 0xFFFFFFFFu ? 0u : best_i[0];
+		data_y[row] = best_i[0];
 	}
 #endif
 }

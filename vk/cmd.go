@@ -34,6 +34,7 @@ type Cmd struct {
 	skipNext  bool
 	err       error
 	push      unsafe.Pointer // C memory for push constants (no Go pointer to cgo)
+	regions   unsafe.Pointer // C memory for maxRegions VkBufferCopy (CopyRegions)
 	groups    int            // dispatches recorded, for tests and stats
 	label     string         // see Label
 	kept      bool           // recording a graph to keep (BeginKept)
@@ -41,13 +42,17 @@ type Cmd struct {
 }
 
 func newCmd(d *Device) *Cmd {
-	return &Cmd{d: d, cb: d.cmdBuf, push: C.malloc(maxPush)}
+	return &Cmd{d: d, cb: d.cmdBuf, push: C.malloc(maxPush), regions: C.malloc(C.size_t(maxRegions * C.sizeof_VkBufferCopy))}
 }
 
 func (c *Cmd) free() {
 	if c.push != nil {
 		C.free(c.push)
 		c.push = nil
+	}
+	if c.regions != nil {
+		C.free(c.regions)
+		c.regions = nil
 	}
 }
 
@@ -266,17 +271,71 @@ func (c *Cmd) Copy(dst, src Range) {
 		c.fail(err)
 		return
 	}
-	n := min(dst.Size, src.Size)
-	if n == 0 {
+	one := [1]CopyRegion{{SrcOffset: src.Offset, DstOffset: dst.Offset, Size: min(dst.Size, src.Size)}}
+	c.CopyRegions(dst.Buf, src.Buf, one[:])
+}
+
+// CopyRegion is one region of CopyRegions: Size bytes from SrcOffset of
+// the source buffer to DstOffset of the destination.
+type CopyRegion struct {
+	SrcOffset, DstOffset, Size uint64
+}
+
+// maxRegions is how many regions one recorded vkCmdCopyBuffer takes;
+// CopyRegions records more as several.
+const maxRegions = 128
+
+// CopyRegions records one copy command (vkCmdCopyBuffer) of every region
+// from src to dst; empty regions are skipped, and the regions' destinations
+// must not overlap each other. Copies have no alignment rule. It allocates
+// nothing: the hot path (per-step inputs and read-back) uses it.
+func (c *Cmd) CopyRegions(dst, src *Buffer, regions []CopyRegion) {
+	if c.err != nil {
+		return
+	}
+	if !c.recording {
+		c.fail(fmt.Errorf("vk: CopyRegions: not recording (call Begin)"))
 		return
 	}
 	if c.kept {
-		dst.Buf.used, src.Buf.used = true, true
+		dst.used, src.used = true, true
 	}
-	c.before()
-	gv.CmdCopyBuffer(c.cb, src.Buf.buf, dst.Buf.buf, 1, []gv.BufferCopy{{SrcOffset: gv.DeviceSize(src.Offset), DstOffset: gv.DeviceSize(dst.Offset), Size: gv.DeviceSize(n)}})
-	if c.d.prof != nil {
-		c.d.prof.after(c.cb, "copy", c.label)
+	for i, r := range regions {
+		if err := src.Range(r.SrcOffset, r.Size).check("CopyRegions src"); err != nil {
+			c.fail(fmt.Errorf("%w (region %d)", err, i))
+			return
+		}
+		if err := dst.Range(r.DstOffset, r.Size).check("CopyRegions dst"); err != nil {
+			c.fail(fmt.Errorf("%w (region %d)", err, i))
+			return
+		}
+	}
+	scratch := unsafe.Slice((*C.VkBufferCopy)(c.regions), maxRegions)
+	n, recorded := 0, false
+	flush := func() {
+		if n == 0 {
+			return
+		}
+		c.before()
+		C.vkllm_copy(c.d.in.ctx, C.VkCommandBuffer(unsafe.Pointer(c.cb)), C.VkBuffer(unsafe.Pointer(src.buf)), C.VkBuffer(unsafe.Pointer(dst.buf)), C.uint32_t(n), &scratch[0])
+		if c.d.prof != nil {
+			c.d.prof.after(c.cb, "copy", c.label)
+		}
+		c.NoBarrier() // the next batch of regions of this same copy
+		n, recorded = 0, true
+	}
+	for _, r := range regions {
+		if r.Size == 0 {
+			continue
+		}
+		scratch[n] = C.VkBufferCopy{srcOffset: C.VkDeviceSize(r.SrcOffset), dstOffset: C.VkDeviceSize(r.DstOffset), size: C.VkDeviceSize(r.Size)}
+		if n++; n == maxRegions {
+			flush()
+		}
+	}
+	flush()
+	if recorded {
+		c.skipNext = false
 	}
 }
 

@@ -15,6 +15,7 @@ struct vkllm_ctx {
 	PFN_vkBeginCommandBuffer begin;
 	PFN_vkWaitForFences wait;
 	PFN_vkResetFences reset;
+	PFN_vkCmdCopyBuffer copy;
 	VkValidationFeaturesEXT vf;
 	VkValidationFeatureEnableEXT vf_enable[1];
 	pthread_mutex_t mu;
@@ -44,6 +45,7 @@ void vkllm_ctx_set_instance(vkllm_ctx* c, VkInstance inst) {
 	c->begin = (PFN_vkBeginCommandBuffer)c->gipa(inst, "vkBeginCommandBuffer");
 	c->wait = (PFN_vkWaitForFences)c->gipa(inst, "vkWaitForFences");
 	c->reset = (PFN_vkResetFences)c->gipa(inst, "vkResetFences");
+	c->copy = (PFN_vkCmdCopyBuffer)c->gipa(inst, "vkCmdCopyBuffer");
 }
 
 static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
@@ -339,6 +341,10 @@ void vkllm_barrier(vkllm_ctx* c, VkCommandBuffer cb, VkPipelineStageFlags src_st
 	mb.srcAccessMask = src_access;
 	mb.dstAccessMask = dst_access;
 	c->barrier(cb, src_stage, dst_stage, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+void vkllm_copy(vkllm_ctx* c, VkCommandBuffer cb, VkBuffer src, VkBuffer dst, uint32_t n, const VkBufferCopy* regions) {
+	c->copy(cb, src, dst, n, regions);
 }
 
 VkResult vkllm_submit(vkllm_ctx* c, VkQueue q, VkCommandBuffer cb, VkFence fence) {

@@ -97,6 +97,9 @@ void vkllm_free_chain(void* chain);
 // vkllm_barrier records one global memory barrier (goki's wrapper allocates
 // C memory with finalizers on every call; this is the hot path).
 void vkllm_barrier(vkllm_ctx* c, VkCommandBuffer cb, VkPipelineStageFlags src_stage, VkPipelineStageFlags dst_stage, VkAccessFlags src_access, VkAccessFlags dst_access);
+// vkllm_copy records vkCmdCopyBuffer of n regions (C memory: no Go
+// pointers, no per-call allocation).
+void vkllm_copy(vkllm_ctx* c, VkCommandBuffer cb, VkBuffer src, VkBuffer dst, uint32_t n, const VkBufferCopy* regions);
 // vkllm_submit submits one command buffer signalling fence.
 VkResult vkllm_submit(vkllm_ctx* c, VkQueue q, VkCommandBuffer cb, VkFence fence);
 // vkllm_begin begins a one-time-submit command buffer.

@@ -174,6 +174,15 @@ func (d *Device) Capacity() uint64 {
 // discrete reports whether device buffers take device-local memory only.
 func (d *Device) discrete() bool { return d.forceStaging || d.info.Type == TypeDiscrete }
 
+// Discrete reports whether DeviceBuffers live in device-local memory that
+// the host should not read or write in place: on a discrete GPU (and with
+// Options.ForceStaging) the host reaches them over the bus, if at all, so
+// results a kernel writes for the host are better copied into a HostBuffer
+// in the command buffer (Cmd.CopyRegions), and per-step inputs staged in a
+// HostBuffer and copied in. On UMA devices (integrated GPUs, lavapipe)
+// kernels read and write host-visible memory at full speed.
+func (d *Device) Discrete() bool { return d.discrete() }
+
 // heapBudgets returns the heaps with their sizes as budgets, for
 // Capacity: the driver's budget moves with other programs' use.
 func (d *Device) heapBudgets() []heapState {

@@ -863,8 +863,14 @@ type ArgmaxPush struct {
 	Rows, Cols uint32
 }
 
+// ArgmaxNone is what Argmax writes for a row with no element above -Inf
+// (every one -Inf or NaN); as an int32 it is -1.
+const ArgmaxNone = 0xFFFFFFFF
+
 // Argmax records dst[r] = index of the largest element of src row r (the
-// first on ties) as uint32, over rows x cols f32.
+// first on ties; NaN and -Inf never chosen, ArgmaxNone when nothing else is
+// left) as uint32, over rows x cols f32. It is the sampler's greedy pick
+// exactly, so a greedy sequence can take its token from the device.
 func (k *Kernels) Argmax(c *vk.Cmd, dst, src vk.Range, rows, cols int) error {
 	if rows <= 0 || cols <= 0 {
 		return fmt.Errorf("ops: Argmax: shape %dx%d", rows, cols)
@@ -886,13 +892,13 @@ func (k *Kernels) Argmax(c *vk.Cmd, dst, src vk.Range, rows, cols int) error {
 // RefArgmax is the CPU reference of Argmax.
 func RefArgmax(dst []uint32, src []float32, rows, cols int) {
 	for r := 0; r < rows; r++ {
-		best, bi := float32(math.Inf(-1)), -1
+		best, bi := float32(math.Inf(-1)), uint32(ArgmaxNone)
 		for i, v := range src[r*cols : (r+1)*cols] {
-			if v > best || bi < 0 && v == best {
-				best, bi = v, i
+			if v > best {
+				best, bi = v, uint32(i)
 			}
 		}
-		dst[r] = uint32(max(bi, 0))
+		dst[r] = bi
 	}
 }
 

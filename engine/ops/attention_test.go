@@ -112,7 +112,7 @@ func TestArgmax(t *testing.T) {
 				if tc.cols > 10 { // a tie: the first index must win
 					x[3], x[9] = 50, 50
 				}
-				if tc.rows > 2 { // a row of -inf only: index 0
+				if tc.rows > 2 { // a row of -inf only: none
 					for i := 0; i < tc.cols; i++ {
 						x[2*tc.cols+i] = float32(math.Inf(-1))
 					}
@@ -126,6 +126,72 @@ func TestArgmax(t *testing.T) {
 					if got[r] != want[r] {
 						t.Errorf("Argmax row %d = %d, want %d", r, got[r], want[r])
 					}
+				}
+			})
+		})
+	}
+}
+
+// TestArgmaxSpecial pins the rows where a greedy pick is easy to get
+// wrong: ties (also across the workgroup's lanes and at the row's end),
+// -0 beside +0, NaNs, infinities, and rows with nothing to choose.
+func TestArgmaxSpecial(t *testing.T) {
+	g := newRig(t)
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	const cols = 1000
+	row := func(f func(x []float32)) []float32 {
+		x := make([]float32, cols)
+		for i := range x {
+			x[i] = float32(i%97) / 100 // max 0.96 at i%97 == 96
+		}
+		f(x)
+		return x
+	}
+	for _, tc := range []struct {
+		name string
+		x    []float32
+		want uint32
+	}{
+		{"plain", row(func(x []float32) {}), 96},
+		{"tie far apart", row(func(x []float32) { x[5], x[998] = 9, 9 }), 5},
+		{"tie in neighbouring lanes", row(func(x []float32) { x[641], x[640] = 9, 9 }), 640},
+		{"tie at the end", row(func(x []float32) { x[999], x[0] = 9, 8 }), 999},
+		{"minus zero before zero", row(func(x []float32) {
+			for i := range x {
+				x[i] = -1
+			}
+			x[700], x[300] = 0, float32(math.Copysign(0, -1))
+		}), 300},
+		{"NaN is never chosen", row(func(x []float32) { x[2], x[3] = nan, 5 }), 3},
+		{"+Inf wins", row(func(x []float32) { x[17], x[18] = 1e38, inf }), 18},
+		{"-Inf only", row(func(x []float32) {
+			for i := range x {
+				x[i] = -inf
+			}
+		}), ArgmaxNone},
+		{"NaN and -Inf only", row(func(x []float32) {
+			for i := range x {
+				x[i] = -inf
+				if i%3 == 0 {
+					x[i] = nan
+				}
+			}
+		}), ArgmaxNone},
+		{"one finite among -Inf", row(func(x []float32) {
+			for i := range x {
+				x[i] = -inf
+			}
+			x[811] = -3e38
+		}), 811},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			both(t, g, func(t *testing.T) {
+				src, dst := g.upF32(tc.x), g.buf(4)
+				g.run(func(c *vk.Cmd) error { return g.k.Argmax(c, dst, src, 1, cols) })
+				ref := []uint32{0}
+				RefArgmax(ref, tc.x, 1, cols)
+				if got := g.downU32(dst, 1)[0]; got != tc.want || ref[0] != tc.want {
+					t.Errorf("Argmax(%s) = %d, RefArgmax = %d, want %d", tc.name, got, ref[0], tc.want)
 				}
 			})
 		})
