@@ -203,6 +203,10 @@ func TestMetricsAndTimings(t *testing.T) {
 		// Every token but each sequence's first follows another.
 		{"vkllm_inter_token_latency_seconds", nil, float64(generated - 3)},
 		{"vkllm_prompt_cache_reused_tokens_total", nil, float64(second.prompt - 1 + int(chat.timings["cache_n"].(float64)))},
+		// Every request is greedy: each token is the device's argmax, and
+		// only its id (4 bytes) comes back.
+		{"vkllm_gpu_argmax_tokens_total", nil, float64(generated)},
+		{"vkllm_readback_bytes_total", nil, float64(4 * generated)},
 	} {
 		if got := metricDelta(before, after, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v moved by %v, want %v", c.name, c.labels, got, c.want)
