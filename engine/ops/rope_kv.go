@@ -99,8 +99,8 @@ func (k *Kernels) RoPEKV(c *vk.Cmd, q, kSrc, vSrc, pos, slot, table, factors, kC
 		return fmt.Errorf("ops: RoPEKV: %d work items", n)
 	}
 	return Record(k, c, ropeKVNames[p.K.Type][p.V.Type], []uint32{k.wg, b2u(r.NeoX)}, k.Groups(ceilDiv(uint32(n), k.wg)), &push,
-		k.window(q, 0, qBytes), k.window(kSrc, 0, kvBytes), k.window(vSrc, 0, kvBytes), k.window(pos, 0, 4*rows),
-		k.window(slot, 0, 4*rows), k.window(table, 0, tableBytes), f, k.window(kCache, 0, p.K.PoolBytes()),
+		k.window(q, 0, qBytes), k.window(kSrc, 0, kvBytes), k.window(vSrc, 0, kvBytes), k.window(slot, 0, 4*rows),
+		k.window(pos, 0, 4*rows), k.window(table, 0, tableBytes), f, k.window(kCache, 0, p.K.PoolBytes()),
 		k.window(vCache, 0, p.V.PoolBytes()))
 }
 
