@@ -6,16 +6,15 @@ package engine
 // next one (its memory is reused), except those made before the first
 // Layer call, which live for the whole pass.
 type Act struct {
-	ref        int    // the graph's handle: a buffer (GPU) or an index (CPU)
-	off        uint64 // GPU: byte offset in the buffer (the parts of QKV's output)
-	cap        int    // bytes reserved for it (GPU: for a batch of BatchSize rows)
+	ref        int // the graph's handle: a buffer (GPU) or an index (CPU)
+	cap        int // bytes reserved for it (GPU: for a batch of BatchSize rows)
 	Rows, Cols int
 }
 
 // Heads views a [rows][heads*d] activation as [rows*heads][d], the same
 // values (for per-head norms).
 func (a Act) Heads(heads int) Act {
-	return Act{ref: a.ref, off: a.off, cap: a.cap, Rows: a.Rows * heads, Cols: a.Cols / heads}
+	return Act{ref: a.ref, cap: a.cap, Rows: a.Rows * heads, Cols: a.Cols / heads}
 }
 
 // Rope says how RoPE rotates the heads of q or k in one layer. Angles are

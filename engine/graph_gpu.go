@@ -130,31 +130,7 @@ func (g *gpuGraph) r(a Act) vk.Range {
 	if g.c == nil || g.err != nil {
 		return vk.Range{}
 	}
-	return g.m.acts[a.ref].Range(a.off, 4*uint64(a.Rows*a.Cols))
-}
-
-// allocParts reserves QKV's three outputs for x's rows in one activation
-// buffer, each part at an aligned offset of its own, so that one dispatch
-// can write all three.
-func (g *gpuGraph) allocParts(x Act, cols [3]int) [3]Act {
-	perCol := x.cap / x.Cols
-	var offs [4]uint64
-	for i, c := range cols {
-		offs[i+1] = offs[i] + (uint64(perCol*c)+255)&^255
-	}
-	all := g.alloc(x.Rows, 1, int(offs[3]))
-	var out [3]Act
-	for i, c := range cols {
-		out[i] = Act{ref: all.ref, off: offs[i], cap: perCol * c, Rows: x.Rows, Cols: c}
-	}
-	return out
-}
-
-// cover returns the device range from the start of a to the end of b
-// (parts of one buffer, a first).
-func (g *gpuGraph) cover(a, b Act) vk.Range {
-	r, e := g.r(a), g.r(b)
-	return vk.Range{Buf: r.Buf, Offset: r.Offset, Size: e.Offset + e.Size - r.Offset}
+	return g.m.acts[a.ref].Range(0, 4*uint64(a.Rows*a.Cols))
 }
 
 func (g *gpuGraph) weight(t *Tensor) ops.Weight { return g.m.weights[t.idx] }
@@ -327,7 +303,9 @@ func (g *gpuGraph) QKV(x Act, w, b [3]*Tensor) [3]Act {
 		}
 		return out
 	}
-	out := g.allocParts(x, [3]int{w[0].Rows(), w[1].Rows(), w[2].Rows()})
+	// The same activations either way, so that the arena's layout does
+	// not depend on the batch.
+	out := [3]Act{g.like(x, w[0].Rows()), g.like(x, w[1].Rows()), g.like(x, w[2].Rows())}
 	fb := fusedOf(b[:]...)
 	if !g.fuses(f, x, gluNone) {
 		for i := range w {
@@ -345,7 +323,7 @@ func (g *gpuGraph) QKV(x Act, w, b [3]*Tensor) [3]Act {
 		return out
 	}
 	g.mat(f, false)
-	g.dep(g.cover(out[0], out[2]), g.r(x))
+	g.deps([3]vk.Range{g.r(out[0]), g.r(out[1]), g.r(out[2])}, g.r(x))
 	var bias vk.Range
 	if fb != nil {
 		bias = g.vec(fb)

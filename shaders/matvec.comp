@@ -10,8 +10,8 @@
 //
 // The matvec_fused variants (FUSED) end in an epilogue that EPI selects:
 // EPI_SPLIT sends rows [0, s1), [s1, s2) and [s2, M) of a weight fused at
-// load (q|k|v) to three outputs, adding a bias (B) per row when has_bias
-// is set; EPI_SWIGLU and EPI_GEGLU compute for output row r both row r
+// load (q|k|v) to three outputs (Y, Y1, Y2), adding a bias (B) per row
+// when has_bias is set; EPI_SWIGLU and EPI_GEGLU compute for output row r both row r
 // (gate) and the row pair_off bytes after it (up) and store
 // silu(gate)*up or gelu(gate)*up (swiglu.comp's and geglu.comp's math).
 // CPU references: MatMulRef, then RefSwiGLU / RefGeGLU.
@@ -132,7 +132,9 @@ layout(binding = 1) readonly buffer X4B { vec4 data_x4[]; };
 #endif
 layout(binding = 2) buffer Y { float data_y[]; };
 #if defined(FUSED)
-layout(binding = 3) readonly buffer B { float data_b[]; };
+layout(binding = 3) writeonly buffer Y1 { float data_y1[]; };
+layout(binding = 4) writeonly buffer Y2 { float data_y2[]; };
+layout(binding = 5) readonly buffer B { float data_b[]; };
 #define EPI_SPLIT 1u
 #define EPI_SWIGLU 2u
 #define EPI_GEGLU 3u
@@ -186,9 +188,9 @@ void store_out(uint row, uint c, float v) {
 	if (row < p.s1) {
 		data_y[p.y_off + c * p.y_stride + row] = v;
 	} else if (row < p.s2) {
-		data_y[p.y1_off + c * p.y1_stride + row - p.s1] = v;
+		data_y1[p.y1_off + c * p.y1_stride + row - p.s1] = v;
 	} else {
-		data_y[p.y2_off + c * p.y2_stride + row - p.s2] = v;
+		data_y2[p.y2_off + c * p.y2_stride + row - p.s2] = v;
 	}
 #else
 	store_y(p.y_off + c * p.y_stride + row, v);

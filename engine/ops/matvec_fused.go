@@ -51,8 +51,7 @@ func (k *Kernels) CanFuse(w Weight, n int) bool {
 // in w (rows[0], rows[1] and rows[2] rows, the q, k and v projections) in
 // one dispatch per pass of columns: y[i] receives n columns of rows[i] f32
 // ([n][rows[i]]), plus bias[r] for the fused row r when bias has a buffer
-// (w.Rows f32: the three biases fused likewise). The three outputs must
-// lie in one buffer, in order. It needs CanFuse(w, n).
+// (w.Rows f32: the three biases fused likewise). It needs CanFuse(w, n).
 func (k *Kernels) MatVecSplit(c *vk.Cmd, w Weight, x vk.Range, n int, rows [3]int, y [3]vk.Range, bias vk.Range) error {
 	if rows[0] <= 0 || rows[1] <= 0 || rows[2] <= 0 || rows[0]+rows[1]+rows[2] != w.Rows {
 		return fmt.Errorf("ops: MatVecSplit: parts of %v rows, weight of %d", rows, w.Rows)
@@ -61,8 +60,8 @@ func (k *Kernels) MatVecSplit(c *vk.Cmd, w Weight, x vk.Range, n int, rows [3]in
 		if err := sized("MatVecSplit", "y", y[i], 4*uint64(n)*uint64(rows[i])); err != nil {
 			return err
 		}
-		if y[i].Buf != y[0].Buf || y[i].Offset%4 != 0 || i > 0 && y[i].Offset < y[i-1].Offset+y[i-1].Size {
-			return fmt.Errorf("ops: MatVecSplit: the outputs are not in order in one buffer")
+		if y[i].Offset%4 != 0 {
+			return fmt.Errorf("ops: MatVecSplit: output %d offset %d is not a multiple of 4", i, y[i].Offset)
 		}
 	}
 	if bias.Buf != nil {
@@ -90,7 +89,7 @@ func (k *Kernels) MatVecGLU(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, 
 	if gelu {
 		epi = epiGeGLU
 	}
-	return k.mulMatFused(c, w, x, n, epi, [3]int{F}, [3]vk.Range{y}, vk.Range{})
+	return k.mulMatFused(c, w, x, n, epi, [3]int{F, F, F}, [3]vk.Range{y, y, y}, vk.Range{})
 }
 
 // mulMatFused records the fused matvec with epilogue epi: for the split,
@@ -126,13 +125,13 @@ func (k *Kernels) mulMatFused(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint32
 	if glu {
 		outRows = rows[0]
 	}
-	// The three outputs share one binding from y[0] on.
-	yEnd := y[0].Offset + 4*uint64(n)*uint64(rows[0])
-	if !glu {
-		yEnd = y[2].Offset + 4*uint64(n)*uint64(rows[2])
+	for i := range y {
+		if 4*uint64(n)*uint64(rows[i])+align > budget {
+			return fmt.Errorf("ops: %s: output %d exceeds one binding", op, i)
+		}
 	}
-	if yEnd-y[0].Offset+align > budget || 4*uint64(w.Cols) > budget {
-		return fmt.Errorf("ops: %s: the outputs or a column exceed one binding", op)
+	if 4*uint64(w.Cols) > budget {
+		return fmt.Errorf("ops: %s: a column exceeds one binding", op)
 	}
 	colStep := min(k.matvecPass, n)
 	name := names.fused
@@ -159,23 +158,22 @@ func (k *Kernels) mulMatFused(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint32
 			xAlign, xRange = xuAlign, xuRange
 		}
 		xr, xOff := bindWindow(x, 4*uint64(c0)*uint64(w.Cols), 4*uint64(nc)*uint64(w.Cols), xAlign, xRange)
-		y0 := 4 * uint64(c0) * uint64(rows[0])
-		yr, yOff := bindWindow(y[0], y0, yEnd-y[0].Offset-y0, align, maxRange)
+		var yr [3]vk.Range
+		var yOff [3]uint32
+		for i := range y {
+			yr[i], yOff[i] = bindWindow(y[i], 4*uint64(c0)*uint64(rows[i]), 4*uint64(nc)*uint64(rows[i]), align, maxRange)
+		}
 		push := FusedPush{MatVecPush: MatVecPush{
 			K: uint32(w.Cols), M: uint32(outRows), N: uint32(nc),
 			WOff: ch.wOff, WStride: uint32(rowBytes),
 			XOff: xOff, XStride: uint32(w.Cols),
-			YOff: yOff, YStride: uint32(rows[0]),
-		}, BOff: bOff, HasBias: hasBias}
+			YOff: yOff[0], YStride: uint32(rows[0]),
+		}, BOff: bOff, HasBias: hasBias, Y1Off: yOff[1], Y1Stride: uint32(rows[1]), Y2Off: yOff[2], Y2Stride: uint32(rows[2])}
 		if glu {
 			push.PairOff = uint32(rows[0]) * uint32(rowBytes)
 			push.S1, push.S2 = uint32(outRows), uint32(outRows)
 		} else {
-			base := yr.Offset / 4
 			push.S1, push.S2 = uint32(rows[0]), uint32(rows[0]+rows[1])
-			push.Y1Off = uint32((y[1].Offset+4*uint64(c0)*uint64(rows[1]))/4 - base)
-			push.Y2Off = uint32((y[2].Offset+4*uint64(c0)*uint64(rows[2]))/4 - base)
-			push.Y1Stride, push.Y2Stride = uint32(rows[1]), uint32(rows[2])
 		}
 		fast := uint32(0)
 		if (w.Cols|int(xOff))%4 == 0 && (!plain || (ch.wOff|uint32(rowBytes))%16 == 0) {
@@ -191,7 +189,7 @@ func (k *Kernels) mulMatFused(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint32
 		if c0 > 0 {
 			c.NoBarrier()
 		}
-		if err := Record(k, c, name, []uint32{wg, uint32(nc), fast, tpr, 0, rpl, epi}, groups, &push, wr, xr, yr, br); err != nil {
+		if err := Record(k, c, name, []uint32{wg, uint32(nc), fast, tpr, 0, rpl, epi}, groups, &push, wr, xr, yr[0], yr[1], yr[2], br); err != nil {
 			return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
 		}
 	}
@@ -246,7 +244,7 @@ func (k *Kernels) PrepareFused(w Weight, glu, gelu bool) error {
 			name = names.fusedXU
 		}
 		rpl := k.fusedRowsPerLane(tpr, outRows, n, glu)
-		if _, err := k.Pipeline(name, 4, push, k.matvecGroup(tpr), uint32(n), fast, tpr, 0, rpl, epi); err != nil {
+		if _, err := k.Pipeline(name, 6, push, k.matvecGroup(tpr), uint32(n), fast, tpr, 0, rpl, epi); err != nil {
 			return err
 		}
 	}
