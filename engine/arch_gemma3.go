@@ -44,6 +44,9 @@ type gemmaBlock struct {
 	Up           *Tensor `gguf:"ffn_up.weight"`
 	Down         *Tensor `gguf:"ffn_down.weight"`
 	PostFFNNorm  *Tensor `gguf:"post_ffw_norm.weight"`
+	// QKV and GateUp join Q|K|V and Gate|Up for the fused kernels
+	// (fuseRows; nil where they do not fuse).
+	QKV, GateUp *Tensor
 }
 
 // optInt reads an optional integer key (def when absent).
@@ -81,6 +84,11 @@ func bindGemma(f *gguf.File, o Options) (*gemmaModel, error) {
 	}
 	if err := checkShapes(want); err != nil {
 		return nil, err
+	}
+	for i := range m.Blocks {
+		b, p := &m.Blocks[i], fmt.Sprintf("blk.%d.", i)
+		b.QKV = fuseRows(p+"attn_qkv.weight", b.Q, b.K, b.V)
+		b.GateUp = fuseRows(p+"ffn_gate_up.weight", b.Gate, b.Up)
 	}
 	m.eps = o.NormEps
 	m.embScale = float32(math.Sqrt(float64(E)))
@@ -150,13 +158,13 @@ func (m *gemmaModel) forward(g Graph) {
 func (b *gemmaBlock) attention(g Graph, x Act, m *gemmaModel, layer int) {
 	a := m.attns[layer]
 	h := g.RMSNorm(x, b.AttnNorm, m.eps)
-	q, k, v := g.MatMul(b.Q, h), g.MatMul(b.K, h), g.MatMul(b.V, h)
+	qkv := g.QKV(h, [3]*Tensor{b.Q, b.K, b.V}, [3]*Tensor{})
+	q, k, v := qkv[0], qkv[1], qkv[2]
 	if b.QNorm != nil {
 		g.RMSNormInPlace(q.Heads(a.Heads), b.QNorm, m.eps)
 		g.RMSNormInPlace(k.Heads(a.KVHeads), b.KNorm, m.eps)
 	}
-	g.RoPE(q, m.ropes[layer])
-	g.RoPE(k, m.ropes[layer])
+	a.Rope = &m.ropes[layer] // q and k turn in the attention's cache write
 	o := g.MatMul(b.Out, g.Attention(q, k, v, a))
 	g.RMSNormInPlace(o, b.PostAttnNorm, m.eps)
 	g.Add(x, o)
@@ -165,7 +173,7 @@ func (b *gemmaBlock) attention(g Graph, x Act, m *gemmaModel, layer int) {
 // feedForward adds the post-normed GeGLU FFN of the normed x to x.
 func (b *gemmaBlock) feedForward(g Graph, x Act, m *gemmaModel) {
 	h := g.RMSNorm(x, b.FFNNorm, m.eps)
-	o := g.MatMul(b.Down, g.GeGLU(g.MatMul(b.Gate, h), g.MatMul(b.Up, h)))
+	o := g.MatMul(b.Down, g.GLU(h, b.Gate, b.Up, true))
 	g.RMSNormInPlace(o, b.PostFFNNorm, m.eps)
 	g.Add(x, o)
 }

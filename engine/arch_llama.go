@@ -42,6 +42,9 @@ type llamaBlock struct {
 	Gate     *Tensor `gguf:"ffn_gate.weight"`
 	Up       *Tensor `gguf:"ffn_up.weight"`
 	Down     *Tensor `gguf:"ffn_down.weight"`
+	// QKV, QKVBias and GateUp join Q|K|V, their biases and Gate|Up for
+	// the fused kernels (fuseRows; nil where they do not fuse).
+	QKV, QKVBias, GateUp *Tensor
 }
 
 func loadLlama(f *gguf.File, o Options) (archModel, error) {
@@ -75,6 +78,14 @@ func loadLlama(f *gguf.File, o Options) (archModel, error) {
 	if err := checkShapes(want); err != nil {
 		return nil, err
 	}
+	for i := range m.Blocks {
+		b, p := &m.Blocks[i], fmt.Sprintf("blk.%d.", i)
+		b.QKV = fuseRows(p+"attn_qkv.weight", b.Q, b.K, b.V)
+		if b.QKV != nil {
+			b.QKVBias = fuseRows(p+"attn_qkv.bias", b.QBias, b.KBias, b.VBias)
+		}
+		b.GateUp = fuseRows(p+"ffn_gate_up.weight", b.Gate, b.Up)
+	}
 	m.eps = o.NormEps
 	m.rope = o.rope(o.Arch != "llama", o.RopeBase, o.RopeScale)
 	m.rope.Factors = m.RopeFreqs
@@ -98,31 +109,21 @@ func (m *llamaModel) forward(g Graph) {
 // attention adds the self-attention of the normed x to x.
 func (b *llamaBlock) attention(g Graph, x Act, m *llamaModel, layer int) {
 	h := g.RMSNorm(x, b.AttnNorm, m.eps)
-	q, k, v := g.MatMul(b.Q, h), g.MatMul(b.K, h), g.MatMul(b.V, h)
-	if b.QBias != nil {
-		g.AddBias(q, b.QBias)
-	}
-	if b.KBias != nil {
-		g.AddBias(k, b.KBias)
-	}
-	if b.VBias != nil {
-		g.AddBias(v, b.VBias)
-	}
+	qkv := g.QKV(h, [3]*Tensor{b.Q, b.K, b.V}, [3]*Tensor{b.QBias, b.KBias, b.VBias})
+	q, k, v := qkv[0], qkv[1], qkv[2]
 	if b.QNorm != nil {
 		g.RMSNormInPlace(q.Heads(m.attn.Heads), b.QNorm, m.eps)
 	}
 	if b.KNorm != nil {
 		g.RMSNormInPlace(k.Heads(m.attn.KVHeads), b.KNorm, m.eps)
 	}
-	g.RoPE(q, m.rope)
-	g.RoPE(k, m.rope)
 	a := m.attn
-	a.Layer = layer
+	a.Layer, a.Rope = layer, &m.rope // q and k turn in the attention's cache write
 	g.MatMulAdd(x, b.Out, g.Attention(q, k, v, a))
 }
 
 // feedForward adds the SwiGLU FFN of the normed x to x.
 func (b *llamaBlock) feedForward(g Graph, x Act, m *llamaModel) {
 	h := g.RMSNorm(x, b.FFNNorm, m.eps)
-	g.MatMulAdd(x, b.Down, g.SwiGLU(g.MatMul(b.Gate, h), g.MatMul(b.Up, h)))
+	g.MatMulAdd(x, b.Down, g.GLU(h, b.Gate, b.Up, false))
 }

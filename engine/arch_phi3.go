@@ -26,7 +26,10 @@ type phi3Model struct {
 	eps     float32
 	origCtx int
 	rope    Rope
-	attn    Attn
+	// ropes are rope with the short and the long factors, each kept so
+	// that the attention can point at it.
+	ropes [2]Rope
+	attn  Attn
 }
 
 type phi3Block struct {
@@ -40,6 +43,10 @@ type phi3Block struct {
 	Up       *Tensor `gguf:"ffn_up.weight"` // gate|up, split at load
 	Down     *Tensor `gguf:"ffn_down.weight"`
 	Gate     *Tensor
+	// QKVJoined and GateUp join Q|K|V and Gate|Up again for the fused
+	// kernels (fuseRows; the file's fused tensors are split above so
+	// that prefill multiplies by the parts).
+	QKVJoined, GateUp *Tensor
 }
 
 func loadPhi3(f *gguf.File, o Options) (archModel, error) {
@@ -90,22 +97,28 @@ func loadPhi3(f *gguf.File, o Options) (archModel, error) {
 	if err := checkShapes(want); err != nil {
 		return nil, err
 	}
+	for i := range m.Blocks {
+		b, p := &m.Blocks[i], fmt.Sprintf("blk.%d.", i)
+		b.QKVJoined = fuseRows(p+"attn_qkv.weight", b.Q, b.K, b.V)
+		b.GateUp = fuseRows(p+"ffn_up.weight", b.Gate, b.Up)
+	}
 	if (m.FactorsLong == nil) != (m.FactorsShort == nil) {
 		return nil, fmt.Errorf("engine: %s has only one of rope_factors_long.weight and rope_factors_short.weight", o.Arch)
 	}
 	m.eps, m.origCtx = o.NormEps, o.RopeOrigCtx
 	m.rope = o.rope(true, o.RopeBase, o.RopeScale)
+	m.ropes = [2]Rope{m.rope, m.rope}
+	m.ropes[0].Factors, m.ropes[1].Factors = m.FactorsShort, m.FactorsLong
 	m.attn = Attn{Heads: o.Heads, KVHeads: o.KVHeads, HeadDim: o.HeadDim, Scale: float32(1 / math.Sqrt(float64(o.HeadDim)))}
 	return m, nil
 }
 
 func (m *phi3Model) forward(g Graph) {
-	rope := m.rope
 	// LongRoPE: the short factors while a sequence fits the original
 	// context, as the reference decides by the context per sequence.
-	rope.Factors = m.FactorsShort
+	rope := &m.ropes[0]
 	if m.origCtx > 0 && g.CtxSize() > m.origCtx {
-		rope.Factors = m.FactorsLong
+		rope = &m.ropes[1]
 	}
 	x := g.Embed(m.TokenEmbd)
 	g.EmbedInputs(x)
@@ -120,13 +133,12 @@ func (m *phi3Model) forward(g Graph) {
 }
 
 // attention adds the self-attention of the normed x to x.
-func (b *phi3Block) attention(g Graph, x Act, m *phi3Model, rope Rope, layer int) {
+func (b *phi3Block) attention(g Graph, x Act, m *phi3Model, rope *Rope, layer int) {
 	h := g.RMSNorm(x, b.AttnNorm, m.eps)
-	q, k, v := g.MatMul(b.Q, h), g.MatMul(b.K, h), g.MatMul(b.V, h)
-	g.RoPE(q, rope)
-	g.RoPE(k, rope)
+	qkv := g.QKV(h, [3]*Tensor{b.Q, b.K, b.V}, [3]*Tensor{})
 	a := m.attn
-	a.Layer = layer
+	a.Layer, a.Rope = layer, rope // q and k turn in the attention's cache write
+	q, k, v := qkv[0], qkv[1], qkv[2]
 	g.MatMulAdd(x, b.Out, g.Attention(q, k, v, a))
 }
 
@@ -134,5 +146,5 @@ func (b *phi3Block) attention(g Graph, x Act, m *phi3Model, rope Rope, layer int
 // to x.
 func (b *phi3Block) feedForward(g Graph, x Act, m *phi3Model) {
 	h := g.RMSNorm(x, b.FFNNorm, m.eps)
-	g.MatMulAdd(x, b.Down, g.SwiGLU(g.MatMul(b.Gate, h), g.MatMul(b.Up, h)))
+	g.MatMulAdd(x, b.Down, g.GLU(h, b.Gate, b.Up, false))
 }

@@ -159,6 +159,9 @@ func dequant(t *Tensor) ([]float32, error) {
 func NewCPUModel(o Options, w *Weights, ctx, slots int) (*CPUModel, error) {
 	m := &CPUModel{o: o, model: w.model, slots: slots, ctx: ctx, w: make([][]float32, len(w.Tensors))}
 	for i, t := range w.Tensors {
+		if t.parts != nil {
+			continue // the reference multiplies by the parts
+		}
 		var err error
 		if m.w[i], err = dequant(t); err != nil {
 			return nil, err

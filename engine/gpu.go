@@ -166,7 +166,7 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 	}
 	// A dry run of the largest batch sizes the activations and lists the
 	// matrix shapes to compile.
-	m.g = gpuGraph{m: m, shapes: map[matShape]bool{}, matBytes: map[string]int64{}, slotOf: map[uint64]int{}}
+	m.g = gpuGraph{m: m, shapes: map[matShape]bool{}, matBytes: map[string]int64{}, slotOf: map[uint64]int{}, fusedKinds: map[*Tensor]uint8{}}
 	m.g.start(nil, cfg.BatchSize, 0, cfg.BatchSize, 0, cfg.CtxSize)
 	m.model.forward(&m.g)
 	if m.g.err != nil {
@@ -282,6 +282,9 @@ func (m *GPUModel) deviceBytes(w *Weights) int64 {
 	var total int64
 	for _, t := range w.Tensors {
 		total += int64(len(t.Data))
+		if t.parts != nil && len(t.Dims) == 1 {
+			total += 4 * int64(t.Cols()) // fused biases are copies
+		}
 	}
 	o, B := m.o, int64(m.cfg.BatchSize)
 	total += int64(o.Layers) * m.kvBytes()
@@ -307,7 +310,41 @@ func (m *GPUModel) upload(w *Weights) error {
 		total += int64(len(t.Data))
 	}
 	m.weights = make([]ops.Weight, len(w.Tensors))
+	// Fused matrices first: their parts are written into their buffer,
+	// one after another, and become views of it. Fused vectors (biases)
+	// are copies; their parts keep buffers of their own, at the aligned
+	// offsets the elementwise kernels bind.
+	placed := map[*Tensor]bool{}
+	for _, t := range w.Tensors {
+		if t.parts == nil {
+			continue
+		}
+		var size uint64
+		for _, p := range t.parts {
+			size += uint64(len(p.Data))
+		}
+		b, err := m.newBuffer(size, vk.DeviceBuffer)
+		if err != nil {
+			return fmt.Errorf("engine: tensor %s (%s): %w", t.Name, formatBytes(int64(size)), err)
+		}
+		var off uint64
+		for _, p := range t.parts {
+			if err := b.Write(off, p.Data); err != nil {
+				return fmt.Errorf("engine: upload %s: %w", p.Name, err)
+			}
+			if len(t.Dims) == 2 {
+				m.weights[p.idx] = ops.Weight{Type: p.Type, Rows: p.Rows(), Cols: p.Cols(), Data: b.Range(off, uint64(len(p.Data)))}
+				placed[p] = true
+				done += int64(len(p.Data))
+			}
+			off += uint64(len(p.Data))
+		}
+		m.weights[t.idx] = ops.Weight{Type: t.Type, Rows: t.Rows(), Cols: t.Cols(), Data: b.Range(0, size)}
+	}
 	for i, t := range w.Tensors {
+		if t.parts != nil || placed[t] {
+			continue
+		}
 		b, err := m.newBuffer(uint64(len(t.Data)), vk.DeviceBuffer)
 		if err != nil {
 			return fmt.Errorf("engine: tensor %s (%s): %w", t.Name, formatBytes(int64(len(t.Data))), err)
@@ -330,6 +367,11 @@ func (m *GPUModel) prepare() error {
 	for s := range m.g.shapes {
 		if err := m.k.PrepareWeight(s.t, s.rows, s.cols, s.add); err != nil {
 			return fmt.Errorf("engine: kernels for %v weights of %d columns: %w", s.t, s.cols, err)
+		}
+	}
+	for f, glu := range m.g.fusedKinds {
+		if err := m.k.PrepareFused(m.weights[f.idx], glu != 0, glu == gluGeGLU); err != nil {
+			return fmt.Errorf("engine: fused kernels for %s: %w", f.Name, err)
 		}
 	}
 	return nil

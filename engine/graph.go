@@ -6,7 +6,7 @@ package engine
 // next one (its memory is reused), except those made before the first
 // Layer call, which live for the whole pass.
 type Act struct {
-	ref        int // the graph's handle: a byte offset (GPU) or an index (CPU)
+	ref        int // the graph's handle: a buffer (GPU) or an index (CPU)
 	cap        int // bytes reserved for it (GPU: for a batch of BatchSize rows)
 	Rows, Cols int
 }
@@ -65,6 +65,12 @@ type Attn struct {
 	// SoftCap > 0 turns each scaled score s into SoftCap*tanh(s/SoftCap)
 	// (Gemma 2).
 	SoftCap float32
+	// Rope, when not nil, rotates q and k by each row's position first
+	// (Causal only): q in place, k only as it goes into the cache (the k
+	// Act keeps its values; nothing may read it afterwards for the
+	// rotated keys). The GPU does the rotations and both cache writes in
+	// one dispatch.
+	Rope *Rope
 }
 
 // Graph is what an architecture's forward pass is written against. Two
@@ -95,6 +101,16 @@ type Graph interface {
 	EmbedPositions(w *Tensor) Act
 	// MatMul returns x times w transposed: [x.Rows][w.Rows].
 	MatMul(w *Tensor, x Act) Act
+	// QKV returns x times each of w transposed ([x.Rows][w[i].Rows]), plus
+	// the bias b[i] where it is not nil: the q, k and v projections of one
+	// normed input. Where the three (and their biases) were fused at load
+	// (fuseRows), decode-shaped batches take one dispatch.
+	QKV(x Act, w, b [3]*Tensor) [3]Act
+	// GLU returns act(x Gᵀ) * (x Uᵀ) ([x.Rows][gate.Rows]) for the gate G
+	// and up U projections: SiLU (SwiGLU), or with gelu the tanh GELU
+	// (GeGLU). Where gate and up were fused at load, decode-shaped batches
+	// take one dispatch.
+	GLU(x Act, gate, up *Tensor, gelu bool) Act
 	// MatMulAdd adds x times w transposed to dst (a residual connection).
 	MatMulAdd(dst Act, w *Tensor, x Act)
 	// Add adds a to dst (same shape).

@@ -117,6 +117,24 @@ func (g *cpuGraph) MatMul(w *Tensor, x Act) Act {
 
 func (g *cpuGraph) MatMulAdd(dst Act, w *Tensor, x Act) { g.matmul(g.v(dst), w, x, true) }
 
+func (g *cpuGraph) QKV(x Act, w, b [3]*Tensor) [3]Act {
+	var out [3]Act
+	for i := range w {
+		out[i] = g.MatMul(w[i], x)
+		if b[i] != nil {
+			g.AddBias(out[i], b[i])
+		}
+	}
+	return out
+}
+
+func (g *cpuGraph) GLU(x Act, gate, up *Tensor, gelu bool) Act {
+	if gelu {
+		return g.GeGLU(g.MatMul(gate, x), g.MatMul(up, x))
+	}
+	return g.SwiGLU(g.MatMul(gate, x), g.MatMul(up, x))
+}
+
 func (g *cpuGraph) Add(dst, a Act) {
 	d, av := g.v(dst), g.v(a)
 	for i := range d {
@@ -159,8 +177,7 @@ func (g *cpuGraph) LayerNormInPlace(x Act, w, b *Tensor, eps float32) {
 }
 
 func (g *cpuGraph) RoPE(x Act, r Rope) {
-	p := ops.RoPEParams{Rows: x.Rows, Heads: x.Cols / r.HeadDim, HeadDim: r.HeadDim, RotDims: r.Dims, NeoX: r.NeoX,
-		FreqBase: r.Base, FreqScale: r.Scale, AttnFactor: r.AttnFactor, ExtFactor: r.ExtFactor, CorrDims: r.CorrDims}
+	p := ropeParams(r, x.Rows, x.Cols/r.HeadDim)
 	src := append([]float32(nil), g.v(x)...)
 	g.fail(ops.RefRoPE(g.v(x), src, g.b.Pos, g.w(r.Factors), p))
 }
@@ -171,9 +188,21 @@ func (g *cpuGraph) Attention(q, k, v Act, a Attn) Act {
 	qv, kv, vv, ov := g.v(q), g.v(k), g.v(v), g.v(out)
 	kw := a.KVHeads * D
 	if a.Kind == Bidirectional {
+		if a.Rope != nil {
+			g.fail(fmt.Errorf("engine: Attention: a RoPE fused into bidirectional attention"))
+			return out
+		}
 		g.fail(ops.RefAttentionBatch(ov, qv, kv, vv, g.b.Pos, g.ends,
 			ops.BatchAttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: D, Scale: a.Scale}))
 		return out
+	}
+	if a.Rope != nil {
+		// As the GPU's RoPEKV: q turns in place, k only in the cache.
+		g.RoPE(q, *a.Rope)
+		rk := g.new(k.Rows, k.Cols)
+		copy(g.v(rk), kv)
+		g.RoPE(rk, *a.Rope)
+		kv = g.v(rk)
 	}
 	kc, vc := g.m.kCache[a.Layer], g.m.vCache[a.Layer]
 	ctx := g.m.ctx

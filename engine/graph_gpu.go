@@ -49,7 +49,17 @@ type gpuGraph struct {
 	// attnScratch is the most scratch a split attention dispatch of the
 	// pass may need (set by the dry run, reserved by GPUModel.reserve).
 	attnScratch uint64
+	// fusedKinds lists the fused weights the dry run met, with their
+	// epilogue (gluNone: the q|k|v split), for PrepareFused.
+	fusedKinds map[*Tensor]uint8
 }
+
+// The epilogues of the fused weights (gpuGraph.fusedKinds).
+const (
+	gluNone = iota
+	gluSwiGLU
+	gluGeGLU
+)
 
 // matShape is one matrix-kernel configuration PrepareWeight compiles.
 type matShape struct {
@@ -142,13 +152,25 @@ func overlaps(a access, r vk.Range) bool {
 // dep prepares for a command that writes w and reads reads: it skips the
 // barrier before it when nothing pending conflicts.
 func (g *gpuGraph) dep(w vk.Range, reads ...vk.Range) {
-	conflict := g.npend+1+len(reads) > maxPending
+	g.deps([3]vk.Range{w}, reads...)
+}
+
+// deps is dep for a command that writes up to three ranges (those with a
+// buffer).
+func (g *gpuGraph) deps(ws [3]vk.Range, reads ...vk.Range) {
+	nw := 0
+	for _, w := range ws {
+		if w.Buf != nil {
+			nw++
+		}
+	}
+	conflict := g.npend+nw+len(reads) > maxPending
 	for _, p := range g.pend[:g.npend] {
 		if conflict {
 			break
 		}
-		if overlaps(p, w) {
-			conflict = true
+		for _, w := range ws {
+			conflict = conflict || w.Buf != nil && overlaps(p, w)
 		}
 		if p.write {
 			for _, r := range reads {
@@ -161,8 +183,12 @@ func (g *gpuGraph) dep(w vk.Range, reads ...vk.Range) {
 	} else if g.npend > 0 {
 		g.c.NoBarrier()
 	}
-	g.pend[g.npend] = access{buf: w.Buf, lo: w.Offset, hi: w.Offset + w.Size, write: true}
-	g.npend++
+	for _, w := range ws {
+		if w.Buf != nil {
+			g.pend[g.npend] = access{buf: w.Buf, lo: w.Offset, hi: w.Offset + w.Size, write: true}
+			g.npend++
+		}
+	}
 	for _, r := range reads {
 		g.pend[g.npend] = access{buf: r.Buf, lo: r.Offset, hi: r.Offset + r.Size}
 		g.npend++
@@ -231,7 +257,13 @@ func weightKind(name string) string {
 
 func (g *gpuGraph) MatMul(w *Tensor, x Act) Act {
 	y := g.like(x, w.Rows())
-	if x.Cols != w.Cols() {
+	g.matInto(y, w, x)
+	return y
+}
+
+// matInto records y = x times w transposed.
+func (g *gpuGraph) matInto(y Act, w *Tensor, x Act) {
+	if x.Cols != w.Cols() || y.Cols != w.Rows() {
 		g.shapeErr("MatMul "+w.Name, w.Cols(), x.Cols)
 	}
 	g.mat(w, false)
@@ -239,6 +271,100 @@ func (g *gpuGraph) MatMul(w *Tensor, x Act) Act {
 		g.dep(g.r(y), g.r(x))
 		g.fail(g.m.k.MulMat(g.c, g.weight(w), g.r(x), x.Rows, g.r(y)))
 	}
+	g.unlabel()
+}
+
+// fuses reports whether the fused weight f takes this pass's rows of x
+// (decode-shaped batches; see ops.Kernels.CanFuse); in the dry run it
+// notes f's epilogue for PrepareFused and its bytes for the profile.
+func (g *gpuGraph) fuses(f *Tensor, x Act, kind uint8) bool {
+	if g.c == nil {
+		if g.fusedKinds != nil {
+			g.fusedKinds[f] = kind
+		}
+		if g.matBytes != nil {
+			for _, p := range f.parts {
+				g.matBytes[weightKind(f.Name)] += int64(len(p.Data))
+				g.matBytes[weightKind(p.Name)] -= int64(len(p.Data)) // counted by the parts' own products
+			}
+		}
+		return false
+	}
+	return g.live() && x.Rows > 0 && g.m.k.CanFuse(g.weight(f), x.Rows)
+}
+
+func (g *gpuGraph) QKV(x Act, w, b [3]*Tensor) [3]Act {
+	f := fusedOf(w[:]...)
+	if f == nil {
+		var out [3]Act
+		for i := range w {
+			out[i] = g.MatMul(w[i], x)
+			if b[i] != nil {
+				g.AddBias(out[i], b[i])
+			}
+		}
+		return out
+	}
+	// The same activations either way, so that the arena's layout does
+	// not depend on the batch.
+	out := [3]Act{g.like(x, w[0].Rows()), g.like(x, w[1].Rows()), g.like(x, w[2].Rows())}
+	fb := fusedOf(b[:]...)
+	if !g.fuses(f, x, gluNone) {
+		for i := range w {
+			g.matInto(out[i], w[i], x)
+		}
+		for i := range b {
+			if b[i] != nil {
+				g.AddBias(out[i], b[i])
+			}
+		}
+		return out
+	}
+	if x.Cols != f.Cols() {
+		g.shapeErr("QKV "+f.Name, f.Cols(), x.Cols)
+		return out
+	}
+	g.mat(f, false)
+	g.deps([3]vk.Range{g.r(out[0]), g.r(out[1]), g.r(out[2])}, g.r(x))
+	var bias vk.Range
+	if fb != nil {
+		bias = g.vec(fb)
+	}
+	g.fail(g.m.k.MatVecSplit(g.c, g.weight(f), g.r(x), x.Rows, [3]int{out[0].Cols, out[1].Cols, out[2].Cols},
+		[3]vk.Range{g.r(out[0]), g.r(out[1]), g.r(out[2])}, bias))
+	g.unlabel()
+	if fb == nil {
+		for i := range b {
+			if b[i] != nil {
+				g.AddBias(out[i], b[i])
+			}
+		}
+	}
+	return out
+}
+
+func (g *gpuGraph) GLU(x Act, gate, up *Tensor, gelu bool) Act {
+	kind := uint8(gluSwiGLU)
+	if gelu {
+		kind = gluGeGLU
+	}
+	f := fusedOf(gate, up)
+	if f == nil || !g.fuses(f, x, kind) {
+		if gelu {
+			return g.GeGLU(g.MatMul(gate, x), g.MatMul(up, x))
+		}
+		return g.SwiGLU(g.MatMul(gate, x), g.MatMul(up, x))
+	}
+	// The same activations as the unfused products, so that the arena's
+	// layout does not depend on the batch.
+	y, _ := g.like(x, gate.Rows()), g.like(x, up.Rows())
+	if x.Cols != f.Cols() || gate.Rows() != up.Rows() {
+		g.shapeErr("GLU "+f.Name, f.Cols(), x.Cols)
+		return y
+	}
+	g.mat(f, false)
+	g.dep(g.r(y), g.r(x))
+	g.fail(g.m.k.MatVecGLU(g.c, g.weight(f), g.r(x), x.Rows, g.r(y), gelu))
 	g.unlabel()
 	return y
 }
@@ -327,10 +453,15 @@ func (g *gpuGraph) RoPE(x Act, r Rope) {
 	if !g.live() || x.Rows == 0 {
 		return
 	}
-	p := ops.RoPEParams{Rows: x.Rows, Heads: x.Cols / r.HeadDim, HeadDim: r.HeadDim, RotDims: r.Dims, NeoX: r.NeoX,
-		FreqBase: r.Base, FreqScale: r.Scale, AttnFactor: r.AttnFactor, ExtFactor: r.ExtFactor, CorrDims: r.CorrDims}
+	p := ropeParams(r, x.Rows, x.Cols/r.HeadDim)
 	g.dep(g.r(x), g.r(x))
 	g.fail(g.m.k.RoPE(g.c, g.r(x), g.r(x), g.m.input(inPos, x.Rows), g.vec(r.Factors), p))
+}
+
+// ropeParams are the kernels' parameters of r over rows of heads heads.
+func ropeParams(r Rope, rows, heads int) ops.RoPEParams {
+	return ops.RoPEParams{Rows: rows, Heads: heads, HeadDim: r.HeadDim, RotDims: r.Dims, NeoX: r.NeoX,
+		FreqBase: r.Base, FreqScale: r.Scale, AttnFactor: r.AttnFactor, ExtFactor: r.ExtFactor, CorrDims: r.CorrDims}
 }
 
 func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
@@ -353,6 +484,10 @@ func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
 	slot, pos := m.input(inSlots, n), m.input(inPos, n)
 	attnPos := g.attnPos(pos) // Batch.AttnPos where set
 	if a.Kind == Bidirectional {
+		if a.Rope != nil {
+			g.fail(fmt.Errorf("engine: Attention: a RoPE fused into bidirectional attention"))
+			return out
+		}
 		g.dep(g.r(out), g.r(q), g.r(k), g.r(v))
 		g.fail(m.k.AttentionBatch(c, g.r(out), g.r(q), g.r(k), g.r(v), pos, m.input(inSeqEnd, n),
 			ops.BatchAttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Scale: a.Scale}))
@@ -367,10 +502,20 @@ func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
 	vCache := p.Cache
 	vCache.Type = m.cfg.TypeV
 	table := m.input(inTable, m.cfg.Slots*m.kv.tableLen)
-	g.dep(kc, g.r(k))
-	g.fail(m.k.KVWrite(c, kc, g.r(k), slot, pos, table, n, p.Cache))
-	g.dep(vc, g.r(v))
-	g.fail(m.k.KVWrite(c, vc, g.r(v), slot, pos, table, n, vCache))
+	if r := a.Rope; r != nil {
+		if r.HeadDim != a.HeadDim {
+			g.shapeErr("Attention RoPE", a.HeadDim, r.HeadDim)
+			return out
+		}
+		rp := ops.RoPEKVParams{Rope: ropeParams(*r, n, a.Heads), KVHeads: a.KVHeads, K: p.Cache, V: vCache}
+		g.deps([3]vk.Range{g.r(q), kc, vc}, g.r(q), g.r(k), g.r(v))
+		g.fail(m.k.RoPEKV(c, g.r(q), g.r(k), g.r(v), pos, slot, table, g.vec(r.Factors), kc, vc, rp))
+	} else {
+		g.dep(kc, g.r(k))
+		g.fail(m.k.KVWrite(c, kc, g.r(k), slot, pos, table, n, p.Cache))
+		g.dep(vc, g.r(v))
+		g.fail(m.k.KVWrite(c, vc, g.r(v), slot, pos, table, n, vCache))
+	}
 	// Decode-shaped batches on GPUs split the rows' keys over more
 	// workgroups (flash decoding); the partial results go to the scratch
 	// the dry run reserved, which the split kernel writes: a read here,

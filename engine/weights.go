@@ -15,6 +15,60 @@ type Tensor struct {
 	Dims []uint64 // fastest-varying first: a matrix is [cols rows]
 	Data []byte   // a slice of the file mapping
 	idx  int      // index in Weights.Tensors
+	// parts, for a tensor fuseRows made, are the tensors it joins; it has
+	// no Data of its own. fused is the tensor a part belongs to.
+	parts []*Tensor
+	fused *Tensor
+}
+
+// fuseRows returns a tensor named name that joins parts, for the fused
+// kernels (one dispatch for the q, k and v projections, or for the gate
+// and up ones): matrices of one type and row length, their rows one after
+// another, or f32 vectors (biases), their values one after another. It
+// returns nil where the parts do not fuse (one is missing, or their types
+// or row lengths differ); the forward pass then multiplies by them
+// separately. The parts stay tensors of their own: the GPU keeps a fused
+// matrix's parts as views of its buffer (prefill multiplies by them),
+// and the CPU reference reads only the parts.
+func fuseRows(name string, parts ...*Tensor) *Tensor {
+	vec := parts[0] != nil && len(parts[0].Dims) == 1
+	n := 0
+	for _, p := range parts {
+		if p == nil || p.fused != nil || p.Type != parts[0].Type || len(p.Dims) != len(parts[0].Dims) || len(p.Dims) > 2 ||
+			!vec && p.Cols() != parts[0].Cols() || vec && p.Type != gguf.TypeF32 {
+			return nil
+		}
+		if vec {
+			n += p.Cols()
+		} else {
+			n += p.Rows()
+		}
+	}
+	f := &Tensor{Name: name, Type: parts[0].Type, Dims: []uint64{uint64(n)}, parts: parts}
+	if !vec {
+		f.Dims = []uint64{parts[0].Dims[0], uint64(n)}
+	}
+	for _, p := range parts {
+		p.fused = f
+	}
+	return f
+}
+
+// fusedOf returns the tensor fuseRows made of exactly ts, in order, or nil.
+func fusedOf(ts ...*Tensor) *Tensor {
+	if ts[0] == nil {
+		return nil
+	}
+	f := ts[0].fused
+	if f == nil || len(f.parts) != len(ts) {
+		return nil
+	}
+	for i, t := range ts {
+		if f.parts[i] != t {
+			return nil
+		}
+	}
+	return f
 }
 
 // Cols returns the length of a row (ne0).
@@ -42,7 +96,7 @@ type Weights struct {
 func (w *Weights) Matrices() []*Tensor {
 	var out []*Tensor
 	for _, t := range w.Tensors {
-		if len(t.Dims) >= 2 && t.Rows() > 1 {
+		if len(t.Dims) >= 2 && t.Rows() > 1 && t.parts == nil {
 			out = append(out, t)
 		}
 	}

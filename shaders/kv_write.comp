@@ -55,15 +55,7 @@ int row_at(uint row) {
 	return int((uint(page) << p.page_shift) + (uint(pos) & ((1u << p.page_shift) - 1u)));
 }
 
-#if defined(Q8_0)
-// round_away is C's roundf (half away from zero; v - trunc(v) is exact)
-// clamped to [-127, 127], as the reference's q8_0.
-int round_away(float v) {
-	const float t = trunc(v);
-	const float r = abs(v - t) >= 0.5 ? t + sign(v) : t;
-	return int(clamp(r, -127.0, 127.0));
-}
-#endif
+#include "kv_quant.glsl"
 
 void main() {
 	const uint i = group_id() * WG + gl_LocalInvocationID.x;
@@ -79,34 +71,21 @@ void main() {
 	}
 	const uint x0 = row * p.kv_dim + blk * 32;
 	const uint b = (uint(at) * bpr + blk) * HW; // the block's first halfword
-	float amax = 0.0, vmax = 0.0;
-	for (uint j = 0; j < 32; j++) {
-		const float v = data_x[x0 + j];
-		if (abs(v) > amax) {
-			amax = abs(v);
-			vmax = v;
-		}
+	float v[32];
+	[[unroll]] for (uint j = 0u; j < 32u; j++) {
+		v[j] = data_x[x0 + j];
 	}
 #if defined(Q8_0)
-	const float d = amax / 127.0;
-	const float id = d != 0.0 ? 1.0 / d : 0.0;
-	data_cd[b] = float16_t(d);
-	for (uint j = 0; j < 32; j += 2) {
-		const int q0 = round_away(data_x[x0 + j] * id), q1 = round_away(data_x[x0 + j + 1] * id);
-		data_c[b + 1 + j / 2] = uint16_t((uint(q0) & 255u) | ((uint(q1) & 255u) << 8));
+	uint hw[16];
+	data_cd[b] = float16_t(q8_0_block(v, hw));
+	[[unroll]] for (uint j = 0u; j < 16u; j++) {
+		data_c[b + 1u + j] = uint16_t(hw[j]);
 	}
 #else
-	const float d = vmax / -8.0;
-	const float id = d != 0.0 ? 1.0 / d : 0.0;
-	data_cd[b] = float16_t(d);
-	for (uint j = 0; j < 16; j += 2) {
-		uint w = 0;
-		for (uint c = 0; c < 2; c++) {
-			const uint lo = uint(clamp(int(trunc(data_x[x0 + j + c] * id + 8.5)), 0, 15));
-			const uint hi = uint(clamp(int(trunc(data_x[x0 + j + c + 16] * id + 8.5)), 0, 15));
-			w |= (lo | (hi << 4)) << (8 * c);
-		}
-		data_c[b + 1 + j / 2] = uint16_t(w);
+	uint hw[8];
+	data_cd[b] = float16_t(q4_0_block(v, hw));
+	[[unroll]] for (uint j = 0u; j < 8u; j++) {
+		data_c[b + 1u + j] = uint16_t(hw[j]);
 	}
 #endif
 #else

@@ -12,7 +12,7 @@ import (
 )
 
 // maxSpec is the most specialization constants a kernel may take.
-const maxSpec = 6
+const maxSpec = 7
 
 type pipeKey struct {
 	name     string

@@ -83,6 +83,9 @@ type weightKernels struct {
 	// matvecXU reads the activations from a uniform buffer (CPU devices),
 	// matvecXT too and the weights from a uniform texel buffer.
 	matvecXU, matvecXT string
+	// fused, fusedSG, fusedXU and fusedXT are the matvec variants with the
+	// split and GLU epilogues (matvec_fused.go).
+	fused, fusedSG, fusedXU, fusedXT string
 }
 
 // kernelsFor returns the kernel names for weight type t (constant strings,
@@ -90,35 +93,35 @@ type weightKernels struct {
 func kernelsFor(t gguf.GGMLType) (weightKernels, bool) {
 	switch t {
 	case gguf.TypeF32:
-		return weightKernels{"get_rows_f32_f32", "matvec_f32_f32", "matvec_f32_f32_sg", "matmul_f32_f32", "matvec_f32_f32_xu", "matvec_f32_f32_xt"}, true
+		return weightKernels{"get_rows_f32_f32", "matvec_f32_f32", "matvec_f32_f32_sg", "matmul_f32_f32", "matvec_f32_f32_xu", "matvec_f32_f32_xt", "matvec_fused_f32_f32", "matvec_fused_f32_f32_sg", "matvec_fused_f32_f32_xu", "matvec_fused_f32_f32_xt"}, true
 	case gguf.TypeF16:
-		return weightKernels{"get_rows_f16_f32", "matvec_f16_f32", "matvec_f16_f32_sg", "matmul_f16_f32", "matvec_f16_f32_xu", "matvec_f16_f32_xt"}, true
+		return weightKernels{"get_rows_f16_f32", "matvec_f16_f32", "matvec_f16_f32_sg", "matmul_f16_f32", "matvec_f16_f32_xu", "matvec_f16_f32_xt", "matvec_fused_f16_f32", "matvec_fused_f16_f32_sg", "matvec_fused_f16_f32_xu", "matvec_fused_f16_f32_xt"}, true
 	case gguf.TypeBF16:
-		return weightKernels{"get_rows_bf16_f32", "matvec_bf16_f32", "matvec_bf16_f32_sg", "matmul_bf16_f32", "matvec_bf16_f32_xu", "matvec_bf16_f32_xt"}, true
+		return weightKernels{"get_rows_bf16_f32", "matvec_bf16_f32", "matvec_bf16_f32_sg", "matmul_bf16_f32", "matvec_bf16_f32_xu", "matvec_bf16_f32_xt", "matvec_fused_bf16_f32", "matvec_fused_bf16_f32_sg", "matvec_fused_bf16_f32_xu", "matvec_fused_bf16_f32_xt"}, true
 	case gguf.TypeQ4_0:
-		return weightKernels{"get_rows_q4_0_f32", "matvec_q4_0_f32", "matvec_q4_0_f32_sg", "matmul_q4_0_f32", "matvec_q4_0_f32_xu", "matvec_q4_0_f32_xt"}, true
+		return weightKernels{"get_rows_q4_0_f32", "matvec_q4_0_f32", "matvec_q4_0_f32_sg", "matmul_q4_0_f32", "matvec_q4_0_f32_xu", "matvec_q4_0_f32_xt", "matvec_fused_q4_0_f32", "matvec_fused_q4_0_f32_sg", "matvec_fused_q4_0_f32_xu", "matvec_fused_q4_0_f32_xt"}, true
 	case gguf.TypeQ4_1:
-		return weightKernels{"get_rows_q4_1_f32", "matvec_q4_1_f32", "matvec_q4_1_f32_sg", "matmul_q4_1_f32", "matvec_q4_1_f32_xu", "matvec_q4_1_f32_xt"}, true
+		return weightKernels{"get_rows_q4_1_f32", "matvec_q4_1_f32", "matvec_q4_1_f32_sg", "matmul_q4_1_f32", "matvec_q4_1_f32_xu", "matvec_q4_1_f32_xt", "matvec_fused_q4_1_f32", "matvec_fused_q4_1_f32_sg", "matvec_fused_q4_1_f32_xu", "matvec_fused_q4_1_f32_xt"}, true
 	case gguf.TypeQ5_0:
-		return weightKernels{"get_rows_q5_0_f32", "matvec_q5_0_f32", "matvec_q5_0_f32_sg", "matmul_q5_0_f32", "matvec_q5_0_f32_xu", "matvec_q5_0_f32_xt"}, true
+		return weightKernels{"get_rows_q5_0_f32", "matvec_q5_0_f32", "matvec_q5_0_f32_sg", "matmul_q5_0_f32", "matvec_q5_0_f32_xu", "matvec_q5_0_f32_xt", "matvec_fused_q5_0_f32", "matvec_fused_q5_0_f32_sg", "matvec_fused_q5_0_f32_xu", "matvec_fused_q5_0_f32_xt"}, true
 	case gguf.TypeQ5_1:
-		return weightKernels{"get_rows_q5_1_f32", "matvec_q5_1_f32", "matvec_q5_1_f32_sg", "matmul_q5_1_f32", "matvec_q5_1_f32_xu", "matvec_q5_1_f32_xt"}, true
+		return weightKernels{"get_rows_q5_1_f32", "matvec_q5_1_f32", "matvec_q5_1_f32_sg", "matmul_q5_1_f32", "matvec_q5_1_f32_xu", "matvec_q5_1_f32_xt", "matvec_fused_q5_1_f32", "matvec_fused_q5_1_f32_sg", "matvec_fused_q5_1_f32_xu", "matvec_fused_q5_1_f32_xt"}, true
 	case gguf.TypeQ8_0:
-		return weightKernels{"get_rows_q8_0_f32", "matvec_q8_0_f32", "matvec_q8_0_f32_sg", "matmul_q8_0_f32", "matvec_q8_0_f32_xu", "matvec_q8_0_f32_xt"}, true
+		return weightKernels{"get_rows_q8_0_f32", "matvec_q8_0_f32", "matvec_q8_0_f32_sg", "matmul_q8_0_f32", "matvec_q8_0_f32_xu", "matvec_q8_0_f32_xt", "matvec_fused_q8_0_f32", "matvec_fused_q8_0_f32_sg", "matvec_fused_q8_0_f32_xu", "matvec_fused_q8_0_f32_xt"}, true
 	case gguf.TypeQ2_K:
-		return weightKernels{"get_rows_q2_k_f32", "matvec_q2_k_f32", "matvec_q2_k_f32_sg", "matmul_q2_k_f32", "matvec_q2_k_f32_xu", "matvec_q2_k_f32_xt"}, true
+		return weightKernels{"get_rows_q2_k_f32", "matvec_q2_k_f32", "matvec_q2_k_f32_sg", "matmul_q2_k_f32", "matvec_q2_k_f32_xu", "matvec_q2_k_f32_xt", "matvec_fused_q2_k_f32", "matvec_fused_q2_k_f32_sg", "matvec_fused_q2_k_f32_xu", "matvec_fused_q2_k_f32_xt"}, true
 	case gguf.TypeQ3_K:
-		return weightKernels{"get_rows_q3_k_f32", "matvec_q3_k_f32", "matvec_q3_k_f32_sg", "matmul_q3_k_f32", "matvec_q3_k_f32_xu", "matvec_q3_k_f32_xt"}, true
+		return weightKernels{"get_rows_q3_k_f32", "matvec_q3_k_f32", "matvec_q3_k_f32_sg", "matmul_q3_k_f32", "matvec_q3_k_f32_xu", "matvec_q3_k_f32_xt", "matvec_fused_q3_k_f32", "matvec_fused_q3_k_f32_sg", "matvec_fused_q3_k_f32_xu", "matvec_fused_q3_k_f32_xt"}, true
 	case gguf.TypeQ4_K:
-		return weightKernels{"get_rows_q4_k_f32", "matvec_q4_k_f32", "matvec_q4_k_f32_sg", "matmul_q4_k_f32", "matvec_q4_k_f32_xu", "matvec_q4_k_f32_xt"}, true
+		return weightKernels{"get_rows_q4_k_f32", "matvec_q4_k_f32", "matvec_q4_k_f32_sg", "matmul_q4_k_f32", "matvec_q4_k_f32_xu", "matvec_q4_k_f32_xt", "matvec_fused_q4_k_f32", "matvec_fused_q4_k_f32_sg", "matvec_fused_q4_k_f32_xu", "matvec_fused_q4_k_f32_xt"}, true
 	case gguf.TypeQ5_K:
-		return weightKernels{"get_rows_q5_k_f32", "matvec_q5_k_f32", "matvec_q5_k_f32_sg", "matmul_q5_k_f32", "matvec_q5_k_f32_xu", "matvec_q5_k_f32_xt"}, true
+		return weightKernels{"get_rows_q5_k_f32", "matvec_q5_k_f32", "matvec_q5_k_f32_sg", "matmul_q5_k_f32", "matvec_q5_k_f32_xu", "matvec_q5_k_f32_xt", "matvec_fused_q5_k_f32", "matvec_fused_q5_k_f32_sg", "matvec_fused_q5_k_f32_xu", "matvec_fused_q5_k_f32_xt"}, true
 	case gguf.TypeQ6_K:
-		return weightKernels{"get_rows_q6_k_f32", "matvec_q6_k_f32", "matvec_q6_k_f32_sg", "matmul_q6_k_f32", "matvec_q6_k_f32_xu", "matvec_q6_k_f32_xt"}, true
+		return weightKernels{"get_rows_q6_k_f32", "matvec_q6_k_f32", "matvec_q6_k_f32_sg", "matmul_q6_k_f32", "matvec_q6_k_f32_xu", "matvec_q6_k_f32_xt", "matvec_fused_q6_k_f32", "matvec_fused_q6_k_f32_sg", "matvec_fused_q6_k_f32_xu", "matvec_fused_q6_k_f32_xt"}, true
 	case gguf.TypeIQ4_NL:
-		return weightKernels{"get_rows_iq4_nl_f32", "matvec_iq4_nl_f32", "matvec_iq4_nl_f32_sg", "matmul_iq4_nl_f32", "matvec_iq4_nl_f32_xu", "matvec_iq4_nl_f32_xt"}, true
+		return weightKernels{"get_rows_iq4_nl_f32", "matvec_iq4_nl_f32", "matvec_iq4_nl_f32_sg", "matmul_iq4_nl_f32", "matvec_iq4_nl_f32_xu", "matvec_iq4_nl_f32_xt", "matvec_fused_iq4_nl_f32", "matvec_fused_iq4_nl_f32_sg", "matvec_fused_iq4_nl_f32_xu", "matvec_fused_iq4_nl_f32_xt"}, true
 	case gguf.TypeIQ4_XS:
-		return weightKernels{"get_rows_iq4_xs_f32", "matvec_iq4_xs_f32", "matvec_iq4_xs_f32_sg", "matmul_iq4_xs_f32", "matvec_iq4_xs_f32_xu", "matvec_iq4_xs_f32_xt"}, true
+		return weightKernels{"get_rows_iq4_xs_f32", "matvec_iq4_xs_f32", "matvec_iq4_xs_f32_sg", "matmul_iq4_xs_f32", "matvec_iq4_xs_f32_xu", "matvec_iq4_xs_f32_xt", "matvec_fused_iq4_xs_f32", "matvec_fused_iq4_xs_f32_sg", "matvec_fused_iq4_xs_f32_xu", "matvec_fused_iq4_xs_f32_xt"}, true
 	}
 	return weightKernels{}, false
 }
