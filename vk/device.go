@@ -144,6 +144,14 @@ func (d *Device) create() error {
 		// extension on a Vulkan 1.2 instance; the feature is in the chain.
 		exts = append(exts, "VK_KHR_shader_integer_dot_product\x00")
 	}
+	sgExt, sgNode, err := subgroupSizeChain(chain, &ci, d.info.Features)
+	if err != nil {
+		return err
+	}
+	if sgNode != nil {
+		defer C.free(sgNode)
+		exts = append(exts, sgExt)
+	}
 	dci.EnabledExtensionCount = uint32(len(exts))
 	dci.PpEnabledExtensionNames = exts
 	var vdev gv.Device
