@@ -2,11 +2,13 @@
 // matvec multiplies a weight matrix W (M rows of K elements, any GGML type,
 // see quant.glsl) by 1..8 activation columns in one pass, so a decode batch
 // reads each weight once: y[c][r] = sum_k W[r][k] * x[c][k]. TPR
-// invocations compute one row for every column (WG/TPR rows per
-// workgroup), striding over the row in 32-element sub-blocks (quantized
-// types, dequant32) or groups of four (plain types), then reduce (subgroup
-// adds where the device has them and a row fills the workgroup, otherwise
-// shared memory). CPU reference: engine/ops MatMulRef.
+// invocations compute one row, or RPL consecutive rows, for every column
+// (WG/TPR groups of rows per workgroup), striding over the rows in
+// 32-element sub-blocks (quantized types, dequant32) or groups of four
+// (plain types), then reduce (subgroup adds where the device has them and
+// a group of rows fills the workgroup, otherwise shared memory). The _s16
+// variants read the weight blocks through 16- and 8-bit storage views
+// (quant.glsl, A_16BIT). CPU reference: engine/ops MatMulRef.
 // variant: matvec_f32_f32 -DDATA_A_F32
 // variant: matvec_f16_f32 -DDATA_A_F16
 // variant: matvec_bf16_f32 -DDATA_A_BF16
@@ -52,6 +54,16 @@
 // variant: matvec_q6_k_f32_xu -DDATA_A_Q6_K -DX_UNIFORM=1
 // variant: matvec_iq4_nl_f32_xu -DDATA_A_IQ4_NL -DX_UNIFORM=1
 // variant: matvec_iq4_xs_f32_xu -DDATA_A_IQ4_XS -DX_UNIFORM=1
+// variant: matvec_q4_0_f32_s16 -DDATA_A_Q4_0 -DA_16BIT=1
+// variant: matvec_q8_0_f32_s16 -DDATA_A_Q8_0 -DA_16BIT=1
+// variant: matvec_q4_k_f32_s16 -DDATA_A_Q4_K -DA_16BIT=1
+// variant: matvec_q5_k_f32_s16 -DDATA_A_Q5_K -DA_16BIT=1
+// variant: matvec_q6_k_f32_s16 -DDATA_A_Q6_K -DA_16BIT=1
+// variant: matvec_q4_0_f32_sg_s16 -DDATA_A_Q4_0 -DUSE_SUBGROUP=1 -DA_16BIT=1
+// variant: matvec_q8_0_f32_sg_s16 -DDATA_A_Q8_0 -DUSE_SUBGROUP=1 -DA_16BIT=1
+// variant: matvec_q4_k_f32_sg_s16 -DDATA_A_Q4_K -DUSE_SUBGROUP=1 -DA_16BIT=1
+// variant: matvec_q5_k_f32_sg_s16 -DDATA_A_Q5_K -DUSE_SUBGROUP=1 -DA_16BIT=1
+// variant: matvec_q6_k_f32_sg_s16 -DDATA_A_Q6_K -DUSE_SUBGROUP=1 -DA_16BIT=1
 #extension GL_EXT_control_flow_attributes : enable
 #if defined(USE_SUBGROUP)
 #extension GL_KHR_shader_subgroup_basic : enable
@@ -122,13 +134,24 @@ layout(constant_id = 3) const uint TPR = 32;
 // every load from a buffer into a per-lane loop, even one whose address is
 // the same in every lane, so the activation loads cost far more than the
 // arithmetic; computing RPL rows per invocation makes each activation load
-// serve RPL rows.
+// serve RPL rows. With TPR > 1 (GPUs) RPL is GR below, 1 to MAX_GR.
 layout(constant_id = 5) const uint RPL = 1;
 #define MAX_RPL 16u
+// MAX_GR is the most rows a group of TPR > 1 invocations computes.
+#define MAX_GR 4u
+
+// GR is the rows each group of TPR invocations computes where TPR > 1
+// (GPUs): RPL consecutive rows, decoded one after another against the same
+// activation loads, so each invocation has GR rows' weight bytes in flight
+// and the workgroup count drops by GR (see rowsPerLane in engine/ops).
+// With TPR == 1 RPL means main_rows' strided rows instead.
+const uint GR = TPR == 1u ? 1u : RPL;
+#define NV (GR * NCOLS)
 
 // red holds per-invocation (shared-memory path) or per-subgroup partial
-// sums; WG entries per column is enough for any subgroup size.
-shared float red[WG * MAX_COLS];
+// sums, value v = j*NCOLS + c of row j and column c; WG entries per value
+// is enough for any subgroup size.
+shared float red[WG * NV];
 
 // fma4 returns a + dot(w, x) as a chain of fused multiply-adds.
 float fma4(vec4 w, vec4 x, float a) {
@@ -218,57 +241,65 @@ void main() {
 	}
 	const uint tid = gl_LocalInvocationID.x;
 	const uint lane = tid % TPR;
-	const uint row = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RPW + tid / TPR;
-	if (RPW == 1u && row >= p.M) {
-		return; // uniform: the whole workgroup is one row
+	// The TPR invocations of tid / TPR compute rows row0 .. row0+GR-1.
+	const uint row0 = ((gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RPW + tid / TPR) * GR;
+	if (RPW == 1u && row0 >= p.M) {
+		return; // uniform: the whole workgroup is one group of rows
 	}
 	// Invocations of rows past M still take part in the barriers below.
-	const bool live = row < p.M;
-	const uint wrow = p.w_off + min(row, p.M - 1u) * p.w_stride;
+	const bool live = row0 < p.M;
+	uint wrow[MAX_GR];
+	[[unroll]] for (uint j = 0u; j < GR; j++) {
+		wrow[j] = p.w_off + min(row0 + j, p.M - 1u) * p.w_stride;
+	}
 	const uint ngroups = live ? (p.K + 3u) / 4u : 0u;
 
-	float acc[MAX_COLS];
-	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-		acc[c] = 0.0;
+	float acc[MAX_GR * MAX_COLS];
+	[[unroll]] for (uint v = 0u; v < NV; v++) {
+		acc[v] = 0.0;
 	}
 #if !defined(DATA_A_PLAIN)
 	// Quantized rows are whole blocks, so whole 32-element sub-blocks: one
 	// per invocation and step, decoded with dequant32.
 	const uint nsub = live ? p.K / 32u : 0u;
 	for (uint u = lane; u < nsub; u += TPR) {
-		vec4 w[8];
-		dequant32(wrow + (u / QSUB) * QS, u % QSUB, w);
-		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-			const uint xb = p.x_off + c * p.x_stride + 32u * u;
-			[[unroll]] for (uint i = 0u; i < 8u; i++) {
-				vec4 x;
-				if (FAST) {
-					x = X4((xb >> 2) + i);
-				} else {
-					x = vec4(X1(xb + 4u * i), X1(xb + 4u * i + 1u), X1(xb + 4u * i + 2u), X1(xb + 4u * i + 3u));
+		[[unroll]] for (uint j = 0u; j < GR; j++) {
+			vec4 w[8];
+			dequant32(wrow[j] + (u / QSUB) * QS, u % QSUB, w);
+			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+				const uint xb = p.x_off + c * p.x_stride + 32u * u;
+				[[unroll]] for (uint i = 0u; i < 8u; i++) {
+					vec4 x;
+					if (FAST) {
+						x = X4((xb >> 2) + i);
+					} else {
+						x = vec4(X1(xb + 4u * i), X1(xb + 4u * i + 1u), X1(xb + 4u * i + 2u), X1(xb + 4u * i + 3u));
+					}
+					acc[j * NCOLS + c] += dot(w[i], x);
 				}
-				acc[c] += dot(w[i], x);
 			}
 		}
 	}
 #else
 	for (uint g = lane; g < ngroups; g += TPR) {
-		const vec4 w = load_w4(wrow, g, p.K, FAST);
 		const uint k = 4u * g;
-		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-			const uint xb = p.x_off + c * p.x_stride + k;
-			vec4 x;
-			if (FAST) {
-				x = X4(xb >> 2);
-			} else {
-				x = vec4(0.0);
-				[[unroll]] for (uint i = 0u; i < 4u; i++) {
-					if (k + i < p.K) {
-						x[i] = X1(xb + i);
+		[[unroll]] for (uint j = 0u; j < GR; j++) {
+			const vec4 w = load_w4(wrow[j], g, p.K, FAST);
+			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+				const uint xb = p.x_off + c * p.x_stride + k;
+				vec4 x;
+				if (FAST) {
+					x = X4(xb >> 2);
+				} else {
+					x = vec4(0.0);
+					[[unroll]] for (uint i = 0u; i < 4u; i++) {
+						if (k + i < p.K) {
+							x[i] = X1(xb + i);
+						}
 					}
 				}
+				acc[j * NCOLS + c] += dot(w, x);
 			}
-			acc[c] += dot(w, x);
 		}
 	}
 #endif
@@ -277,63 +308,70 @@ void main() {
 		// One invocation per row (CPU devices): nothing to reduce.
 		if (live) {
 			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-				store_y(p.y_off + c * p.y_stride + row, acc[c]);
+				store_y(p.y_off + c * p.y_stride + row0, acc[c]);
 			}
 		}
 		return;
 	}
 	if (RPW > 1u) {
-		// Several rows per workgroup: a tree over each row's TPR
+		// Several row groups per workgroup: a tree over each group's TPR
 		// invocations in shared memory.
-		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-			red[c * WG + tid] = acc[c];
+		[[unroll]] for (uint v = 0u; v < NV; v++) {
+			red[v * WG + tid] = acc[v];
 		}
 		barrier();
 		[[unroll]] for (uint s = TPR / 2u; s > 0u; s >>= 1) {
 			if (lane < s) {
-				[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-					red[c * WG + tid] += red[c * WG + tid + s];
+				[[unroll]] for (uint v = 0u; v < NV; v++) {
+					red[v * WG + tid] += red[v * WG + tid + s];
 				}
 			}
 			barrier();
 		}
-		if (live) {
-			for (uint c = lane; c < NCOLS; c += TPR) {
-				store_y(p.y_off + c * p.y_stride + row, red[c * WG + tid - lane]);
+		for (uint v = lane; v < NV; v += TPR) {
+			const uint row = row0 + v / NCOLS;
+			if (row < p.M) {
+				store_y(p.y_off + (v % NCOLS) * p.y_stride + row, red[v * WG + tid - lane]);
 			}
 		}
 		return;
 	}
 #if defined(USE_SUBGROUP)
-	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-		const float s = subgroupAdd(acc[c]);
+	[[unroll]] for (uint v = 0u; v < NV; v++) {
+		const float s = subgroupAdd(acc[v]);
 		if (subgroupElect()) {
-			red[gl_SubgroupID * MAX_COLS + c] = s;
+			red[gl_SubgroupID * NV + v] = s;
 		}
 	}
 	barrier();
-	if (tid < NCOLS) {
+	for (uint v = tid; v < NV; v += WG) {
 		float s = 0.0;
 		for (uint i = 0u; i < gl_NumSubgroups; i++) {
-			s += red[i * MAX_COLS + tid];
+			s += red[i * NV + v];
 		}
-		store_y(p.y_off + tid * p.y_stride + row, s);
+		const uint row = row0 + v / NCOLS;
+		if (row < p.M) {
+			store_y(p.y_off + (v % NCOLS) * p.y_stride + row, s);
+		}
 	}
 #else
-	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-		red[c * WG + tid] = acc[c];
+	[[unroll]] for (uint v = 0u; v < NV; v++) {
+		red[v * WG + tid] = acc[v];
 	}
 	barrier();
 	[[unroll]] for (uint s = WG / 2u; s > 0u; s >>= 1) {
 		if (tid < s) {
-			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-				red[c * WG + tid] += red[c * WG + tid + s];
+			[[unroll]] for (uint v = 0u; v < NV; v++) {
+				red[v * WG + tid] += red[v * WG + tid + s];
 			}
 		}
 		barrier();
 	}
-	if (tid < NCOLS) {
-		store_y(p.y_off + tid * p.y_stride + row, red[tid * WG]);
+	for (uint v = tid; v < NV; v += WG) {
+		const uint row = row0 + v / NCOLS;
+		if (row < p.M) {
+			store_y(p.y_off + (v % NCOLS) * p.y_stride + row, red[v * WG]);
+		}
 	}
 #endif
 }
