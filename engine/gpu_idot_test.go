@@ -101,24 +101,10 @@ func TestGPUIntDotMatchesCPU(t *testing.T) {
 				worst, worstQ8 = max(worst, e), max(worstQ8, rounding)
 				return want
 			}
-			batch := Batch{}
-			for i := range 9 { // slot 1: a 9-token prompt
-				batch.Tokens = append(batch.Tokens, int32((i*37+5)%o.Vocab))
-				batch.Slots = append(batch.Slots, 1)
-				batch.Pos = append(batch.Pos, int32(i))
-				batch.Logits = append(batch.Logits, i == 8)
-			}
-			for i, slot := range []int32{0, 2} { // slots 0 and 2: one token each
-				batch.Tokens = append(batch.Tokens, int32(11+i))
-				batch.Slots = append(batch.Slots, slot)
-				batch.Pos = append(batch.Pos, 0)
-				batch.Logits = append(batch.Logits, true)
-			}
-			want := step("mixed batch", batch)
+			want := step("mixed batch", mixedBatch(o.Vocab))
 			next := argmaxF32(want[:o.Vocab])
 			for i := range 6 {
-				b := Batch{Tokens: []int32{next}, Slots: []int32{1}, Pos: []int32{int32(9 + i)}, Logits: []bool{true}}
-				next = argmaxF32(step(fmt.Sprintf("decode step %d", i), b))
+				next = argmaxF32(step(fmt.Sprintf("decode step %d", i), decodeStep(next, i)))
 			}
 			t.Logf("max relative logit error %.3g (bound %.3g); the Q8_1 reference's %.3g", worst, intDotTol, worstQ8)
 		})

@@ -103,19 +103,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer gpu.Close()
-				batch := Batch{}
-				for i := range 9 { // slot 1: a 9-token prompt, logits for its last row
-					batch.Tokens = append(batch.Tokens, int32((i*37+5)%o.Vocab))
-					batch.Slots = append(batch.Slots, 1)
-					batch.Pos = append(batch.Pos, int32(i))
-					batch.Logits = append(batch.Logits, i == 8)
-				}
-				for i, slot := range []int32{0, 2} { // slots 0 and 2: one token each
-					batch.Tokens = append(batch.Tokens, int32(11+i))
-					batch.Slots = append(batch.Slots, slot)
-					batch.Pos = append(batch.Pos, 0)
-					batch.Logits = append(batch.Logits, true)
-				}
+				batch := mixedBatch(o.Vocab)
 				want, err := cpu.Forward(batch)
 				if err != nil {
 					t.Fatal(err)
@@ -140,7 +128,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 				// Decode steps on slot 1, feeding the CPU's argmax.
 				next := argmaxF32(want[:o.Vocab])
 				for step := range 4 {
-					b := Batch{Tokens: []int32{next}, Slots: []int32{1}, Pos: []int32{int32(9 + step)}, Logits: []bool{true}}
+					b := decodeStep(next, step)
 					want, err := cpu.Forward(b)
 					if err != nil {
 						t.Fatal(err)
@@ -157,6 +145,32 @@ func TestGPUMatchesCPU(t *testing.T) {
 			})
 		}
 	}
+}
+
+// mixedBatch is the GPU tests' first batch over a vocabulary of vocab
+// tokens: a 9-token prompt on slot 1 (logits for its last row) and one
+// token each on slots 0 and 2.
+func mixedBatch(vocab int) Batch {
+	batch := Batch{}
+	for i := range 9 {
+		batch.Tokens = append(batch.Tokens, int32((i*37+5)%vocab))
+		batch.Slots = append(batch.Slots, 1)
+		batch.Pos = append(batch.Pos, int32(i))
+		batch.Logits = append(batch.Logits, i == 8)
+	}
+	for i, slot := range []int32{0, 2} {
+		batch.Tokens = append(batch.Tokens, int32(11+i))
+		batch.Slots = append(batch.Slots, slot)
+		batch.Pos = append(batch.Pos, 0)
+		batch.Logits = append(batch.Logits, true)
+	}
+	return batch
+}
+
+// decodeStep is decode step step (from 0) on slot 1 after mixedBatch,
+// feeding token tok.
+func decodeStep(tok int32, step int) Batch {
+	return Batch{Tokens: []int32{tok}, Slots: []int32{1}, Pos: []int32{int32(9 + step)}, Logits: []bool{true}}
 }
 
 func argmaxF32(x []float32) int32 {

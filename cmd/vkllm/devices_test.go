@@ -15,7 +15,8 @@ func TestWriteDevices(t *testing.T) {
 			SubgroupSize: 8, Heaps: []vk.Heap{{Size: 2 << 30, DeviceLocal: true}}, Features: vk.Features{Storage16: true, SubgroupArithmetic: true},
 			Limits: vk.Limits{MaxStorageBufferRange: 128 << 20}},
 		{Index: 1, Name: "Radeon RX 7900", Type: vk.TypeDiscrete, TypeName: "discrete", DriverName: "radv", APIVersion: "1.3.278",
-			SubgroupSize: 64, ComputeUnits: 96, Heaps: []vk.Heap{{Size: 24 << 30, DeviceLocal: true}, {Size: 32 << 30}}, Features: vk.Features{CoopMatrix: true}},
+			SubgroupSize: 64, MinSubgroupSize: 32, MaxSubgroupSize: 64, ComputeUnits: 96, Heaps: []vk.Heap{{Size: 24 << 30, DeviceLocal: true}, {Size: 32 << 30}},
+			Features: vk.Features{CoopMatrix: true, SubgroupSizeControl: true}},
 	}
 	var b bytes.Buffer
 	if err := writeDevices(&b, devs, 1, false); err != nil {
@@ -29,6 +30,9 @@ func TestWriteDevices(t *testing.T) {
 		if !strings.Contains(lines[1], want) {
 			t.Errorf("writeDevices row 0 = %q, want it to contain %q", lines[1], want)
 		}
+	}
+	if !strings.Contains(lines[2], "64 (32-64)") || !strings.Contains(lines[2], "subgroup-size") {
+		t.Errorf("writeDevices row 1 = %q, want its subgroup sizes 64 (32-64) and subgroup-size among the features", lines[2])
 	}
 	if !strings.Contains(lines[2], "  96  ") {
 		t.Errorf("writeDevices row 1 = %q, want its 96 compute units", lines[2])
