@@ -94,27 +94,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 				path := genModel(t, modelgen.Options{Arch: a.arch, Vocab: a.vocab, Type: typ, Embd: embd, Layers: 2, Heads: 4, KVHeads: 2, Tied: a.tied,
 					RopeFreqs: a.ropeFreqs, Seed: 7})
 				o, w := openModel(t, path)
-				cpu, err := NewCPUModel(o, w, 32, 3)
-				if err != nil {
-					t.Fatal(err)
-				}
-				gpu, err := NewGPUModel(dev, o, w, GPUConfig{CtxSize: 32, Slots: 3, BatchSize: 16})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer gpu.Close()
-				batch := mixedBatch(o.Vocab)
-				want, err := cpu.Forward(batch)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := gpu.Forward(batch)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if e := maxRelError(got, want); e > tolerance(typ) || math.IsNaN(e) {
-					t.Fatalf("mixed batch: max relative logit error %.3g, want <= %.3g", e, tolerance(typ))
-				}
+				got := matchCPU(t, dev, o, w, GPUConfig{CtxSize: 32, Slots: 3, BatchSize: 16}, tolerance(typ))
 				if a.arch == "gemma2" {
 					// modelgen's final cap 5 bends logits that reach about 20.
 					top := 0.0
@@ -125,23 +105,75 @@ func TestGPUMatchesCPU(t *testing.T) {
 						t.Fatalf("gemma2: largest |logit| %.3f, want soft-capped to at most 5 (and near it)", top)
 					}
 				}
-				// Decode steps on slot 1, feeding the CPU's argmax.
-				next := argmaxF32(want[:o.Vocab])
-				for step := range 4 {
-					b := decodeStep(next, step)
-					want, err := cpu.Forward(b)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got, err := gpu.Forward(b)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if e := maxRelError(got, want); e > tolerance(typ) || math.IsNaN(e) {
-						t.Fatalf("decode step %d: max relative logit error %.3g, want <= %.3g", step, e, tolerance(typ))
-					}
-					next = argmaxF32(want)
+			})
+		}
+	}
+}
+
+// matchCPU runs mixedBatch, then four decode steps on slot 1 feeding the
+// CPU's argmax, on a GPU model of cfg and the CPU reference, failing where
+// the logits differ by more than tol (maxRelError). It returns the GPU's
+// logits of the mixed batch.
+func matchCPU(t *testing.T, dev *vk.Device, o Options, w *Weights, cfg GPUConfig, tol float64) []float32 {
+	t.Helper()
+	cpu, err := NewCPUModel(o, w, cfg.CtxSize, cfg.Slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := NewGPUModel(dev, o, w, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gpu.Close()
+	batch := mixedBatch(o.Vocab)
+	want, err := cpu.Forward(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := gpu.Forward(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first = append([]float32(nil), first...)
+	if e := maxRelError(first, want); e > tol || math.IsNaN(e) {
+		t.Fatalf("mixed batch: max relative logit error %.3g, want <= %.3g", e, tol)
+	}
+	next := argmaxF32(want[:o.Vocab])
+	for step := range 4 {
+		b := decodeStep(next, step)
+		want, err := cpu.Forward(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := gpu.Forward(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := maxRelError(got, want); e > tol || math.IsNaN(e) {
+			t.Fatalf("decode step %d: max relative logit error %.3g, want <= %.3g", step, e, tol)
+		}
+		next = argmaxF32(want)
+	}
+	return first
+}
+
+// TestGPUMatVecLayout runs generated llama models through the GPU matvec
+// layout (GPUConfig.gpuMatVec: rows per group, the 16- and 8-bit storage
+// views, the required subgroup size) whatever the device, against the CPU
+// reference: with one compute unit every product takes 4 rows per group
+// of invocations, with 64 most of these small models' products take 1.
+func TestGPUMatVecLayout(t *testing.T) {
+	dev := vktest.Open(t, vk.Options{})
+	for _, typ := range []gguf.GGMLType{gguf.TypeF16, gguf.TypeQ4_0, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K} {
+		for _, units := range []int{1, 64} {
+			t.Run(fmt.Sprintf("%v/units%d", typ, units), func(t *testing.T) {
+				embd := 64
+				if typ.BlockSize() == 256 {
+					embd = 256
 				}
+				path := genModel(t, modelgen.Options{Arch: "llama", Vocab: "spm", Type: typ, Embd: embd, Layers: 2, Heads: 4, KVHeads: 2, Seed: 7})
+				o, w := openModel(t, path)
+				matchCPU(t, dev, o, w, GPUConfig{CtxSize: 32, Slots: 3, BatchSize: 16, ComputeUnits: units, gpuMatVec: true}, tolerance(typ))
 			})
 		}
 	}

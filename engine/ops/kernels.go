@@ -150,6 +150,23 @@ func New(dev *vk.Device) *Kernels {
 	return k
 }
 
+// SetGPUMatVec makes MatVec and MulMat use the GPU matvec layout on any
+// device, CPU devices included (tests run the GPU kernels on lavapipe so):
+// up to 32 invocations per row, 1-4 rows per group of them
+// (gpuGroupRows), the 16- and 8-bit storage views where the device has
+// them, the required subgroup size, passes of gpuMatVecPass columns.
+// SetGPUMatVec(false) restores the device's layout. Call it before
+// PrepareWeight, SetIntegerDot and Q8ScratchBytes.
+func (k *Kernels) SetGPUMatVec(on bool) {
+	if on || k.dev.Info().Type != vk.TypeCPU {
+		k.rowThreads, k.cpuRows, k.matvecCols, k.matvecPass = matvecWG, false, gpuMatVecPass, gpuMatVecPass
+		k.sgSize = matvecSubgroupSize(k.dev.Info())
+		return
+	}
+	k.rowThreads, k.cpuRows, k.matvecCols, k.matvecPass = cpuRowThreads, true, cpuMatVecCols, MatVecMaxCols
+	k.sgSize = 0
+}
+
 // MaxContext is the most positions Attention attends over on this device:
 // cpuRowsMaxKeys on CPU devices (their driver bounds a shader's loop
 // iterations), 0 (no bound of the kernels) elsewhere.
