@@ -152,19 +152,18 @@ func TestMatVec(t *testing.T) {
 	}
 }
 
-// gpuLayout switches g's kernels to the GPU matvec layout (up to 32
-// invocations per row, groupRows rows per group of them, the 16- and 8-bit
-// storage views on or off, the subgroup size the device allows the GPU
-// kernels) whatever the device, for the test's duration.
+// gpuLayout switches g's kernels to the GPU matvec layout (SetGPUMatVec)
+// with groupRows rows per group of invocations and the 16- and 8-bit
+// storage views on or off, whatever the device, for the test's duration.
 func gpuLayout(t *testing.T, g *rig, groupRows uint32, views16 bool) {
 	k := g.k
-	saved := [...]any{k.rowThreads, k.cpuRows, k.groupRows, k.views16, k.sgSize}
+	savedRows, savedViews := k.groupRows, k.views16
 	t.Cleanup(func() {
-		k.rowThreads, k.cpuRows, k.groupRows = saved[0].(uint32), saved[1].(bool), saved[2].(uint32)
-		k.views16, k.sgSize = saved[3].(bool), saved[4].(uint32)
+		k.SetGPUMatVec(false)
+		k.groupRows, k.views16 = savedRows, savedViews
 	})
-	k.rowThreads, k.cpuRows, k.groupRows, k.views16 = matvecWG, false, groupRows, views16
-	k.sgSize = matvecSubgroupSize(k.dev.Info())
+	k.SetGPUMatVec(true)
+	k.groupRows, k.views16 = groupRows, views16
 }
 
 // gpuVariants runs f once per GPU matvec variant for weight type typ:
