@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -190,6 +191,14 @@ func gpuVariants(t *testing.T, g *rig, typ gguf.GGMLType, hasViews16 func(gguf.G
 				}
 				t.Run(name, func(t *testing.T) {
 					gpuLayout(t, g, gr, views)
+					// The kernels must pick what the name says.
+					names, _ := kernelsFor(typ)
+					if got := g.k.matvecName(typ, names, 0); views != strings.HasSuffix(got, "_s16") {
+						t.Fatalf("matvecName(%v) = %s with views16 %v", typ, got, views)
+					}
+					if got := g.k.rowsPerLane(matvecWG, 37, 1); got != gr {
+						t.Fatalf("rowsPerLane(%d, 37 rows) = %d, want %d", matvecWG, got, gr)
+					}
 					f(t)
 				})
 			}
