@@ -44,6 +44,9 @@ type GPUConfig struct {
 	// intDot forces the integer-dot matvec path (ops.Kernels.IntegerDot)
 	// on devices that keep it off by default (tests on CPU devices).
 	intDot bool
+	// gpuMatVec forces the GPU matvec layout (ops.Kernels.SetGPUMatVec)
+	// on CPU devices (tests).
+	gpuMatVec bool
 }
 
 func (c *GPUConfig) fill(o Options) error {
@@ -157,6 +160,9 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 	m := &GPUModel{o: o, cfg: cfg, dev: dev, k: ops.New(dev), model: w.model, kept: map[keptKey]*vk.Recording{}}
 	if cfg.ComputeUnits > 0 {
 		m.k.SetComputeUnits(cfg.ComputeUnits)
+	}
+	if cfg.gpuMatVec {
+		m.k.SetGPUMatVec(true)
 	}
 	if cfg.intDot {
 		m.k.SetIntegerDot(true)

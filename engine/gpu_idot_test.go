@@ -54,73 +54,71 @@ func TestGPUIntDotMatchesCPU(t *testing.T) {
 			t.Logf("%s: %v", name, err)
 			continue
 		}
-		t.Run(name, func(t *testing.T) {
-			o, w := openModel(t, path)
-			cpu, err := NewCPUModel(o, w, 32, 3)
-			if err != nil {
-				t.Fatal(err)
+		// The device's matvec layout, and on CPU devices the GPUs' too
+		// (with one compute unit: 4 rows per group of invocations; the
+		// 16/8-bit storage views).
+		for _, gpuMV := range []bool{false, true} {
+			if gpuMV && dev.Info().Type != vk.TypeCPU {
+				continue
 			}
-			cpuQ8, err := NewCPUModel(o, w, 32, 3)
-			if err != nil {
-				t.Fatal(err)
+			sub, units := name, 0
+			if gpuMV {
+				sub, units = name+"/gpu-layout", 1
 			}
-			cpuQ8.q8Act = true
-			// Batches of at most 11 rows: every product takes the
-			// matvec kernel, so the integer path.
-			gpu, err := NewGPUModel(dev, o, w, GPUConfig{CtxSize: 32, Slots: 3, BatchSize: 16, intDot: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer gpu.Close()
-			if !gpu.k.IntegerDot() || gpu.q8Bytes() == 0 {
-				t.Fatalf("the integer-dot path is off (IntegerDot %v, scratch %d bytes)", gpu.k.IntegerDot(), gpu.q8Bytes())
-			}
-			var worst, worstQ8 float64
-			// step runs b on the three models and returns the f32
-			// reference's logits.
-			step := func(what string, b Batch) []float32 {
-				want, err := cpu.Forward(b)
+			t.Run(sub, func(t *testing.T) {
+				o, w := openModel(t, path)
+				cpu, err := NewCPUModel(o, w, 32, 3)
 				if err != nil {
 					t.Fatal(err)
 				}
-				wantQ8, err := cpuQ8.Forward(b)
+				cpuQ8, err := NewCPUModel(o, w, 32, 3)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := gpu.Forward(b)
+				cpuQ8.q8Act = true
+				// Batches of at most 11 rows: every product takes the
+				// matvec kernel, so the integer path.
+				gpu, err := NewGPUModel(dev, o, w, GPUConfig{CtxSize: 32, Slots: 3, BatchSize: 16, intDot: true, gpuMatVec: gpuMV, ComputeUnits: units})
 				if err != nil {
 					t.Fatal(err)
 				}
-				e, rounding := maxRelError(got, want), maxRelError(wantQ8, want)
-				if e > intDotTol || math.IsNaN(e) {
-					t.Fatalf("%s: max relative logit error %.3g, want <= %.3g", what, e, intDotTol)
+				defer gpu.Close()
+				if !gpu.k.IntegerDot() || gpu.q8Bytes() == 0 {
+					t.Fatalf("the integer-dot path is off (IntegerDot %v, scratch %d bytes)", gpu.k.IntegerDot(), gpu.q8Bytes())
 				}
-				if tol := intDotRoundings*rounding + tolerance(gguf.TypeQ8_0); e > tol {
-					t.Fatalf("%s: max relative logit error %.3g, want <= %.3g (the Q8_1 reference differs by %.3g)", what, e, tol, rounding)
+				var worst, worstQ8 float64
+				// step runs b on the three models and returns the f32
+				// reference's logits.
+				step := func(what string, b Batch) []float32 {
+					want, err := cpu.Forward(b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					wantQ8, err := cpuQ8.Forward(b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := gpu.Forward(b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					e, rounding := maxRelError(got, want), maxRelError(wantQ8, want)
+					if e > intDotTol || math.IsNaN(e) {
+						t.Fatalf("%s: max relative logit error %.3g, want <= %.3g", what, e, intDotTol)
+					}
+					if tol := intDotRoundings*rounding + tolerance(gguf.TypeQ8_0); e > tol {
+						t.Fatalf("%s: max relative logit error %.3g, want <= %.3g (the Q8_1 reference differs by %.3g)", what, e, tol, rounding)
+					}
+					worst, worstQ8 = max(worst, e), max(worstQ8, rounding)
+					return want
 				}
-				worst, worstQ8 = max(worst, e), max(worstQ8, rounding)
-				return want
-			}
-			batch := Batch{}
-			for i := range 9 { // slot 1: a 9-token prompt
-				batch.Tokens = append(batch.Tokens, int32((i*37+5)%o.Vocab))
-				batch.Slots = append(batch.Slots, 1)
-				batch.Pos = append(batch.Pos, int32(i))
-				batch.Logits = append(batch.Logits, i == 8)
-			}
-			for i, slot := range []int32{0, 2} { // slots 0 and 2: one token each
-				batch.Tokens = append(batch.Tokens, int32(11+i))
-				batch.Slots = append(batch.Slots, slot)
-				batch.Pos = append(batch.Pos, 0)
-				batch.Logits = append(batch.Logits, true)
-			}
-			want := step("mixed batch", batch)
-			next := argmaxF32(want[:o.Vocab])
-			for i := range 6 {
-				b := Batch{Tokens: []int32{next}, Slots: []int32{1}, Pos: []int32{int32(9 + i)}, Logits: []bool{true}}
-				next = argmaxF32(step(fmt.Sprintf("decode step %d", i), b))
-			}
-			t.Logf("max relative logit error %.3g (bound %.3g); the Q8_1 reference's %.3g", worst, intDotTol, worstQ8)
-		})
+				want := step("mixed batch", mixedBatch(o.Vocab))
+				next := argmaxF32(want[:o.Vocab])
+				for i := range 6 {
+					next = argmaxF32(step(fmt.Sprintf("decode step %d", i), decodeStep(next, i)))
+				}
+				t.Logf("max relative logit error %.3g (bound %.3g); the Q8_1 reference's %.3g", worst, intDotTol, worstQ8)
+			})
+		}
 	}
 }

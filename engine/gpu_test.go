@@ -94,39 +94,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 				path := genModel(t, modelgen.Options{Arch: a.arch, Vocab: a.vocab, Type: typ, Embd: embd, Layers: 2, Heads: 4, KVHeads: 2, Tied: a.tied,
 					RopeFreqs: a.ropeFreqs, Seed: 7})
 				o, w := openModel(t, path)
-				cpu, err := NewCPUModel(o, w, 32, 3)
-				if err != nil {
-					t.Fatal(err)
-				}
-				gpu, err := NewGPUModel(dev, o, w, GPUConfig{CtxSize: 32, Slots: 3, BatchSize: 16})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer gpu.Close()
-				batch := Batch{}
-				for i := range 9 { // slot 1: a 9-token prompt, logits for its last row
-					batch.Tokens = append(batch.Tokens, int32((i*37+5)%o.Vocab))
-					batch.Slots = append(batch.Slots, 1)
-					batch.Pos = append(batch.Pos, int32(i))
-					batch.Logits = append(batch.Logits, i == 8)
-				}
-				for i, slot := range []int32{0, 2} { // slots 0 and 2: one token each
-					batch.Tokens = append(batch.Tokens, int32(11+i))
-					batch.Slots = append(batch.Slots, slot)
-					batch.Pos = append(batch.Pos, 0)
-					batch.Logits = append(batch.Logits, true)
-				}
-				want, err := cpu.Forward(batch)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := gpu.Forward(batch)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if e := maxRelError(got, want); e > tolerance(typ) || math.IsNaN(e) {
-					t.Fatalf("mixed batch: max relative logit error %.3g, want <= %.3g", e, tolerance(typ))
-				}
+				got := matchCPU(t, dev, o, w, GPUConfig{CtxSize: 32, Slots: 3, BatchSize: 16}, tolerance(typ))
 				if a.arch == "gemma2" {
 					// modelgen's final cap 5 bends logits that reach about 20.
 					top := 0.0
@@ -137,26 +105,104 @@ func TestGPUMatchesCPU(t *testing.T) {
 						t.Fatalf("gemma2: largest |logit| %.3f, want soft-capped to at most 5 (and near it)", top)
 					}
 				}
-				// Decode steps on slot 1, feeding the CPU's argmax.
-				next := argmaxF32(want[:o.Vocab])
-				for step := range 4 {
-					b := Batch{Tokens: []int32{next}, Slots: []int32{1}, Pos: []int32{int32(9 + step)}, Logits: []bool{true}}
-					want, err := cpu.Forward(b)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got, err := gpu.Forward(b)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if e := maxRelError(got, want); e > tolerance(typ) || math.IsNaN(e) {
-						t.Fatalf("decode step %d: max relative logit error %.3g, want <= %.3g", step, e, tolerance(typ))
-					}
-					next = argmaxF32(want)
-				}
 			})
 		}
 	}
+}
+
+// matchCPU runs mixedBatch, then four decode steps on slot 1 feeding the
+// CPU's argmax, on a GPU model of cfg and the CPU reference, failing where
+// the logits differ by more than tol (maxRelError). It returns the GPU's
+// logits of the mixed batch.
+func matchCPU(t *testing.T, dev *vk.Device, o Options, w *Weights, cfg GPUConfig, tol float64) []float32 {
+	t.Helper()
+	cpu, err := NewCPUModel(o, w, cfg.CtxSize, cfg.Slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := NewGPUModel(dev, o, w, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gpu.Close()
+	batch := mixedBatch(o.Vocab)
+	want, err := cpu.Forward(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := gpu.Forward(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first = append([]float32(nil), first...)
+	if e := maxRelError(first, want); e > tol || math.IsNaN(e) {
+		t.Fatalf("mixed batch: max relative logit error %.3g, want <= %.3g", e, tol)
+	}
+	next := argmaxF32(want[:o.Vocab])
+	for step := range 4 {
+		b := decodeStep(next, step)
+		want, err := cpu.Forward(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := gpu.Forward(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := maxRelError(got, want); e > tol || math.IsNaN(e) {
+			t.Fatalf("decode step %d: max relative logit error %.3g, want <= %.3g", step, e, tol)
+		}
+		next = argmaxF32(want)
+	}
+	return first
+}
+
+// TestGPUMatVecLayout runs generated llama models through the GPU matvec
+// layout (GPUConfig.gpuMatVec: rows per group, the 16- and 8-bit storage
+// views, the required subgroup size) whatever the device, against the CPU
+// reference: with one compute unit every product takes 4 rows per group
+// of invocations, with 64 most of these small models' products take 1.
+func TestGPUMatVecLayout(t *testing.T) {
+	dev := vktest.Open(t, vk.Options{})
+	for _, typ := range []gguf.GGMLType{gguf.TypeF16, gguf.TypeQ4_0, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K} {
+		for _, units := range []int{1, 64} {
+			t.Run(fmt.Sprintf("%v/units%d", typ, units), func(t *testing.T) {
+				embd := 64
+				if typ.BlockSize() == 256 {
+					embd = 256
+				}
+				path := genModel(t, modelgen.Options{Arch: "llama", Vocab: "spm", Type: typ, Embd: embd, Layers: 2, Heads: 4, KVHeads: 2, Seed: 7})
+				o, w := openModel(t, path)
+				matchCPU(t, dev, o, w, GPUConfig{CtxSize: 32, Slots: 3, BatchSize: 16, ComputeUnits: units, gpuMatVec: true}, tolerance(typ))
+			})
+		}
+	}
+}
+
+// mixedBatch is the GPU tests' first batch over a vocabulary of vocab
+// tokens: a 9-token prompt on slot 1 (logits for its last row) and one
+// token each on slots 0 and 2.
+func mixedBatch(vocab int) Batch {
+	batch := Batch{}
+	for i := range 9 {
+		batch.Tokens = append(batch.Tokens, int32((i*37+5)%vocab))
+		batch.Slots = append(batch.Slots, 1)
+		batch.Pos = append(batch.Pos, int32(i))
+		batch.Logits = append(batch.Logits, i == 8)
+	}
+	for i, slot := range []int32{0, 2} {
+		batch.Tokens = append(batch.Tokens, int32(11+i))
+		batch.Slots = append(batch.Slots, slot)
+		batch.Pos = append(batch.Pos, 0)
+		batch.Logits = append(batch.Logits, true)
+	}
+	return batch
+}
+
+// decodeStep is decode step step (from 0) on slot 1 after mixedBatch,
+// feeding token tok.
+func decodeStep(tok int32, step int) Batch {
+	return Batch{Tokens: []int32{tok}, Slots: []int32{1}, Pos: []int32{int32(9 + step)}, Logits: []bool{true}}
 }
 
 func argmaxF32(x []float32) int32 {

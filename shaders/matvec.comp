@@ -2,19 +2,13 @@
 // matvec multiplies a weight matrix W (M rows of K elements, any GGML type,
 // see quant.glsl) by 1..8 activation columns in one pass, so a decode batch
 // reads each weight once: y[c][r] = sum_k W[r][k] * x[c][k]. TPR
-// invocations compute one row for every column (WG/TPR rows per
-// workgroup), striding over the row in 32-element sub-blocks (quantized
-// types, dequant32) or groups of four (plain types), then reduce (subgroup
-// adds where the device has them and a row fills the workgroup, otherwise
-// shared memory). CPU reference: engine/ops MatMulRef.
-//
-// The matvec_fused variants (FUSED) end in an epilogue that EPI selects:
-// EPI_SPLIT sends rows [0, s1), [s1, s2) and [s2, M) of a weight fused at
-// load (q|k|v) to three outputs (Y, Y1, Y2), adding a bias (B) per row
-// when has_bias is set; EPI_SWIGLU and EPI_GEGLU compute for output row r both row r
-// (gate) and the row pair_off bytes after it (up) and store
-// silu(gate)*up or gelu(gate)*up (swiglu.comp's and geglu.comp's math).
-// CPU references: MatMulRef, then RefSwiGLU / RefGeGLU.
+// invocations compute one row, or RPL consecutive rows, for every column
+// (WG/TPR groups of rows per workgroup), striding over the rows in
+// 32-element sub-blocks (quantized types, dequant32) or groups of four
+// (plain types), then reduce (subgroup adds where the device has them and
+// a group of rows fills the workgroup, otherwise shared memory). The _s16
+// variants read the weight blocks through 16- and 8-bit storage views
+// (quant.glsl, A_16BIT). CPU reference: engine/ops MatMulRef.
 // variant: matvec_f32_f32 -DDATA_A_F32
 // variant: matvec_f16_f32 -DDATA_A_F16
 // variant: matvec_bf16_f32 -DDATA_A_BF16
@@ -75,66 +69,16 @@
 // variant: matvec_q6_k_f32_xt -DDATA_A_Q6_K -DX_UNIFORM=1 -DA_TEXEL=1
 // variant: matvec_iq4_nl_f32_xt -DDATA_A_IQ4_NL -DX_UNIFORM=1 -DA_TEXEL=1
 // variant: matvec_iq4_xs_f32_xt -DDATA_A_IQ4_XS -DX_UNIFORM=1 -DA_TEXEL=1
-// variant: matvec_fused_f32_f32 -DDATA_A_F32 -DFUSED=1
-// variant: matvec_fused_f16_f32 -DDATA_A_F16 -DFUSED=1
-// variant: matvec_fused_bf16_f32 -DDATA_A_BF16 -DFUSED=1
-// variant: matvec_fused_q4_0_f32 -DDATA_A_Q4_0 -DFUSED=1
-// variant: matvec_fused_q4_1_f32 -DDATA_A_Q4_1 -DFUSED=1
-// variant: matvec_fused_q5_0_f32 -DDATA_A_Q5_0 -DFUSED=1
-// variant: matvec_fused_q5_1_f32 -DDATA_A_Q5_1 -DFUSED=1
-// variant: matvec_fused_q8_0_f32 -DDATA_A_Q8_0 -DFUSED=1
-// variant: matvec_fused_q2_k_f32 -DDATA_A_Q2_K -DFUSED=1
-// variant: matvec_fused_q3_k_f32 -DDATA_A_Q3_K -DFUSED=1
-// variant: matvec_fused_q4_k_f32 -DDATA_A_Q4_K -DFUSED=1
-// variant: matvec_fused_q5_k_f32 -DDATA_A_Q5_K -DFUSED=1
-// variant: matvec_fused_q6_k_f32 -DDATA_A_Q6_K -DFUSED=1
-// variant: matvec_fused_iq4_nl_f32 -DDATA_A_IQ4_NL -DFUSED=1
-// variant: matvec_fused_iq4_xs_f32 -DDATA_A_IQ4_XS -DFUSED=1
-// variant: matvec_fused_f32_f32_sg -DDATA_A_F32 -DUSE_SUBGROUP=1 -DFUSED=1
-// variant: matvec_fused_f16_f32_sg -DDATA_A_F16 -DUSE_SUBGROUP=1 -DFUSED=1
-// variant: matvec_fused_bf16_f32_sg -DDATA_A_BF16 -DUSE_SUBGROUP=1 -DFUSED=1
-// variant: matvec_fused_q4_0_f32_sg -DDATA_A_Q4_0 -DUSE_SUBGROUP=1 -DFUSED=1
-// variant: matvec_fused_q4_1_f32_sg -DDATA_A_Q4_1 -DUSE_SUBGROUP=1 -DFUSED=1
-// variant: matvec_fused_q5_0_f32_sg -DDATA_A_Q5_0 -DUSE_SUBGROUP=1 -DFUSED=1
-// variant: matvec_fused_q5_1_f32_sg -DDATA_A_Q5_1 -DUSE_SUBGROUP=1 -DFUSED=1
-// variant: matvec_fused_q8_0_f32_sg -DDATA_A_Q8_0 -DUSE_SUBGROUP=1 -DFUSED=1
-// variant: matvec_fused_q2_k_f32_sg -DDATA_A_Q2_K -DUSE_SUBGROUP=1 -DFUSED=1
-// variant: matvec_fused_q3_k_f32_sg -DDATA_A_Q3_K -DUSE_SUBGROUP=1 -DFUSED=1
-// variant: matvec_fused_q4_k_f32_sg -DDATA_A_Q4_K -DUSE_SUBGROUP=1 -DFUSED=1
-// variant: matvec_fused_q5_k_f32_sg -DDATA_A_Q5_K -DUSE_SUBGROUP=1 -DFUSED=1
-// variant: matvec_fused_q6_k_f32_sg -DDATA_A_Q6_K -DUSE_SUBGROUP=1 -DFUSED=1
-// variant: matvec_fused_iq4_nl_f32_sg -DDATA_A_IQ4_NL -DUSE_SUBGROUP=1 -DFUSED=1
-// variant: matvec_fused_iq4_xs_f32_sg -DDATA_A_IQ4_XS -DUSE_SUBGROUP=1 -DFUSED=1
-// variant: matvec_fused_f32_f32_xu -DDATA_A_F32 -DX_UNIFORM=1 -DFUSED=1
-// variant: matvec_fused_f16_f32_xu -DDATA_A_F16 -DX_UNIFORM=1 -DFUSED=1
-// variant: matvec_fused_bf16_f32_xu -DDATA_A_BF16 -DX_UNIFORM=1 -DFUSED=1
-// variant: matvec_fused_q4_0_f32_xu -DDATA_A_Q4_0 -DX_UNIFORM=1 -DFUSED=1
-// variant: matvec_fused_q4_1_f32_xu -DDATA_A_Q4_1 -DX_UNIFORM=1 -DFUSED=1
-// variant: matvec_fused_q5_0_f32_xu -DDATA_A_Q5_0 -DX_UNIFORM=1 -DFUSED=1
-// variant: matvec_fused_q5_1_f32_xu -DDATA_A_Q5_1 -DX_UNIFORM=1 -DFUSED=1
-// variant: matvec_fused_q8_0_f32_xu -DDATA_A_Q8_0 -DX_UNIFORM=1 -DFUSED=1
-// variant: matvec_fused_q2_k_f32_xu -DDATA_A_Q2_K -DX_UNIFORM=1 -DFUSED=1
-// variant: matvec_fused_q3_k_f32_xu -DDATA_A_Q3_K -DX_UNIFORM=1 -DFUSED=1
-// variant: matvec_fused_q4_k_f32_xu -DDATA_A_Q4_K -DX_UNIFORM=1 -DFUSED=1
-// variant: matvec_fused_q5_k_f32_xu -DDATA_A_Q5_K -DX_UNIFORM=1 -DFUSED=1
-// variant: matvec_fused_q6_k_f32_xu -DDATA_A_Q6_K -DX_UNIFORM=1 -DFUSED=1
-// variant: matvec_fused_iq4_nl_f32_xu -DDATA_A_IQ4_NL -DX_UNIFORM=1 -DFUSED=1
-// variant: matvec_fused_iq4_xs_f32_xu -DDATA_A_IQ4_XS -DX_UNIFORM=1 -DFUSED=1
-// variant: matvec_fused_f32_f32_xt -DDATA_A_F32 -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
-// variant: matvec_fused_f16_f32_xt -DDATA_A_F16 -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
-// variant: matvec_fused_bf16_f32_xt -DDATA_A_BF16 -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
-// variant: matvec_fused_q4_0_f32_xt -DDATA_A_Q4_0 -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
-// variant: matvec_fused_q4_1_f32_xt -DDATA_A_Q4_1 -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
-// variant: matvec_fused_q5_0_f32_xt -DDATA_A_Q5_0 -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
-// variant: matvec_fused_q5_1_f32_xt -DDATA_A_Q5_1 -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
-// variant: matvec_fused_q8_0_f32_xt -DDATA_A_Q8_0 -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
-// variant: matvec_fused_q2_k_f32_xt -DDATA_A_Q2_K -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
-// variant: matvec_fused_q3_k_f32_xt -DDATA_A_Q3_K -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
-// variant: matvec_fused_q4_k_f32_xt -DDATA_A_Q4_K -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
-// variant: matvec_fused_q5_k_f32_xt -DDATA_A_Q5_K -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
-// variant: matvec_fused_q6_k_f32_xt -DDATA_A_Q6_K -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
-// variant: matvec_fused_iq4_nl_f32_xt -DDATA_A_IQ4_NL -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
-// variant: matvec_fused_iq4_xs_f32_xt -DDATA_A_IQ4_XS -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
+// variant: matvec_q4_0_f32_s16 -DDATA_A_Q4_0 -DA_16BIT=1
+// variant: matvec_q8_0_f32_s16 -DDATA_A_Q8_0 -DA_16BIT=1
+// variant: matvec_q4_k_f32_s16 -DDATA_A_Q4_K -DA_16BIT=1
+// variant: matvec_q5_k_f32_s16 -DDATA_A_Q5_K -DA_16BIT=1
+// variant: matvec_q6_k_f32_s16 -DDATA_A_Q6_K -DA_16BIT=1
+// variant: matvec_q4_0_f32_sg_s16 -DDATA_A_Q4_0 -DUSE_SUBGROUP=1 -DA_16BIT=1
+// variant: matvec_q8_0_f32_sg_s16 -DDATA_A_Q8_0 -DUSE_SUBGROUP=1 -DA_16BIT=1
+// variant: matvec_q4_k_f32_sg_s16 -DDATA_A_Q4_K -DUSE_SUBGROUP=1 -DA_16BIT=1
+// variant: matvec_q5_k_f32_sg_s16 -DDATA_A_Q5_K -DUSE_SUBGROUP=1 -DA_16BIT=1
+// variant: matvec_q6_k_f32_sg_s16 -DDATA_A_Q6_K -DUSE_SUBGROUP=1 -DA_16BIT=1
 #extension GL_EXT_control_flow_attributes : enable
 #if defined(USE_SUBGROUP)
 #extension GL_KHR_shader_subgroup_basic : enable
@@ -161,21 +105,6 @@ layout(binding = 1) readonly buffer X4B { vec4 data_x4[]; };
 #define X1(i) data_x[(i)]
 #endif
 layout(binding = 2) buffer Y { float data_y[]; };
-#if defined(FUSED)
-layout(binding = 3) writeonly buffer Y1 { float data_y1[]; };
-layout(binding = 4) writeonly buffer Y2 { float data_y2[]; };
-layout(binding = 5) readonly buffer B { float data_b[]; };
-#define EPI_SPLIT 1u
-#define EPI_SWIGLU 2u
-#define EPI_GEGLU 3u
-layout(constant_id = 6) const uint EPI = EPI_SPLIT;
-#define GLU (EPI != EPI_SPLIT)
-// MAX_ACC is the accumulators per row: a gate and an up sum per column.
-#define MAX_ACC 32u
-#else
-#define GLU false
-#define MAX_ACC 16u
-#endif
 
 // ACC adds the product to what Y holds (y += W x: a residual connection)
 // instead of overwriting it.
@@ -198,60 +127,7 @@ layout(push_constant) uniform Params {
 	uint x_stride; // elements from one activation column to the next
 	uint y_off;    // element offset of (row 0, column 0) in Y
 	uint y_stride; // elements from one output column to the next
-#if defined(FUSED)
-	uint s1, s2;            // split: the first rows of the second and third outputs
-	uint y1_off, y1_stride; // split: the second output, as y_off and y_stride
-	uint y2_off, y2_stride; // split: the third
-	uint b_off;             // split: element offset of row 0's bias in B
-	uint has_bias;          // split: add B
-	uint pair_off;          // GLU: bytes from a gate row to its up row
-#endif
 } p;
-
-// store_out stores row's value v of column c (the split epilogue's
-// outputs and bias in the fused variants).
-void store_out(uint row, uint c, float v) {
-#if defined(FUSED)
-	if (p.has_bias != 0u) {
-		v += data_b[p.b_off + row];
-	}
-	if (row < p.s1) {
-		data_y[p.y_off + c * p.y_stride + row] = v;
-	} else if (row < p.s2) {
-		data_y1[p.y1_off + c * p.y1_stride + row - p.s1] = v;
-	} else {
-		data_y2[p.y2_off + c * p.y2_stride + row - p.s2] = v;
-	}
-#else
-	store_y(p.y_off + c * p.y_stride + row, v);
-#endif
-}
-
-// store_glu stores output row's silu(g)*u or gelu(g)*u of column c (the
-// GLU epilogues).
-void store_glu(uint row, uint c, float g, float u) {
-#if defined(FUSED)
-	float v;
-	if (EPI == EPI_GEGLU) {
-		// 0.5 * (1 + tanh(z)) == 1 / (1 + exp(-2z)), as geglu.comp.
-		const float z = 0.7978845608028654 * g * (1.0 + 0.044715 * g * g);
-		v = g / (1.0 + exp(-2.0 * z)) * u;
-	} else {
-		v = g / (1.0 + exp(-g)) * u;
-	}
-	data_y[p.y_off + c * p.y_stride + row] = v;
-#endif
-}
-
-// store_row stores the sums of column c of a row: acc (and, in the GLU
-// epilogues, up).
-void store_row(uint row, uint c, float acc, float up) {
-	if (GLU) {
-		store_glu(row, c, acc, up);
-	} else {
-		store_out(row, c, acc);
-	}
-}
 
 // NCOLS is the number of activation columns (1..8), FAST says that K is a
 // multiple of 4, the activations are vec4-aligned (x_off and x_stride
@@ -273,14 +149,24 @@ layout(constant_id = 3) const uint TPR = 32;
 // every load from a buffer into a per-lane loop, even one whose address is
 // the same in every lane, so the activation loads cost far more than the
 // arithmetic; computing RPL rows per invocation makes each activation load
-// serve RPL rows.
+// serve RPL rows. With TPR > 1 (GPUs) RPL is GR below, 1 to MAX_GR.
 layout(constant_id = 5) const uint RPL = 1;
 #define MAX_RPL 16u
+// MAX_GR is the most rows a group of TPR > 1 invocations computes.
+#define MAX_GR 4u
+
+// GR is the rows each group of TPR invocations computes where TPR > 1
+// (GPUs): RPL consecutive rows, decoded one after another against the same
+// activation loads, so each invocation has GR rows' weight bytes in flight
+// and the workgroup count drops by GR (see rowsPerLane in engine/ops).
+// With TPR == 1 RPL means main_rows' strided rows instead.
+const uint GR = TPR == 1u ? 1u : RPL;
+#define NV (GR * NCOLS)
 
 // red holds per-invocation (shared-memory path) or per-subgroup partial
-// sums; WG entries per column (and per up sum) is enough for any subgroup
-// size.
-shared float red[WG * MAX_ACC];
+// sums, value v = j*NCOLS + c of row j and column c; WG entries per value
+// is enough for any subgroup size.
+shared float red[WG * NV];
 
 // fma4 returns a + dot(w, x) as a chain of fused multiply-adds.
 float fma4(vec4 w, vec4 x, float a) {
@@ -288,20 +174,13 @@ float fma4(vec4 w, vec4 x, float a) {
 }
 
 // main_rows is main for TPR == 1 and RPL > 1: invocation tid of
-// workgroup g computes rows g*WG*ORPL + tid + j*WG (j < ORPL) for every
-// column. ORPL is RPL, or in the GLU epilogues RPL/2: the invocation's RPL
-// weight rows are then its ORPL gate rows and their up rows.
+// workgroup g computes rows g*WG*RPL + tid + j*WG (j < RPL) for every
+// column.
 void main_rows() {
-	const uint ORPL = GLU ? RPL / 2u : RPL;
-	const uint base = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG * ORPL + gl_LocalInvocationID.x;
+	const uint base = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG * RPL + gl_LocalInvocationID.x;
 	uint wrow[MAX_RPL];
 	[[unroll]] for (uint j = 0u; j < RPL; j++) {
-		wrow[j] = p.w_off + min(base + (j % ORPL) * WG, p.M - 1u) * p.w_stride;
-#if defined(FUSED)
-		if (j >= ORPL) {
-			wrow[j] += p.pair_off;
-		}
-#endif
+		wrow[j] = p.w_off + min(base + j * WG, p.M - 1u) * p.w_stride;
 	}
 	float acc[MAX_RPL * MAX_COLS];
 	[[unroll]] for (uint i = 0u; i < RPL * NCOLS; i++) {
@@ -360,11 +239,11 @@ void main_rows() {
 		}
 	}
 #endif
-	[[unroll]] for (uint j = 0u; j < ORPL; j++) {
+	[[unroll]] for (uint j = 0u; j < RPL; j++) {
 		const uint row = base + j * WG;
 		if (row < p.M) {
 			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-				store_row(row, c, acc[j * NCOLS + c], GLU ? acc[(j + ORPL) * NCOLS + c] : 0.0);
+				store_y(p.y_off + c * p.y_stride + row, acc[j * NCOLS + c]);
 			}
 		}
 	}
@@ -377,73 +256,64 @@ void main() {
 	}
 	const uint tid = gl_LocalInvocationID.x;
 	const uint lane = tid % TPR;
-	const uint row = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RPW + tid / TPR;
-	if (RPW == 1u && row >= p.M) {
-		return; // uniform: the whole workgroup is one row
+	// The TPR invocations of tid / TPR compute rows row0 .. row0+GR-1.
+	const uint row0 = ((gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RPW + tid / TPR) * GR;
+	if (RPW == 1u && row0 >= p.M) {
+		return; // uniform: the whole workgroup is one group of rows
 	}
 	// Invocations of rows past M still take part in the barriers below.
-	const bool live = row < p.M;
-	const uint wrow = p.w_off + min(row, p.M - 1u) * p.w_stride;
+	const bool live = row0 < p.M;
+	uint wrow[MAX_GR];
+	[[unroll]] for (uint j = 0u; j < GR; j++) {
+		wrow[j] = p.w_off + min(row0 + j, p.M - 1u) * p.w_stride;
+	}
 	const uint ngroups = live ? (p.K + 3u) / 4u : 0u;
-	// The GLU epilogues also sum the up row, into acc[NCOLS + c].
-	const uint NACC = GLU ? 2u * NCOLS : NCOLS;
-#if defined(FUSED)
-	const uint urow = wrow + p.pair_off;
-#else
-	const uint urow = wrow;
-#endif
 
-	float acc[MAX_ACC];
-	[[unroll]] for (uint c = 0u; c < NACC; c++) {
-		acc[c] = 0.0;
+	float acc[MAX_GR * MAX_COLS];
+	[[unroll]] for (uint v = 0u; v < NV; v++) {
+		acc[v] = 0.0;
 	}
 #if !defined(DATA_A_PLAIN)
 	// Quantized rows are whole blocks, so whole 32-element sub-blocks: one
 	// per invocation and step, decoded with dequant32.
 	const uint nsub = live ? p.K / 32u : 0u;
 	for (uint u = lane; u < nsub; u += TPR) {
-		vec4 w[8], wu[8];
-		dequant32(wrow + (u / QSUB) * QS, u % QSUB, w);
-		if (GLU) {
-			dequant32(urow + (u / QSUB) * QS, u % QSUB, wu);
-		}
-		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-			const uint xb = p.x_off + c * p.x_stride + 32u * u;
-			[[unroll]] for (uint i = 0u; i < 8u; i++) {
-				vec4 x;
-				if (FAST) {
-					x = X4((xb >> 2) + i);
-				} else {
-					x = vec4(X1(xb + 4u * i), X1(xb + 4u * i + 1u), X1(xb + 4u * i + 2u), X1(xb + 4u * i + 3u));
-				}
-				acc[c] += dot(w[i], x);
-				if (GLU) {
-					acc[NCOLS + c] += dot(wu[i], x);
+		[[unroll]] for (uint j = 0u; j < GR; j++) {
+			vec4 w[8];
+			dequant32(wrow[j] + (u / QSUB) * QS, u % QSUB, w);
+			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+				const uint xb = p.x_off + c * p.x_stride + 32u * u;
+				[[unroll]] for (uint i = 0u; i < 8u; i++) {
+					vec4 x;
+					if (FAST) {
+						x = X4((xb >> 2) + i);
+					} else {
+						x = vec4(X1(xb + 4u * i), X1(xb + 4u * i + 1u), X1(xb + 4u * i + 2u), X1(xb + 4u * i + 3u));
+					}
+					acc[j * NCOLS + c] += dot(w[i], x);
 				}
 			}
 		}
 	}
 #else
 	for (uint g = lane; g < ngroups; g += TPR) {
-		const vec4 w = load_w4(wrow, g, p.K, FAST);
-		const vec4 wu = GLU ? load_w4(urow, g, p.K, FAST) : vec4(0.0);
 		const uint k = 4u * g;
-		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-			const uint xb = p.x_off + c * p.x_stride + k;
-			vec4 x;
-			if (FAST) {
-				x = X4(xb >> 2);
-			} else {
-				x = vec4(0.0);
-				[[unroll]] for (uint i = 0u; i < 4u; i++) {
-					if (k + i < p.K) {
-						x[i] = X1(xb + i);
+		[[unroll]] for (uint j = 0u; j < GR; j++) {
+			const vec4 w = load_w4(wrow[j], g, p.K, FAST);
+			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+				const uint xb = p.x_off + c * p.x_stride + k;
+				vec4 x;
+				if (FAST) {
+					x = X4(xb >> 2);
+				} else {
+					x = vec4(0.0);
+					[[unroll]] for (uint i = 0u; i < 4u; i++) {
+						if (k + i < p.K) {
+							x[i] = X1(xb + i);
+						}
 					}
 				}
-			}
-			acc[c] += dot(w, x);
-			if (GLU) {
-				acc[NCOLS + c] += dot(wu, x);
+				acc[j * NCOLS + c] += dot(w, x);
 			}
 		}
 	}
@@ -453,66 +323,70 @@ void main() {
 		// One invocation per row (CPU devices): nothing to reduce.
 		if (live) {
 			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-				store_row(row, c, acc[c], GLU ? acc[NCOLS + c] : 0.0);
+				store_y(p.y_off + c * p.y_stride + row0, acc[c]);
 			}
 		}
 		return;
 	}
 	if (RPW > 1u) {
-		// Several rows per workgroup: a tree over each row's TPR
+		// Several row groups per workgroup: a tree over each group's TPR
 		// invocations in shared memory.
-		[[unroll]] for (uint c = 0u; c < NACC; c++) {
-			red[c * WG + tid] = acc[c];
+		[[unroll]] for (uint v = 0u; v < NV; v++) {
+			red[v * WG + tid] = acc[v];
 		}
 		barrier();
 		[[unroll]] for (uint s = TPR / 2u; s > 0u; s >>= 1) {
 			if (lane < s) {
-				[[unroll]] for (uint c = 0u; c < NACC; c++) {
-					red[c * WG + tid] += red[c * WG + tid + s];
+				[[unroll]] for (uint v = 0u; v < NV; v++) {
+					red[v * WG + tid] += red[v * WG + tid + s];
 				}
 			}
 			barrier();
 		}
-		if (live) {
-			for (uint c = lane; c < NCOLS; c += TPR) {
-				store_row(row, c, red[c * WG + tid - lane], GLU ? red[(NCOLS + c) * WG + tid - lane] : 0.0);
+		for (uint v = lane; v < NV; v += TPR) {
+			const uint row = row0 + v / NCOLS;
+			if (row < p.M) {
+				store_y(p.y_off + (v % NCOLS) * p.y_stride + row, red[v * WG + tid - lane]);
 			}
 		}
 		return;
 	}
 #if defined(USE_SUBGROUP)
-	[[unroll]] for (uint c = 0u; c < NACC; c++) {
-		const float s = subgroupAdd(acc[c]);
+	[[unroll]] for (uint v = 0u; v < NV; v++) {
+		const float s = subgroupAdd(acc[v]);
 		if (subgroupElect()) {
-			red[gl_SubgroupID * MAX_ACC + c] = s;
+			red[gl_SubgroupID * NV + v] = s;
 		}
 	}
 	barrier();
-	if (tid < NCOLS) {
-		float s = 0.0, su = 0.0;
+	for (uint v = tid; v < NV; v += WG) {
+		float s = 0.0;
 		for (uint i = 0u; i < gl_NumSubgroups; i++) {
-			s += red[i * MAX_ACC + tid];
-			if (GLU) {
-				su += red[i * MAX_ACC + NCOLS + tid];
-			}
+			s += red[i * NV + v];
 		}
-		store_row(row, tid, s, su);
+		const uint row = row0 + v / NCOLS;
+		if (row < p.M) {
+			store_y(p.y_off + (v % NCOLS) * p.y_stride + row, s);
+		}
 	}
 #else
-	[[unroll]] for (uint c = 0u; c < NACC; c++) {
-		red[c * WG + tid] = acc[c];
+	[[unroll]] for (uint v = 0u; v < NV; v++) {
+		red[v * WG + tid] = acc[v];
 	}
 	barrier();
 	[[unroll]] for (uint s = WG / 2u; s > 0u; s >>= 1) {
 		if (tid < s) {
-			[[unroll]] for (uint c = 0u; c < NACC; c++) {
-				red[c * WG + tid] += red[c * WG + tid + s];
+			[[unroll]] for (uint v = 0u; v < NV; v++) {
+				red[v * WG + tid] += red[v * WG + tid + s];
 			}
 		}
 		barrier();
 	}
-	if (tid < NCOLS) {
-		store_row(row, tid, red[tid * WG], GLU ? red[(NCOLS + tid) * WG] : 0.0);
+	for (uint v = tid; v < NV; v += WG) {
+		const uint row = row0 + v / NCOLS;
+		if (row < p.M) {
+			store_y(p.y_off + (v % NCOLS) * p.y_stride + row, red[v * WG]);
+		}
 	}
 #endif
 }

@@ -6,25 +6,46 @@
 // multiplied by the activation quants with four-element packed dot products
 // (OpSDot). A sub-block of scale d (or two halves of scales d0, d1) and min
 // m (x = d*q + m) against a block (dx, sx = dx*sum(qx)) adds
-// dx*d*sum(q*qx) + m*sx. TPR invocations per row, WG/TPR rows per
-// workgroup, reduced as in matvec.comp. CPU reference: engine/ops
+// dx*d*sum(q*qx) + m*sx; Q2_K's halves have mins of their own (m0, m1),
+// which take the halves' sums of qx (dot products with 0x01010101). TPR
+// invocations per group of GR rows, WG/TPR groups per workgroup, reduced as
+// in matvec.comp; the _s16 variants read the blocks through 16- and 8-bit
+// storage views (quant.glsl, A_16BIT). CPU reference: engine/ops
 // MatVecQ8_1Ref.
 // variant: matvec_q4_0_q8_1_f32 -DDATA_A_Q4_0
 // variant: matvec_q4_1_q8_1_f32 -DDATA_A_Q4_1
 // variant: matvec_q5_0_q8_1_f32 -DDATA_A_Q5_0
 // variant: matvec_q5_1_q8_1_f32 -DDATA_A_Q5_1
 // variant: matvec_q8_0_q8_1_f32 -DDATA_A_Q8_0
+// variant: matvec_q2_k_q8_1_f32 -DDATA_A_Q2_K
+// variant: matvec_q3_k_q8_1_f32 -DDATA_A_Q3_K
 // variant: matvec_q4_k_q8_1_f32 -DDATA_A_Q4_K
 // variant: matvec_q5_k_q8_1_f32 -DDATA_A_Q5_K
 // variant: matvec_q6_k_q8_1_f32 -DDATA_A_Q6_K
+// variant: matvec_iq4_nl_q8_1_f32 -DDATA_A_IQ4_NL
+// variant: matvec_iq4_xs_q8_1_f32 -DDATA_A_IQ4_XS
 // variant: matvec_q4_0_q8_1_f32_sg -DDATA_A_Q4_0 -DUSE_SUBGROUP=1
 // variant: matvec_q4_1_q8_1_f32_sg -DDATA_A_Q4_1 -DUSE_SUBGROUP=1
 // variant: matvec_q5_0_q8_1_f32_sg -DDATA_A_Q5_0 -DUSE_SUBGROUP=1
 // variant: matvec_q5_1_q8_1_f32_sg -DDATA_A_Q5_1 -DUSE_SUBGROUP=1
 // variant: matvec_q8_0_q8_1_f32_sg -DDATA_A_Q8_0 -DUSE_SUBGROUP=1
+// variant: matvec_q2_k_q8_1_f32_sg -DDATA_A_Q2_K -DUSE_SUBGROUP=1
+// variant: matvec_q3_k_q8_1_f32_sg -DDATA_A_Q3_K -DUSE_SUBGROUP=1
 // variant: matvec_q4_k_q8_1_f32_sg -DDATA_A_Q4_K -DUSE_SUBGROUP=1
 // variant: matvec_q5_k_q8_1_f32_sg -DDATA_A_Q5_K -DUSE_SUBGROUP=1
 // variant: matvec_q6_k_q8_1_f32_sg -DDATA_A_Q6_K -DUSE_SUBGROUP=1
+// variant: matvec_iq4_nl_q8_1_f32_sg -DDATA_A_IQ4_NL -DUSE_SUBGROUP=1
+// variant: matvec_iq4_xs_q8_1_f32_sg -DDATA_A_IQ4_XS -DUSE_SUBGROUP=1
+// variant: matvec_q4_0_q8_1_f32_s16 -DDATA_A_Q4_0 -DA_16BIT=1
+// variant: matvec_q8_0_q8_1_f32_s16 -DDATA_A_Q8_0 -DA_16BIT=1
+// variant: matvec_q4_k_q8_1_f32_s16 -DDATA_A_Q4_K -DA_16BIT=1
+// variant: matvec_q5_k_q8_1_f32_s16 -DDATA_A_Q5_K -DA_16BIT=1
+// variant: matvec_q6_k_q8_1_f32_s16 -DDATA_A_Q6_K -DA_16BIT=1
+// variant: matvec_q4_0_q8_1_f32_sg_s16 -DDATA_A_Q4_0 -DUSE_SUBGROUP=1 -DA_16BIT=1
+// variant: matvec_q8_0_q8_1_f32_sg_s16 -DDATA_A_Q8_0 -DUSE_SUBGROUP=1 -DA_16BIT=1
+// variant: matvec_q4_k_q8_1_f32_sg_s16 -DDATA_A_Q4_K -DUSE_SUBGROUP=1 -DA_16BIT=1
+// variant: matvec_q5_k_q8_1_f32_sg_s16 -DDATA_A_Q5_K -DUSE_SUBGROUP=1 -DA_16BIT=1
+// variant: matvec_q6_k_q8_1_f32_sg_s16 -DDATA_A_Q6_K -DUSE_SUBGROUP=1 -DA_16BIT=1
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_EXT_spirv_intrinsics : enable
 #if defined(USE_SUBGROUP)
@@ -52,8 +73,13 @@ layout(binding = 2) buffer Y { float data_y[]; };
 layout(constant_id = 1) const uint NCOLS = 1;
 layout(constant_id = 2) const uint TPR = 32;
 layout(constant_id = 3) const bool ACC = false;
+// GR is the rows each group of TPR invocations computes (1..MAX_GR), as in
+// matvec.comp.
+layout(constant_id = 4) const uint GR = 1;
 #define RPW (WG / TPR)
 #define MAX_COLS 8u
+#define MAX_GR 4u
+#define NV (GR * NCOLS)
 
 void store_y(uint i, float v) {
 	data_y[i] = ACC ? data_y[i] + v : v;
@@ -75,7 +101,7 @@ layout(push_constant) uniform Params {
 	uint y_stride; // elements from one output column to the next
 } p;
 
-shared float red[WG * MAX_COLS];
+shared float red[WG * NV];
 
 // unsigned bytes b in [0, 2o) minus o as signed bytes, four at a time: b +
 // 128 - o stays within its byte, and flipping bit 7 subtracts 128 modulo
@@ -83,17 +109,32 @@ shared float red[WG * MAX_COLS];
 #define SUB_BYTES(q, o) (((q) + (128u - (o)) * 0x01010101u) ^ 0x80808080u)
 
 // wquant32 decodes sub-block sub of the block at byte blk to 32 signed
-// bytes q (q[i] holds elements 4i..4i+3, as dequant32's v[i]), the scale of
-// elements 0..15 and 16..31 (d.x, d.y) and the min m: element e is
-// d*q[e] + m.
-#if defined(DATA_A_Q6_K)
+// bytes q (q[i] holds elements 4i..4i+3, as dequant32's v[i]), the scales
+// of elements 0..15 and 16..31 (d.x, d.y) and their mins (m.x, m.y):
+// element e is d*q[e] + m.
+#if defined(DATA_A_Q6_K) || defined(DATA_A_Q3_K) || defined(DATA_A_Q2_K)
 #define SPLIT_SCALE 1
+#endif
+#if defined(DATA_A_Q2_K)
+#define SPLIT_MIN 1
+#endif
+#if defined(DATA_A_IQ4_NL) || defined(DATA_A_IQ4_XS)
+// iq4_bytes maps the four nibbles of v (one per byte) to their code book
+// values as four signed bytes.
+uint iq4_bytes(uint v) {
+	uint r = 0u;
+	[[unroll]] for (uint b = 0u; b < 4u; b++) {
+		const uint i = (v >> (8u * b)) & 0xFu;
+		r |= ((kvalues_iq4nl[i >> 2] >> (8u * (i & 3u))) & 0xFFu) << (8u * b);
+	}
+	return r;
+}
 #endif
 #if defined(DATA_A_Q4_1) || defined(DATA_A_Q5_1) || defined(DATA_A_Q4_K) || defined(DATA_A_Q5_K)
 #define HAS_MIN 1
 #endif
-void wquant32(uint blk, uint sub, out uint q[8], out vec2 d, out float m) {
-	m = 0.0;
+void wquant32(uint blk, uint sub, out uint q[8], out vec2 d, out vec2 m) {
+	m = vec2(0.0);
 #if defined(DATA_A_Q4_0)
 	uint qw[8];
 	d = vec2(half_block(blk, qw));
@@ -104,7 +145,7 @@ void wquant32(uint blk, uint sub, out uint q[8], out vec2 d, out float m) {
 
 #elif defined(DATA_A_Q4_1)
 	d = vec2(ldh(blk));
-	m = ldh(blk + 2u);
+	m = vec2(ldh(blk + 2u));
 	[[unroll]] for (uint i = 0u; i < 4u; i++) {
 		const uint w = ld32(blk + 4u + 4u * i);
 		q[i] = w & 0x0F0F0F0Fu;
@@ -129,7 +170,7 @@ void wquant32(uint blk, uint sub, out uint q[8], out vec2 d, out float m) {
 #endif
 	}
 #if defined(DATA_A_Q5_1)
-	m = ldh(blk + 2u);
+	m = vec2(ldh(blk + 2u));
 #endif
 
 #elif defined(DATA_A_Q8_0)
@@ -146,7 +187,7 @@ void wquant32(uint blk, uint sub, out uint q[8], out vec2 d, out float m) {
 		mn = (b >> 4) | ((ld8(blk + 4u + sub) >> 6) << 4);
 	}
 	d = vec2(ldh(blk) * float(sc));
-	m = -ldh(blk + 2u) * float(mn);
+	m = vec2(-ldh(blk + 2u) * float(mn));
 	const uint qs = blk + QK_QS + 32u * (sub >> 1);
 	const uint sh = 4u * (sub & 1u);
 	[[unroll]] for (uint i = 0u; i < 8u; i++) {
@@ -170,6 +211,54 @@ void wquant32(uint blk, uint sub, out uint q[8], out vec2 d, out float m) {
 		q[i] = SUB_BYTES(lo | (hi << 4), 32u);
 	}
 
+#elif defined(DATA_A_Q2_K)
+	// As quant.glsl's dequant32: 2-bit values, a scale and a min per half.
+	const uint qs = blk + 16u + 32u * (sub >> 2);
+	const uint sh = 2u * (sub & 3u);
+	const uint sc = ld16(blk + 2u * sub);
+	d = ldh(blk + 80u) * vec2(float(sc & 0xFu), float((sc >> 8) & 0xFu));
+	m = -ldh(blk + 82u) * vec2(float((sc >> 4) & 0xFu), float(sc >> 12));
+	[[unroll]] for (uint i = 0u; i < 8u; i++) {
+		q[i] = (ld32(qs + 4u * i) >> sh) & 0x03030303u;
+	}
+
+#elif defined(DATA_A_Q3_K)
+	// As quant.glsl's dequant32: low two bits | high bit << 2, minus 4.
+	const uint qs = blk + 32u + 32u * (sub >> 2);
+	const uint sh = 2u * (sub & 3u);
+	const uint hb = 4u * (sub >> 2) + (sub & 3u);
+	float dl[2];
+	[[unroll]] for (uint k = 0u; k < 2u; k++) {
+		const uint s = 2u * sub + k;
+		const uint lo = s < 8u ? (ld8(blk + 96u + s) & 0xFu) : (ld8(blk + 88u + s) >> 4);
+		const uint hi = (ld8(blk + 104u + (s & 3u)) >> (2u * (s >> 2))) & 3u;
+		dl[k] = float(int(lo | (hi << 4)) - 32);
+	}
+	d = ldh(blk + 108u) * vec2(dl[0], dl[1]);
+	[[unroll]] for (uint i = 0u; i < 8u; i++) {
+		const uint lo = (ld32(qs + 4u * i) >> sh) & 0x03030303u;
+		const uint h = (ld32(blk + 4u * i) >> hb) & 0x01010101u;
+		q[i] = SUB_BYTES(lo | (h << 2), 4u);
+	}
+
+#elif defined(DATA_A_IQ4_NL)
+	uint qw[8];
+	d = vec2(half_block(blk, qw));
+	[[unroll]] for (uint i = 0u; i < 4u; i++) {
+		q[i] = iq4_bytes(qw[i] & 0x0F0F0F0Fu);
+		q[4u + i] = iq4_bytes((qw[i] >> 4) & 0x0F0F0F0Fu);
+	}
+
+#elif defined(DATA_A_IQ4_XS)
+	const uint ls = ((ld8(blk + 4u + (sub >> 1)) >> (4u * (sub & 1u))) & 0xFu) | (((ld16(blk + 2u) >> (2u * sub)) & 3u) << 4);
+	d = vec2(ldh(blk) * float(int(ls) - 32));
+	const uint qs = blk + 8u + 16u * sub;
+	[[unroll]] for (uint i = 0u; i < 4u; i++) {
+		const uint w = ld32(qs + 4u * i);
+		q[i] = iq4_bytes(w & 0x0F0F0F0Fu);
+		q[4u + i] = iq4_bytes((w >> 4) & 0x0F0F0F0Fu);
+	}
+
 #else
 #error "matvec_idot.comp: no integer-dot decoding for this type"
 #endif
@@ -178,103 +267,122 @@ void wquant32(uint blk, uint sub, out uint q[8], out vec2 d, out float m) {
 void main() {
 	const uint tid = gl_LocalInvocationID.x;
 	const uint lane = tid % TPR;
-	const uint row = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RPW + tid / TPR;
-	if (RPW == 1u && row >= p.M) {
-		return; // uniform: the whole workgroup is one row
+	// The TPR invocations of tid / TPR compute rows row0 .. row0+GR-1.
+	const uint row0 = ((gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RPW + tid / TPR) * GR;
+	if (RPW == 1u && row0 >= p.M) {
+		return; // uniform: the whole workgroup is one group of rows
 	}
 	// Invocations of rows past M still take part in the barriers below.
-	const bool live = row < p.M;
-	const uint wrow = p.w_off + min(row, p.M - 1u) * p.w_stride;
+	const bool live = row0 < p.M;
+	uint wrow[MAX_GR];
+	[[unroll]] for (uint j = 0u; j < GR; j++) {
+		wrow[j] = p.w_off + min(row0 + j, p.M - 1u) * p.w_stride;
+	}
 	const uint nb = p.K / 32u; // activation blocks per column
 	const uint nsub = live ? nb : 0u;
 
-	float acc[MAX_COLS];
-	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-		acc[c] = 0.0;
+	float acc[MAX_GR * MAX_COLS];
+	[[unroll]] for (uint v = 0u; v < NV; v++) {
+		acc[v] = 0.0;
 	}
 	for (uint u = lane; u < nsub; u += TPR) {
-		uint wq[8];
-		vec2 wd;
-		float wm;
-		wquant32(wrow + (u / QSUB) * QS, u % QSUB, wq, wd, wm);
-		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-			const uint xb = p.x_off + c * p.x_stride;
-			const uvec4 x0 = data_xq4[(xb >> 2) + 2u * u];
-			const uvec4 x1 = data_xq4[(xb >> 2) + 2u * u + 1u];
-			const vec2 ds = data_xds[((xb + 8u * nb) >> 1) + u];
-			const int s0 = SDOT(wq[0], x0.x) + SDOT(wq[1], x0.y) + SDOT(wq[2], x0.z) + SDOT(wq[3], x0.w);
-			const int s1 = SDOT(wq[4], x1.x) + SDOT(wq[5], x1.y) + SDOT(wq[6], x1.z) + SDOT(wq[7], x1.w);
+		[[unroll]] for (uint j = 0u; j < GR; j++) {
+			uint wq[8];
+			vec2 wd, wm;
+			wquant32(wrow[j] + (u / QSUB) * QS, u % QSUB, wq, wd, wm);
+			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+				const uint xb = p.x_off + c * p.x_stride;
+				const uvec4 x0 = data_xq4[(xb >> 2) + 2u * u];
+				const uvec4 x1 = data_xq4[(xb >> 2) + 2u * u + 1u];
+				const vec2 ds = data_xds[((xb + 8u * nb) >> 1) + u];
+				const int s0 = SDOT(wq[0], x0.x) + SDOT(wq[1], x0.y) + SDOT(wq[2], x0.z) + SDOT(wq[3], x0.w);
+				const int s1 = SDOT(wq[4], x1.x) + SDOT(wq[5], x1.y) + SDOT(wq[6], x1.z) + SDOT(wq[7], x1.w);
 #if defined(SPLIT_SCALE)
-			float v = ds.x * (wd.x * float(s0) + wd.y * float(s1));
+				float v = ds.x * (wd.x * float(s0) + wd.y * float(s1));
 #else
-			float v = ds.x * wd.x * float(s0 + s1);
+				float v = ds.x * wd.x * float(s0 + s1);
 #endif
-#if defined(HAS_MIN)
-			v += wm * ds.y;
+#if defined(SPLIT_MIN)
+				// The halves' sums of the activation quants.
+				const int t0 = SDOT(0x01010101u, x0.x) + SDOT(0x01010101u, x0.y) + SDOT(0x01010101u, x0.z) + SDOT(0x01010101u, x0.w);
+				const int t1 = SDOT(0x01010101u, x1.x) + SDOT(0x01010101u, x1.y) + SDOT(0x01010101u, x1.z) + SDOT(0x01010101u, x1.w);
+				v += ds.x * (wm.x * float(t0) + wm.y * float(t1));
+#elif defined(HAS_MIN)
+				v += wm.x * ds.y;
 #endif
-			acc[c] += v;
+				acc[j * NCOLS + c] += v;
+			}
 		}
 	}
 
 	// The reduction is matvec.comp's.
 	if (TPR == 1u) {
 		if (live) {
-			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-				store_y(p.y_off + c * p.y_stride + row, acc[c]);
+			[[unroll]] for (uint v = 0u; v < NV; v++) {
+				if (row0 + v / NCOLS < p.M) {
+					store_y(p.y_off + (v % NCOLS) * p.y_stride + row0 + v / NCOLS, acc[v]);
+				}
 			}
 		}
 		return;
 	}
 	if (RPW > 1u) {
-		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-			red[c * WG + tid] = acc[c];
+		[[unroll]] for (uint v = 0u; v < NV; v++) {
+			red[v * WG + tid] = acc[v];
 		}
 		barrier();
 		[[unroll]] for (uint s = TPR / 2u; s > 0u; s >>= 1) {
 			if (lane < s) {
-				[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-					red[c * WG + tid] += red[c * WG + tid + s];
+				[[unroll]] for (uint v = 0u; v < NV; v++) {
+					red[v * WG + tid] += red[v * WG + tid + s];
 				}
 			}
 			barrier();
 		}
-		if (live) {
-			for (uint c = lane; c < NCOLS; c += TPR) {
-				store_y(p.y_off + c * p.y_stride + row, red[c * WG + tid - lane]);
+		for (uint v = lane; v < NV; v += TPR) {
+			const uint row = row0 + v / NCOLS;
+			if (row < p.M) {
+				store_y(p.y_off + (v % NCOLS) * p.y_stride + row, red[v * WG + tid - lane]);
 			}
 		}
 		return;
 	}
 #if defined(USE_SUBGROUP)
-	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-		const float s = subgroupAdd(acc[c]);
+	[[unroll]] for (uint v = 0u; v < NV; v++) {
+		const float s = subgroupAdd(acc[v]);
 		if (subgroupElect()) {
-			red[gl_SubgroupID * MAX_COLS + c] = s;
+			red[gl_SubgroupID * NV + v] = s;
 		}
 	}
 	barrier();
-	if (tid < NCOLS) {
+	for (uint v = tid; v < NV; v += WG) {
 		float s = 0.0;
 		for (uint i = 0u; i < gl_NumSubgroups; i++) {
-			s += red[i * MAX_COLS + tid];
+			s += red[i * NV + v];
 		}
-		store_y(p.y_off + tid * p.y_stride + row, s);
+		const uint row = row0 + v / NCOLS;
+		if (row < p.M) {
+			store_y(p.y_off + (v % NCOLS) * p.y_stride + row, s);
+		}
 	}
 #else
-	[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-		red[c * WG + tid] = acc[c];
+	[[unroll]] for (uint v = 0u; v < NV; v++) {
+		red[v * WG + tid] = acc[v];
 	}
 	barrier();
 	[[unroll]] for (uint s = WG / 2u; s > 0u; s >>= 1) {
 		if (tid < s) {
-			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-				red[c * WG + tid] += red[c * WG + tid + s];
+			[[unroll]] for (uint v = 0u; v < NV; v++) {
+				red[v * WG + tid] += red[v * WG + tid + s];
 			}
 		}
 		barrier();
 	}
-	if (tid < NCOLS) {
-		store_y(p.y_off + tid * p.y_stride + row, red[tid * WG]);
+	for (uint v = tid; v < NV; v += WG) {
+		const uint row = row0 + v / NCOLS;
+		if (row < p.M) {
+			store_y(p.y_off + (v % NCOLS) * p.y_stride + row, red[v * WG]);
+		}
 	}
 #endif
 }

@@ -1,7 +1,8 @@
 // quant.glsl decodes weight blocks of every supported GGML type from a raw
 // byte buffer bound as 32-bit words, so it needs neither 8-bit nor 16-bit
-// storage. It declares the weight binding 0 (as uint, uvec2 and uvec4
-// arrays; the wide views serve aligned plain rows) and the includer defines
+// storage (A_16BIT adds 16- and 8-bit views where the device has them). It
+// declares the weight binding 0 (as uint, uvec2 and uvec4 arrays; the wide
+// views serve aligned plain rows) and the includer defines
 // exactly one DATA_A_<TYPE>. Every type is read in groups of four
 // consecutive elements (all four always share one scale), through
 //
@@ -34,6 +35,37 @@ layout(binding = 0) readonly buffer A4 { uvec4 data_a4[]; };
 
 #extension GL_EXT_control_flow_attributes : enable
 
+#if defined(A_16BIT)
+// A_16BIT (the _s16 variants, devices with storageBuffer16BitAccess and
+// storageBuffer8BitAccess) reads the blocks through 16- and 8-bit views of
+// the same binding: an f16 scale is one load converted to f32 and a byte is
+// one load, where the word view shifts and masks halves and bytes out of
+// 32-bit words. Every offset is even (mulMat takes the variants only for
+// weights at an even byte offset; every block size is even).
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_8bit_storage : require
+layout(binding = 0) readonly buffer A16 { uint16_t data_a16[]; };
+layout(binding = 0) readonly buffer AH { float16_t data_ah[]; };
+layout(binding = 0) readonly buffer A8 { uint8_t data_a8[]; };
+
+uint ld8(uint off) {
+	return uint(data_a8[off]);
+}
+
+uint ld16(uint off) {
+	return uint(data_a16[off >> 1]);
+}
+
+// ld32 returns the four bytes at an even offset: two 16-bit loads.
+uint ld32(uint off) {
+	const uint h = off >> 1;
+	return uint(data_a16[h]) | (uint(data_a16[h + 1u]) << 16);
+}
+
+float ldh(uint off) {
+	return float(data_ah[off >> 1]);
+}
+#else
 // ld8 returns the byte at off.
 uint ld8(uint off) {
 	return (AW(off >> 2) >> ((off & 3u) << 3)) & 0xFFu;
@@ -61,6 +93,7 @@ uint ld32(uint off) {
 float ldh(uint off) {
 	return unpackHalf2x16(ld16(off)).x;
 }
+#endif
 
 // bytes4 unpacks four unsigned bytes.
 vec4 bytes4(uint v) {
@@ -355,6 +388,16 @@ vec4 load_w4(uint row, uint g, uint K, bool wide) {
 #else
 #define HB_WORDS 4u
 #endif
+#if defined(A_16BIT)
+// half_block returns d of the block at blk and its HB_WORDS quant words in
+// q: the scale through the f16 view, each word as two 16-bit loads.
+float half_block(uint blk, out uint q[8]) {
+	[[unroll]] for (uint i = 0u; i < HB_WORDS; i++) {
+		q[i] = ld32(blk + 2u + 4u * i);
+	}
+	return float(data_ah[blk >> 1]);
+}
+#else
 // half_block returns d of the block at blk and its HB_WORDS quant words in
 // q, loading the HB_WORDS + 1 block words once each.
 float half_block(uint blk, out uint q[8]) {
@@ -369,6 +412,7 @@ float half_block(uint blk, out uint q[8]) {
 	}
 	return unpackHalf2x16(high ? wd[0] >> 16 : wd[0]).x;
 }
+#endif
 #endif
 
 void dequant32(uint blk, uint sub, out vec4 v[8]) {

@@ -158,6 +158,14 @@ func (d *Device) create() error {
 			exts = append(exts, d.info.CoopMatrixExt+"\x00")
 		}
 	}
+	sgExt, sgNode, err := subgroupSizeChain(chain, &ci, d.info.Features)
+	if err != nil {
+		return err
+	}
+	if sgNode != nil {
+		defer C.free(sgNode)
+		exts = append(exts, sgExt)
+	}
 	dci.EnabledExtensionCount = uint32(len(exts))
 	dci.PpEnabledExtensionNames = exts
 	var vdev gv.Device

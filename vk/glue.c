@@ -148,6 +148,28 @@ static void query_coop_shapes(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out
 	if (out->coop_shape_count == 0) out->coop_api = 0;
 }
 
+// query_subgroup_size fills the sg_* fields of out for a device with
+// VK_EXT_subgroup_size_control. The instance asks for Vulkan 1.2, so a 1.3
+// device's core subgroupSizeControl is reachable only through the
+// extension, which Device.create enables with the features.
+static void query_subgroup_size(PFN_vkGetPhysicalDeviceProperties2 props2, PFN_vkGetPhysicalDeviceFeatures2 feats2,
+		VkPhysicalDevice pd, vkllm_info* out) {
+	if (!props2 || !feats2) return;
+	VkPhysicalDeviceSubgroupSizeControlFeaturesEXT f = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+	VkPhysicalDeviceFeatures2 f2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+	f2.pNext = &f;
+	feats2(pd, &f2);
+	VkPhysicalDeviceSubgroupSizeControlPropertiesEXT p = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
+	VkPhysicalDeviceProperties2 p2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+	p2.pNext = &p;
+	props2(pd, &p2);
+	out->sg_size_control = f.subgroupSizeControl;
+	out->sg_full_subgroups = f.computeFullSubgroups;
+	out->sg_min_size = p.minSubgroupSize;
+	out->sg_max_size = p.maxSubgroupSize;
+	out->sg_required_stages = p.requiredSubgroupSizeStages;
+}
+
 void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out) {
 	memset(out, 0, sizeof(*out));
 	PFN_vkEnumerateDeviceExtensionProperties enum_ext = (PFN_vkEnumerateDeviceExtensionProperties)c->gipa(c->inst, "vkEnumerateDeviceExtensionProperties");
@@ -167,6 +189,7 @@ void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out) {
 	int has_int_dot = has_ext(exts, n, "VK_KHR_shader_integer_dot_product");
 	int has_sm = has_ext(exts, n, "VK_NV_shader_sm_builtins");
 	int has_amd_core = has_ext(exts, n, "VK_AMD_shader_core_properties");
+	int has_sg_size = has_ext(exts, n, "VK_EXT_subgroup_size_control");
 	free(exts);
 	// Cooperative matrices: the KHR extension where the device has it,
 	// else NVIDIA's older one.
@@ -274,6 +297,8 @@ void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out) {
 	}
 	if (out->coop_api) query_coop_shapes(c, pd, out);
 
+	if (has_sg_size) query_subgroup_size(props2, feats2, pd, out);
+
 	VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
 	VkPhysicalDeviceMemoryProperties2 mp = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
 	if (out->memory_budget) mp.pNext = &budget;
@@ -336,6 +361,18 @@ void* vkllm_feature_chain(const vkllm_info* info) {
 
 void vkllm_free_chain(void* c) { free(c); }
 
+void* vkllm_chain_subgroup_size(void* chain, const vkllm_info* info) {
+	VkPhysicalDeviceSubgroupSizeControlFeaturesEXT* f = calloc(1, sizeof(*f));
+	if (!f) return NULL;
+	f->sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT;
+	f->subgroupSizeControl = info->sg_size_control ? VK_TRUE : VK_FALSE;
+	f->computeFullSubgroups = info->sg_full_subgroups ? VK_TRUE : VK_FALSE;
+	VkPhysicalDeviceFeatures2* f2 = chain;
+	f->pNext = f2->pNext;
+	f2->pNext = f;
+	return f;
+}
+
 void vkllm_barrier(vkllm_ctx* c, VkCommandBuffer cb, VkPipelineStageFlags src_stage, VkPipelineStageFlags dst_stage, VkAccessFlags src_access, VkAccessFlags dst_access) {
 	VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER};
 	mb.srcAccessMask = src_access;
@@ -391,7 +428,8 @@ void* vkllm_loader_gipa(void) {
 }
 
 VkResult vkllm_create_pipeline(vkllm_ctx* c, VkDevice dev, const uint32_t* code, size_t code_size,
-		uint32_t bindings, uint32_t uniform_mask, uint32_t texel_mask, uint32_t push_size, const uint32_t* spec, uint32_t n_spec, vkllm_pipeline* out) {
+		uint32_t bindings, uint32_t uniform_mask, uint32_t texel_mask, uint32_t push_size, const uint32_t* spec, uint32_t n_spec,
+		uint32_t subgroup_size, uint32_t full_subgroups, vkllm_pipeline* out) {
 	PFN_vkCreateShaderModule create_module = (PFN_vkCreateShaderModule)c->gipa(c->inst, "vkCreateShaderModule");
 	PFN_vkCreateDescriptorSetLayout create_set_layout = (PFN_vkCreateDescriptorSetLayout)c->gipa(c->inst, "vkCreateDescriptorSetLayout");
 	PFN_vkCreatePipelineLayout create_layout = (PFN_vkCreatePipelineLayout)c->gipa(c->inst, "vkCreatePipelineLayout");
@@ -445,6 +483,12 @@ VkResult vkllm_create_pipeline(vkllm_ctx* c, VkDevice dev, const uint32_t* code,
 	cpci.stage.module = out->module;
 	cpci.stage.pName = "main";
 	if (n_spec > 0) cpci.stage.pSpecializationInfo = &si;
+	VkPipelineShaderStageRequiredSubgroupSizeCreateInfoEXT rss = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO_EXT};
+	if (subgroup_size > 0) {
+		rss.requiredSubgroupSize = subgroup_size;
+		cpci.stage.pNext = &rss;
+	}
+	if (full_subgroups) cpci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
 	cpci.layout = out->layout;
 	r = create_pipelines(dev, VK_NULL_HANDLE, 1, &cpci, NULL, &out->pipeline);
 	if (r != VK_SUCCESS) return r;

@@ -72,6 +72,9 @@ typedef struct vkllm_info {
 	uint32_t heap_count;
 	uint64_t heap_size[16], heap_budget[16], heap_usage[16];
 	uint32_t heap_flags[16];
+	// Subgroup size control (VK_EXT_subgroup_size_control): the features
+	// and the range of sizes a compute pipeline may require.
+	uint32_t sg_size_control, sg_full_subgroups, sg_min_size, sg_max_size, sg_required_stages;
 } vkllm_info;
 
 typedef struct vkllm_ctx vkllm_ctx;
@@ -92,6 +95,11 @@ void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out);
 // vkllm_free_chain.
 void* vkllm_feature_chain(const vkllm_info* info);
 void vkllm_free_chain(void* chain);
+// vkllm_chain_subgroup_size links a malloc'd
+// VkPhysicalDeviceSubgroupSizeControlFeaturesEXT enabling what info
+// reports into chain (from vkllm_feature_chain) and returns it, or NULL;
+// free it with free() after device creation.
+void* vkllm_chain_subgroup_size(void* chain, const vkllm_info* info);
 
 
 // vkllm_barrier records one global memory barrier (goki's wrapper allocates
@@ -132,10 +140,13 @@ typedef struct vkllm_pipeline {
 // a set layout of `bindings` storage buffers (uniform buffers where
 // uniform_mask has their bit) and a pipeline layout with
 // push_size bytes of push constants; spec holds n_spec 4-byte
-// specialization constants (ids 0..n_spec-1). Every create-info lives on
+// specialization constants (ids 0..n_spec-1); a nonzero subgroup_size is
+// the stage's VkPipelineShaderStageRequiredSubgroupSizeCreateInfoEXT, and
+// full_subgroups sets REQUIRE_FULL_SUBGROUPS. Every create-info lives on
 // the C stack: goki/vulkan's wrappers attach finalizers to C copies of the
 // structs, which the garbage collector could free while the driver still
 // reads them.
 VkResult vkllm_create_pipeline(vkllm_ctx* c, VkDevice dev, const uint32_t* code, size_t code_size,
-	uint32_t bindings, uint32_t uniform_mask, uint32_t texel_mask, uint32_t push_size, const uint32_t* spec, uint32_t n_spec, vkllm_pipeline* out);
+	uint32_t bindings, uint32_t uniform_mask, uint32_t texel_mask, uint32_t push_size, const uint32_t* spec, uint32_t n_spec,
+	uint32_t subgroup_size, uint32_t full_subgroups, vkllm_pipeline* out);
 #endif

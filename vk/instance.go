@@ -147,6 +147,13 @@ type Features struct {
 	MemoryBudget        bool `json:"memory_budget"`   // VK_EXT_memory_budget
 	SubgroupArithmetic  bool `json:"subgroup_arithmetic"`
 	SubgroupShuffle     bool `json:"subgroup_shuffle"`
+	// SubgroupSizeControl: compute pipelines may require a subgroup size
+	// (VK_EXT_subgroup_size_control's subgroupSizeControl with the compute
+	// stage in requiredSubgroupSizeStages), enabled at Open.
+	SubgroupSizeControl bool `json:"subgroup_size_control"`
+	// FullSubgroups: compute pipelines may require full subgroups
+	// (computeFullSubgroups), enabled at Open.
+	FullSubgroups bool `json:"compute_full_subgroups"`
 }
 
 // Limits are the device limits vkllm respects.
@@ -192,10 +199,15 @@ type DeviceInfo struct {
 	// (AMD: VK_AMD_shader_core_properties' shader engines x arrays per
 	// engine x CUs per array); 0 when the driver exposes neither: core
 	// Vulkan has no such count. See EstimateComputeUnits.
-	ComputeUnits uint32   `json:"compute_units"`
-	Heaps        []Heap   `json:"heaps"`
-	Features     Features `json:"features"`
-	Limits       Limits   `json:"limits"`
+	ComputeUnits uint32 `json:"compute_units"`
+	// MinSubgroupSize and MaxSubgroupSize bound the subgroup sizes a
+	// compute pipeline may require (PipelineDesc.SubgroupSize); both are
+	// SubgroupSize on devices without subgroup size control.
+	MinSubgroupSize uint32   `json:"min_subgroup_size"`
+	MaxSubgroupSize uint32   `json:"max_subgroup_size"`
+	Heaps           []Heap   `json:"heaps"`
+	Features        Features `json:"features"`
+	Limits          Limits   `json:"limits"`
 	// CoopMatrixExt names the cooperative-matrix extension in use
 	// ("VK_KHR_cooperative_matrix" or "VK_NV_cooperative_matrix"; empty
 	// where Features.CoopMatrix is false) and CoopMatrixShapes lists its
@@ -520,6 +532,7 @@ func infoFromC(i int, ci *C.vkllm_info) DeviceInfo {
 			Saturating: s.saturating != 0, Scope: Scope(s.scope),
 		})
 	}
+	subgroupSizeFromC(ci, &d)
 	for k := 0; k < 3; k++ {
 		d.Limits.MaxWorkgroupSize[k] = uint32(ci.max_wg_size[k])
 		d.Limits.MaxWorkgroupCount[k] = uint32(ci.max_wg_count[k])

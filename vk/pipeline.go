@@ -56,6 +56,15 @@ type PipelineDesc struct {
 	// (constant_id 0 is the workgroup size by convention; floats and ints
 	// go in by their bit patterns).
 	Spec []uint32
+	// SubgroupSize, if not 0, is the subgroup size the pipeline requires
+	// (VkPipelineShaderStageRequiredSubgroupSizeCreateInfo): a power of two
+	// within [DeviceInfo.MinSubgroupSize, MaxSubgroupSize] on a device with
+	// Features.SubgroupSizeControl; NewPipeline fails otherwise.
+	SubgroupSize uint32
+	// FullSubgroups requires every subgroup to be full
+	// (REQUIRE_FULL_SUBGROUPS): Features.FullSubgroups and a workgroup size
+	// Spec[0] that is a multiple of the subgroup size.
+	FullSubgroups bool
 }
 
 // Pipeline is a compute pipeline with its layout and a cache of descriptor
@@ -103,6 +112,9 @@ func (d *Device) NewPipeline(desc PipelineDesc) (*Pipeline, error) {
 	if desc.Texel>>desc.Bindings != 0 || desc.Texel&desc.Uniform != 0 {
 		return nil, fmt.Errorf("vk: %s: texel mask %#x names bindings past %d or uniform ones", where, desc.Texel, desc.Bindings)
 	}
+	if err := d.checkSubgroupSize(desc); err != nil {
+		return nil, err
+	}
 	p := &Pipeline{d: d, name: desc.Name, bindings: desc.Bindings, uniform: desc.Uniform, texel: desc.Texel, pushSize: desc.PushSize,
 		cache: map[setKey]gv.DescriptorSet{}, sets: make([]gv.DescriptorSet, 1)}
 	code := make([]uint32, len(desc.SPIRV)/4)
@@ -118,7 +130,8 @@ func (d *Device) NewPipeline(desc PipelineDesc) (*Pipeline, error) {
 	r := C.vkllm_create_pipeline(d.in.ctx, C.VkDevice(unsafe.Pointer(d.dev)),
 		(*C.uint32_t)(unsafe.Pointer(&code[0])), C.size_t(len(desc.SPIRV)),
 		C.uint32_t(desc.Bindings), C.uint32_t(desc.Uniform), C.uint32_t(desc.Texel), C.uint32_t(desc.PushSize),
-		(*C.uint32_t)(unsafe.Pointer(&spec[0])), C.uint32_t(len(desc.Spec)), &out)
+		(*C.uint32_t)(unsafe.Pointer(&spec[0])), C.uint32_t(len(desc.Spec)),
+		C.uint32_t(desc.SubgroupSize), C.uint32_t(b2u(desc.FullSubgroups)), &out)
 	runtime.KeepAlive(code)
 	runtime.KeepAlive(spec)
 	if out.step > 0 {
@@ -296,4 +309,11 @@ func (p *Pipeline) Close() {
 		p.module = nil
 	}
 	delete(d.pipelines, p)
+}
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
 }

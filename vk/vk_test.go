@@ -844,3 +844,86 @@ func TestCopyRegions(t *testing.T) {
 		})
 	}
 }
+
+// TestRequiredSubgroupSize creates subgroup_size pipelines that require
+// each subgroup size the device allows (VK_EXT_subgroup_size_control), full
+// subgroups where it has computeFullSubgroups, and checks that the
+// invocations see that size and the matching subgroup count; sizes outside
+// the device's range, and full subgroups that a workgroup size cannot
+// hold, are errors at creation.
+func TestRequiredSubgroupSize(t *testing.T) {
+	d := vktest.Open(t, vk.Options{})
+	info := d.Info()
+	code, err := shaders.SPIRV("subgroup_size")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wg = 64
+	desc := func(size uint32, full bool, wg uint32) vk.PipelineDesc {
+		return vk.PipelineDesc{Name: "subgroup_size", SPIRV: code, Bindings: 1, Spec: []uint32{wg}, SubgroupSize: size, FullSubgroups: full}
+	}
+	if !info.Features.SubgroupSizeControl {
+		if _, err := d.NewPipeline(desc(info.SubgroupSize, false, wg)); err == nil || !strings.Contains(err.Error(), "no subgroup size control") {
+			t.Errorf("NewPipeline(SubgroupSize %d) on %s without subgroup size control = %v, want an error", info.SubgroupSize, info.Name, err)
+		}
+		if info.MinSubgroupSize != info.SubgroupSize || info.MaxSubgroupSize != info.SubgroupSize {
+			t.Errorf("subgroup size range [%d, %d] without subgroup size control, want the subgroup size %d", info.MinSubgroupSize, info.MaxSubgroupSize, info.SubgroupSize)
+		}
+		return
+	}
+	t.Logf("%s: subgroup sizes %d..%d, full subgroups %v", info.Name, info.MinSubgroupSize, info.MaxSubgroupSize, info.Features.FullSubgroups)
+	if info.MinSubgroupSize == 0 || info.MinSubgroupSize > info.MaxSubgroupSize {
+		t.Fatalf("subgroup size range [%d, %d], want 0 < min <= max", info.MinSubgroupSize, info.MaxSubgroupSize)
+	}
+	buf := newBuf(t, d, 8*wg*2)
+	for size := info.MinSubgroupSize; size <= info.MaxSubgroupSize && size <= wg; size *= 2 {
+		for _, full := range []bool{false, true} {
+			if full && !info.Features.FullSubgroups {
+				continue
+			}
+			p, err := d.NewPipeline(desc(size, full, wg))
+			if err != nil {
+				t.Fatalf("NewPipeline(SubgroupSize %d, full %v): %v", size, full, err)
+			}
+			c, err := d.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Dispatch(p, [3]uint32{2, 1, 1}, nil, buf.All())
+			if err := c.Submit(); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, 8*wg*2)
+			if err := buf.Read(0, got); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 * wg {
+				s, n := binary.LittleEndian.Uint32(got[8*i:]), binary.LittleEndian.Uint32(got[8*i+4:])
+				if s != size || n != wg/size {
+					t.Fatalf("SubgroupSize %d, full %v: invocation %d sees gl_SubgroupSize %d, gl_NumSubgroups %d, want %d and %d", size, full, i, s, n, size, wg/size)
+				}
+			}
+			p.Close()
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		desc vk.PipelineDesc
+		want string
+	}{
+		{"too small", desc(info.MinSubgroupSize/2, false, wg), "want a power of two"},
+		{"too large", desc(2*info.MaxSubgroupSize, false, wg), "want a power of two"},
+		{"not a power of two", desc(3*info.MinSubgroupSize, false, wg), "want a power of two"},
+		{"partial workgroup", desc(info.MaxSubgroupSize, true, info.MaxSubgroupSize+info.MaxSubgroupSize/2+1), "multiple of the subgroup size"},
+	} {
+		if tc.name == "partial workgroup" && !info.Features.FullSubgroups {
+			continue
+		}
+		if tc.desc.SubgroupSize == 0 {
+			continue // min 1: no size below it
+		}
+		if _, err := d.NewPipeline(tc.desc); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewPipeline(%s: SubgroupSize %d, full %v, WG %d) = %v, want an error containing %q", tc.name, tc.desc.SubgroupSize, tc.desc.FullSubgroups, tc.desc.Spec[0], err, tc.want)
+		}
+	}
+}

@@ -67,8 +67,8 @@ func writeDevices(w io.Writer, devs []vk.DeviceInfo, chosen int, asJSON bool) er
 		if d.DriverInfo != "" {
 			driver += " " + d.DriverInfo
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", mark, d.Index, d.Name, d.Type, driver, d.APIVersion,
-			memory(d), computeUnits(d), d.SubgroupSize, gib(d.Limits.MaxStorageBufferRange), features(d.Features))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", mark, d.Index, d.Name, d.Type, driver, d.APIVersion,
+			memory(d), computeUnits(d), subgroupSizes(d), gib(d.Limits.MaxStorageBufferRange), features(d.Features))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -96,6 +96,15 @@ func computeUnits(d vk.DeviceInfo) string {
 		return fmt.Sprintf("~%d", n)
 	}
 	return fmt.Sprint(n)
+}
+
+// subgroupSizes is the device's default subgroup size, followed by the
+// range a pipeline may require where that is wider ("32 (32-64)").
+func subgroupSizes(d vk.DeviceInfo) string {
+	if d.Features.SubgroupSizeControl && d.MinSubgroupSize < d.MaxSubgroupSize {
+		return fmt.Sprintf("%d (%d-%d)", d.SubgroupSize, d.MinSubgroupSize, d.MaxSubgroupSize)
+	}
+	return fmt.Sprint(d.SubgroupSize)
 }
 
 func memory(d vk.DeviceInfo) string {
@@ -128,7 +137,7 @@ func features(f vk.Features) string {
 	}{
 		{f.Storage16, "fp16-storage"}, {f.Float16, "fp16-math"}, {f.Storage8, "int8-storage"}, {f.IntegerDot, "int-dot"},
 		{f.CoopMatrix, "coopmat"}, {f.BufferDeviceAddress, "bda"}, {f.SubgroupArithmetic, "subgroup-arith"},
-		{f.PushDescriptor, "push-descriptor"}, {f.MemoryBudget, "memory-budget"},
+		{f.PushDescriptor, "push-descriptor"}, {f.MemoryBudget, "memory-budget"}, {f.SubgroupSizeControl, "subgroup-size"},
 	} {
 		if x.on {
 			out = append(out, x.name)

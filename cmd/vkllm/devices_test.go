@@ -15,7 +15,8 @@ func TestWriteDevices(t *testing.T) {
 			SubgroupSize: 8, Heaps: []vk.Heap{{Size: 2 << 30, DeviceLocal: true}}, Features: vk.Features{Storage16: true, SubgroupArithmetic: true},
 			Limits: vk.Limits{MaxStorageBufferRange: 128 << 20}},
 		{Index: 1, Name: "Radeon RX 7900", Type: vk.TypeDiscrete, TypeName: "discrete", DriverName: "radv", APIVersion: "1.3.278",
-			SubgroupSize: 64, ComputeUnits: 96, Heaps: []vk.Heap{{Size: 24 << 30, DeviceLocal: true}, {Size: 32 << 30}}, Features: vk.Features{CoopMatrix: true},
+			SubgroupSize: 64, MinSubgroupSize: 32, MaxSubgroupSize: 64, ComputeUnits: 96, Heaps: []vk.Heap{{Size: 24 << 30, DeviceLocal: true}, {Size: 32 << 30}},
+			Features:      vk.Features{CoopMatrix: true, SubgroupSizeControl: true},
 			CoopMatrixExt: "VK_KHR_cooperative_matrix", CoopMatrixShapes: []vk.CoopMatrixShape{
 				{M: 16, N: 16, K: 16, A: vk.ComponentFloat16, B: vk.ComponentFloat16, C: vk.ComponentFloat32, Result: vk.ComponentFloat32, Scope: vk.ScopeSubgroup},
 				{M: 16, N: 16, K: 16, A: vk.ComponentSint8, B: vk.ComponentSint8, C: vk.ComponentSint32, Result: vk.ComponentSint32, Saturating: true, Scope: vk.ScopeSubgroup},
@@ -36,6 +37,9 @@ func TestWriteDevices(t *testing.T) {
 		if !strings.Contains(lines[1], want) {
 			t.Errorf("writeDevices row 0 = %q, want it to contain %q", lines[1], want)
 		}
+	}
+	if !strings.Contains(lines[2], "64 (32-64)") || !strings.Contains(lines[2], "subgroup-size") {
+		t.Errorf("writeDevices row 1 = %q, want its subgroup sizes 64 (32-64) and subgroup-size among the features", lines[2])
 	}
 	if !strings.Contains(lines[2], "  96  ") {
 		t.Errorf("writeDevices row 1 = %q, want its 96 compute units", lines[2])

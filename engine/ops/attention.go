@@ -530,20 +530,25 @@ func splitsFor(groups, keys, units int) int {
 	return max(s, 1)
 }
 
-// SetComputeUnits makes AttentionSplits fill n compute units (n > 0) on
+// SetComputeUnits makes AttentionSplits and the GPU matvec's rows per
+// workgroup (gpuGroupRows) fill n compute units (n > 0) on
 // any device, CPU devices included (tests run the GPUs' split decoding on
 // lavapipe so); n <= 0 restores the default: the device's count
 // (vk.DeviceInfo.EstimateComputeUnits) on GPUs, no splits on CPU devices,
 // whose few cores the unsplit kernels already keep busy.
 func (k *Kernels) SetComputeUnits(n int) {
+	info := k.dev.Info()
+	k.units, _ = info.EstimateComputeUnits()
+	if n > 0 {
+		k.units = n
+	}
 	switch {
 	case n > 0:
 		k.splitUnits = n
 	case k.dev.Info().Type == vk.TypeCPU:
 		k.splitUnits = 0
 	default:
-		info := k.dev.Info()
-		k.splitUnits, _ = info.EstimateComputeUnits()
+		k.splitUnits = k.units
 	}
 }
 

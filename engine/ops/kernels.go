@@ -19,6 +19,7 @@ type pipeKey struct {
 	bindings int
 	push     uint32
 	spec     [maxSpec]uint32
+	sgSize   uint32 // required subgroup size, 0 for the driver's choice
 }
 
 // Kernels creates and caches the compute pipelines of one device and records
@@ -76,6 +77,18 @@ type Kernels struct {
 	// (matmul_coop.go).
 	coop           coopPlan
 	coopOK, coopOn bool
+	// units is the compute units the GPU matvec's rows-per-group rule
+	// fills (gpuGroupRows): the device's estimate, or SetComputeUnits'.
+	units int
+	// groupRows, when not 0, overrides gpuGroupRows (tests).
+	groupRows uint32
+	// views16 lets the GPU matvec kernels read weight blocks through 16-
+	// and 8-bit storage views (useViews16): devices with both
+	// storageBuffer16BitAccess and storageBuffer8BitAccess.
+	views16 bool
+	// sgSize is the subgroup size the matvec subgroup kernels require
+	// (matvecSubgroupSize), 0 to leave it to the driver.
+	sgSize uint32
 }
 
 // cpuMatVecCols is MulMat's crossover on CPU devices: the tiled kernel
@@ -137,6 +150,10 @@ func New(dev *vk.Device) *Kernels {
 		k.texel = dev.Limits().MaxTexelElements >= 1<<16 // R32_UINT texel buffers are required of every device
 	}
 	k.SetComputeUnits(0)
+	k.views16 = dev.Features().Storage16 && dev.Features().Storage8
+	if !k.cpuRows {
+		k.sgSize = matvecSubgroupSize(dev.Info())
+	}
 	// On CPU devices (lavapipe) the float kernels with several rows per
 	// invocation and uniform activations are faster than the integer
 	// path (BenchmarkMatVecRows).
@@ -144,6 +161,23 @@ func New(dev *vk.Device) *Kernels {
 	k.coop, k.coopOK = chooseCoop(dev)
 	k.coopOn = k.coopOK
 	return k
+}
+
+// SetGPUMatVec makes MatVec and MulMat use the GPU matvec layout on any
+// device, CPU devices included (tests run the GPU kernels on lavapipe so):
+// up to 32 invocations per row, 1-4 rows per group of them
+// (gpuGroupRows), the 16- and 8-bit storage views where the device has
+// them, the required subgroup size, passes of gpuMatVecPass columns.
+// SetGPUMatVec(false) restores the device's layout. Call it before
+// PrepareWeight, SetIntegerDot and Q8ScratchBytes.
+func (k *Kernels) SetGPUMatVec(on bool) {
+	if on || k.dev.Info().Type != vk.TypeCPU {
+		k.rowThreads, k.cpuRows, k.matvecCols, k.matvecPass = matvecWG, false, gpuMatVecPass, gpuMatVecPass
+		k.sgSize = matvecSubgroupSize(k.dev.Info())
+		return
+	}
+	k.rowThreads, k.cpuRows, k.matvecCols, k.matvecPass = cpuRowThreads, true, cpuMatVecCols, MatVecMaxCols
+	k.sgSize = 0
 }
 
 // MaxContext is the most positions Attention attends over on this device:
@@ -179,7 +213,8 @@ func (k *Kernels) Pipeline(name string, bindings int, pushSize uint32, spec ...u
 	if len(spec) > maxSpec {
 		return nil, fmt.Errorf("ops: pipeline %s: %d specialization constants, at most %d", name, len(spec), maxSpec)
 	}
-	key := pipeKey{name: name, bindings: bindings, push: pushSize}
+	sgSize, full := k.requiredSubgroupSize(name, spec)
+	key := pipeKey{name: name, bindings: bindings, push: pushSize, sgSize: sgSize}
 	copy(key.spec[:], spec)
 	if p, ok := k.pipes[key]; ok {
 		return p, nil
@@ -189,7 +224,7 @@ func (k *Kernels) Pipeline(name string, bindings int, pushSize uint32, spec ...u
 		return nil, fmt.Errorf("ops: %w", err)
 	}
 	p, err := k.dev.NewPipeline(vk.PipelineDesc{Name: name, SPIRV: code, Bindings: bindings, Uniform: uniformBindings(name), Texel: texelBindings(name),
-		PushSize: pushSize, Spec: append([]uint32(nil), spec...)})
+		PushSize: pushSize, Spec: append([]uint32(nil), spec...), SubgroupSize: sgSize, FullSubgroups: full})
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +249,35 @@ func texelBindings(name string) uint32 {
 		return 1
 	}
 	return 0
+}
+
+// matvecSubgroupSize returns the subgroup size the matvec kernels that
+// reduce with subgroup adds require on a device (vk.PipelineDesc.
+// SubgroupSize): the largest power of two up to the matvec workgroup
+// (matvecWG, 32) that the device's subgroup size control allows, so that
+// the workgroup is one or a few full subgroups (32 on NVIDIA, Intel and AMD
+// RDNA, whose wave32 a workgroup of 32 fills; AMD GCN, whose only size is
+// 64, keeps the driver's choice), or 0 where the device has no control or
+// no such size.
+func matvecSubgroupSize(info vk.DeviceInfo) uint32 {
+	for s := uint32(matvecWG); s > 0 && s >= info.MinSubgroupSize; s /= 2 {
+		if info.SubgroupSizeOK(s) {
+			return s
+		}
+	}
+	return 0
+}
+
+// requiredSubgroupSize returns the subgroup size (0: the driver's) and
+// whether full subgroups are required for the pipeline of variant name
+// with specialization constants spec: the matvec subgroup variants
+// ("matvec_..._sg...") take k.sgSize, full where the device allows it and
+// the workgroup size spec[0] is a multiple of it.
+func (k *Kernels) requiredSubgroupSize(name string, spec []uint32) (uint32, bool) {
+	if k.sgSize == 0 || !strings.HasPrefix(name, "matvec_") || !strings.Contains(name, "_sg") || len(spec) == 0 {
+		return 0, false
+	}
+	return k.sgSize, k.dev.Features().FullSubgroups && spec[0]%k.sgSize == 0
 }
 
 // Close destroys the pipelines. The Kernels must not be used afterwards.

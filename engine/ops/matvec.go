@@ -149,10 +149,7 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 		name = k.coopKernel(names.matmul)
 	}
 	if !tiled {
-		name = names.matvec
-		if k.sg {
-			name = names.matvecSG
-		}
+		name = k.matvecName(w.Type, names, w.Data.Offset)
 	}
 	plain := !w.Type.IsQuantized()
 	tpr := k.matvecTPR(w.Type, w.Cols)
@@ -170,60 +167,105 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 			wRange, wAlign = min(maxRange, 4*lim.MaxTexelElements)&^3, max(align, lim.MinTexelOffsetAlign)
 		}
 	}
-	first := true
-	for r := 0; r < w.Rows; {
-		ch, err := rowChunkAt(r, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), wRange, wAlign)
-		if err != nil {
-			return fmt.Errorf("ops: %s: weight: %w", op, err)
+	it := matvecPasses{w: w, n: n, colStep: colStep, rowBytes: rowBytes, maxRange: wRange, align: wAlign}
+	for it.next() {
+		ch, rows, c0, nc := it.ch, it.rows, it.c0, it.nc
+		xAlign, xRange := align, maxRange
+		if !tiled && xuRange > 0 {
+			xAlign, xRange = xuAlign, xuRange
 		}
-		r = ch.rowEnd
-		wr := vk.Range{Buf: w.Data.Buf, Offset: ch.bindOffset, Size: ch.bindRange}
-		rows := ch.rowEnd - ch.rowBegin
-		for c0 := 0; c0 < n; c0 += colStep {
-			nc := min(colStep, n-c0)
-			xAlign, xRange := align, maxRange
-			if !tiled && xuRange > 0 {
-				xAlign, xRange = xuAlign, xuRange
-			}
-			xr, xOff := bindWindow(x, 4*uint64(c0)*uint64(w.Cols), 4*uint64(nc)*uint64(w.Cols), xAlign, xRange)
-			yr, yOff := bindWindow(y, 4*(uint64(c0)*uint64(w.Rows)+uint64(ch.rowBegin)),
-				4*(uint64(nc-1)*uint64(w.Rows)+uint64(rows)), align, maxRange)
-			push := MatVecPush{
-				K: uint32(w.Cols), M: uint32(rows), N: uint32(nc),
-				WOff: ch.wOff, WStride: uint32(rowBytes),
-				XOff: xOff, XStride: uint32(w.Cols),
-				YOff: yOff, YStride: uint32(w.Rows),
-			}
-			// fast selects the kernels' vector-load path (a specialization
-			// constant, see shaders/matvec.comp).
-			fast := uint32(0)
-			if !o.slow && (w.Cols|int(xOff))%4 == 0 && (!plain || (ch.wOff|uint32(rowBytes))%16 == 0) {
-				fast = 1
-			}
-			rpl := k.rowsPerLane(tpr, rows, nc)
-			wg := k.matvecGroup(tpr)
-			groups := k.Groups(ceilDiv(uint32(rows), wg/tpr*rpl))
-			acc := b2u(o.acc)
-			spec := [6]uint32{wg, uint32(nc), fast, tpr, acc, rpl}
-			nspec := 6
-			if tiled {
-				groups = [3]uint32{ceilDiv(uint32(rows), matmulBM), ceilDiv(uint32(nc), matmulBN), 1}
-				spec, nspec = [6]uint32{matmulWG, fast, acc}, 3
-				if o.coop {
-					spec, nspec = k.coopSpec(fast, acc), 6
-				}
-			}
-			if !first {
-				c.NoBarrier()
-			}
-			first = false
-			if err := Record(k, c, name, spec[:nspec], groups, &push, wr, xr, yr); err != nil {
-				return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
+		xr, xOff := bindWindow(x, 4*uint64(c0)*uint64(w.Cols), 4*uint64(nc)*uint64(w.Cols), xAlign, xRange)
+		yr, yOff := bindWindow(y, 4*(uint64(c0)*uint64(w.Rows)+uint64(ch.rowBegin)),
+			4*(uint64(nc-1)*uint64(w.Rows)+uint64(rows)), align, maxRange)
+		push := MatVecPush{
+			K: uint32(w.Cols), M: uint32(rows), N: uint32(nc),
+			WOff: ch.wOff, WStride: uint32(rowBytes),
+			XOff: xOff, XStride: uint32(w.Cols),
+			YOff: yOff, YStride: uint32(w.Rows),
+		}
+		// fast selects the kernels' vector-load path (a specialization
+		// constant, see shaders/matvec.comp).
+		fast := uint32(0)
+		if !o.slow && (w.Cols|int(xOff))%4 == 0 && (!plain || (ch.wOff|uint32(rowBytes))%16 == 0) {
+			fast = 1
+		}
+		rpl := k.rowsPerLane(tpr, rows, nc)
+		wg := k.matvecGroup(tpr)
+		groups := k.Groups(ceilDiv(uint32(rows), wg/tpr*rpl))
+		acc := b2u(o.acc)
+		spec := [6]uint32{wg, uint32(nc), fast, tpr, acc, rpl}
+		nspec := 6
+		if tiled {
+			groups = [3]uint32{ceilDiv(uint32(rows), matmulBM), ceilDiv(uint32(nc), matmulBN), 1}
+			spec, nspec = [6]uint32{matmulWG, fast, acc}, 3
+			if o.coop {
+				spec, nspec = k.coopSpec(fast, acc), 6
 			}
 		}
+		if !it.first() {
+			c.NoBarrier()
+		}
+		if err := Record(k, c, name, spec[:nspec], groups, &push, it.wr, xr, yr); err != nil {
+			return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
+		}
+	}
+	if it.err != nil {
+		return fmt.Errorf("ops: %s: weight: %w", op, it.err)
 	}
 	return nil
 }
+
+// matvecPasses walks the dispatches of one product, for mulMat and
+// mulMatQ8: each window of weight rows that fits a binding (rowChunkAt) and
+// in it each pass of up to colStep activation columns. Use it as
+//
+//	it := matvecPasses{...}
+//	for it.next() { ... it.ch, it.wr, it.rows, it.c0, it.nc ... }
+//	if it.err != nil { ... }
+//
+// It allocates nothing.
+type matvecPasses struct {
+	w                         Weight
+	n, colStep                int
+	rowBytes, maxRange, align uint64
+
+	ch     rowChunk // the window
+	wr     vk.Range // its binding
+	rows   int      // its rows
+	c0, nc int      // the pass's first column and column count
+	passes int      // passes so far, this one included
+	err    error    // why the walk stopped early, if it did
+}
+
+// next moves to the next pass, reporting false after the last or on an
+// error (in it.err).
+func (it *matvecPasses) next() bool {
+	if it.passes > 0 {
+		if it.c0+it.colStep < it.n {
+			it.c0 += it.colStep
+			it.nc = min(it.colStep, it.n-it.c0)
+			it.passes++
+			return true
+		}
+		if it.ch.rowEnd >= it.w.Rows {
+			return false
+		}
+	}
+	ch, err := rowChunkAt(it.ch.rowEnd, it.w.Data.Offset, it.rowBytes, it.w.Rows, it.w.Data.Buf.Size(), it.maxRange, it.align)
+	if err != nil {
+		it.err = err
+		return false
+	}
+	it.ch, it.rows = ch, ch.rowEnd-ch.rowBegin
+	it.wr = vk.Range{Buf: it.w.Data.Buf, Offset: ch.bindOffset, Size: ch.bindRange}
+	it.c0, it.nc = 0, min(it.colStep, it.n)
+	it.passes++
+	return true
+}
+
+// first reports whether the current pass is the product's first dispatch
+// (the others skip the barrier: they write disjoint outputs).
+func (it *matvecPasses) first() bool { return it.passes == 1 }
 
 // xuLimits returns the binding limit and offset alignment of the
 // activations' uniform buffer when the matvec kernel reads them from one
@@ -266,13 +308,17 @@ func (k *Kernels) matvecTPR(t gguf.GGMLType, cols int) uint32 {
 // specialization constant of shaders/matvec.comp) for a window of rows
 // weight rows and n activation columns. Only CPU devices (k.cpuRows) compute
 // several rows per invocation, and only where one invocation does a whole
-// row (tpr 1): 4 rows for one to three columns, 16 for more, fewer for
+// row (tpr 1); GPUs give each group of tpr > 1 invocations gpuGroupRows
+// consecutive rows instead. On CPU devices: 4 rows for one to three columns, 16 for more, fewer for
 // short matrices so that every CPU thread gets about two workgroups.
 // Process CPU time per product on lavapipe (Q8_0 8000 x 256, 16 columns,
 // workgroups of 8): 11.8 ms with 4 rows per invocation, 7.2-7.9 ms with
 // 8, 5.3-6.6 ms with 16 (BenchmarkMatVecRows).
 func (k *Kernels) rowsPerLane(tpr uint32, rows, n int) uint32 {
-	if tpr != 1 || !k.cpuRows {
+	if !k.cpuRows {
+		return k.gpuGroupRows(tpr, rows)
+	}
+	if tpr != 1 {
 		return 1
 	}
 	rpl := 4
@@ -293,6 +339,75 @@ func (k *Kernels) matvecGroup(tpr uint32) uint32 {
 		return cpuMatVecWG
 	}
 	return matvecWG
+}
+
+// matvecName picks the float matvec variant for a weight of type t at byte
+// offset off: the subgroup one where the kernels use subgroups, reading
+// the blocks through 16- and 8-bit views where useViews16 allows and the
+// type has such variants.
+func (k *Kernels) matvecName(t gguf.GGMLType, names weightKernels, off uint64) string {
+	if plain, sg, ok := matvecS16Kernels(t); ok && k.useViews16(off) {
+		if k.sg {
+			return sg
+		}
+		return plain
+	}
+	if k.sg {
+		return names.matvecSG
+	}
+	return names.matvec
+}
+
+// useViews16 reports whether the GPU matvec kernels read a weight at byte
+// offset off through 16- and 8-bit storage views (the _s16 variants): on
+// GPUs with storageBuffer16BitAccess and storageBuffer8BitAccess, for
+// weights at even offsets (their blocks then all start at even offsets).
+// CPU devices keep the word loads of their row kernels.
+func (k *Kernels) useViews16(off uint64) bool {
+	return k.views16 && !k.cpuRows && off%2 == 0
+}
+
+// maxGroupRows is the most rows one group of GPU matvec invocations
+// computes (MAX_GR of shaders/matvec.comp and matvec_idot.comp).
+const maxGroupRows = 4
+
+// gpuGroupsPerUnit is the fewest matvec workgroups per compute unit that
+// gpuGroupRows keeps: several resident workgroups per unit hide the
+// weights' memory latency, which one workgroup of 32 invocations cannot.
+const gpuGroupsPerUnit = 4
+
+// gpuGroupRows returns the rows each group of tpr invocations computes in
+// the GPU matvec kernels (their RPL/GR specialization constant) for a
+// window of rows weight rows: maxGroupRows (4), halved while the
+// workgroups would number fewer than gpuGroupsPerUnit per compute unit
+// (k.units), down to 1, so that short matrices still fill the GPU and
+// tall ones read 4 rows' blocks per invocation against one set of
+// activation loads, with a quarter of the workgroups and reductions. With
+// tpr 1 (rows of one sub-block) it is 1. k.groupRows, when set (tests),
+// overrides the rule where tpr > 1. Unmeasured: chosen without a GPU at
+// hand (see docs/performance.md).
+func (k *Kernels) gpuGroupRows(tpr uint32, rows int) uint32 {
+	if tpr <= 1 {
+		return 1
+	}
+	if k.groupRows > 0 {
+		return k.groupRows
+	}
+	rpw := matvecWG / tpr
+	gr := uint32(maxGroupRows)
+	for gr > 1 && int(ceilDiv(uint32(min(rows, 1<<30)), rpw*gr)) < gpuGroupsPerUnit*max(k.units, 1) {
+		gr /= 2
+	}
+	return gr
+}
+
+// idotGroupRows is gpuGroupRows for the integer-dot kernels, 1 in the CPU
+// layout.
+func (k *Kernels) idotGroupRows(tpr uint32, rows int) uint32 {
+	if k.cpuRows {
+		return 1
+	}
+	return k.gpuGroupRows(tpr, rows)
 }
 
 // cpuMatVecWG is the matvec workgroup size on CPU devices: one subgroup of
@@ -324,7 +439,7 @@ func (k *Kernels) PrepareWeight(t gguf.GGMLType, rows, cols int, accumulate bool
 		fast = 1
 	}
 	push := uint32(unsafe.Sizeof(MatVecPush{}))
-	if ok, err := k.prepareQ8(t, cols, accumulate); err != nil || ok {
+	if ok, err := k.prepareQ8(t, rows, cols, accumulate); err != nil || ok {
 		if err != nil {
 			return err
 		}
@@ -332,10 +447,7 @@ func (k *Kernels) PrepareWeight(t gguf.GGMLType, rows, cols int, accumulate bool
 		// wider batches the tiled kernel.
 		return k.prepareTiled(names.matmul, push, fast, b2u(accumulate))
 	}
-	name := names.matvec
-	if k.sg {
-		name = names.matvecSG
-	}
+	name := k.matvecName(t, names, 0)
 	tpr, acc := k.matvecTPR(t, cols), b2u(accumulate)
 	for n := uint32(1); n <= uint32(k.matvecPass); n++ {
 		rpl := k.rowsPerLane(tpr, rows, int(n))

@@ -206,10 +206,13 @@ func (k *Kernels) mulMatFused(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint32
 }
 
 // fusedRowsPerLane is rowsPerLane for the fused kernel's outRows output
-// rows: in the GLU epilogues an invocation's rows are gate and up rows,
+// rows on CPU devices (1 on GPUs): in the GLU epilogues an invocation's rows are gate and up rows,
 // so it computes half as many outputs (at least two weight rows where it
 // computes several).
 func (k *Kernels) fusedRowsPerLane(tpr uint32, outRows, n int, glu bool) uint32 {
+	if !k.cpuRows {
+		return 1 // matvec_fused.comp has no several rows per group on GPUs
+	}
 	rpl := k.rowsPerLane(tpr, outRows, n)
 	if glu && rpl > 1 {
 		return max(rpl, 2)

@@ -48,40 +48,70 @@ type q8State struct {
 	valid     bool
 }
 
+// idotNames are the integer-dot matvec variants of one weight type: plain
+// and subgroup, and the same reading the blocks through 16- and 8-bit
+// storage views ("" where the type has none).
+type idotNames struct {
+	plain, sg, plain16, sg16 string
+}
+
 // idotKernels returns the integer-dot matvec variants for weight type t,
-// plain and subgroup, or false for types that keep the float kernels.
-func idotKernels(t gguf.GGMLType) (plain, sg string, ok bool) {
+// or false for types that keep the float kernels.
+func idotKernels(t gguf.GGMLType) (idotNames, bool) {
 	switch t {
 	case gguf.TypeQ4_0:
-		return "matvec_q4_0_q8_1_f32", "matvec_q4_0_q8_1_f32_sg", true
+		return idotNames{"matvec_q4_0_q8_1_f32", "matvec_q4_0_q8_1_f32_sg", "matvec_q4_0_q8_1_f32_s16", "matvec_q4_0_q8_1_f32_sg_s16"}, true
 	case gguf.TypeQ4_1:
-		return "matvec_q4_1_q8_1_f32", "matvec_q4_1_q8_1_f32_sg", true
+		return idotNames{"matvec_q4_1_q8_1_f32", "matvec_q4_1_q8_1_f32_sg", "", ""}, true
 	case gguf.TypeQ5_0:
-		return "matvec_q5_0_q8_1_f32", "matvec_q5_0_q8_1_f32_sg", true
+		return idotNames{"matvec_q5_0_q8_1_f32", "matvec_q5_0_q8_1_f32_sg", "", ""}, true
 	case gguf.TypeQ5_1:
-		return "matvec_q5_1_q8_1_f32", "matvec_q5_1_q8_1_f32_sg", true
+		return idotNames{"matvec_q5_1_q8_1_f32", "matvec_q5_1_q8_1_f32_sg", "", ""}, true
 	case gguf.TypeQ8_0:
-		return "matvec_q8_0_q8_1_f32", "matvec_q8_0_q8_1_f32_sg", true
+		return idotNames{"matvec_q8_0_q8_1_f32", "matvec_q8_0_q8_1_f32_sg", "matvec_q8_0_q8_1_f32_s16", "matvec_q8_0_q8_1_f32_sg_s16"}, true
+	case gguf.TypeQ2_K:
+		return idotNames{"matvec_q2_k_q8_1_f32", "matvec_q2_k_q8_1_f32_sg", "", ""}, true
+	case gguf.TypeQ3_K:
+		return idotNames{"matvec_q3_k_q8_1_f32", "matvec_q3_k_q8_1_f32_sg", "", ""}, true
 	case gguf.TypeQ4_K:
-		return "matvec_q4_k_q8_1_f32", "matvec_q4_k_q8_1_f32_sg", true
+		return idotNames{"matvec_q4_k_q8_1_f32", "matvec_q4_k_q8_1_f32_sg", "matvec_q4_k_q8_1_f32_s16", "matvec_q4_k_q8_1_f32_sg_s16"}, true
 	case gguf.TypeQ5_K:
-		return "matvec_q5_k_q8_1_f32", "matvec_q5_k_q8_1_f32_sg", true
+		return idotNames{"matvec_q5_k_q8_1_f32", "matvec_q5_k_q8_1_f32_sg", "matvec_q5_k_q8_1_f32_s16", "matvec_q5_k_q8_1_f32_sg_s16"}, true
 	case gguf.TypeQ6_K:
-		return "matvec_q6_k_q8_1_f32", "matvec_q6_k_q8_1_f32_sg", true
+		return idotNames{"matvec_q6_k_q8_1_f32", "matvec_q6_k_q8_1_f32_sg", "matvec_q6_k_q8_1_f32_s16", "matvec_q6_k_q8_1_f32_sg_s16"}, true
+	case gguf.TypeIQ4_NL:
+		return idotNames{"matvec_iq4_nl_q8_1_f32", "matvec_iq4_nl_q8_1_f32_sg", "", ""}, true
+	case gguf.TypeIQ4_XS:
+		return idotNames{"matvec_iq4_xs_q8_1_f32", "matvec_iq4_xs_q8_1_f32_sg", "", ""}, true
 	}
-	return "", "", false
+	return idotNames{}, false
+}
+
+// idotName picks the integer-dot variant for a weight at byte offset off.
+func (k *Kernels) idotName(names idotNames, off uint64) string {
+	if k.useViews16(off) && names.plain16 != "" {
+		if k.sg {
+			return names.sg16
+		}
+		return names.plain16
+	}
+	if k.sg {
+		return names.sg
+	}
+	return names.plain
 }
 
 // HasIntegerDot reports whether weights of type t have an integer-dot
 // matvec kernel.
 func HasIntegerDot(t gguf.GGMLType) bool {
-	_, _, ok := idotKernels(t)
+	_, ok := idotKernels(t)
 	return ok
 }
 
 // IntegerDot reports whether MulMat and MatVec take the integer-dot path
-// for the types that have one (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K,
-// Q6_K): on by default on GPUs with shaderIntegerDotProduct, off on CPU
+// for the types that have one (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
+// Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS: every quantized type the float kernels
+// take): on by default on GPUs with shaderIntegerDotProduct, off on CPU
 // devices, where the float kernels are faster.
 func (k *Kernels) IntegerDot() bool { return k.intDot }
 
@@ -129,7 +159,7 @@ func (k *Kernels) useQ8(t gguf.GGMLType, cols, n int, tiled bool) bool {
 	if !k.intDot || tiled || k.q8.scratch.Buf == nil || cols%32 != 0 {
 		return false
 	}
-	if _, _, ok := idotKernels(t); !ok {
+	if _, ok := idotKernels(t); !ok {
 		return false
 	}
 	return 4*q8Words(cols)*uint64(n) <= k.q8.scratch.Size
@@ -152,11 +182,8 @@ const idotPass = gpuMatVecPass
 // projections, gate and up) reuses its quantization.
 func (k *Kernels) mulMatQ8(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o mulOpts, maxRange, align, budget uint64) error {
 	const op = "MatVec"
-	plainName, sgName, _ := idotKernels(w.Type)
-	name := plainName
-	if k.sg {
-		name = sgName
-	}
+	names, _ := idotKernels(w.Type)
+	name := k.idotName(names, w.Data.Offset)
 	rowBytes, _ := weightRowBytes(w.Type, w.Cols)
 	words := q8Words(w.Cols)
 	q := k.q8.scratch
@@ -175,38 +202,31 @@ func (k *Kernels) mulMatQ8(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o
 	colStep := min(n, k.matvecPass, idotPass)
 	tpr := k.matvecTPR(w.Type, w.Cols)
 	wg := k.matvecGroup(tpr)
-	first := true
-	for r := 0; r < w.Rows; {
-		ch, err := rowChunkAt(r, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), maxRange, align)
-		if err != nil {
-			return fmt.Errorf("ops: %s: weight: %w", op, err)
+	it := matvecPasses{w: w, n: n, colStep: colStep, rowBytes: rowBytes, maxRange: maxRange, align: align}
+	for it.next() {
+		ch, rows, c0, nc := it.ch, it.rows, it.c0, it.nc
+		yr, yOff := bindWindow(y, 4*(uint64(c0)*uint64(w.Rows)+uint64(ch.rowBegin)),
+			4*(uint64(nc-1)*uint64(w.Rows)+uint64(rows)), align, maxRange)
+		push := MatVecPush{
+			K: uint32(w.Cols), M: uint32(rows), N: uint32(nc),
+			WOff: ch.wOff, WStride: uint32(rowBytes),
+			XOff: uint32(uint64(c0) * words), XStride: uint32(words),
+			YOff: yOff, YStride: uint32(w.Rows),
 		}
-		r = ch.rowEnd
-		wr := vk.Range{Buf: w.Data.Buf, Offset: ch.bindOffset, Size: ch.bindRange}
-		rows := ch.rowEnd - ch.rowBegin
-		for c0 := 0; c0 < n; c0 += colStep {
-			nc := min(colStep, n-c0)
-			yr, yOff := bindWindow(y, 4*(uint64(c0)*uint64(w.Rows)+uint64(ch.rowBegin)),
-				4*(uint64(nc-1)*uint64(w.Rows)+uint64(rows)), align, maxRange)
-			push := MatVecPush{
-				K: uint32(w.Cols), M: uint32(rows), N: uint32(nc),
-				WOff: ch.wOff, WStride: uint32(rowBytes),
-				XOff: uint32(uint64(c0) * words), XStride: uint32(words),
-				YOff: yOff, YStride: uint32(w.Rows),
-			}
-			// After a quantization the automatic barrier orders the
-			// first dispatch after it; a reused one keeps the caller's
-			// skip.
-			if !first {
-				c.NoBarrier()
-			}
-			first = false
-			spec := []uint32{wg, uint32(nc), tpr, b2u(o.acc)}
-			groups := k.Groups(ceilDiv(uint32(rows), wg/tpr))
-			if err := Record(k, c, name, spec, groups, &push, wr, q, yr); err != nil {
-				return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
-			}
+		// After a quantization the automatic barrier orders the first
+		// dispatch after it; a reused one keeps the caller's skip.
+		if !it.first() {
+			c.NoBarrier()
 		}
+		gr := k.idotGroupRows(tpr, rows)
+		spec := [5]uint32{wg, uint32(nc), tpr, b2u(o.acc), gr}
+		groups := k.Groups(ceilDiv(uint32(rows), wg/tpr*gr))
+		if err := Record(k, c, name, spec[:], groups, &push, it.wr, q, yr); err != nil {
+			return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
+		}
+	}
+	if it.err != nil {
+		return fmt.Errorf("ops: %s: weight: %w", op, it.err)
 	}
 	if !reuse {
 		k.q8.x, k.q8.cols, k.q8.n = x, w.Cols, n
@@ -241,25 +261,22 @@ func (k *Kernels) quantizeQ8(c *vk.Cmd, x vk.Range, cols, n int, slow bool, maxR
 	return nil
 }
 
-// prepareQ8 creates the integer-dot pipelines for weights of type t with
-// rows of cols elements (PrepareWeight's part for the path), reporting
+// prepareQ8 creates the integer-dot pipelines for weights of type t of
+// rows rows of cols elements (PrepareWeight's part for the path), reporting
 // whether the path applies.
-func (k *Kernels) prepareQ8(t gguf.GGMLType, cols int, accumulate bool) (bool, error) {
-	plainName, sgName, ok := idotKernels(t)
+func (k *Kernels) prepareQ8(t gguf.GGMLType, rows, cols int, accumulate bool) (bool, error) {
+	names, ok := idotKernels(t)
 	if !k.intDot || !ok || cols%32 != 0 {
 		return false, nil
 	}
-	name := plainName
-	if k.sg {
-		name = sgName
-	}
+	name := k.idotName(names, 0)
 	mv, qz := uint32(unsafe.Sizeof(MatVecPush{})), uint32(unsafe.Sizeof(QuantizePush{}))
 	if _, err := k.Pipeline("quantize_f32_q8_1", 2, qz, quantizeWG, 1); err != nil {
 		return false, err
 	}
 	tpr := k.matvecTPR(t, cols)
 	for n := uint32(1); n <= uint32(min(k.matvecPass, idotPass)); n++ {
-		if _, err := k.Pipeline(name, 3, mv, k.matvecGroup(tpr), n, tpr, b2u(accumulate)); err != nil {
+		if _, err := k.Pipeline(name, 3, mv, k.matvecGroup(tpr), n, tpr, b2u(accumulate), k.idotGroupRows(tpr, rows)); err != nil {
 			return false, err
 		}
 	}

@@ -12,7 +12,8 @@ import (
 // idotTypes are the weight formats with an integer-dot matvec kernel.
 var idotTypes = []gguf.GGMLType{
 	gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ8_0,
-	gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K,
+	gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K,
+	gguf.TypeIQ4_NL, gguf.TypeIQ4_XS,
 }
 
 // idotRig returns a rig whose kernels take the integer-dot path, skipping
@@ -245,31 +246,16 @@ func testMulQ8(t *testing.T, g *rig, typ gguf.GGMLType, m mulCase) {
 	}
 }
 
-// TestMatVecIntDot runs the integer-dot matvec over TestMatVec's shapes
-// (rows that do not fill a workgroup, 1..19 columns, several passes,
-// MulMatAdd, bindings in windows, scalar loads) for every format that has
-// the path, with the GPU layout (up to 32 invocations per row) and the CPU
-// one (one per row).
+// TestMatVecIntDot runs the integer-dot matvec over matvecCases (rows
+// that do not fill a workgroup, 1..19 columns, several passes, MulMatAdd,
+// bindings in windows, scalar loads) for every format that has the path,
+// with the GPU layout (up to 32 invocations per row) and the CPU one (one
+// per row).
 func TestMatVecIntDot(t *testing.T) {
 	g := idotRig(t)
 	for _, typ := range idotTypes {
 		t.Run(typ.String(), func(t *testing.T) {
-			cols := testCols(typ)
-			rowBytes, _ := typ.RowSize(uint64(cols))
-			cases := []mulCase{
-				{rows: 37, cols: cols, n: 1},
-				{rows: 37, cols: cols, n: 3, lead: 2},
-				{rows: 37, cols: cols, n: 8},
-				{rows: 9, cols: 3 * cols, n: 5},
-				{rows: 6, cols: 1024, n: 2},
-				{rows: 13, cols: cols, n: 6, xyLead: 4},
-				{rows: 11, cols: cols, n: 19}, // three passes
-				{rows: 37, cols: cols, n: 1, acc: true},
-				{rows: 23, cols: cols, n: 5, lead: 6, xyLead: 8, acc: true, maxRange: 5*rowBytes + 4*uint64(cols) + 64},
-				{rows: 19, cols: cols, n: 7, slow: true, xyLead: 4},
-				{rows: 23, cols: cols, n: 2, lead: 6, maxRange: 5*rowBytes + 4*uint64(cols) + 64},
-				{rows: 300, cols: cols, n: 4},
-			}
+			cases := append(matvecCases(typ), mulCase{rows: 300, cols: testCols(typ), n: 4})
 			both(t, g, func(t *testing.T) {
 				defer func(cap uint32, rows bool) { g.k.rowThreads, g.k.cpuRows = cap, rows }(g.k.rowThreads, g.k.cpuRows)
 				for _, cap := range []uint32{matvecWG, cpuRowThreads} {
@@ -279,6 +265,30 @@ func TestMatVecIntDot(t *testing.T) {
 							t.Run(m.String(), func(t *testing.T) { testMulQ8(t, g, typ, m) })
 						}
 					})
+				}
+			})
+		})
+	}
+}
+
+func hasIntDotS16(t gguf.GGMLType) bool {
+	names, ok := idotKernels(t)
+	return ok && names.plain16 != ""
+}
+
+// TestMatVecIntDotGPU runs the GPU layout's integer-dot variants over
+// gpuCases: 1, 2 and 4 rows per group of invocations, the 16- and 8-bit
+// storage views where the type has them, subgroup (at the required
+// subgroup size where the device has subgroup size control) and
+// shared-memory reductions.
+func TestMatVecIntDotGPU(t *testing.T) {
+	g := idotRig(t)
+	for _, typ := range idotTypes {
+		t.Run(typ.String(), func(t *testing.T) {
+			cases := gpuCases(typ)
+			gpuVariants(t, g, typ, hasIntDotS16, func(t *testing.T) {
+				for _, m := range cases {
+					t.Run(m.String(), func(t *testing.T) { testMulQ8(t, g, typ, m) })
 				}
 			})
 		})

@@ -125,3 +125,22 @@ func kernelsFor(t gguf.GGMLType) (weightKernels, bool) {
 	}
 	return weightKernels{}, false
 }
+
+// matvecS16Kernels returns the float matvec variants that read the weight
+// blocks through 16- and 8-bit storage views (quant.glsl's A_16BIT), plain
+// and subgroup, or false for the types without them.
+func matvecS16Kernels(t gguf.GGMLType) (plain, sg string, ok bool) {
+	switch t {
+	case gguf.TypeQ4_0:
+		return "matvec_q4_0_f32_s16", "matvec_q4_0_f32_sg_s16", true
+	case gguf.TypeQ8_0:
+		return "matvec_q8_0_f32_s16", "matvec_q8_0_f32_sg_s16", true
+	case gguf.TypeQ4_K:
+		return "matvec_q4_k_f32_s16", "matvec_q4_k_f32_sg_s16", true
+	case gguf.TypeQ5_K:
+		return "matvec_q5_k_f32_s16", "matvec_q5_k_f32_sg_s16", true
+	case gguf.TypeQ6_K:
+		return "matvec_q6_k_f32_s16", "matvec_q6_k_f32_sg_s16", true
+	}
+	return "", "", false
+}

@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -92,50 +93,62 @@ func testMul(t *testing.T, g *rig, typ gguf.GGMLType, m mulCase, tiled bool) {
 	checkProductTol(t, fmt.Sprintf("%s(%v, %v)", name, typ, m), g.downF32(y, m.n*m.rows), want, mag, m.rows, rel, abs)
 }
 
+// matvecCases are the shapes every matvec kernel is tested over for
+// weight type typ: rows that do not fill a workgroup (nor a multiple of 2
+// or 4 rows per group), 1..19 columns (several passes), weights at
+// unaligned offsets, activations and outputs at offsets, MulMatAdd,
+// bindings of a few rows, scalar loads.
+func matvecCases(typ gguf.GGMLType) []mulCase {
+	cols := testCols(typ)
+	rowBytes, _ := typ.RowSize(uint64(cols))
+	return []mulCase{
+		{rows: 37, cols: cols, n: 1},
+		{rows: 37, cols: cols, n: 3, lead: 2},
+		{rows: 37, cols: cols, n: 8},
+		{rows: 9, cols: 3 * cols, n: 5},
+		{rows: 19, cols: vecCols(typ), n: 4},
+		{rows: 6, cols: 1024, n: 2}, // 32 units of work: one row per workgroup
+		{rows: 13, cols: cols, n: 6, xyLead: 4},
+		{rows: 11, cols: cols, n: 19}, // three passes over the weights
+		{rows: 37, cols: cols, n: 1, acc: true},
+		{rows: 23, cols: cols, n: 5, lead: 6, xyLead: 8, acc: true, maxRange: 5*rowBytes + 4*uint64(cols) + 64},
+		{rows: 19, cols: vecCols(typ), n: 7, slow: true},
+		// Bindings of a few rows: the weight is split in windows
+		// whose first row is not at an aligned offset.
+		{rows: 23, cols: cols, n: 2, lead: 6, maxRange: 5*rowBytes + 4*uint64(cols) + 64},
+	}
+}
+
 func TestMatVec(t *testing.T) {
 	g := newRig(t)
 	for _, typ := range weightTypes {
 		t.Run(typ.String(), func(t *testing.T) {
 			cols := testCols(typ)
 			rowBytes, _ := typ.RowSize(uint64(cols))
-			cases := []mulCase{
-				{rows: 37, cols: cols, n: 1},
-				{rows: 37, cols: cols, n: 3, lead: 2},
-				{rows: 37, cols: cols, n: 8},
-				{rows: 9, cols: 3 * cols, n: 5},
-				{rows: 19, cols: vecCols(typ), n: 4},
-				{rows: 6, cols: 1024, n: 2}, // 32 units of work: one row per workgroup
-				{rows: 13, cols: cols, n: 6, xyLead: 4},
-				{rows: 11, cols: cols, n: 19}, // three passes over the weights
-				{rows: 37, cols: cols, n: 1, acc: true},
-				{rows: 23, cols: cols, n: 5, lead: 6, xyLead: 8, acc: true, maxRange: 5*rowBytes + 4*uint64(cols) + 64},
-				{rows: 19, cols: vecCols(typ), n: 7, slow: true},
-				// Bindings of a few rows: the weight is split in windows
-				// whose first row is not at an aligned offset.
-				{rows: 23, cols: cols, n: 2, lead: 6, maxRange: 5*rowBytes + 4*uint64(cols) + 64},
+			cases := append(matvecCases(typ),
 				// Several rows per invocation on CPU devices (rowsPerLane
 				// 2, 4 and 8), with a partial last workgroup.
-				{rows: 300, cols: cols, n: 3},
-				{rows: 600, cols: cols, n: 1, lead: 2, acc: true},
-				{rows: 700, cols: vecCols(typ), n: 4, slow: true},
-				{rows: 1100, cols: cols, n: 5, xyLead: 4},
-				{rows: 260, cols: cols, n: 4},
-				{rows: 100, cols: cols, n: 2},
+				mulCase{rows: 300, cols: cols, n: 3},
+				mulCase{rows: 600, cols: cols, n: 1, lead: 2, acc: true},
+				mulCase{rows: 700, cols: vecCols(typ), n: 4, slow: true},
+				mulCase{rows: 1100, cols: cols, n: 5, xyLead: 4},
+				mulCase{rows: 260, cols: cols, n: 4},
+				mulCase{rows: 100, cols: cols, n: 2},
 				// CPU devices read the activations from a uniform
 				// buffer where a pass fits one (the _xu variants):
 				// the same cases from a storage buffer, and a pass too
 				// wide for 64 KiB that falls back to one.
-				{rows: 300, cols: cols, n: 3, ssbo: true},
-				{rows: 1100, cols: cols, n: 5, xyLead: 4, ssbo: true},
-				{rows: 11, cols: cols, n: 19, ssbo: true},
+				mulCase{rows: 300, cols: cols, n: 3, ssbo: true},
+				mulCase{rows: 1100, cols: cols, n: 5, xyLead: 4, ssbo: true},
+				mulCase{rows: 11, cols: cols, n: 19, ssbo: true},
 				// With the activations in a uniform buffer, CPU
 				// devices read the weights from a texel buffer (the
 				// _xt variants); the same cases from a storage buffer.
-				{rows: 300, cols: cols, n: 3, xu: true},
-				{rows: 1100, cols: cols, n: 5, xyLead: 4, xu: true},
-				{rows: 23, cols: cols, n: 2, lead: 6, maxRange: 5*rowBytes + 4*uint64(cols) + 64, xu: true},
-				{rows: 37, cols: 8192, n: 3},
-			}
+				mulCase{rows: 300, cols: cols, n: 3, xu: true},
+				mulCase{rows: 1100, cols: cols, n: 5, xyLead: 4, xu: true},
+				mulCase{rows: 23, cols: cols, n: 2, lead: 6, maxRange: 5*rowBytes + 4*uint64(cols) + 64, xu: true},
+				mulCase{rows: 37, cols: 8192, n: 3},
+			)
 			both(t, g, func(t *testing.T) {
 				// The device's layout, and the other one: CPU devices
 				// cap the invocations per row, GPUs do not.
@@ -156,6 +169,121 @@ func TestMatVec(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// gpuLayout switches g's kernels to the GPU matvec layout (SetGPUMatVec)
+// with groupRows rows per group of invocations and the 16- and 8-bit
+// storage views on or off, whatever the device, for the test's duration.
+func gpuLayout(t *testing.T, g *rig, groupRows uint32, views16 bool) {
+	k := g.k
+	savedRows, savedViews := k.groupRows, k.views16
+	t.Cleanup(func() {
+		k.SetGPUMatVec(false)
+		k.groupRows, k.views16 = savedRows, savedViews
+	})
+	k.SetGPUMatVec(true)
+	k.groupRows, k.views16 = groupRows, views16
+}
+
+// gpuVariants runs f once per GPU matvec variant for weight type typ:
+// 1, 2 and 4 rows per group of invocations, each with the word loads and,
+// where the type has them (hasViews16) and the device the features, the
+// 16- and 8-bit storage views; all with subgroup reductions where the
+// device has them, and 4 rows per group with the shared-memory ones too.
+func gpuVariants(t *testing.T, g *rig, typ gguf.GGMLType, hasViews16 func(gguf.GGMLType) bool, f func(t *testing.T)) {
+	defer g.k.SetSubgroups(true)
+	f16 := g.k.dev.Features().Storage16 && g.k.dev.Features().Storage8
+	for _, gr := range []uint32{1, 2, 4} {
+		for _, views := range []bool{false, true} {
+			for _, sg := range []bool{true, false} {
+				g.k.SetSubgroups(sg)
+				if views && !(f16 && hasViews16(typ)) || sg && !g.k.Subgroups() || !sg && gr != 4 && g.k.dev.Features().SubgroupArithmetic {
+					continue
+				}
+				name := fmt.Sprintf("rows%d", gr)
+				if views {
+					name += "_s16"
+				}
+				if !sg {
+					name += "_shared"
+				}
+				t.Run(name, func(t *testing.T) {
+					gpuLayout(t, g, gr, views)
+					// The kernels must pick what the name says.
+					names, _ := kernelsFor(typ)
+					if got := g.k.matvecName(typ, names, 0); views != strings.HasSuffix(got, "_s16") {
+						t.Fatalf("matvecName(%v) = %s with views16 %v", typ, got, views)
+					}
+					if got := g.k.rowsPerLane(matvecWG, 37, 1); got != gr {
+						t.Fatalf("rowsPerLane(%d, 37 rows) = %d, want %d", matvecWG, got, gr)
+					}
+					f(t)
+				})
+			}
+		}
+	}
+}
+
+// gpuCases are the matvecCases that the GPU variants are tested over
+// (lavapipe compiles a pipeline per column count, so fewer of them): rows
+// not a multiple of 2 or 4, 1 to 8 columns, rows shorter than a workgroup,
+// weights at unaligned offsets, MulMatAdd, bindings of a few rows, scalar
+// loads.
+func gpuCases(typ gguf.GGMLType) []mulCase {
+	all := matvecCases(typ)
+	return []mulCase{all[0], all[1], all[2], all[3], all[4], all[8], all[9], all[10]}
+}
+
+func hasMatVecS16(t gguf.GGMLType) bool { _, _, ok := matvecS16Kernels(t); return ok }
+
+// TestMatVecGPU runs the GPU layout's matvec variants over matvecCases:
+// 1, 2 and 4 rows per group of invocations (rows not a multiple of them),
+// the 16- and 8-bit storage views where the type has them, with shared
+// memory and subgroup reductions (the latter requiring the subgroup size
+// matvecSubgroupSize picks where the device has subgroup size control).
+func TestMatVecGPU(t *testing.T) {
+	g := newRig(t)
+	if info := g.k.dev.Info(); info.Features.SubgroupSizeControl && matvecSubgroupSize(info) == 0 {
+		t.Logf("%s allows subgroup sizes %d..%d: none divides the matvec workgroup", info.Name, info.MinSubgroupSize, info.MaxSubgroupSize)
+	}
+	for _, typ := range weightTypes {
+		t.Run(typ.String(), func(t *testing.T) {
+			cases := gpuCases(typ)
+			gpuVariants(t, g, typ, hasMatVecS16, func(t *testing.T) {
+				for _, m := range cases {
+					t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, false) })
+				}
+			})
+		})
+	}
+}
+
+// TestMatVecGroupRows checks gpuGroupRows' rule: 4 rows per group where
+// the workgroups still number gpuGroupsPerUnit per compute unit, fewer
+// for short matrices, 1 for rows of one sub-block.
+func TestMatVecGroupRows(t *testing.T) {
+	g := newRig(t)
+	defer g.k.SetComputeUnits(0)
+	g.k.SetComputeUnits(100) // 400 workgroups wanted
+	for _, tc := range []struct {
+		tpr  uint32
+		rows int
+		want uint32
+	}{
+		{32, 4096, 4}, // 1024 workgroups of 4 rows
+		{32, 1600, 4}, // exactly 400
+		{32, 1596, 2}, // 399 of 4 rows: 798 of 2
+		{32, 800, 2},
+		{32, 798, 1},
+		{32, 10, 1},
+		{8, 6400, 4}, // 4 groups of rows per workgroup: 400 workgroups
+		{8, 6384, 2},
+		{1, 100000, 1},
+	} {
+		if got := g.k.gpuGroupRows(tc.tpr, tc.rows); got != tc.want {
+			t.Errorf("gpuGroupRows(tpr %d, %d rows) with 100 units = %d, want %d", tc.tpr, tc.rows, got, tc.want)
+		}
 	}
 }
 
