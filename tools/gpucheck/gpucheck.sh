@@ -230,7 +230,7 @@ device() {
 		else
 			gotest vk
 			gotest engine/ops
-			gotest engine -test.run 'TestGPUMatchesCPU|TestGreedyIdentical|TestParity|TestDeviceLocalFallback|TestDoesNotFit'
+			gotest engine -test.run 'TestGPUMatchesCPU|TestGreedyIdentical|TestParity|TestDeviceLocalFallback|TestDoesNotFit|TestKeptGraphs|TestForwardArgmax|TestSplitAttention|TestGPUIntDot|TestGPUMatVecLayout|TestSchedulerGreedy'
 		fi
 	fi
 	if [ $bench = 1 ]; then
