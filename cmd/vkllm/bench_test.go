@@ -229,6 +229,18 @@ func TestBenchProfileBandwidth(t *testing.T) {
 		want[kind] += int64(ti.Size)
 	}
 	f.Close()
+	// Decode steps multiply q|k|v and gate|up joined at load (the decode
+	// fusions, where the device takes them: not on the integer-dot path).
+	fused := map[string]int64{}
+	for k, v := range want {
+		switch k {
+		case "attn_q", "attn_k", "attn_v":
+			k = "attn_qkv"
+		case "ffn_gate", "ffn_up":
+			k = "ffn_gate_up"
+		}
+		fused[k] += v
+	}
 	args := []string{"-m", path, "-p", "4", "-n", "3", "-r", "1", "--parallel", "1,2", "--profile"}
 
 	var out bytes.Buffer
@@ -260,8 +272,8 @@ func TestBenchProfileBandwidth(t *testing.T) {
 				t.Errorf("%d sequences, %s: %g%% of %g GB/s, want %g", r.Parallel, w.Weights, w.Percent, bw.GBps, 100*w.GBps/bw.GBps)
 			}
 		}
-		if !reflect.DeepEqual(seen, want) {
-			t.Errorf("%d sequences: bytes per weight kind %v, want %v", r.Parallel, seen, want)
+		if !reflect.DeepEqual(seen, want) && !reflect.DeepEqual(seen, fused) {
+			t.Errorf("%d sequences: bytes per weight kind %v, want %v (or, fused, %v)", r.Parallel, seen, want, fused)
 		}
 		labelled := 0
 		for _, k := range r.Profile {
@@ -269,8 +281,8 @@ func TestBenchProfileBandwidth(t *testing.T) {
 				labelled++
 			}
 		}
-		if labelled < len(want) {
-			t.Errorf("%d sequences: %d profile rows carry a weight kind, want at least %d", r.Parallel, labelled, len(want))
+		if labelled < len(seen) {
+			t.Errorf("%d sequences: %d profile rows carry a weight kind, want at least %d", r.Parallel, labelled, len(seen))
 		}
 	}
 
