@@ -54,8 +54,10 @@ func (m *GPUModel) runPass(b Batch, n, nArgmax, nLogits, nHidden int) error {
 	key := keptKey{n, nArgmax, nLogits, nHidden, keyBucket(keys, m.cfg.CtxSize)}
 	if r := m.kept[key]; r != nil {
 		err := r.Submit()
-		if !errors.Is(err, vk.ErrStale) {
+		if err == nil {
 			m.keptRuns++
+		}
+		if !errors.Is(err, vk.ErrStale) {
 			return err
 		}
 		r.Release()

@@ -132,6 +132,20 @@ func TestDispatchErrors(t *testing.T) {
 // TestUniformBinding runs a kernel that reads one binding as a uniform
 // buffer (matvec_f32_f32_xu: y = W x with x in a uniform buffer) and checks
 // the uniform bindings' own limits.
+// checkF32 fails t unless b starts with exactly the f32 values want.
+func checkF32(t *testing.T, b *vk.Buffer, want []float32) {
+	t.Helper()
+	got := make([]byte, 4*len(want))
+	if err := b.Read(0, got); err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if g := math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:])); g != want[i] {
+			t.Errorf("y[%d] = %v, want %v", i, g, want[i])
+		}
+	}
+}
+
 func TestUniformBinding(t *testing.T) {
 	d := vktest.Open(t, vk.Options{})
 	code, err := shaders.SPIRV("matvec_f32_f32_xu")
@@ -186,15 +200,7 @@ func TestUniformBinding(t *testing.T) {
 	if err := run(xb.Range(256, 4*cols)); err != nil {
 		t.Fatal(err)
 	}
-	got := make([]byte, 4*rows)
-	if err := yb.Read(0, got); err != nil {
-		t.Fatal(err)
-	}
-	for r := range rows {
-		if g := math.Float32frombits(binary.LittleEndian.Uint32(got[4*r:])); g != want[r] {
-			t.Errorf("y[%d] = %v, want %v", r, g, want[r])
-		}
-	}
+	checkF32(t, yb, want)
 	lim := d.Limits()
 	if lim.MaxUniformBufferRange < 1<<17 {
 		if err := run(xb.Range(0, lim.MaxUniformBufferRange+16)); err == nil || !strings.Contains(err.Error(), "maxUniformBufferRange") {
@@ -747,15 +753,7 @@ func TestTexelBinding(t *testing.T) {
 	if err := run(wb.Range(64, 4*rows*cols)); err != nil {
 		t.Fatal(err)
 	}
-	got := make([]byte, 4*rows)
-	if err := yb.Read(0, got); err != nil {
-		t.Fatal(err)
-	}
-	for r := range rows {
-		if g := math.Float32frombits(binary.LittleEndian.Uint32(got[4*r:])); g != want[r] {
-			t.Errorf("y[%d] = %v, want %v", r, g, want[r])
-		}
-	}
+	checkF32(t, yb, want)
 	if err := run(wb.Range(64, 4*rows*cols-2)); err == nil || !strings.Contains(err.Error(), "multiple of 4") {
 		t.Errorf("a texel binding of %d bytes: %v, want an error asking for a multiple of 4", 4*rows*cols-2, err)
 	}

@@ -163,8 +163,7 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 		name = names.matvecXU
 		if k.texel && !o.noTexel {
 			name = names.matvecXT
-			lim := k.dev.Limits()
-			wRange, wAlign = min(maxRange, 4*lim.MaxTexelElements)&^3, max(align, lim.MinTexelOffsetAlign)
+			wRange, wAlign = k.texelLimits(maxRange, align)
 		}
 	}
 	it := matvecPasses{w: w, n: n, colStep: colStep, rowBytes: rowBytes, maxRange: wRange, align: wAlign}
@@ -283,6 +282,14 @@ func (k *Kernels) xuLimits(tpr uint32, cols, colStep int, o mulOpts) (limit, ali
 		return 0, 0
 	}
 	return limit &^ 3, align
+}
+
+// texelLimits returns the binding limit and offset alignment of weights
+// bound as a texel buffer (the _xt variants): those of a storage binding,
+// within maxTexelBufferElements words and at minTexelBufferOffsetAlignment.
+func (k *Kernels) texelLimits(maxRange, align uint64) (limit, alignment uint64) {
+	lim := k.dev.Limits()
+	return min(maxRange, 4*lim.MaxTexelElements) &^ 3, max(align, lim.MinTexelOffsetAlign)
 }
 
 // xuMaxBytes is the size of the _xu variants' uniform block (4096 vec4).

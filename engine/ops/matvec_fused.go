@@ -44,7 +44,7 @@ func (k *Kernels) CanFuse(w Weight, n int) bool {
 		return false
 	}
 	if k.texel { // the weights may be bound as a texel buffer
-		align = max(align, k.dev.Limits().MinTexelOffsetAlign)
+		maxRange, align = k.texelLimits(maxRange, align)
 	}
 	ch, err := rowChunkAt(0, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), maxRange, align)
 	return err == nil && ch.rowEnd == w.Rows
@@ -127,14 +127,15 @@ func (k *Kernels) mulMatFused(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint32
 	// On CPU devices the activations go in a uniform buffer and the
 	// weights in a texel buffer, as for MulMat.
 	xuRange, xuAlign := k.xuLimits(tpr, w.Cols, colStep, mulOpts{})
-	wAlign := align
+	wRange, wAlign := maxRange, align
 	if xuRange > 0 {
 		name = names.fusedXU
 		if k.texel {
-			name, wAlign = names.fusedXT, max(align, k.dev.Limits().MinTexelOffsetAlign)
+			name = names.fusedXT
+			wRange, wAlign = k.texelLimits(maxRange, align)
 		}
 	}
-	ch, err := rowChunkAt(0, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), maxRange, wAlign)
+	ch, err := rowChunkAt(0, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), wRange, wAlign)
 	if err != nil {
 		return fmt.Errorf("ops: %s: weight: %w", op, err)
 	}
