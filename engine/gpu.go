@@ -128,7 +128,8 @@ type GPUModel struct {
 	embIn, attnPos *vk.Buffer
 	mediaRuns      []mediaRun
 	// kept holds recorded forward passes by shape (gpu_kept.go).
-	kept       map[keptKey]*vk.Recording
+	kept       map[keptKey]*keptGraph
+	keptClock  uint64 // counts runPass calls, for evicting the least recently used graph
 	keptRuns   int64
 	noKeep     bool
 	useAttnPos bool
@@ -157,7 +158,7 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 				t.flag, t.t, kvDim, o.KVHeads, o.HeadDim)
 		}
 	}
-	m := &GPUModel{o: o, cfg: cfg, dev: dev, k: ops.New(dev), model: w.model, kept: map[keptKey]*vk.Recording{}}
+	m := &GPUModel{o: o, cfg: cfg, dev: dev, k: ops.New(dev), model: w.model, kept: map[keptKey]*keptGraph{}}
 	if cfg.ComputeUnits > 0 {
 		m.k.SetComputeUnits(cfg.ComputeUnits)
 	}

@@ -16,8 +16,18 @@ import (
 // instead of recording some 15 dispatches per layer every step.
 
 // maxKept is the most graphs a model keeps: decode steps come in few
-// shapes (the running sequences, the key bucket), prefill chunks in more.
-const maxKept = 32
+// shapes (the running sequences, the key bucket), but steps that also
+// feed prompt chunks while the server is busy come in many (rows x
+// greedy rows: a load test of 8 streams meets about a hundred), and a
+// graph recorded again costs a step about 1.5 ms on lavapipe, sometimes
+// several times that. Past maxKept the least recently used one goes.
+const maxKept = 128
+
+// keptGraph is a kept graph and when it last ran (GPUModel.keptClock).
+type keptGraph struct {
+	r    *vk.Recording
+	used uint64
+}
 
 // keptKey is what a recorded forward pass depends on.
 type keptKey struct {
@@ -40,7 +50,19 @@ func keyBucket(keys, ctx int) int {
 // whose inputs ForwardInto has written.
 func (m *GPUModel) runPass(b Batch, n, nArgmax, nLogits, nHidden int) error {
 	keys := batchKeys(b)
-	oneTime := m.noKeep || m.dev.Profiling() || len(m.mediaRuns) > 0 || m.useAttnPos || m.kv != nil && len(m.kv.copies) > 0
+	oneTime := m.noKeep || m.dev.Profiling() || len(m.mediaRuns) > 0 || m.useAttnPos
+	if !oneTime && m.kv != nil && len(m.kv.copies) > 0 {
+		// The pending copy-on-write page copies go first, in their own
+		// submit (which waits), so that the pass itself can be a kept one.
+		c, err := m.dev.Begin()
+		if err != nil {
+			return err
+		}
+		m.recordCopies(c)
+		if err := c.Submit(); err != nil {
+			return err
+		}
+	}
 	if oneTime {
 		c, err := m.dev.Begin()
 		if err != nil {
@@ -52,19 +74,21 @@ func (m *GPUModel) runPass(b Batch, n, nArgmax, nLogits, nHidden int) error {
 		return c.Submit()
 	}
 	key := keptKey{n, nArgmax, nLogits, nHidden, keyBucket(keys, m.cfg.CtxSize)}
-	if r := m.kept[key]; r != nil {
-		err := r.Submit()
+	m.keptClock++
+	if g := m.kept[key]; g != nil {
+		g.used = m.keptClock
+		err := g.r.Submit()
 		if err == nil {
 			m.keptRuns++
 		}
 		if !errors.Is(err, vk.ErrStale) {
 			return err
 		}
-		r.Release()
+		g.r.Release()
 		delete(m.kept, key)
 	}
 	if len(m.kept) >= maxKept {
-		m.releaseKept()
+		m.evictKept()
 	}
 	c, err := m.dev.BeginKept()
 	if err != nil {
@@ -77,7 +101,7 @@ func (m *GPUModel) runPass(b Batch, n, nArgmax, nLogits, nHidden int) error {
 	if err != nil {
 		return err
 	}
-	m.kept[key] = r
+	m.kept[key] = &keptGraph{r, m.keptClock}
 	return r.Submit()
 }
 
@@ -141,9 +165,24 @@ func (m *GPUModel) shapeInputs(n, nOut int) []vk.CopyRegion {
 
 // releaseKept gives back every kept graph.
 func (m *GPUModel) releaseKept() {
-	for k, r := range m.kept {
-		r.Release()
+	for k, g := range m.kept {
+		g.r.Release()
 		delete(m.kept, k)
+	}
+}
+
+// evictKept releases the least recently used kept graph.
+func (m *GPUModel) evictKept() {
+	var oldest keptKey
+	var g *keptGraph
+	for k, h := range m.kept {
+		if g == nil || h.used < g.used {
+			oldest, g = k, h
+		}
+	}
+	if g != nil {
+		g.r.Release()
+		delete(m.kept, oldest)
 	}
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,12 +26,19 @@ type SchedulerConfig struct {
 	// sequences are decoding, so a long prompt that arrives stretches their
 	// inter-token latency by a bounded amount. 0 chooses it from measured
 	// step times: as many prompt tokens as keep a step within
-	// StepLatencyFactor times a decode-only step. When nothing decodes, a
-	// step feeds prompts up to the batch size.
+	// StepLatencyFactor times a decode-only step. When nothing decodes,
+	// PromptStepTime bounds the step instead.
 	PrefillChunk int
 	// StepLatencyFactor is how much longer than a decode-only step a step
 	// that also feeds prompts may take, with PrefillChunk 0 (0: 1.5).
 	StepLatencyFactor float64
+	// PromptStepTime bounds a step that only feeds prompts (nothing
+	// decodes), so that a request arriving during a long prompt joins
+	// within about that time (0: 100 ms; negative: no bound). It feeds as
+	// many prompt tokens as the measured cost per token allows, at least
+	// minAloneChunk (so a slow device keeps its matrix products wide) and
+	// at most the batch size.
+	PromptStepTime time.Duration
 	// OnStep, when set, is called after each forward pass with its
 	// duration and its decode and prompt rows (metrics). It runs on the
 	// scheduler goroutine between steps: it must be quick and not block.
@@ -325,6 +333,7 @@ type Scheduler struct {
 	attnPos   []int32
 	out       Output
 	stepSeqs  []*Sequence // the sequences of the current step, in row order
+	waiting   []*Sequence // step's scratch: the prompts to feed, in feeding order
 	sampled   []*Sequence
 	gone      []*Sequence // retire's scratch
 	jobs      chan *Sequence
@@ -333,17 +342,26 @@ type Scheduler struct {
 	cost      stepCost
 }
 
-// stepCost learns what steps cost, for the automatic prefill chunk: a
-// moving average of decode-only steps and of the extra time per prompt
-// row in steps that feed prompts too.
+// stepCost learns what steps cost, for the automatic prefill chunks:
+// moving averages of decode-only steps, of the extra time per prompt row
+// in steps that decode too, and of the time per row of prompt-only steps
+// (which run other kernels: wide matrix products instead of matvec passes).
 type stepCost struct {
 	decode float64 // seconds per decode-only step
-	row    float64 // seconds per prompt row
+	row    float64 // seconds per prompt row beside decode rows
+	alone  float64 // seconds per prompt row in prompt-only steps
 }
 
-// minAutoChunk is the smallest automatic prefill chunk: a long prompt
-// always makes progress.
-const minAutoChunk = 4
+// minAutoChunk is the smallest automatic prefill chunk beside decode rows:
+// a long prompt always makes progress. Late rows of a long prompt attend
+// to many keys and may each cost a good part of a decode step (on
+// lavapipe, a row at position 800 of the 256x4 fixture about a third of a
+// step of 8 decode rows), so the floor is one row.
+const minAutoChunk = 1
+
+// minAloneChunk is the smallest prompt-only step PromptStepTime leaves:
+// narrower matrix products waste a GPU's width.
+const minAloneChunk = 64
 
 // observe records a step of decodeRows decode rows and prefillRows prompt
 // rows that took d.
@@ -354,7 +372,10 @@ func (c *stepCost) observe(decodeRows, prefillRows int, d time.Duration) {
 	case prefillRows == 0:
 		c.decode = ewma(c.decode, sec, w)
 	case decodeRows == 0:
-		c.row = ewma(c.row, sec/float64(prefillRows), w)
+		c.alone = ewma(c.alone, sec/float64(prefillRows), w)
+		if c.row == 0 {
+			c.row = c.alone // a first guess until a mixed step is seen
+		}
 	case c.decode > 0:
 		c.row = ewma(c.row, max(sec-c.decode, 0)/float64(prefillRows), w)
 	}
@@ -374,6 +395,28 @@ func (c *stepCost) chunk(factor float64) int {
 		return minAutoChunk
 	}
 	return max(minAutoChunk, int((factor-1)*c.decode/c.row))
+}
+
+// prefillReserve splits a step's prompt budget between the oldest waiting
+// prompt, which has remaining rows left, and the others, when several
+// wait: the oldest keeps half of it (rounded up), and a budget of one row
+// grows to two where room (the rows the batch has left) allows, so that
+// neither a long oldest prompt nor the short ones behind it stall.
+func prefillReserve(budget, room, remaining int) (newBudget, reserve int) {
+	if budget == 1 && room >= 2 {
+		budget = 2
+	}
+	return budget, min((budget+1)/2, remaining)
+}
+
+// aloneChunk returns how many prompt rows a prompt-only step may feed to
+// take about d, at least minAloneChunk; 0 means no bound (d <= 0 or
+// nothing measured yet).
+func (c *stepCost) aloneChunk(d time.Duration) int {
+	if d <= 0 || c.alone == 0 {
+		return 0
+	}
+	return max(minAloneChunk, int(d.Seconds()/c.alone))
 }
 
 // NewScheduler starts the scheduler goroutine and the sampling workers of
@@ -397,6 +440,9 @@ func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
 	B := m.GPU.Config().BatchSize
 	if cfg.PrefillChunk > B {
 		cfg.PrefillChunk = B
+	}
+	if cfg.PromptStepTime == 0 {
+		cfg.PromptStepTime = 100 * time.Millisecond
 	}
 	if cfg.StepLatencyFactor <= 1 {
 		cfg.StepLatencyFactor = 1.5
@@ -972,12 +1018,38 @@ func (s *Scheduler) step() bool {
 			chunk = s.cost.chunk(s.cfg.StepLatencyFactor)
 		}
 		budget = min(budget, chunk)
+	} else if chunk := s.cost.aloneChunk(s.cfg.PromptStepTime); chunk > 0 && !s.m.Opts.Encoder {
+		// An encoder reads a prompt whole in one step: no bound.
+		budget = min(budget, chunk)
 	}
+	// Prompts are fed shortest remaining first, so that a short prompt
+	// arriving behind a long one is not held for the whole long prefill.
+	// The oldest waiting prompt keeps half of every step's prompt rows
+	// (prefillReserve), so no prompt starves.
+	s.waiting = s.waiting[:0]
 	for _, q := range s.active {
-		if q.decoding || budget == 0 || q.resumed && len(q.events) == cap(q.events) {
+		if !q.decoding && !(q.resumed && len(q.events) == cap(q.events)) {
+			s.waiting = append(s.waiting, q)
+		}
+	}
+	var head *Sequence
+	reserve := 0
+	if len(s.waiting) > 1 {
+		head = s.waiting[0]
+		budget, reserve = prefillReserve(budget, s.m.GPU.Config().BatchSize-b.Len(), len(head.prompt)-head.fed)
+		slices.SortStableFunc(s.waiting, func(a, b *Sequence) int {
+			return cmp.Compare(len(a.prompt)-a.fed, len(b.prompt)-b.fed)
+		})
+	}
+	for _, q := range s.waiting {
+		room := budget - reserve
+		if q == head {
+			room, reserve = budget, 0
+		}
+		if room <= 0 {
 			continue
 		}
-		n := min(len(q.prompt)-q.fed, budget)
+		n := min(len(q.prompt)-q.fed, room)
 		if s.m.Opts.Encoder && n < len(q.prompt) {
 			continue // an encoder reads a sequence whole: wait for room
 		}

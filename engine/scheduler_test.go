@@ -490,11 +490,114 @@ func TestStepCost(t *testing.T) {
 	if got := c.chunk(3); got != 20 {
 		t.Errorf("chunk(3) = %d, want 20", got)
 	}
+	if got := c.aloneChunk(100 * time.Millisecond); got != 0 {
+		t.Errorf("aloneChunk before any prompt-only step = %d, want 0 (no bound)", got)
+	}
 	for range 50 {
-		c.observe(0, 100, 400*time.Millisecond) // prompt-only steps: 4 ms a row
+		c.observe(0, 100, 50*time.Millisecond) // prompt-only steps: 0.5 ms a row
+	}
+	if got := c.chunk(1.5); got != 5 {
+		t.Errorf("chunk(1.5) after prompt-only steps = %d, want 5 still (they run other kernels)", got)
+	}
+	if got := c.aloneChunk(100 * time.Millisecond); got != 200 {
+		t.Errorf("aloneChunk(100 ms) with 0.5 ms per row = %d, want 200", got)
+	}
+	if got := c.aloneChunk(10 * time.Millisecond); got != minAloneChunk {
+		t.Errorf("aloneChunk(10 ms) = %d, want the minimum %d", got, minAloneChunk)
+	}
+	if got := c.aloneChunk(-1); got != 0 {
+		t.Errorf("aloneChunk(-1) = %d, want 0 (no bound)", got)
+	}
+	for range 50 {
+		c.observe(2, 2, 18*time.Millisecond) // late rows of a long prompt: 4 ms each
 	}
 	if got := c.chunk(1.5); got != minAutoChunk {
 		t.Errorf("chunk(1.5) with 4 ms per prompt row = %d, want the minimum %d", got, minAutoChunk)
+	}
+}
+
+// TestPrefillReserve checks how a step's prompt rows are split between
+// the oldest waiting prompt and the others.
+func TestPrefillReserve(t *testing.T) {
+	for _, c := range []struct{ budget, room, remaining, wantBudget, wantReserve int }{
+		{8, 100, 500, 8, 4},
+		{7, 100, 500, 7, 4},
+		{8, 100, 3, 8, 3}, // the oldest needs less than half
+		{1, 100, 500, 2, 1},
+		{1, 1, 500, 1, 1}, // no room in the batch for a second row
+		{0, 100, 500, 0, 0},
+	} {
+		b, r := prefillReserve(c.budget, c.room, c.remaining)
+		if b != c.wantBudget || r != c.wantReserve {
+			t.Errorf("prefillReserve(%d, %d, %d) = %d, %d, want %d, %d", c.budget, c.room, c.remaining, b, r, c.wantBudget, c.wantReserve)
+		}
+	}
+}
+
+// TestSchedulerShortPromptFirst drives the steps by hand: a short prompt
+// that arrives while a long one is being fed beside a decoding sequence
+// goes first, within the step's chunk, and the long one keeps half of it.
+func TestSchedulerShortPromptFirst(t *testing.T) {
+	m := schedModel(t, "llama", 3, 16)
+	s := newScheduler(m, SchedulerConfig{PrefillChunk: 4})
+	defer func() { close(s.quit); s.shutdown(); close(s.jobs) }()
+	gen := func(i, n int) *Sequence {
+		t.Helper()
+		p := testPrompt(m, i, n)
+		qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 60}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.admit()
+		return qs[0]
+	}
+	dec := gen(0, 3)
+	s.step()
+	if !dec.decoding {
+		t.Fatal("a 3-token prompt alone was not fed in one step")
+	}
+	long := gen(1, 60)
+	s.step()
+	if long.fed != 4 {
+		t.Fatalf("long prompt fed %d rows beside one decoding sequence, want the chunk of 4", long.fed)
+	}
+	short := gen(2, 3)
+	s.step()
+	if short.fed != 2 || long.fed != 6 {
+		t.Errorf("after the short prompt's first step: short fed %d, long %d; want 2 and 6 (half the chunk each)", short.fed, long.fed)
+	}
+	s.step()
+	if !short.decoding || long.fed != 9 {
+		t.Errorf("after the second step: short decoding %v, long fed %d; want true and 9", short.decoding, long.fed)
+	}
+	for range 30 {
+		s.step()
+	}
+	if !long.decoding || dec.Err() != nil || short.Err() != nil {
+		t.Errorf("long prompt decoding %v after 32 more steps; errors %v %v", long.decoding, dec.Err(), short.Err())
+	}
+}
+
+// TestSchedulerPromptStepTime checks that a step that only feeds prompts
+// is bounded by PromptStepTime once a prompt-only step has been timed.
+func TestSchedulerPromptStepTime(t *testing.T) {
+	m := schedModel(t, "llama", 2, 80)
+	s := newScheduler(m, SchedulerConfig{PromptStepTime: time.Nanosecond})
+	defer func() { close(s.quit); s.shutdown(); close(s.jobs) }()
+	p := testPrompt(m, 0, 90)
+	qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.admit()
+	s.cost.alone = 1 // a second a row: the bound is the minimum chunk
+	s.step()
+	if qs[0].fed != minAloneChunk {
+		t.Errorf("first step fed %d prompt rows, want %d (PromptStepTime)", qs[0].fed, minAloneChunk)
+	}
+	s.step()
+	if qs[0].fed != 90 || !qs[0].decoding {
+		t.Errorf("second step: fed %d, decoding %v; want the whole prompt", qs[0].fed, qs[0].decoding)
 	}
 }
 

@@ -42,7 +42,7 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	fs.StringVar(&f.host, 0, "host", "127.0.0.1", "listen `address`")
 	fs.IntVar(&f.port, 0, "port", 8080, "listen `port`")
 	fs.IntVar(&f.parallel, 0, "parallel", 4, "most `sequences` decoded together (each a row of the KV page table; their positions share the --kv-memory pool, and a request waits while the pool lacks its prompt's pages); more requests wait in the FIFO queue")
-	fs.IntVar(&f.prefill, 0, "prefill-chunk", 0, "most prompt `tokens` one step feeds while other sequences are decoding, which bounds how much a long prompt that arrives slows their tokens (0: chosen from measured step times so that such a step takes at most 1.5x a decode-only step; the step's budget is always --batch-size)")
+	fs.IntVar(&f.prefill, 0, "prefill-chunk", 0, "most prompt `tokens` one step feeds while other sequences are decoding, which bounds how much a long prompt that arrives slows their tokens (0: chosen from measured step times so that such a step takes at most 1.5x a decode-only step; the step's budget is always --batch-size, and a step that only feeds prompts takes about 100 ms of them, at least 64)")
 	fs.IntVar(&f.queueSize, 0, "queue-size", 64, "`requests` that may wait for the model; more get 503 at once")
 	fs.StringVar(&f.apiKey, 0, "api-key", "", "require \"Authorization: Bearer `key`\" on every route but /health and the chat page (default none)")
 	fs.StringVar(&f.allowedHosts, 0, "allowed-hosts", "", "comma-separated Host `names` answered besides localhost and 127.0.0.1 when listening on loopback (other Hosts get 403, against DNS rebinding); when set, enforced on any address; * allows all")
