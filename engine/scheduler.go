@@ -30,7 +30,7 @@ type SchedulerConfig struct {
 	// PromptStepTime bounds the step instead.
 	PrefillChunk int
 	// StepLatencyFactor is how much longer than a decode-only step a step
-	// that also feeds prompts may take, with PrefillChunk 0 (0: 1.5).
+	// that also feeds prompts may take, with PrefillChunk 0 (0: 1.25).
 	StepLatencyFactor float64
 	// PromptStepTime bounds a step that only feeds prompts (nothing
 	// decodes), so that a request arriving during a long prompt joins
@@ -445,7 +445,7 @@ func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
 		cfg.PromptStepTime = 100 * time.Millisecond
 	}
 	if cfg.StepLatencyFactor <= 1 {
-		cfg.StepLatencyFactor = 1.5
+		cfg.StepLatencyFactor = 1.25
 	}
 	n := m.Slots()
 	s := &Scheduler{m: m, cfg: cfg, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),

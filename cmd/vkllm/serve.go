@@ -33,6 +33,7 @@ type serveFlags struct {
 	maxInflight, maxRequestTokens                        int
 	readTimeout, writeTimeout, shutdownTimeout           time.Duration
 	logJSON, version                                     bool
+	prefillSlowdown                                      float64
 }
 
 // register adds serve's flags to fs. Each is also read from its VKLLM_*
@@ -42,7 +43,8 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	fs.StringVar(&f.host, 0, "host", "127.0.0.1", "listen `address`")
 	fs.IntVar(&f.port, 0, "port", 8080, "listen `port`")
 	fs.IntVar(&f.parallel, 0, "parallel", 4, "most `sequences` decoded together (each a row of the KV page table; their positions share the --kv-memory pool, and a request waits while the pool lacks its prompt's pages); more requests wait in the FIFO queue")
-	fs.IntVar(&f.prefill, 0, "prefill-chunk", 0, "most prompt `tokens` one step feeds while other sequences are decoding, which bounds how much a long prompt that arrives slows their tokens (0: chosen from measured step times so that such a step takes at most 1.5x a decode-only step; the step's budget is always --batch-size, and a step that only feeds prompts takes about 100 ms of them, at least 64)")
+	fs.IntVar(&f.prefill, 0, "prefill-chunk", 0, "most prompt `tokens` one step feeds while other sequences are decoding, which bounds how much a long prompt that arrives slows their tokens (0: chosen from measured step times so that such a step takes at most --prefill-slowdown times a decode-only step; the step's budget is always --batch-size, and a step that only feeds prompts takes about 100 ms of them, at least 64)")
+	fs.Float64Var(&f.prefillSlowdown, 0, "prefill-slowdown", 1.25, "with the automatic --prefill-chunk, how many `times` longer than a decode-only step a step that also feeds prompts may take: lower keeps the running streams' inter-token latency steadier while long prompts arrive, higher gets those prompts to their first token sooner (> 1)")
 	fs.IntVar(&f.queueSize, 0, "queue-size", 64, "`requests` that may wait for the model; more get 503 at once")
 	fs.StringVar(&f.apiKey, 0, "api-key", "", "require \"Authorization: Bearer `key`\" on every route but /health and the chat page (default none)")
 	fs.StringVar(&f.allowedHosts, 0, "allowed-hosts", "", "comma-separated Host `names` answered besides localhost and 127.0.0.1 when listening on loopback (other Hosts get 403, against DNS rebinding); when set, enforced on any address; * allows all")
@@ -203,7 +205,7 @@ func serve(con *os.File, args []string) error {
 			proj, closeProjector = p, closeProj
 		}
 		name := strings.TrimSuffix(filepath.Base(f.model), filepath.Ext(f.model))
-		backend = api.NewEngineBackend(m, name, pool, engine.SchedulerConfig{PrefillChunk: f.prefill})
+		backend = api.NewEngineBackend(m, name, pool, engine.SchedulerConfig{PrefillChunk: f.prefill, StepLatencyFactor: f.prefillSlowdown})
 		if proj != nil {
 			backend.SetProjector(proj)
 		}
@@ -276,6 +278,9 @@ func serve(con *os.File, args []string) error {
 func (f *serveFlags) validate() error {
 	if f.prefill < 0 {
 		return fmt.Errorf("--prefill-chunk: %d, want >= 0", f.prefill)
+	}
+	if !(f.prefillSlowdown > 1 && f.prefillSlowdown <= 100) {
+		return fmt.Errorf("--prefill-slowdown: %v, want more than 1 and at most 100", f.prefillSlowdown)
 	}
 	if _, _, err := parseKVMemory(f.kvMemory); err != nil {
 		return err

@@ -61,6 +61,10 @@ type Config struct {
 	InjectWords int
 	// InjectAfter is when the injected request is sent, from the start.
 	InjectAfter time.Duration
+	// Seed varies the prompts of -prompt-words and the injected one, so
+	// that a run does not find the previous run's prompts in the server's
+	// prompt cache (0: the same prompts every run).
+	Seed uint64
 	// Client sends the requests; nil means a client that uses no proxy and
 	// keeps Concurrency+1 connections.
 	Client *http.Client
@@ -230,7 +234,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				}
 				prompt := cfg.Prompt
 				if cfg.PromptWords > 0 {
-					prompt = promptWords(cfg.PromptWords, uint64(i)+1)
+					prompt = promptWords(cfg.PromptWords, promptSeed(cfg.Seed, uint64(i)+1))
 				}
 				streams[i] = doRequest(ctx, client, &cfg, prompt)
 			}
@@ -252,7 +256,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			case <-ctx.Done():
 				return
 			}
-			injected = doRequest(ctx, client, &cfg, promptWords(cfg.InjectWords, 1<<32))
+			injected = doRequest(ctx, client, &cfg, promptWords(cfg.InjectWords, promptSeed(cfg.Seed, 1<<32)))
 		}()
 	}
 	wg.Wait()
@@ -493,6 +497,10 @@ take three`
 
 // promptWords returns n words from wordList, chosen with seed: the same
 // text for the same arguments.
+// promptSeed is the seed of prompt i (1-based; 1<<32 for the injected one)
+// in a run seeded with seed.
+func promptSeed(seed, i uint64) uint64 { return seed<<40 ^ i }
+
 func promptWords(n int, seed uint64) string {
 	words := strings.Fields(wordList)
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))

@@ -200,6 +200,9 @@ func TestPromptWords(t *testing.T) {
 			if n >= 4 && a == c {
 				t.Errorf("promptWords(%d, 1) = promptWords(%d, 2) = %q", n, n, a)
 			}
+			if d := promptWords(n, promptSeed(5, 1)); n >= 4 && d == a {
+				t.Errorf("prompt 1 of a run seeded 5 = prompt 1 of an unseeded run = %q", a)
+			}
 		})
 	}
 }
@@ -332,6 +335,12 @@ func TestRun(t *testing.T) {
 			completed: 7, tokens: 35, usage: 35, path: "/v1/completions",
 		},
 		{
+			name:      "completions seeded",
+			server:    &fakeServer{},
+			cfg:       Config{Concurrency: 2, Requests: 3, MaxTokens: 2, PromptWords: 6, Seed: 9},
+			completed: 3, tokens: 6, usage: 6, path: "/v1/completions",
+		},
+		{
 			name:      "chat with key",
 			server:    &fakeServer{apiKey: "sekrit"},
 			cfg:       Config{Chat: true, Concurrency: 2, Requests: 3, MaxTokens: 4, Prompt: "hi there", APIKey: "sekrit"},
@@ -412,7 +421,7 @@ func TestRun(t *testing.T) {
 			if cfg.PromptWords > 0 {
 				var want []string
 				for i := range cfg.Requests {
-					want = append(want, promptWords(cfg.PromptWords, uint64(i)+1))
+					want = append(want, promptWords(cfg.PromptWords, promptSeed(cfg.Seed, uint64(i)+1)))
 				}
 				got := slices.Clone(f.prompts)
 				slices.Sort(got)

@@ -56,6 +56,7 @@ func run(args []string, w io.Writer) error {
 	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "stop the whole run after this long")
 	fs.IntVar(&cfg.InjectWords, "inject-prompt-words", 0, "send one extra request with a prompt of `K` words during the run")
 	fs.DurationVar(&cfg.InjectAfter, "inject-after", 2*time.Second, "when the extra request is sent, from the start")
+	fs.Uint64Var(&cfg.Seed, "seed", 0, "vary the prompts of -prompt-words and -inject-prompt-words with `S`, so that a run misses the previous runs' prompts in the server's prompt cache")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	if err := fs.Parse(args); err != nil {
 		return err
