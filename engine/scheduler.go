@@ -350,7 +350,18 @@ type stepCost struct {
 	decode float64 // seconds per decode-only step
 	row    float64 // seconds per prompt row beside decode rows
 	alone  float64 // seconds per prompt row in prompt-only steps
+	// mixed counts the steps with decode and prompt rows since the last
+	// decode-only one (see refreshEvery).
+	mixed int
 }
+
+// refreshEvery is how many steps that feed prompts beside decode rows may
+// follow each other: then one decode-only step renews the decode-only
+// time, which a stream of prompts would otherwise leave stale (decode
+// steps grow dearer as the sequences' contexts grow, and the machine's
+// speed changes), and with it every chunk. It costs a long prompt about
+// one step in refreshEvery.
+const refreshEvery = 16
 
 // minAutoChunk is the smallest automatic prefill chunk beside decode rows:
 // a long prompt always makes progress. Late rows of a long prompt attend
@@ -371,6 +382,7 @@ func (c *stepCost) observe(decodeRows, prefillRows int, d time.Duration) {
 	switch {
 	case prefillRows == 0:
 		c.decode = ewma(c.decode, sec, w)
+		c.mixed = 0
 	case decodeRows == 0:
 		c.alone = ewma(c.alone, sec/float64(prefillRows), w)
 		if c.row == 0 {
@@ -378,6 +390,7 @@ func (c *stepCost) observe(decodeRows, prefillRows int, d time.Duration) {
 		}
 	case c.decode > 0:
 		c.row = ewma(c.row, max(sec-c.decode, 0)/float64(prefillRows), w)
+		c.mixed++
 	}
 }
 
@@ -389,8 +402,12 @@ func ewma(avg, v, w float64) float64 {
 }
 
 // chunk returns how many prompt rows keep a step within factor times a
-// decode-only step.
+// decode-only step: 0 when the decode-only time is due for renewal
+// (refreshEvery).
 func (c *stepCost) chunk(factor float64) int {
+	if c.mixed >= refreshEvery {
+		return 0
+	}
 	if c.decode == 0 || c.row == 0 {
 		return minAutoChunk
 	}

@@ -508,11 +508,23 @@ func TestStepCost(t *testing.T) {
 	if got := c.aloneChunk(-1); got != 0 {
 		t.Errorf("aloneChunk(-1) = %d, want 0 (no bound)", got)
 	}
-	for range 50 {
+	c.observe(2, 0, 10*time.Millisecond)
+	for i := range refreshEvery - 1 {
 		c.observe(2, 2, 18*time.Millisecond) // late rows of a long prompt: 4 ms each
+		if i < 3 {
+			continue // the moving average catches up
+		}
+		if got := c.chunk(1.5); got != minAutoChunk {
+			t.Errorf("chunk(1.5) with 4 ms per prompt row = %d, want the minimum %d", got, minAutoChunk)
+		}
 	}
-	if got := c.chunk(1.5); got != minAutoChunk {
-		t.Errorf("chunk(1.5) with 4 ms per prompt row = %d, want the minimum %d", got, minAutoChunk)
+	c.observe(2, 2, 18*time.Millisecond)
+	if got := c.chunk(1.5); got != 0 {
+		t.Errorf("chunk(1.5) after %d steps with prompt rows = %d, want 0 (a decode-only step renews the decode time)", refreshEvery, got)
+	}
+	c.observe(2, 0, 14*time.Millisecond) // the decode steps grew dearer: 10.8 ms on average
+	if got := c.chunk(3); got != 5 {
+		t.Errorf("chunk(3) after a 14 ms decode-only step = %d, want 5 (2 x 10.8 ms / 4 ms)", got)
 	}
 }
 
