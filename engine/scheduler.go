@@ -1054,6 +1054,12 @@ func (s *Scheduler) step() bool {
 	if len(s.waiting) > 1 {
 		head = s.waiting[0]
 		budget, reserve = prefillReserve(budget, s.m.GPU.Config().BatchSize-b.Len(), len(head.prompt)-head.fed)
+		if s.m.Opts.Encoder {
+			// An encoder reads a prompt whole: the oldest keeps room for
+			// all of it, or shorter ones arriving all the time would
+			// leave it waiting forever.
+			reserve = min(len(head.prompt)-head.fed, budget)
+		}
 		slices.SortStableFunc(s.waiting, func(a, b *Sequence) int {
 			return cmp.Compare(len(a.prompt)-a.fed, len(b.prompt)-b.fed)
 		})

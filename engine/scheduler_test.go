@@ -1003,3 +1003,43 @@ func TestSchedulerEviction(t *testing.T) {
 		t.Errorf("a after c: %d tokens reused, want 0 (evicted)", n)
 	}
 }
+
+// TestSchedulerEncoderOldestFits drives an encoder's steps by hand: the
+// oldest waiting prompt, 30 of a step's 40 rows, is read whole in the
+// first step although shorter ones that arrived after it go first.
+func TestSchedulerEncoderOldestFits(t *testing.T) {
+	path := genModel(t, modelgen.Options{Arch: "bert", Type: gguf.TypeQ8_0, Embd: 64, Layers: 2, Heads: 4, Context: 64, Seed: 5})
+	m, err := Load(path, Config{CtxSize: 64, Parallel: 3, BatchSize: 40, Validation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	s := newScheduler(m, SchedulerConfig{})
+	defer func() { close(s.quit); s.shutdown(); close(s.jobs) }()
+	embed := func(i, n int) *Sequence {
+		t.Helper()
+		tokens := testPrompt(m, i, n)
+		g := &group{s: s}
+		q := &Sequence{ctx: context.Background(), grp: g, prompt: tokens, embed: true, slot: -1, stepLogit: -1, stepArgmax: -1,
+			events: make(chan Event, 1), pool: newPooler(s.cfg.Pooling, n, m.Opts.Embd, m.Classifier)}
+		g.members = []*Sequence{q}
+		if err := s.enqueue(g); err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	long, a, b := embed(0, 30), embed(1, 8), embed(2, 8)
+	s.admit()
+	s.step()
+	if long.embedOut == nil || a.embedOut == nil {
+		t.Fatalf("after the first step: the 30-token prompt done %v, the first 8-token one %v; want both", long.embedOut != nil, a.embedOut != nil)
+	}
+	if b.embedOut != nil {
+		t.Error("the second 8-token prompt was read in the first step too: 46 rows in a step of 40")
+	}
+	s.admit()
+	s.step()
+	if b.embedOut == nil {
+		t.Error("the second 8-token prompt was not read in the second step")
+	}
+}
