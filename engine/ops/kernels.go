@@ -91,12 +91,16 @@ type Kernels struct {
 	sgSize uint32
 }
 
-// cpuMatVecCols is MulMat's crossover on CPU devices: the tiled kernel
-// computes whole 64-column tiles, so on lavapipe it costs about the same
-// from 9 to 64 columns, and matvec passes of 8 columns win up to about 24
-// (1024 x 1024, one thread: 16 columns 17-28 ms by matvec, 34-40 ms tiled;
-// 32 columns about equal).
-const cpuMatVecCols = 24
+// cpuMatVecCols is MulMat's crossover on CPU devices, past any batch: they
+// take matvec passes of MatVecMaxCols columns at every width. Since the
+// matvec kernel reads its weights through texel buffers and its
+// activations as uniforms, the passes beat the tiled kernel by 2-3.4x on
+// lavapipe even at 256 columns (BenchmarkMulMatWide, ms per product,
+// tiled / passes: Q8_0 1024x1024 n=64 21.7 / 6.4, n=256 58.5 / 22.6;
+// Q8_0 2048x2048 n=256 224 / 109; Q4_K 2048x2048 n=256 249 / 123; F16
+// 2048x2048 n=256 232 / 100). The tiled kernel computes whole 64-column
+// tiles and its loads are per-lane gathers there.
+const cpuMatVecCols = 1 << 16
 
 // cpuRowThreads is the matvec invocations-per-row cap on CPU devices. A CPU
 // driver (lavapipe) runs a subgroup as SIMD lanes and turns loads from

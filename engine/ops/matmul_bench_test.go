@@ -168,3 +168,23 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkMulMatWide is prompt processing through a 1024 x 1024 and a
+// 2048 x 2048 (1B-class) weight at 64 and 256 activation columns: the tiled
+// kernel against matvec passes of MatVecMaxCols columns (CPU devices) or
+// gpuMatVecPass (GPUs), for MulMat's choice between them.
+func BenchmarkMulMatWide(b *testing.B) {
+	for _, typ := range []gguf.GGMLType{gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeF16} {
+		for _, dim := range []int{1024, 2048} {
+			for _, n := range []int{64, 256} {
+				for _, tiled := range []bool{true, false} {
+					kind := "passes"
+					if tiled {
+						kind = "tiled"
+					}
+					b.Run(fmt.Sprintf("%v/%dx%d/n=%d/%s", typ, dim, dim, n, kind), func(b *testing.B) { benchMul(b, typ, dim, dim, n, tiled) })
+				}
+			}
+		}
+	}
+}
