@@ -345,7 +345,8 @@ type Scheduler struct {
 // stepCost learns what steps cost, for the automatic prefill chunks:
 // moving averages of decode-only steps, of the extra time per prompt row
 // in steps that decode too, and of the time per row of prompt-only steps
-// (which run other kernels: wide matrix products instead of matvec passes).
+// (which on GPUs run other kernels: tiled matrix products instead of
+// matvec passes).
 type stepCost struct {
 	decode float64 // seconds per decode-only step
 	row    float64 // seconds per prompt row beside decode rows
@@ -1053,12 +1054,13 @@ func (s *Scheduler) step() bool {
 	reserve := 0
 	if len(s.waiting) > 1 {
 		head = s.waiting[0]
-		budget, reserve = prefillReserve(budget, s.m.GPU.Config().BatchSize-b.Len(), len(head.prompt)-head.fed)
 		if s.m.Opts.Encoder {
 			// An encoder reads a prompt whole: the oldest keeps room for
 			// all of it, or shorter ones arriving all the time would
 			// leave it waiting forever.
 			reserve = min(len(head.prompt)-head.fed, budget)
+		} else {
+			budget, reserve = prefillReserve(budget, s.m.GPU.Config().BatchSize-b.Len(), len(head.prompt)-head.fed)
 		}
 		slices.SortStableFunc(s.waiting, func(a, b *Sequence) int {
 			return cmp.Compare(len(a.prompt)-a.fed, len(b.prompt)-b.fed)
