@@ -24,10 +24,13 @@ func (m fusedCase) String() string {
 	return s
 }
 
-// fusedLayouts runs f under the device's matvec layout and the other one
+// matvecLayouts runs f under the device's matvec layout and the other one
 // (one invocation per row with several rows each on CPU devices, or the
 // GPU's invocations per row), with shared-memory and subgroup reductions.
-func fusedLayouts(t *testing.T, g *rig, f func(t *testing.T)) {
+// CPU devices compute several rows per invocation, how many depending on
+// the thread count: 2 here, so the cases cover 2, 4, 8 and 16 on any
+// machine.
+func matvecLayouts(t *testing.T, g *rig, f func(t *testing.T)) {
 	both(t, g, func(t *testing.T) {
 		defer func(cap uint32, rows bool, threads int) {
 			g.k.rowThreads, g.k.cpuRows, g.k.cpuThreads = cap, rows, threads
@@ -53,7 +56,7 @@ func TestMatVecSplit(t *testing.T) {
 				{rows: [3]int{260, 70, 70}, cols: cols, n: 5},
 				{rows: [3]int{9, 5, 7}, cols: cols, n: 19}, // two passes on CPU devices
 			}
-			fusedLayouts(t, g, func(t *testing.T) {
+			matvecLayouts(t, g, func(t *testing.T) {
 				for _, m := range cases {
 					for _, withBias := range []bool{false, true} {
 						name := m.String()
@@ -120,7 +123,7 @@ func TestMatVecGLU(t *testing.T) {
 				{rows: [3]int{260}, cols: cols, n: 5},
 				{rows: [3]int{11}, cols: cols, n: 19},
 			}
-			fusedLayouts(t, g, func(t *testing.T) {
+			matvecLayouts(t, g, func(t *testing.T) {
 				for _, m := range cases {
 					for _, gelu := range []bool{false, true} {
 						name := m.String() + "_swiglu"

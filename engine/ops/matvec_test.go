@@ -149,23 +149,9 @@ func TestMatVec(t *testing.T) {
 				mulCase{rows: 23, cols: cols, n: 2, lead: 6, maxRange: 5*rowBytes + 4*uint64(cols) + 64, xu: true},
 				mulCase{rows: 37, cols: 8192, n: 3},
 			)
-			both(t, g, func(t *testing.T) {
-				// The device's layout, and the other one: CPU devices
-				// cap the invocations per row, GPUs do not.
-				// CPU devices also compute several rows per invocation
-				// (how many depends on the thread count: 2 here, so the
-				// cases below cover 2, 4, 8 and 16 on any machine).
-				defer func(cap uint32, rows bool, threads int) {
-					g.k.rowThreads, g.k.cpuRows, g.k.cpuThreads = cap, rows, threads
-				}(g.k.rowThreads, g.k.cpuRows, g.k.cpuThreads)
-				g.k.cpuThreads = 2
-				for _, cap := range []uint32{g.k.rowThreads, matvecWG + cpuRowThreads - g.k.rowThreads} {
-					g.k.rowThreads, g.k.cpuRows = cap, cap == cpuRowThreads
-					t.Run(fmt.Sprintf("tpr%d", cap), func(t *testing.T) {
-						for _, m := range cases {
-							t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, false) })
-						}
-					})
+			matvecLayouts(t, g, func(t *testing.T) {
+				for _, m := range cases {
+					t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, false) })
 				}
 			})
 		})
