@@ -89,20 +89,15 @@ func Open(o Options) (*Device, error) {
 }
 
 func (d *Device) create() error {
-	var nq uint32
-	gv.GetPhysicalDeviceQueueFamilyProperties(d.phys, &nq, nil)
-	fams := make([]gv.QueueFamilyProperties, nq)
-	gv.GetPhysicalDeviceQueueFamilyProperties(d.phys, &nq, fams)
+	fams := d.queueFamilies()
 	d.family = ^uint32(0)
 	// Prefer a compute family without graphics (async compute), else any.
 	for pass := 0; pass < 2 && d.family == ^uint32(0); pass++ {
-		for i := range fams[:nq] {
-			fams[i].Deref()
-			f := fams[i].QueueFlags
-			if f&gv.QueueFlags(gv.QueueComputeBit) == 0 || fams[i].QueueCount == 0 {
+		for i, f := range fams {
+			if f.flags&gv.QueueFlags(gv.QueueComputeBit) == 0 || f.count == 0 {
 				continue
 			}
-			if pass == 0 && f&gv.QueueFlags(gv.QueueGraphicsBit) != 0 {
+			if pass == 0 && f.flags&gv.QueueFlags(gv.QueueGraphicsBit) != 0 {
 				continue
 			}
 			d.family = uint32(i)
@@ -125,29 +120,18 @@ func (d *Device) create() error {
 		}
 		defer C.vkllm_free_chain(chain)
 	}
-	dci := &gv.DeviceCreateInfo{
-		SType:                gv.StructureTypeDeviceCreateInfo,
-		PNext:                chain,
-		QueueCreateInfoCount: 1,
-		PQueueCreateInfos: []gv.DeviceQueueCreateInfo{{
-			SType:            gv.StructureTypeDeviceQueueCreateInfo,
-			QueueFamilyIndex: d.family,
-			QueueCount:       1,
-			PQueuePriorities: []float32{1},
-		}},
-	}
+	var layers []string
 	if d.in.validation {
-		dci.EnabledLayerCount = 1
-		dci.PpEnabledLayerNames = []string{ValidationLayer + "\x00"}
+		layers = []string{ValidationLayer}
 	}
 	var exts []string
 	if d.info.Features.MemoryBudget {
-		exts = append(exts, "VK_EXT_memory_budget\x00")
+		exts = append(exts, "VK_EXT_memory_budget")
 	}
 	if d.info.Features.IntegerDot && chain != nil {
 		// The shaders' OpSDot (SPV_KHR_integer_dot_product) needs the
 		// extension on a Vulkan 1.2 instance; the feature is in the chain.
-		exts = append(exts, "VK_KHR_shader_integer_dot_product\x00")
+		exts = append(exts, "VK_KHR_shader_integer_dot_product")
 	}
 	if d.info.CoopMatrixExt != "" {
 		if chain == nil {
@@ -155,7 +139,7 @@ func (d *Device) create() error {
 			d.info.Features.CoopMatrix, d.info.CoopMatrixExt, d.info.CoopMatrixShapes = false, "", nil
 		} else {
 			// The feature (and the Vulkan memory model) is in the chain.
-			exts = append(exts, d.info.CoopMatrixExt+"\x00")
+			exts = append(exts, d.info.CoopMatrixExt)
 		}
 	}
 	sgExt, sgNode, err := subgroupSizeChain(chain, &ci, d.info.Features)
@@ -166,12 +150,14 @@ func (d *Device) create() error {
 		defer C.free(sgNode)
 		exts = append(exts, sgExt)
 	}
-	dci.EnabledExtensionCount = uint32(len(exts))
-	dci.PpEnabledExtensionNames = exts
-	var vdev gv.Device
-	if err := check("vkCreateDevice", gv.CreateDevice(d.phys, dci, nil, &vdev)); err != nil {
+	ln, nl := cNames(layers)
+	en, ne := cNames(exts)
+	var cdev C.VkDevice
+	r := C.vkllm_create_device(d.in.ctx, C.VkPhysicalDevice(unsafe.Pointer(d.phys)), C.uint32_t(d.family), chain, ln, nl, en, ne, &cdev)
+	if err := check("vkCreateDevice", gv.Result(r)); err != nil {
 		return err
 	}
+	vdev := gv.Device(unsafe.Pointer(cdev))
 	d.dev = vdev
 	var q gv.Queue
 	gv.GetDeviceQueue(d.dev, d.family, 0, &q)
@@ -275,6 +261,25 @@ func (d *Device) Close() error {
 	d.in.close()
 	d.closed = true
 	return errors.Join(errs...)
+}
+
+// queueFamily is what Device uses of a VkQueueFamilyProperties.
+type queueFamily struct {
+	flags         gv.QueueFlags
+	count         uint32
+	timestampBits uint32 // timestampValidBits
+}
+
+// queueFamilies returns the physical device's queue families.
+func (d *Device) queueFamilies() []queueFamily {
+	const max = 64
+	var flags, counts, ts [max]C.uint32_t
+	n := int(C.vkllm_queue_families(d.in.ctx, C.VkPhysicalDevice(unsafe.Pointer(d.phys)), max, &flags[0], &counts[0], &ts[0]))
+	fams := make([]queueFamily, min(n, max))
+	for i := range fams {
+		fams[i] = queueFamily{gv.QueueFlags(flags[i]), uint32(counts[i]), uint32(ts[i])}
+	}
+	return fams
 }
 
 // newCommandBuffer allocates a primary command buffer from d's pool (freed

@@ -16,6 +16,7 @@ struct vkllm_ctx {
 	PFN_vkWaitForFences wait;
 	PFN_vkResetFences reset;
 	PFN_vkCmdCopyBuffer copy;
+	PFN_vkUpdateDescriptorSets update_sets;
 	VkValidationFeaturesEXT vf;
 	VkValidationFeatureEnableEXT vf_enable[1];
 	pthread_mutex_t mu;
@@ -46,6 +47,7 @@ void vkllm_ctx_set_instance(vkllm_ctx* c, VkInstance inst) {
 	c->wait = (PFN_vkWaitForFences)c->gipa(inst, "vkWaitForFences");
 	c->reset = (PFN_vkResetFences)c->gipa(inst, "vkResetFences");
 	c->copy = (PFN_vkCmdCopyBuffer)c->gipa(inst, "vkCmdCopyBuffer");
+	c->update_sets = (PFN_vkUpdateDescriptorSets)c->gipa(inst, "vkUpdateDescriptorSets");
 }
 
 static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
@@ -494,4 +496,163 @@ VkResult vkllm_create_pipeline(vkllm_ctx* c, VkDevice dev, const uint32_t* code,
 	if (r != VK_SUCCESS) return r;
 	out->step = 4;
 	return VK_SUCCESS;
+}
+
+// names fills out with pointers to the n NUL-terminated strings laid end
+// to end in list (at most max); it returns how many it filled.
+static uint32_t names(const char* list, uint32_t n, const char** out, uint32_t max) {
+	uint32_t i = 0;
+	for (; i < n && i < max; i++) {
+		out[i] = list;
+		list += strlen(list) + 1;
+	}
+	return i;
+}
+
+#define VKLLM_MAX_NAMES 16
+
+int vkllm_has_layer(vkllm_ctx* c, const char* name) {
+	PFN_vkEnumerateInstanceLayerProperties enum_layers = (PFN_vkEnumerateInstanceLayerProperties)c->gipa(NULL, "vkEnumerateInstanceLayerProperties");
+	uint32_t n = 0;
+	if (!enum_layers || enum_layers(&n, NULL) != VK_SUCCESS || n == 0) return 0;
+	VkLayerProperties* p = calloc(n, sizeof(*p));
+	if (!p) return 0;
+	int found = 0;
+	VkResult r = enum_layers(&n, p);
+	if (r == VK_SUCCESS || r == VK_INCOMPLETE) {
+		for (uint32_t i = 0; i < n && !found; i++) found = strcmp(p[i].layerName, name) == 0;
+	}
+	free(p);
+	return found;
+}
+
+static int has_instance_ext_in(PFN_vkEnumerateInstanceExtensionProperties enum_ext, const char* name, const char* layer) {
+	uint32_t n = 0;
+	if (enum_ext(layer, &n, NULL) != VK_SUCCESS || n == 0) return 0;
+	VkExtensionProperties* p = calloc(n, sizeof(*p));
+	if (!p) return 0;
+	int found = 0;
+	VkResult r = enum_ext(layer, &n, p);
+	if (r == VK_SUCCESS || r == VK_INCOMPLETE) found = has_ext(p, n, name);
+	free(p);
+	return found;
+}
+
+int vkllm_has_instance_ext(vkllm_ctx* c, const char* name, const char* layer) {
+	PFN_vkEnumerateInstanceExtensionProperties enum_ext = (PFN_vkEnumerateInstanceExtensionProperties)c->gipa(NULL, "vkEnumerateInstanceExtensionProperties");
+	if (!enum_ext) return 0;
+	if (has_instance_ext_in(enum_ext, name, NULL)) return 1;
+	return layer && has_instance_ext_in(enum_ext, name, layer);
+}
+
+VkResult vkllm_create_instance(vkllm_ctx* c, uint32_t api_version, const char* layers, uint32_t n_layers,
+		const char* exts, uint32_t n_exts, const void* next, VkInstance* out) {
+	PFN_vkCreateInstance create = (PFN_vkCreateInstance)c->gipa(NULL, "vkCreateInstance");
+	if (!create) return VK_ERROR_INITIALIZATION_FAILED;
+	if (n_layers > VKLLM_MAX_NAMES || n_exts > VKLLM_MAX_NAMES) return VK_ERROR_INITIALIZATION_FAILED;
+	const char* layer_names[VKLLM_MAX_NAMES];
+	const char* ext_names[VKLLM_MAX_NAMES];
+	VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO};
+	app.pApplicationName = "vkllm";
+	app.pEngineName = "vkllm";
+	app.apiVersion = api_version;
+	VkInstanceCreateInfo ci = {VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+	ci.pNext = next;
+	ci.pApplicationInfo = &app;
+	ci.enabledLayerCount = names(layers, n_layers, layer_names, VKLLM_MAX_NAMES);
+	ci.ppEnabledLayerNames = layer_names;
+	ci.enabledExtensionCount = names(exts, n_exts, ext_names, VKLLM_MAX_NAMES);
+	ci.ppEnabledExtensionNames = ext_names;
+	return create(&ci, NULL, out);
+}
+
+uint32_t vkllm_queue_families(vkllm_ctx* c, VkPhysicalDevice pd, uint32_t cap, uint32_t* flags, uint32_t* counts, uint32_t* ts_bits) {
+	PFN_vkGetPhysicalDeviceQueueFamilyProperties get = (PFN_vkGetPhysicalDeviceQueueFamilyProperties)c->gipa(c->inst, "vkGetPhysicalDeviceQueueFamilyProperties");
+	uint32_t n = 0;
+	if (!get) return 0;
+	get(pd, &n, NULL);
+	if (n == 0) return 0;
+	VkQueueFamilyProperties* p = calloc(n, sizeof(*p));
+	if (!p) return 0;
+	get(pd, &n, p);
+	for (uint32_t i = 0; i < n && i < cap; i++) {
+		flags[i] = p[i].queueFlags;
+		counts[i] = p[i].queueCount;
+		ts_bits[i] = p[i].timestampValidBits;
+	}
+	free(p);
+	return n;
+}
+
+VkResult vkllm_create_device(vkllm_ctx* c, VkPhysicalDevice pd, uint32_t family, const void* chain,
+		const char* layers, uint32_t n_layers, const char* exts, uint32_t n_exts, VkDevice* out) {
+	PFN_vkCreateDevice create = (PFN_vkCreateDevice)c->gipa(c->inst, "vkCreateDevice");
+	if (!create) return VK_ERROR_INITIALIZATION_FAILED;
+	if (n_layers > VKLLM_MAX_NAMES || n_exts > VKLLM_MAX_NAMES) return VK_ERROR_INITIALIZATION_FAILED;
+	const char* layer_names[VKLLM_MAX_NAMES];
+	const char* ext_names[VKLLM_MAX_NAMES];
+	float priority = 1.0f;
+	VkDeviceQueueCreateInfo qci = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+	qci.queueFamilyIndex = family;
+	qci.queueCount = 1;
+	qci.pQueuePriorities = &priority;
+	VkDeviceCreateInfo dci = {VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+	dci.pNext = chain;
+	dci.queueCreateInfoCount = 1;
+	dci.pQueueCreateInfos = &qci;
+	dci.enabledLayerCount = names(layers, n_layers, layer_names, VKLLM_MAX_NAMES);
+	dci.ppEnabledLayerNames = layer_names;
+	dci.enabledExtensionCount = names(exts, n_exts, ext_names, VKLLM_MAX_NAMES);
+	dci.ppEnabledExtensionNames = ext_names;
+	return create(pd, &dci, NULL, out);
+}
+
+VkResult vkllm_create_descriptor_pool(vkllm_ctx* c, VkDevice dev, uint32_t max_sets, uint32_t n_storage, uint32_t n_uniform, uint32_t n_texel, VkDescriptorPool* out) {
+	PFN_vkCreateDescriptorPool create = (PFN_vkCreateDescriptorPool)c->gipa(c->inst, "vkCreateDescriptorPool");
+	if (!create) return VK_ERROR_INITIALIZATION_FAILED;
+	VkDescriptorPoolSize sizes[3];
+	uint32_t n = 0;
+	if (n_storage) sizes[n++] = (VkDescriptorPoolSize){VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, n_storage};
+	if (n_uniform) sizes[n++] = (VkDescriptorPoolSize){VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, n_uniform};
+	if (n_texel) sizes[n++] = (VkDescriptorPoolSize){VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, n_texel};
+	VkDescriptorPoolCreateInfo ci = {VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+	ci.maxSets = max_sets;
+	ci.poolSizeCount = n;
+	ci.pPoolSizes = sizes;
+	return create(dev, &ci, NULL, out);
+}
+
+VkResult vkllm_alloc_set(vkllm_ctx* c, VkDevice dev, VkDescriptorPool pool, VkDescriptorSetLayout layout, VkDescriptorSet* out) {
+	PFN_vkAllocateDescriptorSets alloc = (PFN_vkAllocateDescriptorSets)c->gipa(c->inst, "vkAllocateDescriptorSets");
+	if (!alloc) return VK_ERROR_INITIALIZATION_FAILED;
+	VkDescriptorSetAllocateInfo ai = {VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+	ai.descriptorPool = pool;
+	ai.descriptorSetCount = 1;
+	ai.pSetLayouts = &layout;
+	return alloc(dev, &ai, out);
+}
+
+void vkllm_write_set(vkllm_ctx* c, VkDevice dev, VkDescriptorSet set, uint32_t n, const vkllm_binding* b) {
+	if (n > VKLLM_MAX_BINDINGS) n = VKLLM_MAX_BINDINGS;
+	VkWriteDescriptorSet w[VKLLM_MAX_BINDINGS];
+	VkDescriptorBufferInfo bi[VKLLM_MAX_BINDINGS];
+	VkBufferView views[VKLLM_MAX_BINDINGS];
+	for (uint32_t i = 0; i < n; i++) {
+		VkWriteDescriptorSet x = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+		x.dstSet = set;
+		x.dstBinding = i;
+		x.descriptorCount = 1;
+		x.descriptorType = (VkDescriptorType)b[i].type;
+		if (x.descriptorType == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER || x.descriptorType == VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER) {
+			views[i] = b[i].view;
+			x.pTexelBufferView = &views[i];
+		} else {
+			bi[i].buffer = b[i].buffer;
+			bi[i].offset = b[i].offset;
+			bi[i].range = b[i].range;
+			x.pBufferInfo = &bi[i];
+		}
+		w[i] = x;
+	}
+	if (n > 0) c->update_sets(dev, n, w, 0, NULL);
 }

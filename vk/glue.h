@@ -124,6 +124,43 @@ void* vkllm_validation_features(vkllm_ctx* c);
 // process and returns its vkGetInstanceProcAddr, or NULL.
 void* vkllm_loader_gipa(void);
 
+// The calls below replace goki/vulkan wrappers that must not be used:
+// for slices (and structs holding slices) goki copies the data into C
+// memory that a finalizer frees, and that finalizer may run while the
+// driver is still reading or writing it (a use after free that corrupted
+// the C heap under garbage-collector load). Every struct here lives on the
+// C stack. Name lists are n NUL-terminated strings laid end to end.
+
+// vkllm_has_layer reports whether the loader offers instance layer name.
+int vkllm_has_layer(vkllm_ctx* c, const char* name);
+// vkllm_has_instance_ext reports whether instance extension name is
+// offered by the loader or, when layer is not NULL, by that layer.
+int vkllm_has_instance_ext(vkllm_ctx* c, const char* name, const char* layer);
+VkResult vkllm_create_instance(vkllm_ctx* c, uint32_t api_version, const char* layers, uint32_t n_layers,
+	const char* exts, uint32_t n_exts, const void* next, VkInstance* out);
+// vkllm_queue_families writes up to cap families' queue flags, queue
+// counts and timestamp valid bits and returns the number of families.
+uint32_t vkllm_queue_families(vkllm_ctx* c, VkPhysicalDevice pd, uint32_t cap, uint32_t* flags, uint32_t* counts, uint32_t* ts_bits);
+// vkllm_create_device creates a device with one queue of family, the
+// feature chain (or NULL), layers and extensions.
+VkResult vkllm_create_device(vkllm_ctx* c, VkPhysicalDevice pd, uint32_t family, const void* chain,
+	const char* layers, uint32_t n_layers, const char* exts, uint32_t n_exts, VkDevice* out);
+// vkllm_create_descriptor_pool creates a pool of max_sets sets holding the
+// given numbers of storage, uniform and uniform-texel descriptors (pool
+// sizes of 0 are left out).
+VkResult vkllm_create_descriptor_pool(vkllm_ctx* c, VkDevice dev, uint32_t max_sets, uint32_t n_storage, uint32_t n_uniform, uint32_t n_texel, VkDescriptorPool* out);
+VkResult vkllm_alloc_set(vkllm_ctx* c, VkDevice dev, VkDescriptorPool pool, VkDescriptorSetLayout layout, VkDescriptorSet* out);
+// vkllm_binding is one descriptor of vkllm_write_set: binding i of the set
+// gets buffer [offset, offset+range) or, for a texel type, view.
+typedef struct vkllm_binding {
+	uint32_t type; // VkDescriptorType
+	VkBuffer buffer;
+	VkBufferView view;
+	uint64_t offset, range;
+} vkllm_binding;
+// vkllm_write_set writes bindings 0..n-1 of set (n <= VKLLM_MAX_BINDINGS).
+void vkllm_write_set(vkllm_ctx* c, VkDevice dev, VkDescriptorSet set, uint32_t n, const vkllm_binding* b);
+
 #define VKLLM_MAX_BINDINGS 32
 #define VKLLM_MAX_SPEC 32
 // vkllm_pipeline is what vkllm_create_pipeline made; step counts the objects

@@ -361,40 +361,29 @@ func newInstance(o Options) (*instance, error) {
 	in := &instance{ctx: ctx}
 	var layers, exts []string
 	if validationWanted(o) {
-		if hasLayer(ValidationLayer) && hasInstanceExt("VK_EXT_debug_utils", ValidationLayer) {
-			layers = append(layers, ValidationLayer+"\x00")
-			exts = append(exts, "VK_EXT_debug_utils\x00")
+		if hasLayer(ctx, ValidationLayer) && hasInstanceExt(ctx, "VK_EXT_debug_utils", ValidationLayer) {
+			layers = append(layers, ValidationLayer)
+			exts = append(exts, "VK_EXT_debug_utils")
 			in.validation = true
 		} else if o.RequireValidation {
 			C.vkllm_ctx_free(ctx)
 			return nil, fmt.Errorf("vk: validation requested but %s (with VK_EXT_debug_utils) is not installed (apt install vulkan-validationlayers)", ValidationLayer)
 		}
 	}
-	app := &gv.ApplicationInfo{
-		SType:            gv.StructureTypeApplicationInfo,
-		PApplicationName: "vkllm\x00",
-		PEngineName:      "vkllm\x00",
-		ApiVersion:       gv.MakeVersion(1, 2, 0),
-	}
 	var next unsafe.Pointer
 	if in.validation {
 		// Synchronization validation makes a missing barrier a test failure.
 		next = C.vkllm_validation_features(ctx)
 	}
-	ci := &gv.InstanceCreateInfo{
-		SType:                   gv.StructureTypeInstanceCreateInfo,
-		PNext:                   next,
-		PApplicationInfo:        app,
-		EnabledLayerCount:       uint32(len(layers)),
-		PpEnabledLayerNames:     layers,
-		EnabledExtensionCount:   uint32(len(exts)),
-		PpEnabledExtensionNames: exts,
-	}
-	var vinst gv.Instance
-	if err := check("vkCreateInstance", gv.CreateInstance(ci, nil, &vinst)); err != nil {
+	ln, nl := cNames(layers)
+	en, ne := cNames(exts)
+	var cinst C.VkInstance
+	r := C.vkllm_create_instance(ctx, C.uint32_t(gv.MakeVersion(1, 2, 0)), ln, nl, en, ne, next, &cinst)
+	if err := check("vkCreateInstance", gv.Result(r)); err != nil {
 		C.vkllm_ctx_free(ctx)
 		return nil, err
 	}
+	vinst := gv.Instance(unsafe.Pointer(cinst))
 	in.inst = vinst
 	if err := gv.InitInstance(in.inst); err != nil {
 		gv.DestroyInstance(in.inst, nil)
@@ -415,46 +404,33 @@ func newInstance(o Options) (*instance, error) {
 	return in, nil
 }
 
-func hasLayer(name string) bool {
-	var n uint32
-	if gv.EnumerateInstanceLayerProperties(&n, nil) != gv.Success || n == 0 {
-		return false
-	}
-	props := make([]gv.LayerProperties, n)
-	if gv.EnumerateInstanceLayerProperties(&n, props) != gv.Success {
-		return false
-	}
-	for i := range props[:n] {
-		props[i].Deref()
-		if gv.ToString(props[i].LayerName[:]) == name {
-			return true
-		}
-	}
-	return false
+// hasLayer reports whether the loader offers instance layer name.
+func hasLayer(ctx *C.vkllm_ctx, name string) bool {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	return C.vkllm_has_layer(ctx, cs) != 0
 }
 
-func hasInstanceExt(name, layer string) bool {
-	for _, l := range []string{"", layer} {
-		var n uint32
-		ln := l
-		if ln != "" {
-			ln += "\x00"
-		}
-		if gv.EnumerateInstanceExtensionProperties(ln, &n, nil) != gv.Success || n == 0 {
-			continue
-		}
-		props := make([]gv.ExtensionProperties, n)
-		if gv.EnumerateInstanceExtensionProperties(ln, &n, props) != gv.Success {
-			continue
-		}
-		for i := range props[:n] {
-			props[i].Deref()
-			if gv.ToString(props[i].ExtensionName[:]) == name {
-				return true
-			}
-		}
+// hasInstanceExt reports whether the loader or layer offers instance
+// extension name.
+func hasInstanceExt(ctx *C.vkllm_ctx, name, layer string) bool {
+	cs, cl := C.CString(name), C.CString(layer)
+	defer C.free(unsafe.Pointer(cs))
+	defer C.free(unsafe.Pointer(cl))
+	return C.vkllm_has_instance_ext(ctx, cs, cl) != 0
+}
+
+// cNames lays names end to end, each NUL-terminated, for the glue's name
+// lists; it returns the list (nil when empty) and the count.
+func cNames(names []string) (*C.char, C.uint32_t) {
+	if len(names) == 0 {
+		return nil, 0
 	}
-	return false
+	var b []byte
+	for _, n := range names {
+		b = append(append(b, n...), 0)
+	}
+	return (*C.char)(unsafe.Pointer(&b[0])), C.uint32_t(len(names))
 }
 
 func (in *instance) enumerate() error {

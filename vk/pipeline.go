@@ -178,28 +178,24 @@ func (p *Pipeline) set(rs []Range) (gv.DescriptorSet, error) {
 			return nil, err
 		}
 	}
-	writes := make([]gv.WriteDescriptorSet, len(rs))
+	var writes [MaxBindings]C.vkllm_binding
 	for i, r := range rs {
-		writes[i] = gv.WriteDescriptorSet{
-			SType:           gv.StructureTypeWriteDescriptorSet,
-			DstSet:          s,
-			DstBinding:      uint32(i),
-			DescriptorCount: 1,
-			DescriptorType:  p.descType(i),
-		}
+		w := &writes[i]
+		w._type = C.uint32_t(p.descType(i))
 		if p.texel>>i&1 != 0 {
 			v, err := r.Buf.view(r.Offset, r.Size)
 			if err != nil {
 				p.free = append(p.free, s)
 				return nil, err
 			}
-			writes[i].PTexelBufferView = []gv.BufferView{v}
+			w.view = C.VkBufferView(unsafe.Pointer(v))
 		} else {
-			writes[i].PBufferInfo = []gv.DescriptorBufferInfo{{Buffer: r.Buf.buf, Offset: gv.DeviceSize(r.Offset), Range: gv.DeviceSize(r.Size)}}
+			w.buffer = C.VkBuffer(unsafe.Pointer(r.Buf.buf))
+			w.offset, w._range = C.uint64_t(r.Offset), C.uint64_t(r.Size)
 		}
 	}
-	if len(writes) > 0 {
-		gv.UpdateDescriptorSets(p.d.dev, uint32(len(writes)), writes, 0, nil)
+	if len(rs) > 0 {
+		C.vkllm_write_set(p.d.in.ctx, C.VkDevice(unsafe.Pointer(p.d.dev)), C.VkDescriptorSet(unsafe.Pointer(s)), C.uint32_t(len(rs)), &writes[0])
 	}
 	p.cache[key] = s
 	return s, nil
@@ -219,36 +215,23 @@ func (p *Pipeline) descType(i int) gv.DescriptorType {
 func (p *Pipeline) allocSet() (gv.DescriptorSet, error) {
 	if p.poolLeft == 0 {
 		nu, nt := uint32(bits.OnesCount32(p.uniform)), uint32(bits.OnesCount32(p.texel))
-		sizes := []gv.DescriptorPoolSize{{Type: gv.DescriptorTypeStorageBuffer, DescriptorCount: uint32(max(p.bindings-int(nu+nt), 1)) * setsPerPool}}
-		if nu > 0 {
-			sizes = append(sizes, gv.DescriptorPoolSize{Type: gv.DescriptorTypeUniformBuffer, DescriptorCount: nu * setsPerPool})
-		}
-		if nt > 0 {
-			sizes = append(sizes, gv.DescriptorPoolSize{Type: gv.DescriptorTypeUniformTexelBuffer, DescriptorCount: nt * setsPerPool})
-		}
-		dpci := &gv.DescriptorPoolCreateInfo{
-			SType:         gv.StructureTypeDescriptorPoolCreateInfo,
-			MaxSets:       setsPerPool,
-			PoolSizeCount: uint32(len(sizes)),
-			PPoolSizes:    sizes,
-		}
-		var pool gv.DescriptorPool
-		if err := check("vkCreateDescriptorPool("+p.name+")", gv.CreateDescriptorPool(p.d.dev, dpci, nil, &pool)); err != nil {
+		ns := uint32(max(p.bindings-int(nu+nt), 1))
+		var pool C.VkDescriptorPool
+		r := C.vkllm_create_descriptor_pool(p.d.in.ctx, C.VkDevice(unsafe.Pointer(p.d.dev)), setsPerPool,
+			C.uint32_t(ns*setsPerPool), C.uint32_t(nu*setsPerPool), C.uint32_t(nt*setsPerPool), &pool)
+		if err := check("vkCreateDescriptorPool("+p.name+")", gv.Result(r)); err != nil {
 			return nil, err
 		}
-		p.pools = append(p.pools, pool)
+		p.pools = append(p.pools, gv.DescriptorPool(unsafe.Pointer(pool)))
 		p.poolLeft = setsPerPool
 	}
-	var s gv.DescriptorSet
-	dsai := &gv.DescriptorSetAllocateInfo{
-		SType:              gv.StructureTypeDescriptorSetAllocateInfo,
-		DescriptorPool:     p.pools[len(p.pools)-1],
-		DescriptorSetCount: 1,
-		PSetLayouts:        []gv.DescriptorSetLayout{p.setLayout},
-	}
-	if err := check("vkAllocateDescriptorSets("+p.name+")", gv.AllocateDescriptorSets(p.d.dev, dsai, &s)); err != nil {
+	var cs C.VkDescriptorSet
+	r := C.vkllm_alloc_set(p.d.in.ctx, C.VkDevice(unsafe.Pointer(p.d.dev)), C.VkDescriptorPool(unsafe.Pointer(p.pools[len(p.pools)-1])),
+		C.VkDescriptorSetLayout(unsafe.Pointer(p.setLayout)), &cs)
+	if err := check("vkAllocateDescriptorSets("+p.name+")", gv.Result(r)); err != nil {
 		return nil, err
 	}
+	s := gv.DescriptorSet(unsafe.Pointer(cs))
 	p.poolLeft--
 	return s, nil
 }

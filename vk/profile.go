@@ -69,12 +69,7 @@ func (d *Device) Profile() error {
 // queue and the mask of its valid bits, or an error naming where when the
 // queue writes none.
 func (d *Device) timestamps(where string) (period float64, mask uint64, err error) {
-	var nq uint32
-	gv.GetPhysicalDeviceQueueFamilyProperties(d.phys, &nq, nil)
-	fams := make([]gv.QueueFamilyProperties, nq)
-	gv.GetPhysicalDeviceQueueFamilyProperties(d.phys, &nq, fams)
-	fams[d.family].Deref()
-	bits := fams[d.family].TimestampValidBits
+	bits := d.queueFamilies()[d.family].timestampBits
 	var props gv.PhysicalDeviceProperties
 	gv.GetPhysicalDeviceProperties(d.phys, &props)
 	props.Deref()

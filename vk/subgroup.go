@@ -43,7 +43,7 @@ func subgroupSizeChain(chain unsafe.Pointer, ci *C.vkllm_info, f Features) (ext 
 	if node == nil {
 		return "", nil, fmt.Errorf("vk: out of host memory building the feature chain")
 	}
-	return "VK_EXT_subgroup_size_control\x00", node, nil
+	return "VK_EXT_subgroup_size_control", node, nil
 }
 
 // SubgroupSizeOK reports whether a compute pipeline may require subgroups
