@@ -368,6 +368,66 @@ func (c *Chain) SampleArgmax(id int32) (int32, error) {
 	return id, nil
 }
 
+// TopK returns k when the next Sample reads nothing of its row but the k
+// largest logits, in order (the largest first, the lower id on ties, NaN
+// and -Inf never kept): a random draw (temperature above 0, no Mirostat)
+// with top_k k in 1..1024 and no logit bias, penalties, pending min_tokens
+// mask, grammar or log-probabilities. It returns 0 otherwise, and for a
+// Greedy chain (whose argmax SampleArgmax takes). SampleTopK then stands
+// in for Sample, given those k logits computed elsewhere (the engine
+// selects them on the GPU and reads back k ids and logits instead of the
+// vocabulary-sized row). The answer changes with the chain's state, as
+// Greedy's does.
+func (c *Chain) TopK() int {
+	if c.constraint != nil || c.pen != nil || len(c.bias) > 0 || c.raw != nil {
+		return 0
+	}
+	if c.nAccepted < c.p.MinTokens && len(c.eog) > 0 {
+		return 0
+	}
+	if c.temp <= 0 || c.p.MirostatMode != 0 || c.p.TopK < 2 || c.p.TopK > heapTopKMax {
+		return 0
+	}
+	return c.p.TopK
+}
+
+// SampleTopK does what Sample would do on a row whose largest logits, as
+// TopK orders them, are logits (their ids in ids): the first min(k,
+// vocabulary) of them are read, k = TopK(), and more may be given. It
+// draws the same token from the same random numbers as Sample on the whole
+// row. It fails when TopK is 0, fewer entries are given than it reads, an
+// id is outside the vocabulary, or the entries are out of order. It does
+// not Accept the token and allocates nothing.
+func (c *Chain) SampleTopK(ids []int32, logits []float32) (int32, error) {
+	k := c.TopK()
+	if k == 0 {
+		return -1, errors.New("sampling: SampleTopK: the chain reads more of the row than its top k (TopK is 0)")
+	}
+	k = min(k, c.vocabSize)
+	if len(ids) < k || len(logits) < k {
+		return -1, fmt.Errorf("sampling: SampleTopK: %d ids and %d logits given, want at least top_k %d", len(ids), len(logits), k)
+	}
+	cs := c.cands[:0]
+	for i := range k {
+		id, l := ids[i], logits[i]
+		if id < 0 || int(id) >= c.vocabSize {
+			return -1, fmt.Errorf("sampling: SampleTopK: token %d is outside the vocabulary of %d", id, c.vocabSize)
+		}
+		if l != l || l < -math.MaxFloat32 {
+			continue // NaN and -Inf rank last and are never candidates
+		}
+		if n := len(cs); n > 0 && (l > cs[n-1].logit || l == cs[n-1].logit && id <= cs[n-1].id) {
+			return -1, fmt.Errorf("sampling: SampleTopK: entry %d (token %d, logit %v) is out of order", i, id, l)
+		}
+		cs = append(cs, cand{id: id, logit: l, key: -l})
+	}
+	cs, err := c.truncateRest(cs, true)
+	if err != nil {
+		return -1, err
+	}
+	return cs[c.draw(cs)].id, nil
+}
+
 // constrainedPick picks from logits under the grammar constraint, in
 // llama.cpp's order when the constraint is a ConstraintChecker.
 func (c *Chain) constrainedPick(logits []float32) (int32, error) {
@@ -503,6 +563,12 @@ func (c *Chain) truncate(logits []float32) ([]cand, error) {
 			sorted = true
 		}
 	}
+	return c.truncateRest(cs, sorted)
+}
+
+// truncateRest runs the samplers after top_k (tfs_z, typical_p, top_p and
+// min_p) over cs and divides the survivors' logits by the temperature.
+func (c *Chain) truncateRest(cs []cand, sorted bool) ([]cand, error) {
 	if len(cs) == 0 {
 		return nil, ErrNoCandidates
 	}
