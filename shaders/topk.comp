@@ -1,7 +1,7 @@
 #version 450
 // top_k writes, for each row, the k largest elements (k <= MAX_K) sorted
-// by value descending, ties by index ascending, as indices (uint32) and
-// values (f32) [row][k]; NaNs rank below everything. One workgroup per row
+// by value descending, ties (-0 = +0) by index ascending, as indices
+// (uint32) and values (f32) [row][k]; NaNs rank below everything. One workgroup per row
 // finds the k-th largest value by a 4-pass 8-bit radix select over the
 // order-preserving integer keys of the floats, then collects the elements
 // above it and the first (by index) elements equal to it, and sorts the k
@@ -27,12 +27,17 @@ shared uint eq_before[WG];
 shared uint out_key[MAX_K];
 shared uint out_idx[MAX_K];
 
-// key maps floats to uints in the same order (NaN lowest).
+// key maps floats to uints in the same order (NaN lowest, -0 equal to +0,
+// as the sampler's top_k compares them). Integer tests only: a float
+// comparison with zero may flush denormals.
 uint key(float x) {
 	if (isnan(x)) {
 		return 0u;
 	}
-	const uint b = floatBitsToUint(x);
+	uint b = floatBitsToUint(x);
+	if (b == 0x80000000u) {
+		b = 0u;
+	}
 	return (b & 0x80000000u) != 0u ? ~b : b | 0x80000000u;
 }
 

@@ -916,7 +916,7 @@ type TopKPush struct {
 }
 
 // TopK records, for each of rows rows of cols f32, the k largest elements
-// sorted by value descending (ties by index ascending; NaNs last) into idx
+// sorted by value descending (ties, -0 = +0, by index ascending; NaNs last) into idx
 // (uint32) and vals (f32), both [rows][k]. 1 <= k <= min(cols, MaxTopK).
 func (k *Kernels) TopK(c *vk.Cmd, idx, vals, src vk.Range, rows, cols, topK int) error {
 	if rows <= 0 || cols <= 0 || topK <= 0 || topK > MaxTopK || topK > cols {

@@ -461,6 +461,21 @@ func TestTopK(t *testing.T) {
 			}
 		})
 	}
+	t.Run("signed-zeros", func(t *testing.T) {
+		// -0 equals +0 (as the sampler's top_k has it): the first by index win.
+		x := make([]float32, 400)
+		for i := range x {
+			x[i] = -1
+		}
+		x[300], x[100], x[200] = 0, float32(math.Copysign(0, -1)), 0
+		src, ir, vr := g.upF32(x), g.buf(4*2), g.buf(4*2)
+		g.run(func(c *vk.Cmd) error { return g.k.TopK(c, ir, vr, src, 1, len(x), 2) })
+		wi, wv := make([]uint32, 2), make([]float32, 2)
+		RefTopK(wi, wv, x, 1, len(x), 2)
+		if gi := g.downU32(ir, 2); gi[0] != 100 || gi[1] != 200 || wi[0] != 100 || wi[1] != 200 {
+			t.Errorf("TopK of -0 at 100, +0 at 200 and 300: %v (reference %v), want [100 200]", gi, wi)
+		}
+	})
 	t.Run("ties-at-kth", func(t *testing.T) {
 		// Many equal values straddle the k-th place: the first by index win.
 		x := make([]float32, 5000)
