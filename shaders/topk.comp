@@ -19,6 +19,7 @@ layout(push_constant) uniform Params {
 	uint rows;
 	uint cols;
 	uint k;
+	uint skip; // elements of X before the first row
 } p;
 
 shared uint hist[256];
@@ -48,7 +49,7 @@ void main() {
 		return;
 	}
 	const uint t = gl_LocalInvocationID.x;
-	const uint base = row * p.cols;
+	const uint base = p.skip + row * p.cols;
 	if (t == 0) {
 		sh_prefix = 0u;
 		sh_mask = 0u;

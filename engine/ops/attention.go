@@ -913,17 +913,23 @@ const MaxTopK = 64
 // TopKPush mirrors the push-constant block of topk.comp.
 type TopKPush struct {
 	Rows, Cols, K uint32
+	Skip          uint32 // elements of the binding before the first row
 }
 
 // TopK records, for each of rows rows of cols f32, the k largest elements
-// sorted by value descending (ties, -0 = +0, by index ascending; NaNs last) into idx
-// (uint32) and vals (f32), both [rows][k]. 1 <= k <= min(cols, MaxTopK).
+// sorted by value descending (ties, -0 = +0, by index ascending; NaNs last)
+// into idx (uint32) and vals (f32), both [rows][k]. 1 <= k <= min(cols,
+// MaxTopK). src may start at any multiple of 4 bytes (rows after others in
+// a logits buffer): the kernel binds from the aligned offset below it.
 func (k *Kernels) TopK(c *vk.Cmd, idx, vals, src vk.Range, rows, cols, topK int) error {
 	if rows <= 0 || cols <= 0 || topK <= 0 || topK > MaxTopK || topK > cols {
 		return fmt.Errorf("ops: TopK: %d rows of %d, k %d (want 1 <= k <= min(cols, %d))", rows, cols, topK, MaxTopK)
 	}
 	if err := sized("TopK", "src", src, 4*uint64(rows*cols)); err != nil {
 		return err
+	}
+	if src.Offset%4 != 0 {
+		return fmt.Errorf("ops: TopK: src offset %d is not a multiple of 4", src.Offset)
 	}
 	for _, o := range []struct {
 		what string
@@ -933,14 +939,39 @@ func (k *Kernels) TopK(c *vk.Cmd, idx, vals, src vk.Range, rows, cols, topK int)
 			return err
 		}
 	}
+	align := max(k.dev.Limits().MinStorageOffsetAlign, 4)
 	rowBytes := 4 * uint64(cols)
 	outBytes := 4 * uint64(topK)
-	return k.rowChunks("TopK", rows, rowBytes, func(r0, nr int) error {
-		push := TopKPush{Rows: uint32(nr), Cols: uint32(cols), K: uint32(topK)}
-		return Record(k, c, "top_k_f32", []uint32{k.wg}, k.Groups(uint32(nr)), &push,
-			k.window(src, uint64(r0)*rowBytes, uint64(nr)*rowBytes),
-			k.window(idx, uint64(r0)*outBytes, uint64(nr)*outBytes), k.window(vals, uint64(r0)*outBytes, uint64(nr)*outBytes))
-	})
+	// At most this many rows fit in one binding after the worst skip;
+	// output chunks start at multiples of 64 rows, or of whatever keeps
+	// them aligned.
+	per := int((k.dev.MaxBinding() - align) / rowBytes)
+	if per == 0 {
+		return fmt.Errorf("ops: TopK: a row of %d bytes exceeds one storage binding (%d bytes)", rowBytes, k.dev.MaxBinding())
+	}
+	if rows > per {
+		if per >= 64 {
+			per &^= 63
+		}
+		for per > 1 && (uint64(per)*outBytes)%align != 0 {
+			per--
+		}
+		if (uint64(per)*outBytes)%align != 0 {
+			return fmt.Errorf("ops: TopK: %d rows of %d cannot be split at aligned offsets", rows, cols)
+		}
+	}
+	for r0 := 0; r0 < rows; r0 += per {
+		nr := min(per, rows-r0)
+		start := src.Offset + uint64(r0)*rowBytes
+		base := start &^ (align - 1)
+		in := vk.Range{Buf: src.Buf, Offset: base, Size: start - base + uint64(nr)*rowBytes}
+		push := TopKPush{Rows: uint32(nr), Cols: uint32(cols), K: uint32(topK), Skip: uint32((start - base) / 4)}
+		if err := Record(k, c, "top_k_f32", []uint32{k.wg}, k.Groups(uint32(nr)), &push, in,
+			k.window(idx, uint64(r0)*outBytes, uint64(nr)*outBytes), k.window(vals, uint64(r0)*outBytes, uint64(nr)*outBytes)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RefTopK is the CPU reference of TopK.

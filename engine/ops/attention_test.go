@@ -461,6 +461,24 @@ func TestTopK(t *testing.T) {
 			}
 		})
 	}
+	t.Run("unaligned-rows", func(t *testing.T) {
+		// Rows after others in a logits buffer: src starts 3 rows of 1001
+		// floats in, at no binding alignment.
+		const skipRows, rows, cols, k = 3, 4, 1001, 33
+		x := g.randn((skipRows+rows)*cols, 1)
+		all := g.upF32(x)
+		src := all.Sub(4*skipRows*cols, 4*rows*cols)
+		ir, vr := g.buf(4*rows*k), g.buf(4*rows*k)
+		g.run(func(c *vk.Cmd) error { return g.k.TopK(c, ir, vr, src, rows, cols, k) })
+		wi, wv := make([]uint32, rows*k), make([]float32, rows*k)
+		RefTopK(wi, wv, x[skipRows*cols:], rows, cols, k)
+		gi, gv := g.downU32(ir, len(wi)), g.downF32(vr, len(wv))
+		for j := range wi {
+			if gi[j] != wi[j] || math.Float32bits(gv[j]) != math.Float32bits(wv[j]) {
+				t.Fatalf("TopK [row %d, %d] = (%d, %g), want (%d, %g)", j/k, j%k, gi[j], gv[j], wi[j], wv[j])
+			}
+		}
+	})
 	t.Run("signed-zeros", func(t *testing.T) {
 		// -0 equals +0 (as the sampler's top_k has it): the first by index win.
 		x := make([]float32, 400)
