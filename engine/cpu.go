@@ -31,8 +31,15 @@ type Batch struct {
 	// NaN never, -1 when there is none (a greedy sampling.Chain's pick,
 	// sampling.Chain.SampleArgmax). The GPU computes it and reads back the
 	// id alone; Output.Tokens holds the ids in row order. A row asks for
-	// at most one of Logits, Argmax and Hidden.
+	// at most one of Logits, Argmax, TopK and Hidden.
 	Argmax []bool
+	// TopK[i] > 0 (nil: none) asks for row i's TopK[i] largest logits
+	// and their ids instead of the whole row (a sampling.Chain whose
+	// TopK is that k draws from those alone, SampleTopK), at most
+	// ops.MaxTopK. The GPU selects them and reads back k ids and logits;
+	// Output.TopIDs and TopLogits hold them, Output.TopN for each row (the
+	// largest k asked: a row's first TopK[i] are its own).
+	TopK []int32
 	// Embeds[i], when not nil, is row i's input embedding ([Embd] values),
 	// used in place of its token's embedding (after the architecture's
 	// embedding scaling, which image embeddings do not get); the row's
@@ -51,6 +58,14 @@ func (b *Batch) Len() int { return len(b.Tokens) }
 // argmax reports whether row i asks for its argmax token.
 func (b *Batch) argmax(i int) bool { return b.Argmax != nil && b.Argmax[i] }
 
+// topK is the k of row i's largest logits it asks for, 0 for none.
+func (b *Batch) topK(i int) int {
+	if b.TopK == nil {
+		return 0
+	}
+	return int(b.TopK[i])
+}
+
 // check validates the batch against the model and cache sizes.
 func (b *Batch) check(vocab, slots, ctx int) error {
 	n := len(b.Tokens)
@@ -58,9 +73,9 @@ func (b *Batch) check(vocab, slots, ctx int) error {
 		return fmt.Errorf("engine: empty batch")
 	}
 	if len(b.Slots) != n || len(b.Pos) != n || len(b.Logits) != n || b.Hidden != nil && len(b.Hidden) != n ||
-		b.Argmax != nil && len(b.Argmax) != n || b.Embeds != nil && len(b.Embeds) != n || b.AttnPos != nil && len(b.AttnPos) != n {
-		return fmt.Errorf("engine: batch has %d tokens but %d slots, %d positions, %d logit flags, %d hidden flags, %d argmax flags, %d embeddings, %d attention positions",
-			n, len(b.Slots), len(b.Pos), len(b.Logits), len(b.Hidden), len(b.Argmax), len(b.Embeds), len(b.AttnPos))
+		b.Argmax != nil && len(b.Argmax) != n || b.TopK != nil && len(b.TopK) != n || b.Embeds != nil && len(b.Embeds) != n || b.AttnPos != nil && len(b.AttnPos) != n {
+		return fmt.Errorf("engine: batch has %d tokens but %d slots, %d positions, %d logit flags, %d hidden flags, %d argmax flags, %d top-k counts, %d embeddings, %d attention positions",
+			n, len(b.Slots), len(b.Pos), len(b.Logits), len(b.Hidden), len(b.Argmax), len(b.TopK), len(b.Embeds), len(b.AttnPos))
 	}
 	if err := b.checkMedia(ctx); err != nil {
 		return err
@@ -79,6 +94,10 @@ func (b *Batch) check(vocab, slots, ctx int) error {
 			return fmt.Errorf("engine: batch row %d asks for both logits and its hidden state", i)
 		case b.argmax(i) && (b.Logits[i] || b.Hidden != nil && b.Hidden[i]):
 			return fmt.Errorf("engine: batch row %d asks for its argmax token and also for its logits or hidden state", i)
+		case b.topK(i) < 0 || b.topK(i) > ops.MaxTopK:
+			return fmt.Errorf("engine: batch row %d asks for its %d largest logits, want 0..%d", i, b.topK(i), ops.MaxTopK)
+		case b.topK(i) > 0 && (b.argmax(i) || b.Logits[i] || b.Hidden != nil && b.Hidden[i]):
+			return fmt.Errorf("engine: batch row %d asks for its largest logits and also for its argmax token, logits or hidden state", i)
 		}
 	}
 	return nil
@@ -267,13 +286,23 @@ func (m *CPUModel) ForwardInto(b Batch, out *Output) error {
 			return err
 		}
 	}
-	// Argmax rows first, then logits rows, as the GPU orders them.
+	// Argmax rows first, then top-k rows, then logits rows, as the GPU
+	// orders them.
 	for i := range b.Argmax {
 		if b.Argmax[i] {
 			g.rows = append(g.rows, i)
 		}
 	}
 	nArgmax := len(g.rows)
+	topK := 0
+	for i := range b.TopK {
+		if k := int(b.TopK[i]); k > 0 {
+			g.rows = append(g.rows, i)
+			topK = max(topK, k)
+		}
+	}
+	topK = min(topK, m.o.Vocab)
+	nTop := len(g.rows) - nArgmax
 	for i, want := range b.Logits {
 		if want {
 			g.rows = append(g.rows, i)
@@ -297,8 +326,17 @@ func (m *CPUModel) ForwardInto(b Batch, out *Output) error {
 	for r := range nArgmax {
 		out.Tokens[r] = argmaxRow(g.logits[r*V : (r+1)*V])
 	}
-	out.Logits, out.Hidden = g.logits[nArgmax*V:], g.hidden
-	out.ReadBytes = 4 * (len(out.Logits) + len(out.Tokens) + len(out.Hidden))
+	out.TopN = topK
+	out.TopIDs, out.TopLogits = make([]int32, nTop*topK), make([]float32, nTop*topK)
+	ids := make([]uint32, nTop*topK)
+	if nTop > 0 {
+		ops.RefTopK(ids, out.TopLogits, g.logits[nArgmax*V:(nArgmax+nTop)*V], nTop, V, topK)
+	}
+	for i, id := range ids {
+		out.TopIDs[i] = int32(id)
+	}
+	out.Logits, out.Hidden = g.logits[(nArgmax+nTop)*V:], g.hidden
+	out.ReadBytes = 4 * (len(out.Logits) + len(out.Tokens) + 2*len(ids) + len(out.Hidden))
 	return nil
 }
 

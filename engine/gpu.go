@@ -112,13 +112,17 @@ type GPUModel struct {
 	inCopy      []vk.CopyRegion
 	keptIn      []vk.CopyRegion // a kept graph's input copy (gpu_kept.go)
 	// logits holds [BatchSize][Vocab] f32 logits, then at tokOff the
-	// [BatchSize] uint32 argmax ids of Batch.Argmax rows. On UMA devices
+	// [BatchSize] uint32 argmax ids of Batch.Argmax rows, at topIDOff and
+	// topValOff the [BatchSize][k] ids (uint32) and logits (f32) of
+	// Batch.TopK rows (k at most ops.MaxTopK). On UMA devices
 	// it is host-visible and read in place; on discrete GPUs it is
 	// device-local and the pass ends with one copy of the rows the host
 	// reads into readback (host-visible, cached where the device has it).
 	logits, readback *vk.Buffer
 	tokOff           uint64
-	readCopy         [2]vk.CopyRegion
+	topIDOff         uint64
+	topValOff        uint64
+	readCopy         [4]vk.CopyRegion
 	// attnScratch holds split attention's partial results (decoders whose
 	// dispatches split), sized by the dry run for the largest case.
 	attnScratch *vk.Buffer
@@ -174,7 +178,7 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 	// A dry run of the largest batch sizes the activations and lists the
 	// matrix shapes to compile.
 	m.g = gpuGraph{m: m, shapes: map[matShape]bool{}, matBytes: map[string]int64{}, slotOf: map[uint64]int{}, fusedKinds: map[*Tensor]uint8{}}
-	m.g.start(nil, cfg.BatchSize, 0, cfg.BatchSize, 0, cfg.CtxSize)
+	m.g.start(nil, passShape{n: cfg.BatchSize, logits: cfg.BatchSize}, cfg.CtxSize)
 	m.model.forward(&m.g)
 	if m.g.err != nil {
 		m.k.Close()
@@ -484,7 +488,10 @@ func (m *GPUModel) reserveIO() error {
 		return fmt.Errorf("engine: per-step inputs: %w", err)
 	}
 	m.tokOff = alignUp(4*B*uint64(m.o.Vocab), ioAlign)
-	if m.logits, err = m.newBuffer(m.tokOff+4*B, kind); err != nil {
+	m.topIDOff = alignUp(m.tokOff+4*B, ioAlign)
+	m.topValOff = alignUp(m.topIDOff+4*B*ops.MaxTopK, ioAlign)
+	outEnd := m.topValOff + 4*B*ops.MaxTopK
+	if m.logits, err = m.newBuffer(outEnd, kind); err != nil {
 		return fmt.Errorf("engine: logits buffer: %w", err)
 	}
 	if !discrete {
@@ -493,7 +500,7 @@ func (m *GPUModel) reserveIO() error {
 	if m.inStage, err = m.newBuffer(off, vk.HostBuffer); err != nil {
 		return fmt.Errorf("engine: per-step input staging: %w", err)
 	}
-	if m.readback, err = m.newBuffer(m.tokOff+4*B, vk.HostBuffer); err != nil {
+	if m.readback, err = m.newBuffer(outEnd, vk.HostBuffer); err != nil {
 		return fmt.Errorf("engine: logits read-back buffer: %w", err)
 	}
 	m.inCopy = make([]vk.CopyRegion, 0, numInputs+m.cfg.Slots)
@@ -649,15 +656,21 @@ func float32Bytes(vals []float32) []byte {
 
 // Output receives the results of a forward pass: Logits holds the logits of
 // the rows that asked for them ([rows][vocab], in row order), Tokens the
-// argmax ids of the rows that asked for those (Batch.Argmax, in row order)
-// and Hidden the final hidden states (after the output norm) of the rows
-// that asked for those ([rows][embd], in row order). ForwardInto reslices
-// them within their capacity and allocates only when one is too small, so
-// a caller that reserves BatchSize rows once never allocates per step.
+// argmax ids of the rows that asked for those (Batch.Argmax, in row order),
+// TopIDs and TopLogits the largest logits of the rows that asked for those
+// (Batch.TopK: [rows][TopN] in row order, each row's sorted as
+// ops.RefTopK sorts them, TopN the largest k asked) and Hidden the final
+// hidden states (after the output norm) of the rows that asked for those
+// ([rows][embd], in row order). ForwardInto reslices them within their
+// capacity and allocates only when one is too small, so a caller that
+// reserves BatchSize rows once never allocates per step.
 type Output struct {
-	Logits []float32
-	Tokens []int32
-	Hidden []float32
+	Logits    []float32
+	Tokens    []int32
+	TopIDs    []int32
+	TopLogits []float32
+	TopN      int
+	Hidden    []float32
 	// Borrow, set by the caller, makes GPUModel.ForwardInto point Logits,
 	// Tokens and Hidden at the model's own host-visible read-back memory
 	// instead of copying them out: no copy at all, and nothing to reserve.
@@ -667,7 +680,8 @@ type Output struct {
 	// borrows.
 	Borrow bool
 	// ReadBytes is the bytes of results the pass made the host read from
-	// the device: the logits rows, argmax ids and hidden states asked for.
+	// the device: the logits rows, argmax ids, top logits and their ids
+	// and hidden states asked for.
 	ReadBytes int
 }
 
@@ -709,7 +723,7 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 	}
 	// The rows that want output: argmax rows first (the argmax kernel
 	// then reads the logits from offset 0, aligned for binding), then
-	// logits rows, then hidden-state rows.
+	// top-k rows, then logits rows, then hidden-state rows.
 	rows := m.outRows[:0]
 	for i := range b.Argmax {
 		if b.Argmax[i] {
@@ -717,12 +731,21 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 		}
 	}
 	nArgmax := len(rows)
+	topK := 0
+	for i := range b.TopK {
+		if k := int(b.TopK[i]); k > 0 {
+			rows = append(rows, int32(i))
+			topK = max(topK, k)
+		}
+	}
+	topK = min(topK, o.Vocab)
+	nTop := len(rows) - nArgmax
 	for i, want := range b.Logits {
 		if want {
 			rows = append(rows, int32(i))
 		}
 	}
-	nLogits := len(rows) - nArgmax
+	nLogits := len(rows) - nArgmax - nTop
 	if len(rows) > 0 && o.Encoder {
 		return fmt.Errorf("engine: %s is an encoder (embeddings and rerank only): it gives hidden states, not logits, so it cannot generate", o.Arch)
 	}
@@ -732,7 +755,7 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 		}
 	}
 	m.outRows = rows
-	nHidden := len(rows) - nLogits - nArgmax
+	nHidden := len(rows) - nLogits - nTop - nArgmax
 	m.inCopy = m.inCopy[:0]
 	if m.kv != nil {
 		if err := m.kv.reserveRows(b); err != nil {
@@ -750,7 +773,7 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 	if err := m.writeMedia(b); err != nil { // input embeddings (media.go)
 		return err
 	}
-	if err := m.runPass(b, n, nArgmax, nLogits, nHidden); err != nil {
+	if err := m.runPass(b, passShape{n, nArgmax, nTop, topK, nLogits, nHidden}); err != nil {
 		return err
 	}
 	V := uint64(o.Vocab)
@@ -759,20 +782,29 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 		host = m.readback
 	}
 	mem := host.Mapped()
-	logits := unsafe.Slice((*float32)(unsafe.Pointer(&mem[4*uint64(nArgmax)*V])), nLogits*o.Vocab)
+	logits := unsafe.Slice((*float32)(unsafe.Pointer(&mem[4*uint64(nArgmax+nTop)*V])), nLogits*o.Vocab)
 	tokens := unsafe.Slice((*int32)(unsafe.Pointer(&mem[m.tokOff])), nArgmax)
+	nt := nTop * topK
+	topIDs := unsafe.Slice((*int32)(unsafe.Pointer(&mem[m.topIDOff])), nt)
+	topLogits := unsafe.Slice((*float32)(unsafe.Pointer(&mem[m.topValOff])), nt)
 	hidden := unsafe.Slice((*float32)(unsafe.Pointer(&m.hidden.Mapped()[0])), nHidden*o.Embd)
+	out.TopN = topK
 	if out.Borrow {
 		out.Logits, out.Tokens, out.Hidden = logits[:len(logits):len(logits)], tokens[:nArgmax:nArgmax], hidden[:len(hidden):len(hidden)]
+		out.TopIDs, out.TopLogits = topIDs[:nt:nt], topLogits[:nt:nt]
 	} else {
 		out.Logits = resize(out.Logits, len(logits))
 		out.Tokens = resize(out.Tokens, nArgmax)
+		out.TopIDs = resize(out.TopIDs, nt)
+		out.TopLogits = resize(out.TopLogits, nt)
 		out.Hidden = resize(out.Hidden, len(hidden))
 		copy(out.Logits, logits)
 		copy(out.Tokens, tokens)
+		copy(out.TopIDs, topIDs)
+		copy(out.TopLogits, topLogits)
 		copy(out.Hidden, hidden)
 	}
-	out.ReadBytes = 4 * (len(logits) + nArgmax + len(hidden))
+	out.ReadBytes = 4 * (len(logits) + nArgmax + 2*nt + len(hidden))
 	return nil
 }
 

@@ -31,8 +31,19 @@ type keptGraph struct {
 
 // keptKey is what a recorded forward pass depends on.
 type keptKey struct {
-	rows, argmax, logits, hidden, keys int
+	passShape
+	keys int
 }
+
+// passShape is a forward pass's rows: n in all, and how many ask for each
+// output, in the order of the output rows (argmax tokens, the topK
+// largest logits, logits, hidden states).
+type passShape struct {
+	n, argmax, top, topK, logits, hidden int
+}
+
+// outRows is the number of rows that give output.
+func (s passShape) outRows() int { return s.argmax + s.top + s.logits + s.hidden }
 
 // keyBucket rounds the keys a pass attends to up to the next power of
 // two (at least 256, at most the context): attention splits that many, and
@@ -48,7 +59,7 @@ func keyBucket(keys, ctx int) int {
 
 // runPass records (or reuses) and submits the forward pass of the batch
 // whose inputs ForwardInto has written.
-func (m *GPUModel) runPass(b Batch, n, nArgmax, nLogits, nHidden int) error {
+func (m *GPUModel) runPass(b Batch, s passShape) error {
 	keys := batchKeys(b)
 	oneTime := m.noKeep || m.dev.Profiling() || len(m.mediaRuns) > 0 || m.useAttnPos
 	if !oneTime && m.kv != nil && len(m.kv.copies) > 0 {
@@ -68,12 +79,12 @@ func (m *GPUModel) runPass(b Batch, n, nArgmax, nLogits, nHidden int) error {
 		if err != nil {
 			return err
 		}
-		if err := m.record(c, n, nArgmax, nLogits, nHidden, keys, false); err != nil {
+		if err := m.record(c, s, keys, false); err != nil {
 			return err
 		}
 		return c.Submit()
 	}
-	key := keptKey{n, nArgmax, nLogits, nHidden, keyBucket(keys, m.cfg.CtxSize)}
+	key := keptKey{s, keyBucket(keys, m.cfg.CtxSize)}
 	m.keptClock++
 	if g := m.kept[key]; g != nil {
 		g.used = m.keptClock
@@ -94,7 +105,7 @@ func (m *GPUModel) runPass(b Batch, n, nArgmax, nLogits, nHidden int) error {
 	if err != nil {
 		return err
 	}
-	if err := m.record(c, n, nArgmax, nLogits, nHidden, key.keys, true); err != nil {
+	if err := m.record(c, s, key.keys, true); err != nil {
 		return err
 	}
 	r, err := c.Keep()
@@ -111,11 +122,11 @@ func (m *GPUModel) runPass(b Batch, n, nArgmax, nLogits, nHidden int) error {
 // every region its shape reads, and the whole page table) and ends with
 // the copy of the rows the host reads. A one-time graph also makes the
 // pending copy-on-write page copies.
-func (m *GPUModel) record(c *vk.Cmd, n, nArgmax, nLogits, nHidden, keys int, kept bool) error {
+func (m *GPUModel) record(c *vk.Cmd, s passShape, keys int, kept bool) error {
 	if m.inStage != nil {
 		regions := m.inCopy
 		if kept {
-			regions = m.shapeInputs(n, nArgmax+nLogits+nHidden)
+			regions = m.shapeInputs(s.n, s.outRows())
 		}
 		if len(regions) > 0 {
 			c.CopyRegions(m.in, m.inStage, regions)
@@ -124,7 +135,7 @@ func (m *GPUModel) record(c *vk.Cmd, n, nArgmax, nLogits, nHidden, keys int, kep
 	if !kept {
 		m.recordCopies(c)
 	}
-	m.g.start(c, n, nArgmax, nLogits, nHidden, keys)
+	m.g.start(c, s, keys)
 	m.model.forward(&m.g)
 	if m.g.err != nil {
 		c.Abort()
@@ -132,8 +143,12 @@ func (m *GPUModel) record(c *vk.Cmd, n, nArgmax, nLogits, nHidden, keys int, kep
 	}
 	if m.readback != nil {
 		V := uint64(m.o.Vocab)
-		m.readCopy[0] = vk.CopyRegion{SrcOffset: 4 * uint64(nArgmax) * V, DstOffset: 4 * uint64(nArgmax) * V, Size: 4 * uint64(nLogits) * V}
-		m.readCopy[1] = vk.CopyRegion{SrcOffset: m.tokOff, DstOffset: m.tokOff, Size: 4 * uint64(nArgmax)}
+		lo := 4 * uint64(s.argmax+s.top) * V
+		nt := 4 * uint64(s.top*s.topK)
+		m.readCopy[0] = vk.CopyRegion{SrcOffset: lo, DstOffset: lo, Size: 4 * uint64(s.logits) * V}
+		m.readCopy[1] = vk.CopyRegion{SrcOffset: m.tokOff, DstOffset: m.tokOff, Size: 4 * uint64(s.argmax)}
+		m.readCopy[2] = vk.CopyRegion{SrcOffset: m.topIDOff, DstOffset: m.topIDOff, Size: nt}
+		m.readCopy[3] = vk.CopyRegion{SrcOffset: m.topValOff, DstOffset: m.topValOff, Size: nt}
 		c.CopyRegions(m.readback, m.logits, m.readCopy[:])
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vkllm/vkllm/engine/ops"
 	"github.com/vkllm/vkllm/sampling"
 )
 
@@ -154,8 +155,12 @@ type Sequence struct {
 	// sequence (sampling.Chain.Greedy) takes the GPU's argmax instead of
 	// reading back its logits row.
 	stepArgmax int
-	stepHid    int // its first hidden-state row in the step's output
-	stepHidN   int // and how many hidden-state rows it has
+	// stepTop is its row in the step's Output.TopIDs and TopLogits, or -1:
+	// a sequence whose chain draws from its top k alone
+	// (sampling.Chain.TopK) reads back k ids and logits, not the row.
+	stepTop  int
+	stepHid  int // its first hidden-state row in the step's output
+	stepHidN int // and how many hidden-state rows it has
 	// PromptLogprobs: the step's prompt rows scored (their logits rows
 	// from stepPrompt on, the first at prompt position stepFed), and the
 	// results until the first event carries them.
@@ -234,8 +239,11 @@ type Stats struct {
 	// ArgmaxRows counts the tokens chosen from the GPU's argmax of their
 	// row (greedy sequences) rather than by sampling a read-back row.
 	ArgmaxRows int64
+	// TopKRows counts the tokens drawn from the GPU's top k logits of
+	// their row rather than from a read-back row.
+	TopKRows int64
 	// ReadBytes counts the bytes of results read back from the device
-	// (logits rows, argmax ids, hidden states) over all steps.
+	// (logits rows, argmax ids, top logits, hidden states) over all steps.
 	ReadBytes int64
 	// KV describes the page pool, as of the last step.
 	KV KVStats
@@ -313,7 +321,7 @@ type Scheduler struct {
 
 	steps, decodeRows, prefillRows, reused atomic.Int64
 	promptTokens, preempted                atomic.Int64
-	argmaxRows, readBytes                  atomic.Int64
+	argmaxRows, topKRows, readBytes        atomic.Int64
 	nActive, nDecoding, nCached            atomic.Int32
 
 	viewMu sync.Mutex
@@ -469,7 +477,7 @@ func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
 	s := &Scheduler{m: m, cfg: cfg, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		slotSeq: make([]*Sequence, n), cache: make([][]int32, n),
 		batch: Batch{Tokens: make([]int32, 0, B), Slots: make([]int32, 0, B), Pos: make([]int32, 0, B), Logits: make([]bool, 0, B),
-			Hidden: make([]bool, 0, B), Argmax: make([]bool, 0, B)},
+			Hidden: make([]bool, 0, B), Argmax: make([]bool, 0, B), TopK: make([]int32, 0, B)},
 		// Sampling reads the step's results where the model left them
 		// (valid until the next forward pass, which waits for it).
 		out:      Output{Borrow: true},
@@ -490,7 +498,7 @@ func (s *Scheduler) Stats() Stats {
 		Decoding: int(s.nDecoding.Load()), CachedTokens: int(s.nCached.Load()),
 		DecodeRows: s.decodeRows.Load(), PrefillRows: s.prefillRows.Load(), ReusedTokens: s.reused.Load(),
 		PromptTokens: s.promptTokens.Load(), Preempted: s.preempted.Load(),
-		ArgmaxRows: s.argmaxRows.Load(), ReadBytes: s.readBytes.Load()}
+		ArgmaxRows: s.argmaxRows.Load(), TopKRows: s.topKRows.Load(), ReadBytes: s.readBytes.Load()}
 	s.viewMu.Lock()
 	st.KV = s.kv
 	s.viewMu.Unlock()
@@ -570,7 +578,7 @@ func (s *Scheduler) Generate(ctx context.Context, reqs []GenRequest) ([]*Sequenc
 		if r.Chain == nil || r.MaxTokens < 1 || r.TopLogprobs < 0 {
 			return nil, fmt.Errorf("engine: candidate %d: no sampling chain, %d max tokens or %d top logprobs", i, r.MaxTokens, r.TopLogprobs)
 		}
-		q := &Sequence{ctx: ctx, grp: g, prompt: r.Prompt, req: r, slot: -1, stepLogit: -1, stepArgmax: -1,
+		q := &Sequence{ctx: ctx, grp: g, prompt: r.Prompt, req: r, slot: -1, stepLogit: -1, stepArgmax: -1, stepTop: -1,
 			events: make(chan Event, min(r.MaxTokens+1, s.eventCap))}
 		if r.TopLogprobs > 0 {
 			q.top = make([]sampling.TokenLogprob, (cap(q.events)+2)*r.TopLogprobs)
@@ -598,7 +606,7 @@ func (s *Scheduler) Embed(ctx context.Context, tokens []int32) ([]float32, error
 		return nil, err
 	}
 	g := &group{s: s}
-	q := &Sequence{ctx: ctx, grp: g, prompt: tokens, embed: true, slot: -1, stepLogit: -1, stepArgmax: -1, events: make(chan Event),
+	q := &Sequence{ctx: ctx, grp: g, prompt: tokens, embed: true, slot: -1, stepLogit: -1, stepArgmax: -1, stepTop: -1, events: make(chan Event),
 		pool: newPooler(s.cfg.Pooling, len(tokens), s.m.Opts.Embd, s.m.Classifier)}
 	g.members = []*Sequence{q}
 	if err := s.enqueue(g); err != nil {
@@ -967,17 +975,19 @@ const (
 	outNone   rowOut = iota
 	outLogits        // its logits row
 	outArgmax        // only its argmax token (Batch.Argmax)
+	outTop           // only its k largest logits (Batch.TopK)
 	outHidden        // its final hidden state
 )
 
-// addRow appends one row to the step's batch.
-func (s *Scheduler) addRow(tok int32, slot, pos int, out rowOut) {
-	s.addInputRow(tok, nil, slot, pos, pos, out)
+// addRow appends one row to the step's batch; k is the top logits an
+// outTop row asks for.
+func (s *Scheduler) addRow(tok int32, slot, pos int, out rowOut, k int32) {
+	s.addInputRow(tok, nil, slot, pos, pos, out, k)
 }
 
 // addInputRow appends one row that feeds tok or, when embd is not nil, that
 // input embedding, and attends up to position attnPos.
-func (s *Scheduler) addInputRow(tok int32, embd []float32, slot, pos, attnPos int, out rowOut) {
+func (s *Scheduler) addInputRow(tok int32, embd []float32, slot, pos, attnPos int, out rowOut, k int32) {
 	b := &s.batch
 	s.embeds = append(s.embeds, embd)
 	s.attnPos = append(s.attnPos, int32(attnPos))
@@ -987,15 +997,29 @@ func (s *Scheduler) addInputRow(tok int32, embd []float32, slot, pos, attnPos in
 	b.Pos = append(b.Pos, int32(pos))
 	b.Logits = append(b.Logits, out == outLogits)
 	b.Argmax = append(b.Argmax, out == outArgmax)
+	if out != outTop {
+		k = 0
+	}
+	b.TopK = append(b.TopK, k)
 	b.Hidden = append(b.Hidden, out == outHidden)
 }
 
-// greedy reports whether q's next token is the argmax of its logits row
-// and nothing else of the row is wanted, so the step asks the GPU for the
-// argmax alone. It runs on the scheduler goroutine between steps, when no
-// worker holds q's chain.
-func (q *Sequence) greedy() bool {
-	return !q.embed && !q.req.Logprobs && q.req.TopLogprobs == 0 && q.req.Chain.Greedy()
+// sampleOut is what q's next token needs of its logits row: the argmax
+// alone (a greedy chain), its k largest logits (a chain that draws from
+// its top k, k up to ops.MaxTopK), or the whole row. It runs on the
+// scheduler goroutine between steps, when no worker holds q's chain.
+func (q *Sequence) sampleOut() (rowOut, int32) {
+	if q.embed || q.req.Logprobs || q.req.TopLogprobs > 0 {
+		return outLogits, 0
+	}
+	c := q.req.Chain
+	if c.Greedy() {
+		return outArgmax, 0
+	}
+	if k := c.TopK(); k > 0 && k <= ops.MaxTopK {
+		return outTop, int32(k)
+	}
+	return outLogits, 0
 }
 
 // step runs one forward pass over every sequence that can advance and
@@ -1005,23 +1029,27 @@ func (s *Scheduler) step() bool {
 		s.reap()
 	}
 	b := &s.batch
-	b.Tokens, b.Slots, b.Pos, b.Logits, b.Hidden, b.Argmax = b.Tokens[:0], b.Slots[:0], b.Pos[:0], b.Logits[:0], b.Hidden[:0], b.Argmax[:0]
+	b.Tokens, b.Slots, b.Pos, b.Logits, b.Hidden, b.Argmax, b.TopK = b.Tokens[:0], b.Slots[:0], b.Pos[:0], b.Logits[:0], b.Hidden[:0], b.Argmax[:0], b.TopK[:0]
 	clear(s.embeds)
 	s.embeds, s.attnPos, s.stepMedia = s.embeds[:0], s.attnPos[:0], false
 	s.stepSeqs = s.stepSeqs[:0]
 	budget := s.m.GPU.Config().BatchSize
-	nLogits, nArgmax, nHidden := 0, 0, 0
+	nLogits, nArgmax, nTop, nHidden := 0, 0, 0, 0
 	for _, q := range s.active {
-		q.stepRows, q.stepLogit, q.stepArgmax, q.stepPromptN = 0, -1, -1, 0
+		q.stepRows, q.stepLogit, q.stepArgmax, q.stepTop, q.stepPromptN = 0, -1, -1, -1, 0
 		if !q.decoding || len(q.events) == cap(q.events) || budget == 0 {
 			continue
 		}
-		if q.greedy() {
-			s.addRow(q.last, q.slot, q.pos, outArgmax)
+		out, k := q.sampleOut()
+		s.addRow(q.last, q.slot, q.pos, out, k)
+		switch out {
+		case outArgmax:
 			q.stepArgmax = nArgmax
 			nArgmax++
-		} else {
-			s.addRow(q.last, q.slot, q.pos, outLogits)
+		case outTop:
+			q.stepTop = nTop
+			nTop++
+		default:
 			q.stepLogit = nLogits
 			nLogits++
 		}
@@ -1091,7 +1119,7 @@ func (s *Scheduler) step() bool {
 			n = min(n, promptLogitRows)
 			q.stepPrompt = nLogits
 		}
-		greedy := q.greedy()
+		lastOut, lastK := q.sampleOut()
 		for i := range n {
 			p := q.fed + i
 			last := p == len(q.prompt)-1
@@ -1100,21 +1128,24 @@ func (s *Scheduler) step() bool {
 			case q.embed && q.pool.wants(p):
 				out = outHidden
 			case q.embed:
-			case last && greedy:
-				out = outArgmax
-			case last || score:
+			case last:
+				out = lastOut
+			case score:
 				out = outLogits
 			}
 			if len(q.req.Media) > 0 {
 				embd, attnPos := q.mediaInput(p, s.m.Opts.Embd)
-				s.addInputRow(q.prompt[p], embd, q.slot, p, attnPos, out)
+				s.addInputRow(q.prompt[p], embd, q.slot, p, attnPos, out, lastK)
 			} else {
-				s.addRow(q.prompt[p], q.slot, p, out)
+				s.addRow(q.prompt[p], q.slot, p, out, lastK)
 			}
 			switch {
 			case out == outArgmax:
 				q.stepArgmax = nArgmax
 				nArgmax++
+			case out == outTop:
+				q.stepTop = nTop
+				nTop++
 			case out == outLogits && last:
 				q.stepLogit = nLogits
 				nLogits++
@@ -1145,6 +1176,7 @@ func (s *Scheduler) step() bool {
 	took := time.Since(start)
 	if err == nil {
 		s.argmaxRows.Add(int64(nArgmax))
+		s.topKRows.Add(int64(nTop))
 		s.readBytes.Add(int64(s.out.ReadBytes))
 	}
 	s.cost.observe(decodeRows, b.Len()-decodeRows, took)
@@ -1182,7 +1214,7 @@ func (s *Scheduler) step() bool {
 			// Later prompts may share the full pages fed so far.
 			s.m.CachePrefix(q.slot, s.cache[q.slot], false)
 		}
-		if q.stepLogit >= 0 || q.stepArgmax >= 0 || q.stepPromptN > 0 {
+		if q.stepLogit >= 0 || q.stepArgmax >= 0 || q.stepTop >= 0 || q.stepPromptN > 0 {
 			s.sampled = append(s.sampled, q)
 		}
 	}
@@ -1238,15 +1270,19 @@ func (s *Scheduler) scorePrompt(q *Sequence) bool {
 // argmax of the row for a greedy sequence, and sends it; for a scored
 // prompt it first scores the step's prompt rows.
 func (s *Scheduler) sample(q *Sequence) {
-	if q.stepPromptN > 0 && !s.scorePrompt(q) || q.stepLogit < 0 && q.stepArgmax < 0 {
+	if q.stepPromptN > 0 && !s.scorePrompt(q) || q.stepLogit < 0 && q.stepArgmax < 0 && q.stepTop < 0 {
 		return
 	}
 	c := q.req.Chain
 	var id int32
 	var err error
-	if q.stepArgmax >= 0 {
+	switch {
+	case q.stepArgmax >= 0:
 		id, err = c.SampleArgmax(s.out.Tokens[q.stepArgmax])
-	} else {
+	case q.stepTop >= 0:
+		k := s.out.TopN
+		id, err = c.SampleTopK(s.out.TopIDs[q.stepTop*k:(q.stepTop+1)*k], s.out.TopLogits[q.stepTop*k:(q.stepTop+1)*k])
+	default:
 		V := s.m.Opts.Vocab
 		id, err = c.Sample(s.out.Logits[q.stepLogit*V : (q.stepLogit+1)*V])
 	}

@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/vkllm/vkllm/engine/ops"
+	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/internal/fixtures"
+	"github.com/vkllm/vkllm/tools/modelgen"
+	"github.com/vkllm/vkllm/sampling"
+	"github.com/vkllm/vkllm/vk"
+	"github.com/vkllm/vkllm/vk/vktest"
+)
+
+// refTopRows is ops.RefTopK of the given rows of logits (vocab V), k each.
+func refTopRows(logits []float32, rows []int, V, k int) ([]int32, []float32) {
+	ids, vals := make([]int32, 0, len(rows)*k), make([]float32, 0, len(rows)*k)
+	u, v := make([]uint32, k), make([]float32, k)
+	for _, r := range rows {
+		ops.RefTopK(u, v, logits[r*V:(r+1)*V], 1, V, k)
+		for i := range k {
+			ids = append(ids, int32(u[i]))
+		}
+		vals = append(vals, v...)
+	}
+	return ids, vals
+}
+
+// TestForwardTopK runs batches whose rows ask for argmax ids, their
+// largest logits (k from 3 to 64), logits and hidden states on both result
+// paths, with soft-capped logits too (gemma2), and checks the top rows
+// against ops.RefTopK of a logits-only pass: the same ids and the same
+// bits, k = the largest asked, and the bytes read back.
+func TestForwardTopK(t *testing.T) {
+	for _, arch := range []string{"llama", "gemma2"} {
+		path := genModel(t, modelgen.Options{Arch: arch, Embd: 64, Layers: 2, Type: gguf.TypeQ8_0, Seed: 7})
+		o, w := openModel(t, path)
+		const n = 16
+		tokens := make([]int32, n)
+		for i := range tokens {
+			tokens[i] = int32(5 + 37*i%(o.Vocab-5))
+		}
+		for _, p := range paths {
+			t.Run(arch+"/"+p.name, func(t *testing.T) {
+				dev := vktest.Open(t, vk.Options{ForceStaging: p.staging})
+				m, err := NewGPUModel(dev, o, w, GPUConfig{CtxSize: 32, Slots: n, BatchSize: n})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				V := o.Vocab
+				all := rowsBatch(tokens, 0)
+				for i := range n {
+					all.Logits[i] = true
+				}
+				ref, err := forwardCopy(m, all)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for c, ks := range [][]int32{{40}, {3, 64, 17}, {5, 5, 5, 5}} {
+					// The last case has no argmax rows: the top rows' kernel
+					// then follows the logits product directly.
+					noArgmax := c == 2
+					b := rowsBatch(tokens, 0)
+					b.TopK = make([]int32, n)
+					var topRows, logitRows []int
+					kmax, nArgmax := 0, 0
+					for i := range n {
+						switch i % 4 {
+						case 0:
+							if noArgmax {
+								continue
+							}
+							b.Argmax[i] = true
+							nArgmax++
+						case 1, 3:
+							b.TopK[i] = ks[len(topRows)%len(ks)]
+							kmax = max(kmax, int(b.TopK[i]))
+							topRows = append(topRows, i)
+						case 2:
+							b.Logits[i] = true
+							logitRows = append(logitRows, i)
+						}
+					}
+					wantIDs, wantVals := refTopRows(ref.Logits, topRows, V, kmax)
+					var wantLogits []float32
+					for _, r := range logitRows {
+						wantLogits = append(wantLogits, ref.Logits[r*V:(r+1)*V]...)
+					}
+					for _, borrow := range []bool{false, true} {
+						out := Output{Borrow: borrow}
+						if err := m.ForwardInto(b, &out); err != nil {
+							t.Fatal(err)
+						}
+						if out.TopN != kmax || !slices.Equal(out.TopIDs, wantIDs) || !slices.Equal(out.TopLogits, wantVals) {
+							t.Fatalf("k %v (borrow %v): TopN %d, ids %v\nwant %d, %v", ks, borrow, out.TopN, out.TopIDs, kmax, wantIDs)
+						}
+						if !slices.Equal(out.Logits, wantLogits) || len(out.Tokens) != nArgmax {
+							t.Errorf("k %v: the logits rows or argmax ids beside the top rows are wrong", ks)
+						}
+						if want := 4 * (nArgmax + 2*len(topRows)*kmax + len(wantLogits)); out.ReadBytes != want {
+							t.Errorf("k %v: ReadBytes = %d, want %d", ks, out.ReadBytes, want)
+						}
+					}
+				}
+				bad := rowsBatch(tokens, 0)
+				bad.TopK = make([]int32, n)
+				bad.TopK[2] = ops.MaxTopK + 1
+				var out Output
+				if err := m.ForwardInto(bad, &out); err == nil {
+					t.Errorf("a row asking for its %d largest logits: no error", ops.MaxTopK+1)
+				}
+				bad.TopK[2], bad.Logits[2] = 4, true
+				if err := m.ForwardInto(bad, &out); err == nil {
+					t.Error("a row asking for its largest logits and its logits: no error")
+				}
+				vktest.Check(t, dev)
+			})
+		}
+	}
+}
+
+// TestCPUTopK: the CPU reference answers TopK rows as the GPU does.
+func TestCPUTopK(t *testing.T) {
+	path := genModel(t, modelgen.Options{Arch: "llama", Embd: 64, Layers: 2, Type: gguf.TypeF32, Seed: 2})
+	o, w := openModel(t, path)
+	cpu, err := NewCPUModel(o, w, 16, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := []int32{9, 40, 41, 300}
+	all := rowsBatch(tokens, 0)
+	for i := range all.Logits {
+		all.Logits[i] = true
+	}
+	var ref Output
+	if err := cpu.ForwardInto(all, &ref); err != nil {
+		t.Fatal(err)
+	}
+	b := rowsBatch(tokens, 0)
+	b.TopK = []int32{0, 7, 0, 12}
+	b.Argmax[0], b.Logits[2] = true, true
+	var out Output
+	if err := cpu.ForwardInto(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	V := o.Vocab
+	wantIDs, wantVals := refTopRows(ref.Logits, []int{1, 3}, V, 12)
+	if out.TopN != 12 || !slices.Equal(out.TopIDs, wantIDs) || !slices.Equal(out.TopLogits, wantVals) || !slices.Equal(out.Logits, ref.Logits[2*V:3*V]) {
+		t.Errorf("CPU top rows: TopN %d, ids %v; want 12, %v", out.TopN, out.TopIDs, wantIDs)
+	}
+}
+
+// sampledChain is a seeded top_k chain at temperature 0.9; logprobs makes
+// it read whole rows (the same draws: TestSampleTopKMatchesSample).
+func sampledChain(t *testing.T, m *Model, prompt []int32, seed int64, topK int, logprobs bool) *sampling.Chain {
+	t.Helper()
+	p := sampling.DefaultParams()
+	p.Temperature, p.TopK, p.Seed, p.Logprobs = 0.9, topK, seed, logprobs
+	c, err := sampling.NewChain(p, sampling.Vocab{Size: m.Opts.Vocab, EOG: m.Tok.EOGIDs()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Prime(prompt); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestSchedulerTopKSampling samples from the fixture models through the
+// scheduler, 8 seeded sequences at once with top_k from 2 to 64, on both
+// result paths: with chains that draw from the GPU's top k, and with
+// chains that ask for log-probabilities and so sample read-back rows. The
+// tokens are the same; the first run draws every token from the top k and
+// reads back k ids and logits per token (the step's largest k), the
+// second none.
+func TestSchedulerTopKSampling(t *testing.T) {
+	dir := fixtures.Dir(t, "models")
+	for _, file := range []string{"llama-spm-256x4-q8_0.gguf", "qwen2-gpt2-256x4-q8_0.gguf"} {
+		for _, p := range paths {
+			t.Run(file+"/"+p.name, func(t *testing.T) {
+				m, err := Load(filepath.Join(dir, file), Config{CtxSize: 64, Parallel: 8, BatchSize: 32, Validation: true, ForceStaging: p.staging})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				const n, maxTokens = 8, 16
+				topKs := []int{40, 2, 64, 10, 40, 33, 5, 64}
+				var got [2][][]int32
+				var stats [2]Stats
+				for run, logprobs := range []bool{false, true} {
+					s := NewScheduler(m, SchedulerConfig{})
+					reqs := make([]GenRequest, n)
+					for i := range reqs {
+						prompt := testPrompt(m, i, 2+3*i)
+						reqs[i] = GenRequest{Prompt: prompt, MaxTokens: maxTokens, Logprobs: logprobs,
+							Chain: sampledChain(t, m, prompt, int64(100+i), topKs[i], logprobs)}
+					}
+					got[run] = runAll(t, s, reqs)
+					stats[run] = s.Stats()
+					s.Close()
+				}
+				total := 0
+				for i := range n {
+					if !slices.Equal(got[0][i], got[1][i]) {
+						t.Errorf("sequence %d (top_k %d): the GPU's top k gave %v, sampling the rows %v", i, topKs[i], got[0][i], got[1][i])
+					}
+					total += len(got[0][i])
+				}
+				if stats[0].TopKRows != int64(total) || stats[0].ArgmaxRows != 0 {
+					t.Errorf("top-k run: %d top-k rows and %d argmax rows for %d tokens, want %d and 0", stats[0].TopKRows, stats[0].ArgmaxRows, total, total)
+				}
+				if max := int64(total * 8 * ops.MaxTopK); stats[0].ReadBytes > max || stats[0].ReadBytes < int64(total*8*2) {
+					t.Errorf("top-k run: %d bytes read back for %d tokens, want between %d and %d", stats[0].ReadBytes, total, total*16, max)
+				}
+				if stats[1].TopKRows != 0 || stats[1].ReadBytes < int64(total*m.Opts.Vocab*4) {
+					t.Errorf("logprobs run: %d top-k rows and %d bytes read back, want 0 and whole rows", stats[1].TopKRows, stats[1].ReadBytes)
+				}
+				vktest.Check(t, m.Device())
+			})
+		}
+	}
+}
