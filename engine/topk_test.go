@@ -8,8 +8,8 @@ import (
 	"github.com/vkllm/vkllm/engine/ops"
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/internal/fixtures"
-	"github.com/vkllm/vkllm/tools/modelgen"
 	"github.com/vkllm/vkllm/sampling"
+	"github.com/vkllm/vkllm/tools/modelgen"
 	"github.com/vkllm/vkllm/vk"
 	"github.com/vkllm/vkllm/vk/vktest"
 )
