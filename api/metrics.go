@@ -115,7 +115,8 @@ var (
 	descSteps       = prometheus.NewDesc("vkllm_steps_total", "Forward passes run by the scheduler.", nil, nil)
 	descRows        = prometheus.NewDesc("vkllm_step_rows_total", "Rows fed to forward passes: decode (one generated token each) or prompt.", []string{"kind"}, nil)
 	descArgmaxRows  = prometheus.NewDesc("vkllm_gpu_argmax_tokens_total", "Tokens chosen from the device's argmax of their logits (greedy sequences), their logits row never read back.", nil, nil)
-	descReadBytes   = prometheus.NewDesc("vkllm_readback_bytes_total", "Bytes of logits, argmax ids and hidden states read back from the device.", nil, nil)
+	descTopKRows    = prometheus.NewDesc("vkllm_gpu_topk_tokens_total", "Tokens drawn from the device's top k logits of their row (top_k sampling without penalties, bias, grammar or logprobs), only k ids and logits read back.", nil, nil)
+	descReadBytes   = prometheus.NewDesc("vkllm_readback_bytes_total", "Bytes of logits, argmax ids, top-k logits and hidden states read back from the device.", nil, nil)
 	descContextSize = prometheus.NewDesc("vkllm_context_size_tokens", "Positions one sequence may use (prompt plus generated tokens).", nil, nil)
 )
 
@@ -185,6 +186,7 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRows, float64(st.DecodeRows), "decode")
 	counter(descRows, float64(st.PrefillRows), "prompt")
 	counter(descArgmaxRows, float64(st.ArgmaxRows))
+	counter(descTopKRows, float64(st.TopKRows))
 	counter(descReadBytes, float64(st.ReadBytes))
 	sb.stepHistogram().Collect(ch)
 }

@@ -206,8 +206,12 @@ func TestMetricsAndTimings(t *testing.T) {
 		// Every request is greedy: each token is the device's argmax, and
 		// only its id (4 bytes) comes back.
 		{"vkllm_gpu_argmax_tokens_total", nil, float64(generated)},
+		{"vkllm_gpu_topk_tokens_total", nil, 0},
 		{"vkllm_readback_bytes_total", nil, float64(4 * generated)},
 	} {
+		if _, ok := metricValue(after, c.name, c.labels...); !ok {
+			t.Errorf("%s%v is not exported", c.name, c.labels)
+		}
 		if got := metricDelta(before, after, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v moved by %v, want %v", c.name, c.labels, got, c.want)
 		}
