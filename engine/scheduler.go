@@ -1006,9 +1006,10 @@ func (s *Scheduler) addInputRow(tok int32, embd []float32, slot, pos, attnPos in
 
 // sampleOut is what q's next token needs of its logits row: the argmax
 // alone (a greedy chain), its k largest logits (a chain that draws from
-// its top k, k up to ops.MaxTopK), or the whole row. It runs on the
+// its top k, k up to ops.MaxTopK, where the model selects them on the
+// device: GPUModel.DeviceTopK), or the whole row. It runs on the
 // scheduler goroutine between steps, when no worker holds q's chain.
-func (q *Sequence) sampleOut() (rowOut, int32) {
+func (s *Scheduler) sampleOut(q *Sequence) (rowOut, int32) {
 	if q.embed || q.req.Logprobs || q.req.TopLogprobs > 0 {
 		return outLogits, 0
 	}
@@ -1016,7 +1017,7 @@ func (q *Sequence) sampleOut() (rowOut, int32) {
 	if c.Greedy() {
 		return outArgmax, 0
 	}
-	if k := c.TopK(); k > 0 && k <= ops.MaxTopK {
+	if k := c.TopK(); k > 0 && k <= ops.MaxTopK && s.m.GPU.DeviceTopK() {
 		return outTop, int32(k)
 	}
 	return outLogits, 0
@@ -1040,7 +1041,7 @@ func (s *Scheduler) step() bool {
 		if !q.decoding || len(q.events) == cap(q.events) || budget == 0 {
 			continue
 		}
-		out, k := q.sampleOut()
+		out, k := s.sampleOut(q)
 		s.addRow(q.last, q.slot, q.pos, out, k)
 		switch out {
 		case outArgmax:
@@ -1119,7 +1120,7 @@ func (s *Scheduler) step() bool {
 			n = min(n, promptLogitRows)
 			q.stepPrompt = nLogits
 		}
-		lastOut, lastK := q.sampleOut()
+		lastOut, lastK := s.sampleOut(q)
 		for i := range n {
 			p := q.fed + i
 			last := p == len(q.prompt)-1

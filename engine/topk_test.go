@@ -171,11 +171,12 @@ func sampledChain(t *testing.T, m *Model, prompt []int32, seed int64, topK int, 
 
 // TestSchedulerTopKSampling samples from the fixture models through the
 // scheduler, 8 seeded sequences at once with top_k from 2 to 64, on both
-// result paths: with chains that draw from the GPU's top k, and with
-// chains that ask for log-probabilities and so sample read-back rows. The
-// tokens are the same; the first run draws every token from the top k and
-// reads back k ids and logits per token (the step's largest k), the
-// second none.
+// result paths: with chains that draw from the device's top k (forced on
+// lavapipe, whose default is whole rows: DeviceTopK), with chains that ask
+// for log-probabilities and so sample read-back rows, and with the
+// device's top k off. The tokens are the same; the first run draws every
+// token from the top k and reads back k ids and logits per token (the
+// step's largest k), the others none.
 func TestSchedulerTopKSampling(t *testing.T) {
 	dir := fixtures.Dir(t, "models")
 	for _, file := range []string{"llama-spm-256x4-q8_0.gguf", "qwen2-gpt2-256x4-q8_0.gguf"} {
@@ -186,11 +187,15 @@ func TestSchedulerTopKSampling(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer m.Close()
+				if cpu := m.Device().Info().Type == vk.TypeCPU; m.GPU.DeviceTopK() == cpu {
+					t.Errorf("DeviceTopK() = %v on a %v device, want %v", m.GPU.DeviceTopK(), m.Device().Info().Type, !cpu)
+				}
 				const n, maxTokens = 8, 16
 				topKs := []int{40, 2, 64, 10, 40, 33, 5, 64}
-				var got [2][][]int32
-				var stats [2]Stats
-				for run, logprobs := range []bool{false, true} {
+				var got [3][][]int32
+				var stats [3]Stats
+				for run, logprobs := range []bool{false, true, false} {
+					m.GPU.SetDeviceTopK(run < 2)
 					s := NewScheduler(m, SchedulerConfig{})
 					reqs := make([]GenRequest, n)
 					for i := range reqs {
@@ -204,8 +209,10 @@ func TestSchedulerTopKSampling(t *testing.T) {
 				}
 				total := 0
 				for i := range n {
-					if !slices.Equal(got[0][i], got[1][i]) {
-						t.Errorf("sequence %d (top_k %d): the GPU's top k gave %v, sampling the rows %v", i, topKs[i], got[0][i], got[1][i])
+					for run := 1; run < 3; run++ {
+						if !slices.Equal(got[0][i], got[run][i]) {
+							t.Errorf("sequence %d (top_k %d): the device's top k gave %v, sampling the rows (run %d) %v", i, topKs[i], got[0][i], run, got[run][i])
+						}
 					}
 					total += len(got[0][i])
 				}
@@ -215,8 +222,10 @@ func TestSchedulerTopKSampling(t *testing.T) {
 				if max := int64(total * 8 * ops.MaxTopK); stats[0].ReadBytes > max || stats[0].ReadBytes < int64(total*8*2) {
 					t.Errorf("top-k run: %d bytes read back for %d tokens, want between %d and %d", stats[0].ReadBytes, total, total*16, max)
 				}
-				if stats[1].TopKRows != 0 || stats[1].ReadBytes < int64(total*m.Opts.Vocab*4) {
-					t.Errorf("logprobs run: %d top-k rows and %d bytes read back, want 0 and whole rows", stats[1].TopKRows, stats[1].ReadBytes)
+				for run := 1; run < 3; run++ {
+					if stats[run].TopKRows != 0 || stats[run].ReadBytes < int64(total*m.Opts.Vocab*4) {
+						t.Errorf("run %d: %d top-k rows and %d bytes read back, want 0 and whole rows", run, stats[run].TopKRows, stats[run].ReadBytes)
+					}
 				}
 				vktest.Check(t, m.Device())
 			})
