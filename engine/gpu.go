@@ -132,10 +132,10 @@ type GPUModel struct {
 	embIn, attnPos *vk.Buffer
 	mediaRuns      []mediaRun
 	// kept holds recorded forward passes by shape (gpu_kept.go).
-	kept       map[keptKey]*keptGraph
-	keptClock  uint64 // counts runPass calls, for evicting the least recently used graph
-	keptRuns   int64
-	noKeep     bool
+	kept      map[keptKey]*keptGraph
+	keptClock uint64 // counts runPass calls, for evicting the least recently used graph
+	keptRuns  int64
+	noKeep    bool
 	// deviceTopK: sampled rows that need only their top k logits read
 	// back those (DeviceTopK).
 	deviceTopK bool

@@ -178,7 +178,8 @@ func maxAbsDiff(a, b []float32) float64 {
 	return d
 }
 
-// TestCPUArgmax: the CPU reference answers Argmax rows as the GPU does.
+// TestCPUArgmax: the CPU reference answers Argmax and TopK rows as the GPU
+// does.
 func TestCPUArgmax(t *testing.T) {
 	path := genModel(t, modelgen.Options{Arch: "llama", Embd: 64, Layers: 2, Type: gguf.TypeF32, Seed: 2})
 	o, w := openModel(t, path)
@@ -205,6 +206,16 @@ func TestCPUArgmax(t *testing.T) {
 	want := []int32{argmaxF32(ref.Logits[:V]), argmaxF32(ref.Logits[3*V:])}
 	if !slices.Equal(out.Tokens, want) || !slices.Equal(out.Logits, ref.Logits[V:2*V]) {
 		t.Errorf("CPU argmax rows: tokens %v, want %v; logits row equal: %v", out.Tokens, want, slices.Equal(out.Logits, ref.Logits[V:2*V]))
+	}
+	b = rowsBatch(tokens, 0)
+	b.TopK = []int32{0, 7, 0, 12}
+	b.Argmax[0], b.Logits[2] = true, true
+	if err := cpu.ForwardInto(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	wantIDs, wantVals := refTopRows(ref.Logits, []int{1, 3}, V, 12)
+	if out.TopN != 12 || !slices.Equal(out.TopIDs, wantIDs) || !slices.Equal(out.TopLogits, wantVals) || !slices.Equal(out.Logits, ref.Logits[2*V:3*V]) {
+		t.Errorf("CPU top rows: TopN %d, ids %v; want 12, %v", out.TopN, out.TopIDs, wantIDs)
 	}
 }
 

@@ -122,51 +122,12 @@ func TestForwardTopK(t *testing.T) {
 	}
 }
 
-// TestCPUTopK: the CPU reference answers TopK rows as the GPU does.
-func TestCPUTopK(t *testing.T) {
-	path := genModel(t, modelgen.Options{Arch: "llama", Embd: 64, Layers: 2, Type: gguf.TypeF32, Seed: 2})
-	o, w := openModel(t, path)
-	cpu, err := NewCPUModel(o, w, 16, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens := []int32{9, 40, 41, 300}
-	all := rowsBatch(tokens, 0)
-	for i := range all.Logits {
-		all.Logits[i] = true
-	}
-	var ref Output
-	if err := cpu.ForwardInto(all, &ref); err != nil {
-		t.Fatal(err)
-	}
-	b := rowsBatch(tokens, 0)
-	b.TopK = []int32{0, 7, 0, 12}
-	b.Argmax[0], b.Logits[2] = true, true
-	var out Output
-	if err := cpu.ForwardInto(b, &out); err != nil {
-		t.Fatal(err)
-	}
-	V := o.Vocab
-	wantIDs, wantVals := refTopRows(ref.Logits, []int{1, 3}, V, 12)
-	if out.TopN != 12 || !slices.Equal(out.TopIDs, wantIDs) || !slices.Equal(out.TopLogits, wantVals) || !slices.Equal(out.Logits, ref.Logits[2*V:3*V]) {
-		t.Errorf("CPU top rows: TopN %d, ids %v; want 12, %v", out.TopN, out.TopIDs, wantIDs)
-	}
-}
-
 // sampledChain is a seeded top_k chain at temperature 0.9; logprobs makes
 // it read whole rows (the same draws: TestSampleTopKMatchesSample).
 func sampledChain(t *testing.T, m *Model, prompt []int32, seed int64, topK int, logprobs bool) *sampling.Chain {
-	t.Helper()
-	p := sampling.DefaultParams()
-	p.Temperature, p.TopK, p.Seed, p.Logprobs = 0.9, topK, seed, logprobs
-	c, err := sampling.NewChain(p, sampling.Vocab{Size: m.Opts.Vocab, EOG: m.Tok.EOGIDs()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Prime(prompt); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return newChainParams(t, m, prompt, seed, func(p *sampling.Params) {
+		p.Temperature, p.TopK, p.Logprobs = 0.9, topK, logprobs
+	})
 }
 
 // TestSchedulerTopKSampling samples from the fixture models through the
