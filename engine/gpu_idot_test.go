@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vkllm/vkllm/gguf"
@@ -41,7 +42,9 @@ const intDotRoundings = 2
 // path forced (lavapipe reports shaderIntegerDotProduct but keeps the float
 // kernels by default) through a mixed batch and decode steps, comparing
 // the logits with the CPU reference's within intDotTol and within twice the
-// difference that rounding the reference's activations to Q8_1 makes.
+// difference that rounding the reference's activations to Q8_1 makes. The
+// decode steps' q|k|v and gate|up products take the fused integer-dot
+// kernels (the device's profile names them).
 func TestGPUIntDotMatchesCPU(t *testing.T) {
 	dev := vktest.Open(t, vk.Options{})
 	if !dev.Features().IntegerDot {
@@ -112,12 +115,27 @@ func TestGPUIntDotMatchesCPU(t *testing.T) {
 					worst, worstQ8 = max(worst, e), max(worstQ8, rounding)
 					return want
 				}
+				if err := dev.Profile(); err != nil { // from here on
+					t.Fatal(err)
+				}
 				want := step("mixed batch", mixedBatch(o.Vocab))
 				next := argmaxF32(want[:o.Vocab])
 				for i := range 6 {
 					next = argmaxF32(step(fmt.Sprintf("decode step %d", i), decodeStep(next, i)))
 				}
 				t.Logf("max relative logit error %.3g (bound %.3g); the Q8_1 reference's %.3g", worst, intDotTol, worstQ8)
+				fused := 0
+				kernels, _ := dev.Profiled()
+				for _, k := range kernels {
+					if strings.HasPrefix(k.Name, "matvec_fused_") && strings.Contains(k.Name, "_q8_1_") {
+						fused += k.Calls
+					}
+				}
+				// Each decode step runs every weight fused at load (q|k|v
+				// where the three share a type, gate|up) at least once.
+				if want := 6 * len(gpu.g.fusedKinds); fused < want || want == 0 {
+					t.Errorf("%d fused integer-dot dispatches, want at least %d (6 decode steps of %d fused weights)", fused, want, len(gpu.g.fusedKinds))
+				}
 			})
 		}
 	}

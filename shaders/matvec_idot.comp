@@ -12,6 +12,14 @@
 // in matvec.comp; the _s16 variants read the blocks through 16- and 8-bit
 // storage views (quant.glsl, A_16BIT). CPU reference: engine/ops
 // MatVecQ8_1Ref.
+//
+// The matvec_fused variants (FUSED) end in matvec_fused.comp's decode
+// epilogues, selected by EPI: EPI_SPLIT sends rows [0, s1), [s1, s2) and
+// [s2, M) of a weight fused at load (q|k|v) to Y, Y1 and Y2, adding a bias
+// (B) per row when has_bias is set; EPI_SWIGLU and EPI_GEGLU give each
+// group of TPR invocations one output row r (GR is 2): the gate row r and
+// the up row pair_off bytes after it, and store silu(gate)*up or
+// gelu(gate)*up. CPU references: MatVecQ8_1Ref, then RefSwiGLU / RefGeGLU.
 // variant: matvec_q4_0_q8_1_f32 -DDATA_A_Q4_0
 // variant: matvec_q4_1_q8_1_f32 -DDATA_A_Q4_1
 // variant: matvec_q5_0_q8_1_f32 -DDATA_A_Q5_0
@@ -46,6 +54,30 @@
 // variant: matvec_q4_k_q8_1_f32_sg_s16 -DDATA_A_Q4_K -DUSE_SUBGROUP=1 -DA_16BIT=1
 // variant: matvec_q5_k_q8_1_f32_sg_s16 -DDATA_A_Q5_K -DUSE_SUBGROUP=1 -DA_16BIT=1
 // variant: matvec_q6_k_q8_1_f32_sg_s16 -DDATA_A_Q6_K -DUSE_SUBGROUP=1 -DA_16BIT=1
+// variant: matvec_fused_q4_0_q8_1_f32 -DDATA_A_Q4_0 -DFUSED=1
+// variant: matvec_fused_q4_1_q8_1_f32 -DDATA_A_Q4_1 -DFUSED=1
+// variant: matvec_fused_q5_0_q8_1_f32 -DDATA_A_Q5_0 -DFUSED=1
+// variant: matvec_fused_q5_1_q8_1_f32 -DDATA_A_Q5_1 -DFUSED=1
+// variant: matvec_fused_q8_0_q8_1_f32 -DDATA_A_Q8_0 -DFUSED=1
+// variant: matvec_fused_q2_k_q8_1_f32 -DDATA_A_Q2_K -DFUSED=1
+// variant: matvec_fused_q3_k_q8_1_f32 -DDATA_A_Q3_K -DFUSED=1
+// variant: matvec_fused_q4_k_q8_1_f32 -DDATA_A_Q4_K -DFUSED=1
+// variant: matvec_fused_q5_k_q8_1_f32 -DDATA_A_Q5_K -DFUSED=1
+// variant: matvec_fused_q6_k_q8_1_f32 -DDATA_A_Q6_K -DFUSED=1
+// variant: matvec_fused_iq4_nl_q8_1_f32 -DDATA_A_IQ4_NL -DFUSED=1
+// variant: matvec_fused_iq4_xs_q8_1_f32 -DDATA_A_IQ4_XS -DFUSED=1
+// variant: matvec_fused_q4_0_q8_1_f32_sg -DDATA_A_Q4_0 -DUSE_SUBGROUP=1 -DFUSED=1
+// variant: matvec_fused_q4_1_q8_1_f32_sg -DDATA_A_Q4_1 -DUSE_SUBGROUP=1 -DFUSED=1
+// variant: matvec_fused_q5_0_q8_1_f32_sg -DDATA_A_Q5_0 -DUSE_SUBGROUP=1 -DFUSED=1
+// variant: matvec_fused_q5_1_q8_1_f32_sg -DDATA_A_Q5_1 -DUSE_SUBGROUP=1 -DFUSED=1
+// variant: matvec_fused_q8_0_q8_1_f32_sg -DDATA_A_Q8_0 -DUSE_SUBGROUP=1 -DFUSED=1
+// variant: matvec_fused_q2_k_q8_1_f32_sg -DDATA_A_Q2_K -DUSE_SUBGROUP=1 -DFUSED=1
+// variant: matvec_fused_q3_k_q8_1_f32_sg -DDATA_A_Q3_K -DUSE_SUBGROUP=1 -DFUSED=1
+// variant: matvec_fused_q4_k_q8_1_f32_sg -DDATA_A_Q4_K -DUSE_SUBGROUP=1 -DFUSED=1
+// variant: matvec_fused_q5_k_q8_1_f32_sg -DDATA_A_Q5_K -DUSE_SUBGROUP=1 -DFUSED=1
+// variant: matvec_fused_q6_k_q8_1_f32_sg -DDATA_A_Q6_K -DUSE_SUBGROUP=1 -DFUSED=1
+// variant: matvec_fused_iq4_nl_q8_1_f32_sg -DDATA_A_IQ4_NL -DUSE_SUBGROUP=1 -DFUSED=1
+// variant: matvec_fused_iq4_xs_q8_1_f32_sg -DDATA_A_IQ4_XS -DUSE_SUBGROUP=1 -DFUSED=1
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_EXT_spirv_intrinsics : enable
 #if defined(USE_SUBGROUP)
@@ -85,6 +117,19 @@ void store_y(uint i, float v) {
 	data_y[i] = ACC ? data_y[i] + v : v;
 }
 
+#if defined(FUSED)
+layout(binding = 3) writeonly buffer Y1 { float data_y1[]; };
+layout(binding = 4) writeonly buffer Y2 { float data_y2[]; };
+layout(binding = 5) readonly buffer B { float data_b[]; };
+#define EPI_SPLIT 1u
+#define EPI_SWIGLU 2u
+#define EPI_GEGLU 3u
+layout(constant_id = 5) const uint EPI = EPI_SPLIT;
+#define GLU (EPI != EPI_SPLIT)
+#else
+#define GLU false
+#endif
+
 #include "quant.glsl"
 
 // Params is mirrored by engine/ops MatVecPush; x_off and x_stride count
@@ -99,7 +144,49 @@ layout(push_constant) uniform Params {
 	uint x_stride; // words from one activation column to the next
 	uint y_off;    // element offset of (row 0, column 0) in Y
 	uint y_stride; // elements from one output column to the next
+#if defined(FUSED)
+	uint s1, s2;            // split: the first rows of the second and third outputs
+	uint y1_off, y1_stride; // split: the second output, as y_off and y_stride
+	uint y2_off, y2_stride; // split: the third
+	uint b_off;             // split: element offset of row 0's bias in B
+	uint has_bias;          // split: add B
+	uint pair_off;          // GLU: bytes from a gate row to its up row
+#endif
 } p;
+
+// store_out stores row's value v of column c (the split epilogue's
+// outputs and bias in the fused variants; matvec_fused.comp's).
+void store_out(uint row, uint c, float v) {
+#if defined(FUSED)
+	if (p.has_bias != 0u) {
+		v += data_b[p.b_off + row];
+	}
+	if (row < p.s1) {
+		data_y[p.y_off + c * p.y_stride + row] = v;
+	} else if (row < p.s2) {
+		data_y1[p.y1_off + c * p.y1_stride + row - p.s1] = v;
+	} else {
+		data_y2[p.y2_off + c * p.y2_stride + row - p.s2] = v;
+	}
+#else
+	store_y(p.y_off + c * p.y_stride + row, v);
+#endif
+}
+
+// store_glu stores output row's silu(g)*u or gelu(g)*u of column c (the
+// GLU epilogues; matvec_fused.comp's).
+void store_glu(uint row, uint c, float g, float u) {
+#if defined(FUSED)
+	float v;
+	if (EPI == EPI_GEGLU) {
+		const float z = 0.7978845608028654 * g * (1.0 + 0.044715 * g * g);
+		v = g / (1.0 + exp(-2.0 * z)) * u;
+	} else {
+		v = g / (1.0 + exp(-g)) * u;
+	}
+	data_y[p.y_off + c * p.y_stride + row] = v;
+#endif
+}
 
 shared float red[WG * NV];
 
@@ -268,7 +355,10 @@ void main() {
 	const uint tid = gl_LocalInvocationID.x;
 	const uint lane = tid % TPR;
 	// The TPR invocations of tid / TPR compute rows row0 .. row0+GR-1.
-	const uint row0 = ((gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RPW + tid / TPR) * GR;
+	// In the GLU epilogues a group computes one output row: its GR = 2
+	// weight rows are the gate row and the up row.
+	const uint OGR = GLU ? 1u : GR;
+	const uint row0 = ((gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * RPW + tid / TPR) * OGR;
 	if (RPW == 1u && row0 >= p.M) {
 		return; // uniform: the whole workgroup is one group of rows
 	}
@@ -276,6 +366,12 @@ void main() {
 	const bool live = row0 < p.M;
 	uint wrow[MAX_GR];
 	[[unroll]] for (uint j = 0u; j < GR; j++) {
+#if defined(FUSED)
+		if (GLU) {
+			wrow[j] = p.w_off + min(row0, p.M - 1u) * p.w_stride + j * p.pair_off;
+			continue;
+		}
+#endif
 		wrow[j] = p.w_off + min(row0 + j, p.M - 1u) * p.w_stride;
 	}
 	const uint nb = p.K / 32u; // activation blocks per column
@@ -317,10 +413,14 @@ void main() {
 
 	// The reduction is matvec.comp's.
 	if (TPR == 1u) {
-		if (live) {
+		if (live && GLU) {
+			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+				store_glu(row0, c, acc[c], acc[NCOLS + c]);
+			}
+		} else if (live) {
 			[[unroll]] for (uint v = 0u; v < NV; v++) {
 				if (row0 + v / NCOLS < p.M) {
-					store_y(p.y_off + (v % NCOLS) * p.y_stride + row0 + v / NCOLS, acc[v]);
+					store_out(row0 + v / NCOLS, v % NCOLS, acc[v]);
 				}
 			}
 		}
@@ -339,10 +439,16 @@ void main() {
 			}
 			barrier();
 		}
+		if (GLU) {
+			for (uint c = lane; c < NCOLS && live; c += TPR) {
+				store_glu(row0, c, red[c * WG + tid - lane], red[(NCOLS + c) * WG + tid - lane]);
+			}
+			return;
+		}
 		for (uint v = lane; v < NV; v += TPR) {
 			const uint row = row0 + v / NCOLS;
 			if (row < p.M) {
-				store_y(p.y_off + (v % NCOLS) * p.y_stride + row, red[v * WG + tid - lane]);
+				store_out(row, v % NCOLS, red[v * WG + tid - lane]);
 			}
 		}
 		return;
@@ -355,6 +461,17 @@ void main() {
 		}
 	}
 	barrier();
+	if (GLU) {
+		for (uint c = tid; c < NCOLS && live; c += WG) {
+			float g = 0.0, u = 0.0;
+			for (uint i = 0u; i < gl_NumSubgroups; i++) {
+				g += red[i * NV + c];
+				u += red[i * NV + NCOLS + c];
+			}
+			store_glu(row0, c, g, u);
+		}
+		return;
+	}
 	for (uint v = tid; v < NV; v += WG) {
 		float s = 0.0;
 		for (uint i = 0u; i < gl_NumSubgroups; i++) {
@@ -362,7 +479,7 @@ void main() {
 		}
 		const uint row = row0 + v / NCOLS;
 		if (row < p.M) {
-			store_y(p.y_off + (v % NCOLS) * p.y_stride + row, s);
+			store_out(row, v % NCOLS, s);
 		}
 	}
 #else
@@ -378,10 +495,16 @@ void main() {
 		}
 		barrier();
 	}
+	if (GLU) {
+		for (uint c = tid; c < NCOLS && live; c += WG) {
+			store_glu(row0, c, red[c * WG], red[(NCOLS + c) * WG]);
+		}
+		return;
+	}
 	for (uint v = tid; v < NV; v += WG) {
 		const uint row = row0 + v / NCOLS;
 		if (row < p.M) {
-			store_y(p.y_off + (v % NCOLS) * p.y_stride + row, red[v * WG]);
+			store_out(row, v % NCOLS, red[v * WG]);
 		}
 	}
 #endif

@@ -28,11 +28,12 @@ const (
 
 // CanFuse reports whether MatVecSplit and MatVecGLU take the weight w (the
 // fused one: q|k|v, or gate|up) for n activation columns: a decode-shaped
-// batch (MulMat's matvec path), the whole weight inside one storage
-// binding, and not the integer-dot path. Otherwise the caller multiplies
-// by the parts separately.
+// batch (MulMat's matvec path) and the whole weight inside one storage
+// binding. On the integer-dot path they quantize the activations once and
+// run the integer-dot kernel's fused variant. Otherwise the caller
+// multiplies by the parts separately.
 func (k *Kernels) CanFuse(w Weight, n int) bool {
-	if n <= 0 || n > k.matvecCols || w.Data.Buf == nil || k.useQ8(w.Type, w.Cols, n, false) {
+	if n <= 0 || n > k.matvecCols || w.Data.Buf == nil {
 		return false
 	}
 	rowBytes, err := weightRowBytes(w.Type, w.Cols)
@@ -117,6 +118,9 @@ func (k *Kernels) mulMatFused(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint32
 	maxRange, align, budget, err := k.bindLimits(op, k.dev.MaxBinding())
 	if err != nil {
 		return err
+	}
+	if k.useQ8(w.Type, w.Cols, n, false) {
+		return k.mulMatFusedQ8(c, w, x, n, epi, rows, y, bias, maxRange, align, budget)
 	}
 	colStep := min(k.matvecPass, n)
 	name := names.fused
@@ -206,6 +210,84 @@ func (k *Kernels) mulMatFused(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint32
 	return nil
 }
 
+// mulMatFusedQ8 is mulMatFused on the integer-dot path: the quantization of
+// x into the Q8_1 scratch (unless it holds x already, as mulMatQ8), then
+// one fused matvec_idot dispatch per pass of columns. In the GLU epilogues
+// each group of invocations computes one output row from its gate and up
+// rows (GR 2).
+func (k *Kernels) mulMatFusedQ8(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint32, rows [3]int, y [3]vk.Range, bias vk.Range, maxRange, align, budget uint64) error {
+	const op = "MatVecFused"
+	names, _ := idotKernels(w.Type)
+	name := names.fused
+	if k.sg {
+		name = names.fusedSG
+	}
+	rowBytes, _ := weightRowBytes(w.Type, w.Cols)
+	ch, err := rowChunkAt(0, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), maxRange, align)
+	if err != nil || ch.rowEnd != w.Rows {
+		return fmt.Errorf("ops: %s: the weight does not fit one binding: %v", op, err)
+	}
+	wr := vk.Range{Buf: w.Data.Buf, Offset: ch.bindOffset, Size: ch.bindRange}
+	glu := epi != epiSplit
+	outRows := w.Rows
+	if glu {
+		outRows = rows[0]
+	}
+	for i := range y {
+		if 4*uint64(n)*uint64(rows[i])+align > budget {
+			return fmt.Errorf("ops: %s: output %d exceeds one binding", op, i)
+		}
+	}
+	br := wr // bound when there is no bias (never read)
+	hasBias := uint32(0)
+	var bOff uint32
+	if bias.Buf != nil {
+		br, bOff = bindWindow(bias, 0, 4*uint64(w.Rows), align, maxRange)
+		hasBias = 1
+	}
+	reuse, err := k.q8Quantize(c, x, w.Cols, n, false, maxRange, align, budget)
+	if err != nil {
+		return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
+	}
+	words := q8Words(w.Cols)
+	tpr := k.matvecTPR(w.Type, w.Cols)
+	wg := k.matvecGroup(tpr)
+	gr, ogr := k.idotGroupRows(tpr, outRows), k.idotGroupRows(tpr, outRows)
+	if glu {
+		gr, ogr = 2, 1 // the gate and up rows of one output row
+	}
+	colStep := min(n, k.matvecPass, idotPass)
+	for c0 := 0; c0 < n; c0 += colStep {
+		nc := min(colStep, n-c0)
+		var yr [3]vk.Range
+		var yOff [3]uint32
+		for i := range y {
+			yr[i], yOff[i] = bindWindow(y[i], 4*uint64(c0)*uint64(rows[i]), 4*uint64(nc)*uint64(rows[i]), align, maxRange)
+		}
+		push := FusedPush{MatVecPush: MatVecPush{
+			K: uint32(w.Cols), M: uint32(outRows), N: uint32(nc),
+			WOff: ch.wOff, WStride: uint32(rowBytes),
+			XOff: uint32(uint64(c0) * words), XStride: uint32(words),
+			YOff: yOff[0], YStride: uint32(rows[0]),
+		}, BOff: bOff, HasBias: hasBias, Y1Off: yOff[1], Y1Stride: uint32(rows[1]), Y2Off: yOff[2], Y2Stride: uint32(rows[2])}
+		if glu {
+			push.PairOff = uint32(rows[0]) * uint32(rowBytes)
+			push.S1, push.S2 = uint32(outRows), uint32(outRows)
+		} else {
+			push.S1, push.S2 = uint32(rows[0]), uint32(rows[0]+rows[1])
+		}
+		if c0 > 0 {
+			c.NoBarrier() // other columns: disjoint outputs, the same scratch read
+		}
+		groups := k.Groups(ceilDiv(uint32(outRows), wg/tpr*ogr))
+		if err := Record(k, c, name, []uint32{wg, uint32(nc), tpr, 0, gr, epi}, groups, &push, wr, k.q8.scratch, yr[0], yr[1], yr[2], br); err != nil {
+			return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
+		}
+	}
+	k.q8Read(c, reuse, x, w.Cols, n)
+	return nil
+}
+
 // fusedRowsPerLane is rowsPerLane for the fused kernel's outRows output
 // rows on CPU devices (1 on GPUs): in the GLU epilogues an invocation's rows are gate and up rows,
 // so it computes half as many outputs (at least two weight rows where it
@@ -262,6 +344,26 @@ func (k *Kernels) PrepareFused(w Weight, glu, gelu bool) error {
 		rpl := k.fusedRowsPerLane(tpr, outRows, n, glu)
 		if _, err := k.Pipeline(name, 6, push, k.matvecGroup(tpr), uint32(n), fast, tpr, 0, rpl, epi); err != nil {
 			return err
+		}
+	}
+	// The integer-dot path's fused variants (mulMatFusedQ8).
+	if idot, ok := idotKernels(w.Type); ok && k.intDot && w.Cols%32 == 0 {
+		name := idot.fused
+		if k.sg {
+			name = idot.fusedSG
+		}
+		gr := k.idotGroupRows(tpr, outRows)
+		if glu {
+			gr = 2
+		}
+		qz := uint32(unsafe.Sizeof(QuantizePush{}))
+		if _, err := k.Pipeline("quantize_f32_q8_1", 2, qz, quantizeWG, 1); err != nil {
+			return err
+		}
+		for n := 1; n <= min(k.matvecPass, idotPass); n++ {
+			if _, err := k.Pipeline(name, 6, push, k.matvecGroup(tpr), uint32(n), tpr, 0, gr, epi); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

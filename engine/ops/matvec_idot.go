@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math"
+	"strings"
 	"unsafe"
 
 	"github.com/vkllm/vkllm/gguf"
@@ -49,40 +50,52 @@ type q8State struct {
 }
 
 // idotNames are the integer-dot matvec variants of one weight type: plain
-// and subgroup, and the same reading the blocks through 16- and 8-bit
-// storage views ("" where the type has none).
+// and subgroup, the same reading the blocks through 16- and 8-bit storage
+// views ("" where the type has none), and the fused decode epilogues'
+// (matvec_fused_*: MatVecSplit, MatVecGLU).
 type idotNames struct {
 	plain, sg, plain16, sg16 string
+	fused, fusedSG           string
 }
 
 // idotKernels returns the integer-dot matvec variants for weight type t,
 // or false for types that keep the float kernels.
 func idotKernels(t gguf.GGMLType) (idotNames, bool) {
+	n, ok := idotBase(t)
+	if ok {
+		n.fused = "matvec_fused_" + strings.TrimPrefix(n.plain, "matvec_")
+		n.fusedSG = n.fused + "_sg"
+	}
+	return n, ok
+}
+
+// idotBase is idotKernels without the fused names.
+func idotBase(t gguf.GGMLType) (idotNames, bool) {
 	switch t {
 	case gguf.TypeQ4_0:
-		return idotNames{"matvec_q4_0_q8_1_f32", "matvec_q4_0_q8_1_f32_sg", "matvec_q4_0_q8_1_f32_s16", "matvec_q4_0_q8_1_f32_sg_s16"}, true
+		return idotNames{plain: "matvec_q4_0_q8_1_f32", sg: "matvec_q4_0_q8_1_f32_sg", plain16: "matvec_q4_0_q8_1_f32_s16", sg16: "matvec_q4_0_q8_1_f32_sg_s16"}, true
 	case gguf.TypeQ4_1:
-		return idotNames{"matvec_q4_1_q8_1_f32", "matvec_q4_1_q8_1_f32_sg", "", ""}, true
+		return idotNames{plain: "matvec_q4_1_q8_1_f32", sg: "matvec_q4_1_q8_1_f32_sg", plain16: "", sg16: ""}, true
 	case gguf.TypeQ5_0:
-		return idotNames{"matvec_q5_0_q8_1_f32", "matvec_q5_0_q8_1_f32_sg", "", ""}, true
+		return idotNames{plain: "matvec_q5_0_q8_1_f32", sg: "matvec_q5_0_q8_1_f32_sg", plain16: "", sg16: ""}, true
 	case gguf.TypeQ5_1:
-		return idotNames{"matvec_q5_1_q8_1_f32", "matvec_q5_1_q8_1_f32_sg", "", ""}, true
+		return idotNames{plain: "matvec_q5_1_q8_1_f32", sg: "matvec_q5_1_q8_1_f32_sg", plain16: "", sg16: ""}, true
 	case gguf.TypeQ8_0:
-		return idotNames{"matvec_q8_0_q8_1_f32", "matvec_q8_0_q8_1_f32_sg", "matvec_q8_0_q8_1_f32_s16", "matvec_q8_0_q8_1_f32_sg_s16"}, true
+		return idotNames{plain: "matvec_q8_0_q8_1_f32", sg: "matvec_q8_0_q8_1_f32_sg", plain16: "matvec_q8_0_q8_1_f32_s16", sg16: "matvec_q8_0_q8_1_f32_sg_s16"}, true
 	case gguf.TypeQ2_K:
-		return idotNames{"matvec_q2_k_q8_1_f32", "matvec_q2_k_q8_1_f32_sg", "", ""}, true
+		return idotNames{plain: "matvec_q2_k_q8_1_f32", sg: "matvec_q2_k_q8_1_f32_sg", plain16: "", sg16: ""}, true
 	case gguf.TypeQ3_K:
-		return idotNames{"matvec_q3_k_q8_1_f32", "matvec_q3_k_q8_1_f32_sg", "", ""}, true
+		return idotNames{plain: "matvec_q3_k_q8_1_f32", sg: "matvec_q3_k_q8_1_f32_sg", plain16: "", sg16: ""}, true
 	case gguf.TypeQ4_K:
-		return idotNames{"matvec_q4_k_q8_1_f32", "matvec_q4_k_q8_1_f32_sg", "matvec_q4_k_q8_1_f32_s16", "matvec_q4_k_q8_1_f32_sg_s16"}, true
+		return idotNames{plain: "matvec_q4_k_q8_1_f32", sg: "matvec_q4_k_q8_1_f32_sg", plain16: "matvec_q4_k_q8_1_f32_s16", sg16: "matvec_q4_k_q8_1_f32_sg_s16"}, true
 	case gguf.TypeQ5_K:
-		return idotNames{"matvec_q5_k_q8_1_f32", "matvec_q5_k_q8_1_f32_sg", "matvec_q5_k_q8_1_f32_s16", "matvec_q5_k_q8_1_f32_sg_s16"}, true
+		return idotNames{plain: "matvec_q5_k_q8_1_f32", sg: "matvec_q5_k_q8_1_f32_sg", plain16: "matvec_q5_k_q8_1_f32_s16", sg16: "matvec_q5_k_q8_1_f32_sg_s16"}, true
 	case gguf.TypeQ6_K:
-		return idotNames{"matvec_q6_k_q8_1_f32", "matvec_q6_k_q8_1_f32_sg", "matvec_q6_k_q8_1_f32_s16", "matvec_q6_k_q8_1_f32_sg_s16"}, true
+		return idotNames{plain: "matvec_q6_k_q8_1_f32", sg: "matvec_q6_k_q8_1_f32_sg", plain16: "matvec_q6_k_q8_1_f32_s16", sg16: "matvec_q6_k_q8_1_f32_sg_s16"}, true
 	case gguf.TypeIQ4_NL:
-		return idotNames{"matvec_iq4_nl_q8_1_f32", "matvec_iq4_nl_q8_1_f32_sg", "", ""}, true
+		return idotNames{plain: "matvec_iq4_nl_q8_1_f32", sg: "matvec_iq4_nl_q8_1_f32_sg", plain16: "", sg16: ""}, true
 	case gguf.TypeIQ4_XS:
-		return idotNames{"matvec_iq4_xs_q8_1_f32", "matvec_iq4_xs_q8_1_f32_sg", "", ""}, true
+		return idotNames{plain: "matvec_iq4_xs_q8_1_f32", sg: "matvec_iq4_xs_q8_1_f32_sg", plain16: "", sg16: ""}, true
 	}
 	return idotNames{}, false
 }
@@ -187,17 +200,9 @@ func (k *Kernels) mulMatQ8(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o
 	rowBytes, _ := weightRowBytes(w.Type, w.Cols)
 	words := q8Words(w.Cols)
 	q := k.q8.scratch
-	pending := c.Epoch() == k.q8.readEpoch && k.q8.valid
-	reuse := pending && c.SkipsBarrier() && k.q8.x.Buf == x.Buf && k.q8.x.Offset == x.Offset &&
-		k.q8.cols == w.Cols && n <= k.q8.n
-	if !reuse {
-		if pending && c.SkipsBarrier() {
-			c.Barrier()
-		}
-		k.q8.valid = false
-		if err := k.quantizeQ8(c, x, w.Cols, n, o.slow, maxRange, align, budget); err != nil {
-			return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
-		}
+	reuse, err := k.q8Quantize(c, x, w.Cols, n, o.slow, maxRange, align, budget)
+	if err != nil {
+		return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
 	}
 	colStep := min(n, k.matvecPass, idotPass)
 	tpr := k.matvecTPR(w.Type, w.Cols)
@@ -228,11 +233,35 @@ func (k *Kernels) mulMatQ8(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o
 	if it.err != nil {
 		return fmt.Errorf("ops: %s: weight: %w", op, it.err)
 	}
+	k.q8Read(c, reuse, x, w.Cols, n)
+	return nil
+}
+
+// q8Quantize records the quantization of n columns of cols at x into the
+// scratch, unless the scratch already holds them for matvecs recorded
+// since the last barrier (see mulMatQ8), and reports whether it reused
+// them. Call q8Read after recording the matvecs that read it.
+func (k *Kernels) q8Quantize(c *vk.Cmd, x vk.Range, cols, n int, slow bool, maxRange, align, budget uint64) (bool, error) {
+	pending := c.Epoch() == k.q8.readEpoch && k.q8.valid
+	reuse := pending && c.SkipsBarrier() && k.q8.x.Buf == x.Buf && k.q8.x.Offset == x.Offset &&
+		k.q8.cols == cols && n <= k.q8.n
+	if reuse {
+		return true, nil
+	}
+	if pending && c.SkipsBarrier() {
+		c.Barrier()
+	}
+	k.q8.valid = false
+	return false, k.quantizeQ8(c, x, cols, n, slow, maxRange, align, budget)
+}
+
+// q8Read notes that matvecs recorded in c's current epoch read the
+// scratch, which holds x's columns (quantized anew unless reuse).
+func (k *Kernels) q8Read(c *vk.Cmd, reuse bool, x vk.Range, cols, n int) {
 	if !reuse {
-		k.q8.x, k.q8.cols, k.q8.n = x, w.Cols, n
+		k.q8.x, k.q8.cols, k.q8.n = x, cols, n
 	}
 	k.q8.readEpoch, k.q8.valid = c.Epoch(), true
-	return nil
 }
 
 // quantizeQ8 records the quantization of n activation columns of cols f32

@@ -1,0 +1,167 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/vk"
+)
+
+// TestMatVecFusedIntDot runs MatVecSplit (with and without biases) and
+// MatVecGLU (SwiGLU, GeGLU) on the integer-dot path for every format that
+// has it, in the GPU layout (up to 32 invocations per row, 1, 2 or 4 rows
+// per group) and the CPU one, with shared-memory and subgroup reductions:
+// one quantization and one fused dispatch per pass of columns, against
+// MatVecQ8_1Ref of the kernel's own Q8_1 activations, split, biased or
+// gated on the CPU.
+func TestMatVecFusedIntDot(t *testing.T) {
+	g := idotRig(t)
+	for _, typ := range idotTypes {
+		t.Run(typ.String(), func(t *testing.T) {
+			cols := testCols(typ)
+			splits := []fusedCase{
+				{rows: [3]int{8, 4, 4}, cols: cols, n: 1},
+				{rows: [3]int{37, 11, 13}, cols: cols, n: 3, lead: 2},
+				{rows: [3]int{260, 70, 70}, cols: cols, n: 8},
+				{rows: [3]int{9, 5, 7}, cols: cols, n: 11}, // two passes
+			}
+			glus := []fusedCase{
+				{rows: [3]int{16}, cols: cols, n: 1},
+				{rows: [3]int{37}, cols: cols, n: 3, lead: 2},
+				{rows: [3]int{300}, cols: cols, n: 8},
+				{rows: [3]int{11}, cols: cols, n: 11},
+			}
+			both(t, g, func(t *testing.T) {
+				defer func(cap uint32, rows bool) { g.k.rowThreads, g.k.cpuRows = cap, rows }(g.k.rowThreads, g.k.cpuRows)
+				for _, cap := range []uint32{matvecWG, cpuRowThreads} {
+					g.k.rowThreads, g.k.cpuRows = cap, cap == cpuRowThreads
+					t.Run(fmt.Sprintf("tpr%d", cap), func(t *testing.T) {
+						for _, m := range splits {
+							for _, withBias := range []bool{false, true} {
+								t.Run(fmt.Sprintf("split_%v_bias%v", m, withBias), func(t *testing.T) { testFusedQ8(t, g, typ, m, 0, withBias) })
+							}
+						}
+						for _, m := range glus {
+							for _, epi := range []uint32{epiSwiGLU, epiGeGLU} {
+								t.Run(fmt.Sprintf("glu%d_%v", epi, m), func(t *testing.T) { testFusedQ8(t, g, typ, m, epi, false) })
+							}
+						}
+					})
+				}
+			})
+		})
+	}
+}
+
+// testFusedQ8 runs one fused product on the integer-dot path: the split
+// (epi 0) of m.rows, or the GLU epi of 2*m.rows[0] rows.
+func testFusedQ8(t *testing.T, g *rig, typ gguf.GGMLType, m fusedCase, epi uint32, withBias bool) {
+	defer func(parent *testing.T) { g.t = parent }(g.t)
+	g.t = t
+	glu := epi != 0
+	M := m.rows[0] + m.rows[1] + m.rows[2]
+	if glu {
+		M = 2 * m.rows[0]
+	}
+	w := randomWeights(g.r, typ, M, m.cols)
+	x := randomVector(g.r, m.n*m.cols)
+	wt := g.upWeight(typ, w, M, m.cols, m.lead)
+	sr := g.setScratch(m.cols, m.n)
+	if !g.k.CanFuse(wt, m.n) || !g.k.useQ8(typ, m.cols, m.n, false) {
+		t.Fatalf("CanFuse %v, integer-dot path %v; want both", g.k.CanFuse(wt, m.n), g.k.useQ8(typ, m.cols, m.n, false))
+	}
+	var bias []float32
+	var br vk.Range
+	if withBias {
+		bias = randomVector(g.r, M)
+		br = g.upF32(bias)
+	}
+	var y [3]vk.Range
+	outs := m.rows
+	if glu {
+		outs = [3]int{m.rows[0]}
+	}
+	for i, r := range outs {
+		if r > 0 {
+			y[i] = g.buf(4 * m.n * r)
+		}
+	}
+	dispatches := 0
+	g.run(func(c *vk.Cmd) error {
+		d := c.Dispatches()
+		var err error
+		if glu {
+			err = g.k.MatVecGLU(c, wt, g.upF32(x), m.n, y[0], epi == epiGeGLU)
+		} else {
+			err = g.k.MatVecSplit(c, wt, g.upF32(x), m.n, m.rows, y, br)
+		}
+		dispatches = c.Dispatches() - d
+		return err
+	})
+	passes := (m.n + min(g.k.matvecPass, idotPass) - 1) / min(g.k.matvecPass, idotPass)
+	if dispatches != 1+passes {
+		t.Errorf("%d dispatches, want the quantization and %d fused", dispatches, passes)
+	}
+	// The exact product of the kernel's own Q8_1 activations, and the
+	// magnitudes its f32 rounding scales with.
+	q, ds := g.downQ8(sr, m.cols, m.n)
+	ref := make([]float32, m.n*M)
+	if err := MatVecQ8_1Ref(typ, w, M, m.cols, q, ds, m.n, ref); err != nil {
+		t.Fatal(err)
+	}
+	wf := dequantizeAll(t, typ, w, M, m.cols)
+	nb := m.cols / 32
+	mag := make([]float64, m.n*M)
+	for c := range m.n {
+		for r := range M {
+			for k := range m.cols {
+				mag[c*M+r] += math.Abs(float64(wf[r*m.cols+k])) * float64(ds[2*(c*nb+k/32)]) * math.Abs(float64(q[c*m.cols+k]))
+			}
+		}
+	}
+	if glu {
+		F := m.rows[0]
+		gate, up := make([]float32, m.n*F), make([]float32, m.n*F)
+		for c := range m.n {
+			copy(gate[c*F:], ref[c*M:c*M+F])
+			copy(up[c*F:], ref[c*M+F:(c+1)*M])
+		}
+		want := make([]float32, m.n*F)
+		if epi == epiGeGLU {
+			RefGeGLU(want, gate, up)
+		} else {
+			RefSwiGLU(want, gate, up)
+		}
+		got := g.downF32(y[0], m.n*F)
+		bad := 0
+		for i, v := range got {
+			c, r := i/F, i%F
+			tol := 1.2*math.Abs(float64(up[i]))*relTol*mag[c*M+r] + (math.Abs(float64(gate[i]))+0.2)*relTol*mag[c*M+F+r] + 1e-6*math.Abs(float64(want[i])) + 1e-30
+			if d := math.Abs(float64(v) - float64(want[i])); math.IsNaN(float64(v)) || d > tol {
+				if bad < 5 {
+					t.Errorf("MatVecGLU(%v, %v) on Q8_1: y[col %d][row %d] = %g, want %g (|diff| %.3g > %.3g)", typ, m, c, r, v, want[i], d, tol)
+				}
+				bad++
+			}
+		}
+		return
+	}
+	r0 := 0
+	for i, r := range m.rows {
+		want, pmag := make([]float64, m.n*r), make([]float64, m.n*r)
+		for c := range m.n {
+			for j := range r {
+				want[c*r+j] = float64(ref[c*M+r0+j])
+				pmag[c*r+j] = mag[c*M+r0+j]
+				if withBias {
+					want[c*r+j] += float64(bias[r0+j])
+					pmag[c*r+j] += math.Abs(float64(bias[r0+j]))
+				}
+			}
+		}
+		checkProduct(t, fmt.Sprintf("MatVecSplit(%v, %v) on Q8_1, part %d", typ, m, i), g.downF32(y[i], m.n*r), want, pmag, r)
+		r0 += r
+	}
+}
