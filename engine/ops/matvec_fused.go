@@ -102,10 +102,6 @@ func (k *Kernels) MatVecGLU(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, 
 func (k *Kernels) mulMatFused(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint32, rows [3]int, y [3]vk.Range, bias vk.Range) error {
 	const op = "MatVecFused"
 	names, _ := kernelsFor(w.Type)
-	rowBytes, err := weightRowBytes(w.Type, w.Cols)
-	if err != nil {
-		return fmt.Errorf("ops: %s: %w", op, err)
-	}
 	if !k.CanFuse(w, n) {
 		return fmt.Errorf("ops: %s: %v %dx%d for %d columns does not fuse (see CanFuse)", op, w.Type, w.Rows, w.Cols, n)
 	}
@@ -139,32 +135,14 @@ func (k *Kernels) mulMatFused(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint32
 			wRange, wAlign = k.texelLimits(maxRange, align)
 		}
 	}
-	ch, err := rowChunkAt(0, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), wRange, wAlign)
+	f, err := newFusedCall(w, n, epi, rows, y, bias, wRange, wAlign, maxRange, align, budget)
 	if err != nil {
-		return fmt.Errorf("ops: %s: weight: %w", op, err)
-	}
-	wr := vk.Range{Buf: w.Data.Buf, Offset: ch.bindOffset, Size: ch.bindRange}
-	glu := epi != epiSplit
-	outRows := w.Rows // the kernel's rows M
-	if glu {
-		outRows = rows[0]
-	}
-	for i := range y {
-		if 4*uint64(n)*uint64(rows[i])+align > budget {
-			return fmt.Errorf("ops: %s: output %d exceeds one binding", op, i)
-		}
+		return fmt.Errorf("ops: %s: %w", op, err)
 	}
 	if 4*uint64(w.Cols) > budget {
 		return fmt.Errorf("ops: %s: a column exceeds one binding", op)
 	}
 	plain := !w.Type.IsQuantized()
-	br := wr // bound when there is no bias (never read)
-	hasBias := uint32(0)
-	var bOff uint32
-	if bias.Buf != nil {
-		br, bOff = bindWindow(bias, 0, 4*uint64(w.Rows), align, maxRange)
-		hasBias = 1
-	}
 	for c0 := 0; c0 < n; c0 += colStep {
 		nc := min(colStep, n-c0)
 		xAlign, xRange := align, maxRange
@@ -172,42 +150,99 @@ func (k *Kernels) mulMatFused(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint32
 			xAlign, xRange = xuAlign, xuRange
 		}
 		xr, xOff := bindWindow(x, 4*uint64(c0)*uint64(w.Cols), 4*uint64(nc)*uint64(w.Cols), xAlign, xRange)
-		var yr [3]vk.Range
-		var yOff [3]uint32
-		for i := range y {
-			yr[i], yOff[i] = bindWindow(y[i], 4*uint64(c0)*uint64(rows[i]), 4*uint64(nc)*uint64(rows[i]), align, maxRange)
-		}
-		push := FusedPush{MatVecPush: MatVecPush{
-			K: uint32(w.Cols), M: uint32(outRows), N: uint32(nc),
-			WOff: ch.wOff, WStride: uint32(rowBytes),
-			XOff: xOff, XStride: uint32(w.Cols),
-			YOff: yOff[0], YStride: uint32(rows[0]),
-		}, BOff: bOff, HasBias: hasBias, Y1Off: yOff[1], Y1Stride: uint32(rows[1]), Y2Off: yOff[2], Y2Stride: uint32(rows[2])}
-		if glu {
-			push.PairOff = uint32(rows[0]) * uint32(rowBytes)
-			push.S1, push.S2 = uint32(outRows), uint32(outRows)
-		} else {
-			push.S1, push.S2 = uint32(rows[0]), uint32(rows[0]+rows[1])
-		}
+		push, yr := f.pass(c0, nc, xOff, uint32(w.Cols))
 		fast := uint32(0)
-		if (w.Cols|int(xOff))%4 == 0 && (!plain || (ch.wOff|uint32(rowBytes))%16 == 0) {
+		if (w.Cols|int(xOff))%4 == 0 && (!plain || (f.ch.wOff|uint32(f.rowBytes))%16 == 0) {
 			fast = 1
 		}
-		rpl := k.fusedRowsPerLane(tpr, outRows, nc, glu)
+		rpl := k.fusedRowsPerLane(tpr, f.outRows, nc, f.glu)
 		wg := k.matvecGroup(tpr)
 		orpl := rpl
-		if glu && rpl > 1 {
+		if f.glu && rpl > 1 {
 			orpl = rpl / 2
 		}
-		groups := k.Groups(ceilDiv(uint32(outRows), wg/tpr*orpl))
+		groups := k.Groups(ceilDiv(uint32(f.outRows), wg/tpr*orpl))
 		if c0 > 0 {
 			c.NoBarrier()
 		}
-		if err := Record(k, c, name, []uint32{wg, uint32(nc), fast, tpr, 0, rpl, epi}, groups, &push, wr, xr, yr[0], yr[1], yr[2], br); err != nil {
+		if err := Record(k, c, name, []uint32{wg, uint32(nc), fast, tpr, 0, rpl, epi}, groups, &push, f.wr, xr, yr[0], yr[1], yr[2], f.br); err != nil {
 			return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
 		}
 	}
 	return nil
+}
+
+// fusedCall is what the float and integer-dot fused matvecs share of one
+// call: the weight's binding, the outputs, the bias and the epilogue.
+type fusedCall struct {
+	ch       rowChunk
+	wr, br   vk.Range // the weight's binding, and the bias's (the weight's when none)
+	rowBytes uint64
+	cols     int // the weight's row length K
+	glu      bool
+	outRows  int // the kernel's rows M
+	rows     [3]int
+	y        [3]vk.Range
+	bOff     uint32
+	hasBias  uint32
+	align    uint64
+	maxRange uint64
+}
+
+// newFusedCall binds w's rows in one window of at most wRange bytes
+// (aligned to wAlign) and checks that the outputs of n columns fit their
+// bindings.
+func newFusedCall(w Weight, n int, epi uint32, rows [3]int, y [3]vk.Range, bias vk.Range, wRange, wAlign, maxRange, align, budget uint64) (*fusedCall, error) {
+	rowBytes, err := weightRowBytes(w.Type, w.Cols)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := rowChunkAt(0, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), wRange, wAlign)
+	if err != nil {
+		return nil, fmt.Errorf("weight: %w", err)
+	}
+	if ch.rowEnd != w.Rows {
+		return nil, fmt.Errorf("weight: %d of %d rows fit one binding", ch.rowEnd, w.Rows)
+	}
+	f := &fusedCall{ch: ch, rowBytes: rowBytes, cols: w.Cols, glu: epi != epiSplit, outRows: w.Rows, rows: rows, y: y, align: align, maxRange: maxRange}
+	f.wr = vk.Range{Buf: w.Data.Buf, Offset: ch.bindOffset, Size: ch.bindRange}
+	if f.glu {
+		f.outRows = rows[0]
+	}
+	for i := range y {
+		if 4*uint64(n)*uint64(rows[i])+align > budget {
+			return nil, fmt.Errorf("output %d exceeds one binding", i)
+		}
+	}
+	f.br = f.wr // bound when there is no bias (never read)
+	if bias.Buf != nil {
+		f.br, f.bOff = bindWindow(bias, 0, 4*uint64(w.Rows), align, maxRange)
+		f.hasBias = 1
+	}
+	return f, nil
+}
+
+// pass returns the push constants and output bindings of the pass of nc
+// columns from c0, whose activations start at xOff (xStride apart).
+func (f *fusedCall) pass(c0, nc int, xOff, xStride uint32) (FusedPush, [3]vk.Range) {
+	var yr [3]vk.Range
+	var yOff [3]uint32
+	for i := range f.y {
+		yr[i], yOff[i] = bindWindow(f.y[i], 4*uint64(c0)*uint64(f.rows[i]), 4*uint64(nc)*uint64(f.rows[i]), f.align, f.maxRange)
+	}
+	push := FusedPush{MatVecPush: MatVecPush{
+		K: uint32(f.cols), M: uint32(f.outRows), N: uint32(nc),
+		WOff: f.ch.wOff, WStride: uint32(f.rowBytes),
+		XOff: xOff, XStride: xStride,
+		YOff: yOff[0], YStride: uint32(f.rows[0]),
+	}, BOff: f.bOff, HasBias: f.hasBias, Y1Off: yOff[1], Y1Stride: uint32(f.rows[1]), Y2Off: yOff[2], Y2Stride: uint32(f.rows[2])}
+	if f.glu {
+		push.PairOff = uint32(f.rows[0]) * uint32(f.rowBytes)
+		push.S1, push.S2 = uint32(f.outRows), uint32(f.outRows)
+	} else {
+		push.S1, push.S2 = uint32(f.rows[0]), uint32(f.rows[0]+f.rows[1])
+	}
+	return push, yr
 }
 
 // mulMatFusedQ8 is mulMatFused on the integer-dot path: the quantization of
@@ -222,28 +257,9 @@ func (k *Kernels) mulMatFusedQ8(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint
 	if k.sg {
 		name = names.fusedSG
 	}
-	rowBytes, _ := weightRowBytes(w.Type, w.Cols)
-	ch, err := rowChunkAt(0, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), maxRange, align)
-	if err != nil || ch.rowEnd != w.Rows {
-		return fmt.Errorf("ops: %s: the weight does not fit one binding: %v", op, err)
-	}
-	wr := vk.Range{Buf: w.Data.Buf, Offset: ch.bindOffset, Size: ch.bindRange}
-	glu := epi != epiSplit
-	outRows := w.Rows
-	if glu {
-		outRows = rows[0]
-	}
-	for i := range y {
-		if 4*uint64(n)*uint64(rows[i])+align > budget {
-			return fmt.Errorf("ops: %s: output %d exceeds one binding", op, i)
-		}
-	}
-	br := wr // bound when there is no bias (never read)
-	hasBias := uint32(0)
-	var bOff uint32
-	if bias.Buf != nil {
-		br, bOff = bindWindow(bias, 0, 4*uint64(w.Rows), align, maxRange)
-		hasBias = 1
+	f, err := newFusedCall(w, n, epi, rows, y, bias, maxRange, align, maxRange, align, budget)
+	if err != nil {
+		return fmt.Errorf("ops: %s: %w", op, err)
 	}
 	reuse, err := k.q8Quantize(c, x, w.Cols, n, false, maxRange, align, budget)
 	if err != nil {
@@ -252,35 +268,19 @@ func (k *Kernels) mulMatFusedQ8(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint
 	words := q8Words(w.Cols)
 	tpr := k.matvecTPR(w.Type, w.Cols)
 	wg := k.matvecGroup(tpr)
-	gr, ogr := k.idotGroupRows(tpr, outRows), k.idotGroupRows(tpr, outRows)
-	if glu {
+	gr, ogr := k.idotGroupRows(tpr, f.outRows), k.idotGroupRows(tpr, f.outRows)
+	if f.glu {
 		gr, ogr = 2, 1 // the gate and up rows of one output row
 	}
 	colStep := min(n, k.matvecPass, idotPass)
 	for c0 := 0; c0 < n; c0 += colStep {
 		nc := min(colStep, n-c0)
-		var yr [3]vk.Range
-		var yOff [3]uint32
-		for i := range y {
-			yr[i], yOff[i] = bindWindow(y[i], 4*uint64(c0)*uint64(rows[i]), 4*uint64(nc)*uint64(rows[i]), align, maxRange)
-		}
-		push := FusedPush{MatVecPush: MatVecPush{
-			K: uint32(w.Cols), M: uint32(outRows), N: uint32(nc),
-			WOff: ch.wOff, WStride: uint32(rowBytes),
-			XOff: uint32(uint64(c0) * words), XStride: uint32(words),
-			YOff: yOff[0], YStride: uint32(rows[0]),
-		}, BOff: bOff, HasBias: hasBias, Y1Off: yOff[1], Y1Stride: uint32(rows[1]), Y2Off: yOff[2], Y2Stride: uint32(rows[2])}
-		if glu {
-			push.PairOff = uint32(rows[0]) * uint32(rowBytes)
-			push.S1, push.S2 = uint32(outRows), uint32(outRows)
-		} else {
-			push.S1, push.S2 = uint32(rows[0]), uint32(rows[0]+rows[1])
-		}
+		push, yr := f.pass(c0, nc, uint32(uint64(c0)*words), uint32(words))
 		if c0 > 0 {
 			c.NoBarrier() // other columns: disjoint outputs, the same scratch read
 		}
-		groups := k.Groups(ceilDiv(uint32(outRows), wg/tpr*ogr))
-		if err := Record(k, c, name, []uint32{wg, uint32(nc), tpr, 0, gr, epi}, groups, &push, wr, k.q8.scratch, yr[0], yr[1], yr[2], br); err != nil {
+		groups := k.Groups(ceilDiv(uint32(f.outRows), wg/tpr*ogr))
+		if err := Record(k, c, name, []uint32{wg, uint32(nc), tpr, 0, gr, epi}, groups, &push, f.wr, k.q8.scratch, yr[0], yr[1], yr[2], f.br); err != nil {
 			return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
 		}
 	}
