@@ -218,8 +218,11 @@ func TestResponsesStructuredOutput(t *testing.T) {
 	if jsonPath(m, "text", "format", "type") != "json_schema" {
 		t.Errorf("text = %v, want the request's format echoed", m["text"])
 	}
-	// The grammar holds even when the model wants otherwise.
-	f.reply = func(string) string { return `{"n": 1e400, "name": 5}` }
+	// The grammar holds even when the model wants otherwise. Where it
+	// refuses a token the fake draws among the allowed ones at random, so
+	// the wanted text goes on with closing quotes and braces: without them
+	// a string opened by a random draw could run to max_output_tokens.
+	f.reply = func(string) string { return `{"n": 1e400, "name": 5}` + strings.Repeat(`"}`, 40) }
 	r = ts.post("/v1/responses", `{"input":"give","max_output_tokens":200,"text":{"format":{"type":"json_schema","name":"out","schema":`+schema+`}}}`)
 	text, _ = jsonPath(decodeBody(t, r.body), "output", 0, "content", 0, "text").(string)
 	if err := json.Unmarshal([]byte(text), &got); err != nil || got.Name == "" && !strings.Contains(text, `"name"`) {
