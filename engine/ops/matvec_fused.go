@@ -192,26 +192,26 @@ type fusedCall struct {
 // newFusedCall binds w's rows in one window of at most wRange bytes
 // (aligned to wAlign) and checks that the outputs of n columns fit their
 // bindings.
-func newFusedCall(w Weight, n int, epi uint32, rows [3]int, y [3]vk.Range, bias vk.Range, wRange, wAlign, maxRange, align, budget uint64) (*fusedCall, error) {
+func newFusedCall(w Weight, n int, epi uint32, rows [3]int, y [3]vk.Range, bias vk.Range, wRange, wAlign, maxRange, align, budget uint64) (fusedCall, error) {
 	rowBytes, err := weightRowBytes(w.Type, w.Cols)
 	if err != nil {
-		return nil, err
+		return fusedCall{}, err
 	}
 	ch, err := rowChunkAt(0, w.Data.Offset, rowBytes, w.Rows, w.Data.Buf.Size(), wRange, wAlign)
 	if err != nil {
-		return nil, fmt.Errorf("weight: %w", err)
+		return fusedCall{}, fmt.Errorf("weight: %w", err)
 	}
 	if ch.rowEnd != w.Rows {
-		return nil, fmt.Errorf("weight: %d of %d rows fit one binding", ch.rowEnd, w.Rows)
+		return fusedCall{}, fmt.Errorf("weight: %d of %d rows fit one binding", ch.rowEnd, w.Rows)
 	}
-	f := &fusedCall{ch: ch, rowBytes: rowBytes, cols: w.Cols, glu: epi != epiSplit, outRows: w.Rows, rows: rows, y: y, align: align, maxRange: maxRange}
+	f := fusedCall{ch: ch, rowBytes: rowBytes, cols: w.Cols, glu: epi != epiSplit, outRows: w.Rows, rows: rows, y: y, align: align, maxRange: maxRange}
 	f.wr = vk.Range{Buf: w.Data.Buf, Offset: ch.bindOffset, Size: ch.bindRange}
 	if f.glu {
 		f.outRows = rows[0]
 	}
 	for i := range y {
 		if 4*uint64(n)*uint64(rows[i])+align > budget {
-			return nil, fmt.Errorf("output %d exceeds one binding", i)
+			return fusedCall{}, fmt.Errorf("output %d exceeds one binding", i)
 		}
 	}
 	f.br = f.wr // bound when there is no bias (never read)

@@ -61,13 +61,23 @@ type idotNames struct {
 // idotKernels returns the integer-dot matvec variants for weight type t,
 // or false for types that keep the float kernels.
 func idotKernels(t gguf.GGMLType) (idotNames, bool) {
-	n, ok := idotBase(t)
-	if ok {
-		n.fused = "matvec_fused_" + strings.TrimPrefix(n.plain, "matvec_")
-		n.fusedSG = n.fused + "_sg"
-	}
+	n, ok := idotTable[t]
 	return n, ok
 }
+
+// idotTable holds idotKernels' answers, made once (the recording path
+// allocates nothing).
+var idotTable = func() map[gguf.GGMLType]idotNames {
+	m := map[gguf.GGMLType]idotNames{}
+	for t := range gguf.GGMLType(64) {
+		if n, ok := idotBase(t); ok {
+			n.fused = "matvec_fused_" + strings.TrimPrefix(n.plain, "matvec_")
+			n.fusedSG = n.fused + "_sg"
+			m[t] = n
+		}
+	}
+	return m
+}()
 
 // idotBase is idotKernels without the fused names.
 func idotBase(t gguf.GGMLType) (idotNames, bool) {

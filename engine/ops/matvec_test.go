@@ -375,6 +375,8 @@ func TestWeightKernelAllocs(t *testing.T) {
 	x := g.upF32(randomVector(g.r, 16*cols))
 	y := g.buf(4 * 16 * rows)
 	ids := g.upI32([]int32{1, 2, 3})
+	y3 := [3]vk.Range{g.buf(4 * 3 * 20), g.buf(4 * 3 * 10), g.buf(4 * 3 * 10)}
+	bias := g.upF32(randomVector(g.r, rows))
 	c, err := g.k.dev.Begin()
 	if err != nil {
 		t.Fatal(err)
@@ -387,6 +389,8 @@ func TestWeightKernelAllocs(t *testing.T) {
 		{"GetRows", func() error { return g.k.GetRows(c, wt, ids, 3, x) }},
 		{"MatVec", func() error { return g.k.MatVec(c, wt, x, 3, y) }},
 		{"MatMul", func() error { return g.k.MatMul(c, wt, x, 16, y) }},
+		{"MatVecSplit", func() error { return g.k.MatVecSplit(c, wt, x, 3, [3]int{20, 10, 10}, y3, bias) }},
+		{"MatVecGLU", func() error { return g.k.MatVecGLU(c, wt, x, 3, y, false) }},
 	} {
 		if err := tt.f(); err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
@@ -406,6 +410,8 @@ func TestWeightKernelAllocs(t *testing.T) {
 		}{
 			{"MatVecIntDot", func() error { return g.k.MatVec(c, wt, x, 3, y) }},
 			{"MatVecIntDotReuse", func() error { c.NoBarrier(); return g.k.MatVec(c, wt, x, 3, y) }},
+			{"MatVecSplitIntDot", func() error { return g.k.MatVecSplit(c, wt, x, 3, [3]int{20, 10, 10}, y3, bias) }},
+			{"MatVecGLUIntDot", func() error { return g.k.MatVecGLU(c, wt, x, 3, y, true) }},
 		} {
 			if err := tt.f(); err != nil {
 				t.Fatalf("%s: %v", tt.name, err)
