@@ -43,6 +43,9 @@ func TestForwardTopK(t *testing.T) {
 			tokens[i] = int32(5 + 37*i%(o.Vocab-5))
 		}
 		for _, p := range paths {
+			if arch == "gemma2" && p.staging {
+				continue // soft-capping is the same on both paths
+			}
 			t.Run(arch+"/"+p.name, func(t *testing.T) {
 				dev := vktest.Open(t, vk.Options{ForceStaging: p.staging})
 				m, err := NewGPUModel(dev, o, w, GPUConfig{CtxSize: 32, Slots: n, BatchSize: n})
@@ -131,8 +134,9 @@ func sampledChain(t *testing.T, m *Model, prompt []int32, seed int64, topK int, 
 }
 
 // TestSchedulerTopKSampling samples from the fixture models through the
-// scheduler, 8 seeded sequences at once with top_k from 2 to 64, on both
-// result paths: with chains that draw from the device's top k (forced on
+// scheduler, 8 seeded sequences at once with top_k from 2 to 64, the llama
+// fixture on the direct result path and qwen2 (50k vocabulary) on the
+// staging one: with chains that draw from the device's top k (forced on
 // lavapipe, whose default is whole rows: DeviceTopK), with chains that ask
 // for log-probabilities and so sample read-back rows, and with the
 // device's top k off. The tokens are the same; the first run draws every
@@ -140,8 +144,10 @@ func sampledChain(t *testing.T, m *Model, prompt []int32, seed int64, topK int, 
 // step's largest k), the others none.
 func TestSchedulerTopKSampling(t *testing.T) {
 	dir := fixtures.Dir(t, "models")
-	for _, file := range []string{"llama-spm-256x4-q8_0.gguf", "qwen2-gpt2-256x4-q8_0.gguf"} {
-		for _, p := range paths {
+	// Each fixture on one result path (the pairs cost CI time; the
+	// kernel's rows are checked on both paths by TestForwardTopK).
+	for i, file := range []string{"llama-spm-256x4-q8_0.gguf", "qwen2-gpt2-256x4-q8_0.gguf"} {
+		for _, p := range paths[i : i+1] {
 			t.Run(file+"/"+p.name, func(t *testing.T) {
 				m, err := Load(filepath.Join(dir, file), Config{CtxSize: 64, Parallel: 8, BatchSize: 32, Validation: true, ForceStaging: p.staging})
 				if err != nil {
