@@ -58,6 +58,44 @@ func (b *Batch) Len() int { return len(b.Tokens) }
 // argmax reports whether row i asks for its argmax token.
 func (b *Batch) argmax(i int) bool { return b.Argmax != nil && b.Argmax[i] }
 
+// outputRows appends to rows the batch rows that want output, in the order
+// both models lay their outputs out (argmax tokens, top logits, logits,
+// hidden states), and returns them with the pass's shape: topK is the
+// largest k asked, at most vocab. An encoder gives hidden states only.
+func (b *Batch) outputRows(rows []int32, vocab int, encoder bool, arch string) ([]int32, passShape, error) {
+	s, start := passShape{n: b.Len()}, len(rows)
+	for i, want := range b.Argmax {
+		if want {
+			rows = append(rows, int32(i))
+		}
+	}
+	s.argmax = len(rows) - start
+	for i, k := range b.TopK {
+		if k > 0 {
+			rows = append(rows, int32(i))
+			s.topK = max(s.topK, int(k))
+		}
+	}
+	s.topK = min(s.topK, vocab)
+	s.top = len(rows) - start - s.argmax
+	for i, want := range b.Logits {
+		if want {
+			rows = append(rows, int32(i))
+		}
+	}
+	s.logits = len(rows) - start - s.argmax - s.top
+	if len(rows) > start && encoder {
+		return rows, s, fmt.Errorf("engine: %s is an encoder (embeddings and rerank only): it gives hidden states, not logits, so it cannot generate", arch)
+	}
+	for i, want := range b.Hidden {
+		if want {
+			rows = append(rows, int32(i))
+		}
+	}
+	s.hidden = len(rows) - start - s.argmax - s.top - s.logits
+	return rows, s, nil
+}
+
 // topK is the k of row i's largest logits it asks for, 0 for none.
 func (b *Batch) topK(i int) int {
 	if b.TopK == nil {
@@ -286,42 +324,16 @@ func (m *CPUModel) ForwardInto(b Batch, out *Output) error {
 			return err
 		}
 	}
-	// Argmax rows first, then top-k rows, then logits rows, as the GPU
-	// orders them.
-	for i := range b.Argmax {
-		if b.Argmax[i] {
-			g.rows = append(g.rows, i)
-		}
+	rows, s, err := b.outputRows(nil, m.o.Vocab, m.o.Encoder, m.o.Arch)
+	if err != nil {
+		return err
 	}
-	nArgmax := len(g.rows)
-	topK := 0
-	for i := range b.TopK {
-		if k := int(b.TopK[i]); k > 0 {
-			g.rows = append(g.rows, i)
-			topK = max(topK, k)
-		}
-	}
-	topK = min(topK, m.o.Vocab)
-	nTop := len(g.rows) - nArgmax
-	for i, want := range b.Logits {
-		if want {
-			g.rows = append(g.rows, i)
-		}
-	}
-	if len(g.rows) > 0 && m.o.Encoder {
-		return fmt.Errorf("engine: %s is an encoder (embeddings and rerank only): it gives hidden states, not logits, so it cannot generate", m.o.Arch)
-	}
-	g.nLogits = len(g.rows)
-	for i := range b.Hidden {
-		if b.Hidden[i] {
-			g.rows = append(g.rows, i)
-		}
-	}
+	g.rows, g.nLogits = rows, s.argmax+s.top+s.logits
 	m.model.forward(g)
 	if g.err != nil {
 		return g.err
 	}
-	V := m.o.Vocab
+	V, nArgmax, nTop, topK := m.o.Vocab, s.argmax, s.top, s.topK
 	out.Tokens = make([]int32, nArgmax)
 	for r := range nArgmax {
 		out.Tokens[r] = argmaxRow(g.logits[r*V : (r+1)*V])

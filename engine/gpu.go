@@ -740,38 +740,12 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 	// The rows that want output: argmax rows first (the argmax kernel
 	// then reads the logits from offset 0, aligned for binding), then
 	// top-k rows, then logits rows, then hidden-state rows.
-	rows := m.outRows[:0]
-	for i := range b.Argmax {
-		if b.Argmax[i] {
-			rows = append(rows, int32(i))
-		}
-	}
-	nArgmax := len(rows)
-	topK := 0
-	for i := range b.TopK {
-		if k := int(b.TopK[i]); k > 0 {
-			rows = append(rows, int32(i))
-			topK = max(topK, k)
-		}
-	}
-	topK = min(topK, o.Vocab)
-	nTop := len(rows) - nArgmax
-	for i, want := range b.Logits {
-		if want {
-			rows = append(rows, int32(i))
-		}
-	}
-	nLogits := len(rows) - nArgmax - nTop
-	if len(rows) > 0 && o.Encoder {
-		return fmt.Errorf("engine: %s is an encoder (embeddings and rerank only): it gives hidden states, not logits, so it cannot generate", o.Arch)
-	}
-	for i := range b.Hidden {
-		if b.Hidden[i] {
-			rows = append(rows, int32(i))
-		}
+	rows, shape, err := b.outputRows(m.outRows[:0], o.Vocab, o.Encoder, o.Arch)
+	if err != nil {
+		return err
 	}
 	m.outRows = rows
-	nHidden := len(rows) - nLogits - nTop - nArgmax
+	nArgmax, nTop, topK, nLogits, nHidden := shape.argmax, shape.top, shape.topK, shape.logits, shape.hidden
 	m.inCopy = m.inCopy[:0]
 	if m.kv != nil {
 		if err := m.kv.reserveRows(b); err != nil {
@@ -789,7 +763,7 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 	if err := m.writeMedia(b); err != nil { // input embeddings (media.go)
 		return err
 	}
-	if err := m.runPass(b, passShape{n, nArgmax, nTop, topK, nLogits, nHidden}); err != nil {
+	if err := m.runPass(b, shape); err != nil {
 		return err
 	}
 	V := uint64(o.Vocab)

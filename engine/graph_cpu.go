@@ -17,7 +17,7 @@ type cpuGraph struct {
 	vals    [][]float32
 	base    int
 	started bool
-	rows    []int // the output rows: logits rows, then hidden ones
+	rows    []int32 // the output rows: logits rows, then hidden ones (Batch.outputRows)
 	nLogits int
 	logits  []float32
 	hidden  []float32
@@ -276,7 +276,7 @@ func (g *cpuGraph) OutputRows(x Act) Act {
 	h := g.new(len(g.rows), x.Cols)
 	xv, hv, E := g.v(x), g.v(h), x.Cols
 	for i, r := range g.rows {
-		copy(hv[i*E:(i+1)*E], xv[r*E:(r+1)*E])
+		copy(hv[i*E:(i+1)*E], xv[int(r)*E:(int(r)+1)*E])
 	}
 	return h
 }

@@ -29,16 +29,16 @@ type gpuGraph struct {
 	c   *vk.Cmd // nil in the dry run
 	err error
 	n   int // batch rows
-	// nArgmax, nTop, nLogits and nHidden are the rows that want their
-	// argmax token, their topK largest logits, their logits and their
-	// hidden states (in that order among the output rows).
-	nArgmax, nTop, topK, nLogits, nHidden int
-	top, base                             uint64 // the arena's bump pointer, and where blocks start
-	inLayers                              bool
-	slotOf                                map[uint64]int // arena offset -> activation buffer (GPUModel.acts)
-	slotSize                              []uint64       // bytes of each activation buffer
-	pend                                  [maxPending]access
-	npend                                 int
+	// out is the pass's output rows: how many want their argmax token,
+	// their topK largest logits, their logits and their hidden states (in
+	// that order).
+	out       passShape
+	top, base uint64 // the arena's bump pointer, and where blocks start
+	inLayers  bool
+	slotOf    map[uint64]int // arena offset -> activation buffer (GPUModel.acts)
+	slotSize  []uint64       // bytes of each activation buffer
+	pend      [maxPending]access
+	npend     int
 	// shapes collects the matrix shapes of the dry run, and matBytes the
 	// bytes of the weights its matrix products read, by weight kind.
 	shapes   map[matShape]bool
@@ -80,8 +80,7 @@ const maxPending = 16
 // start readies the graph for a pass of n rows whose rows attend to at
 // most keys positions (c nil: the dry run, of the largest case).
 func (g *gpuGraph) start(c *vk.Cmd, s passShape, keys int) {
-	g.c, g.err, g.n, g.keys = c, nil, s.n, keys
-	g.nArgmax, g.nTop, g.topK, g.nLogits, g.nHidden = s.argmax, s.top, s.topK, s.logits, s.hidden
+	g.c, g.err, g.n, g.out, g.keys = c, nil, s.n, s, keys
 	g.top, g.base, g.inLayers, g.npend = 0, 0, false, 0
 }
 
@@ -576,7 +575,7 @@ func (g *gpuGraph) GELU(x Act) {
 }
 
 func (g *gpuGraph) OutputRows(x Act) Act {
-	nOut := g.nArgmax + g.nTop + g.nLogits + g.nHidden
+	nOut := g.out.outRows()
 	h := g.alloc(nOut, x.Cols, 4*g.m.cfg.BatchSize*x.Cols)
 	if g.live() && nOut > 0 {
 		g.dep(g.r(h), g.r(x))
@@ -590,11 +589,11 @@ func (g *gpuGraph) Hidden(h Act) {
 	if h.Cols != g.m.o.Embd {
 		g.shapeErr("Hidden", g.m.o.Embd, h.Cols)
 	}
-	if !g.live() || g.nHidden == 0 {
+	if !g.live() || g.out.hidden == 0 {
 		return
 	}
-	size := 4 * uint64(g.nHidden*h.Cols)
-	dst, src := g.m.hidden.Range(0, size), g.r(h).Sub(4*uint64((g.nArgmax+g.nTop+g.nLogits)*h.Cols), size)
+	size := 4 * uint64(g.out.hidden*h.Cols)
+	dst, src := g.m.hidden.Range(0, size), g.r(h).Sub(4*uint64((g.out.argmax+g.out.top+g.out.logits)*h.Cols), size)
 	g.dep(dst, src)
 	g.c.Copy(dst, src)
 }
@@ -604,7 +603,7 @@ func (g *gpuGraph) Logits(w *Tensor, h Act, softcap float32) {
 		g.shapeErr("Logits "+w.Name, w.Cols(), h.Cols)
 	}
 	g.mat(w, false)
-	rows := g.nArgmax + g.nTop + g.nLogits
+	rows := g.out.argmax + g.out.top + g.out.logits
 	if !g.live() || rows == 0 {
 		g.unlabel()
 		return
@@ -620,16 +619,16 @@ func (g *gpuGraph) Logits(w *Tensor, h Act, softcap float32) {
 		g.dep(dst, dst)
 		g.fail(g.m.k.SoftCap(g.c, dst, dst, rows*V, softcap))
 	}
-	if g.nArgmax > 0 {
-		src, ids := dst.Sub(0, 4*uint64(g.nArgmax*V)), g.m.logits.Range(g.m.tokOff, 4*uint64(g.nArgmax))
+	if g.out.argmax > 0 {
+		src, ids := dst.Sub(0, 4*uint64(g.out.argmax*V)), g.m.logits.Range(g.m.tokOff, 4*uint64(g.out.argmax))
 		g.dep(ids, src)
-		g.fail(g.m.k.Argmax(g.c, ids, src, g.nArgmax, V))
+		g.fail(g.m.k.Argmax(g.c, ids, src, g.out.argmax, V))
 	}
-	if g.nTop > 0 {
-		src := dst.Sub(4*uint64(g.nArgmax*V), 4*uint64(g.nTop*V))
-		n := 4 * uint64(g.nTop*g.topK)
+	if g.out.top > 0 {
+		src := dst.Sub(4*uint64(g.out.argmax*V), 4*uint64(g.out.top*V))
+		n := 4 * uint64(g.out.top*g.out.topK)
 		ids, vals := g.m.logits.Range(g.m.topIDOff, n), g.m.logits.Range(g.m.topValOff, n)
 		g.deps([3]vk.Range{ids, vals}, src)
-		g.fail(g.m.k.TopK(g.c, ids, vals, src, g.nTop, V, g.topK))
+		g.fail(g.m.k.TopK(g.c, ids, vals, src, g.out.top, V, g.out.topK))
 	}
 }

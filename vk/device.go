@@ -157,8 +157,7 @@ func (d *Device) create() error {
 	if err := check("vkCreateDevice", gv.Result(r)); err != nil {
 		return err
 	}
-	vdev := gv.Device(unsafe.Pointer(cdev))
-	d.dev = vdev
+	d.dev = gv.Device(unsafe.Pointer(cdev))
 	var q gv.Queue
 	gv.GetDeviceQueue(d.dev, d.family, 0, &q)
 	d.queue = q

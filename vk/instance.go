@@ -383,8 +383,7 @@ func newInstance(o Options) (*instance, error) {
 		C.vkllm_ctx_free(ctx)
 		return nil, err
 	}
-	vinst := gv.Instance(unsafe.Pointer(cinst))
-	in.inst = vinst
+	in.inst = gv.Instance(unsafe.Pointer(cinst))
 	if err := gv.InitInstance(in.inst); err != nil {
 		gv.DestroyInstance(in.inst, nil)
 		C.vkllm_ctx_free(ctx)

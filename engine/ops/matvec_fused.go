@@ -268,10 +268,7 @@ func (k *Kernels) mulMatFusedQ8(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint
 	words := q8Words(w.Cols)
 	tpr := k.matvecTPR(w.Type, w.Cols)
 	wg := k.matvecGroup(tpr)
-	gr, ogr := k.idotGroupRows(tpr, f.outRows), k.idotGroupRows(tpr, f.outRows)
-	if f.glu {
-		gr, ogr = 2, 1 // the gate and up rows of one output row
-	}
+	gr, ogr := k.fusedIdotRows(tpr, f.outRows, f.glu)
 	colStep := min(n, k.matvecPass, idotPass)
 	for c0 := 0; c0 < n; c0 += colStep {
 		nc := min(colStep, n-c0)
@@ -286,6 +283,17 @@ func (k *Kernels) mulMatFusedQ8(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint
 	}
 	k.q8Read(c, reuse, x, w.Cols, n)
 	return nil
+}
+
+// fusedIdotRows is the fused integer-dot kernel's weight rows per group of
+// invocations (GR) and the output rows they give: the GPU matvec's rows per
+// group for the split, a gate and an up row for one output in the GLUs.
+func (k *Kernels) fusedIdotRows(tpr uint32, outRows int, glu bool) (gr, ogr uint32) {
+	if glu {
+		return 2, 1
+	}
+	gr = k.idotGroupRows(tpr, outRows)
+	return gr, gr
 }
 
 // fusedRowsPerLane is rowsPerLane for the fused kernel's outRows output
@@ -352,12 +360,8 @@ func (k *Kernels) PrepareFused(w Weight, glu, gelu bool) error {
 		if k.sg {
 			name = idot.fusedSG
 		}
-		gr := k.idotGroupRows(tpr, outRows)
-		if glu {
-			gr = 2
-		}
-		qz := uint32(unsafe.Sizeof(QuantizePush{}))
-		if _, err := k.Pipeline("quantize_f32_q8_1", 2, qz, quantizeWG, 1); err != nil {
+		gr, _ := k.fusedIdotRows(tpr, outRows, glu)
+		if err := k.prepareQuantize(); err != nil {
 			return err
 		}
 		for n := 1; n <= min(k.matvecPass, idotPass); n++ {

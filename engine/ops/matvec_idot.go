@@ -85,17 +85,17 @@ func idotBase(t gguf.GGMLType) (idotNames, bool) {
 	case gguf.TypeQ4_0:
 		return idotNames{plain: "matvec_q4_0_q8_1_f32", sg: "matvec_q4_0_q8_1_f32_sg", plain16: "matvec_q4_0_q8_1_f32_s16", sg16: "matvec_q4_0_q8_1_f32_sg_s16"}, true
 	case gguf.TypeQ4_1:
-		return idotNames{plain: "matvec_q4_1_q8_1_f32", sg: "matvec_q4_1_q8_1_f32_sg", plain16: "", sg16: ""}, true
+		return idotNames{plain: "matvec_q4_1_q8_1_f32", sg: "matvec_q4_1_q8_1_f32_sg"}, true
 	case gguf.TypeQ5_0:
-		return idotNames{plain: "matvec_q5_0_q8_1_f32", sg: "matvec_q5_0_q8_1_f32_sg", plain16: "", sg16: ""}, true
+		return idotNames{plain: "matvec_q5_0_q8_1_f32", sg: "matvec_q5_0_q8_1_f32_sg"}, true
 	case gguf.TypeQ5_1:
-		return idotNames{plain: "matvec_q5_1_q8_1_f32", sg: "matvec_q5_1_q8_1_f32_sg", plain16: "", sg16: ""}, true
+		return idotNames{plain: "matvec_q5_1_q8_1_f32", sg: "matvec_q5_1_q8_1_f32_sg"}, true
 	case gguf.TypeQ8_0:
 		return idotNames{plain: "matvec_q8_0_q8_1_f32", sg: "matvec_q8_0_q8_1_f32_sg", plain16: "matvec_q8_0_q8_1_f32_s16", sg16: "matvec_q8_0_q8_1_f32_sg_s16"}, true
 	case gguf.TypeQ2_K:
-		return idotNames{plain: "matvec_q2_k_q8_1_f32", sg: "matvec_q2_k_q8_1_f32_sg", plain16: "", sg16: ""}, true
+		return idotNames{plain: "matvec_q2_k_q8_1_f32", sg: "matvec_q2_k_q8_1_f32_sg"}, true
 	case gguf.TypeQ3_K:
-		return idotNames{plain: "matvec_q3_k_q8_1_f32", sg: "matvec_q3_k_q8_1_f32_sg", plain16: "", sg16: ""}, true
+		return idotNames{plain: "matvec_q3_k_q8_1_f32", sg: "matvec_q3_k_q8_1_f32_sg"}, true
 	case gguf.TypeQ4_K:
 		return idotNames{plain: "matvec_q4_k_q8_1_f32", sg: "matvec_q4_k_q8_1_f32_sg", plain16: "matvec_q4_k_q8_1_f32_s16", sg16: "matvec_q4_k_q8_1_f32_sg_s16"}, true
 	case gguf.TypeQ5_K:
@@ -103,9 +103,9 @@ func idotBase(t gguf.GGMLType) (idotNames, bool) {
 	case gguf.TypeQ6_K:
 		return idotNames{plain: "matvec_q6_k_q8_1_f32", sg: "matvec_q6_k_q8_1_f32_sg", plain16: "matvec_q6_k_q8_1_f32_s16", sg16: "matvec_q6_k_q8_1_f32_sg_s16"}, true
 	case gguf.TypeIQ4_NL:
-		return idotNames{plain: "matvec_iq4_nl_q8_1_f32", sg: "matvec_iq4_nl_q8_1_f32_sg", plain16: "", sg16: ""}, true
+		return idotNames{plain: "matvec_iq4_nl_q8_1_f32", sg: "matvec_iq4_nl_q8_1_f32_sg"}, true
 	case gguf.TypeIQ4_XS:
-		return idotNames{plain: "matvec_iq4_xs_q8_1_f32", sg: "matvec_iq4_xs_q8_1_f32_sg", plain16: "", sg16: ""}, true
+		return idotNames{plain: "matvec_iq4_xs_q8_1_f32", sg: "matvec_iq4_xs_q8_1_f32_sg"}, true
 	}
 	return idotNames{}, false
 }
@@ -309,8 +309,8 @@ func (k *Kernels) prepareQ8(t gguf.GGMLType, rows, cols int, accumulate bool) (b
 		return false, nil
 	}
 	name := k.idotName(names, 0)
-	mv, qz := uint32(unsafe.Sizeof(MatVecPush{})), uint32(unsafe.Sizeof(QuantizePush{}))
-	if _, err := k.Pipeline("quantize_f32_q8_1", 2, qz, quantizeWG, 1); err != nil {
+	mv := uint32(unsafe.Sizeof(MatVecPush{}))
+	if err := k.prepareQuantize(); err != nil {
 		return false, err
 	}
 	tpr := k.matvecTPR(t, cols)
@@ -320,6 +320,13 @@ func (k *Kernels) prepareQ8(t gguf.GGMLType, rows, cols int, accumulate bool) (b
 		}
 	}
 	return true, nil
+}
+
+// prepareQuantize creates the quantize_f32_q8_1 pipeline the integer-dot
+// path records (the vec4 variant).
+func (k *Kernels) prepareQuantize() error {
+	_, err := k.Pipeline("quantize_f32_q8_1", 2, uint32(unsafe.Sizeof(QuantizePush{})), quantizeWG, 1)
+	return err
 }
 
 // QuantizeQ8_1Ref is the CPU reference of shaders/quantize_q8_1.comp for
