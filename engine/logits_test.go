@@ -34,6 +34,30 @@ func rowsBatch(tokens []int32, pos int32) Batch {
 	return b
 }
 
+// spreadTokens is n token ids spread over the vocabulary.
+func spreadTokens(vocab, n int) []int32 {
+	tokens := make([]int32, n)
+	for i := range tokens {
+		tokens[i] = int32(5 + 37*i%(vocab-5))
+	}
+	return tokens
+}
+
+// logitsPass runs one row per token (slot i, position 0) asking for every
+// row's logits: the reference the other outputs are checked against.
+func logitsPass(t *testing.T, m *GPUModel, tokens []int32) Output {
+	t.Helper()
+	all := rowsBatch(tokens, 0)
+	for i := range all.Logits {
+		all.Logits[i] = true
+	}
+	ref, err := forwardCopy(m, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
 // TestForwardArgmax runs batches whose rows ask for logits, argmax ids and
 // hidden states on both result paths, with soft-capped logits too (gemma2),
 // and checks every result against a logits-only pass: the argmax ids are
@@ -45,10 +69,7 @@ func TestForwardArgmax(t *testing.T) {
 		path := genModel(t, modelgen.Options{Arch: arch, Embd: 64, Layers: 2, Type: gguf.TypeQ8_0, Seed: 7})
 		o, w := openModel(t, path)
 		const n = 16
-		tokens := make([]int32, n)
-		for i := range tokens {
-			tokens[i] = int32(5 + 37*i%(o.Vocab-5))
-		}
+		tokens := spreadTokens(o.Vocab, n)
 		var direct []float32 // the direct path's logits, for the staging path
 		for _, p := range paths {
 			t.Run(arch+"/"+p.name, func(t *testing.T) {
@@ -63,14 +84,7 @@ func TestForwardArgmax(t *testing.T) {
 				defer m.Close()
 				V, E := o.Vocab, o.Embd
 				// Every row's logits, then every row's hidden state.
-				all := rowsBatch(tokens, 0)
-				for i := range n {
-					all.Logits[i] = true
-				}
-				var ref Output
-				if err := m.ForwardInto(all, &ref); err != nil {
-					t.Fatal(err)
-				}
+				ref := logitsPass(t, m, tokens)
 				if ref.ReadBytes != 4*n*V {
 					t.Errorf("%d logits rows: ReadBytes = %d, want %d", n, ref.ReadBytes, 4*n*V)
 				}

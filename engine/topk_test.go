@@ -38,10 +38,7 @@ func TestForwardTopK(t *testing.T) {
 		path := genModel(t, modelgen.Options{Arch: arch, Embd: 64, Layers: 2, Type: gguf.TypeQ8_0, Seed: 7})
 		o, w := openModel(t, path)
 		const n = 16
-		tokens := make([]int32, n)
-		for i := range tokens {
-			tokens[i] = int32(5 + 37*i%(o.Vocab-5))
-		}
+		tokens := spreadTokens(o.Vocab, n)
 		for _, p := range paths {
 			if arch == "gemma2" && p.staging {
 				continue // soft-capping is the same on both paths
@@ -54,14 +51,7 @@ func TestForwardTopK(t *testing.T) {
 				}
 				defer m.Close()
 				V := o.Vocab
-				all := rowsBatch(tokens, 0)
-				for i := range n {
-					all.Logits[i] = true
-				}
-				ref, err := forwardCopy(m, all)
-				if err != nil {
-					t.Fatal(err)
-				}
+				ref := logitsPass(t, m, tokens)
 				for c, ks := range [][]int32{{40}, {3, 64, 17}, {5, 5, 5, 5}} {
 					// The last case has no argmax rows: the top rows' kernel
 					// then follows the logits product directly.
