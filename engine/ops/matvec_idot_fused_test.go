@@ -33,22 +33,16 @@ func TestMatVecFusedIntDot(t *testing.T) {
 				{rows: [3]int{300}, cols: cols, n: 8},
 				{rows: [3]int{11}, cols: cols, n: 11},
 			}
-			both(t, g, func(t *testing.T) {
-				defer func(cap uint32, rows bool) { g.k.rowThreads, g.k.cpuRows = cap, rows }(g.k.rowThreads, g.k.cpuRows)
-				for _, cap := range []uint32{matvecWG, cpuRowThreads} {
-					g.k.rowThreads, g.k.cpuRows = cap, cap == cpuRowThreads
-					t.Run(fmt.Sprintf("tpr%d", cap), func(t *testing.T) {
-						for _, m := range splits {
-							for _, withBias := range []bool{false, true} {
-								t.Run(fmt.Sprintf("split_%v_bias%v", m, withBias), func(t *testing.T) { testFusedQ8(t, g, typ, m, 0, withBias) })
-							}
-						}
-						for _, m := range glus {
-							for _, epi := range []uint32{epiSwiGLU, epiGeGLU} {
-								t.Run(fmt.Sprintf("glu%d_%v", epi, m), func(t *testing.T) { testFusedQ8(t, g, typ, m, epi, false) })
-							}
-						}
-					})
+			matvecLayouts(t, g, func(t *testing.T) {
+				for _, m := range splits {
+					for _, withBias := range []bool{false, true} {
+						t.Run(fmt.Sprintf("split_%v_bias%v", m, withBias), func(t *testing.T) { testFusedQ8(t, g, typ, m, 0, withBias) })
+					}
+				}
+				for _, m := range glus {
+					for _, epi := range []uint32{epiSwiGLU, epiGeGLU} {
+						t.Run(fmt.Sprintf("glu%d_%v", epi, m), func(t *testing.T) { testFusedQ8(t, g, typ, m, epi, false) })
+					}
 				}
 			})
 		})

@@ -256,15 +256,9 @@ func TestMatVecIntDot(t *testing.T) {
 	for _, typ := range idotTypes {
 		t.Run(typ.String(), func(t *testing.T) {
 			cases := append(matvecCases(typ), mulCase{rows: 300, cols: testCols(typ), n: 4})
-			both(t, g, func(t *testing.T) {
-				defer func(cap uint32, rows bool) { g.k.rowThreads, g.k.cpuRows = cap, rows }(g.k.rowThreads, g.k.cpuRows)
-				for _, cap := range []uint32{matvecWG, cpuRowThreads} {
-					g.k.rowThreads, g.k.cpuRows = cap, cap == cpuRowThreads
-					t.Run(fmt.Sprintf("tpr%d", cap), func(t *testing.T) {
-						for _, m := range cases {
-							t.Run(m.String(), func(t *testing.T) { testMulQ8(t, g, typ, m) })
-						}
-					})
+			matvecLayouts(t, g, func(t *testing.T) {
+				for _, m := range cases {
+					t.Run(m.String(), func(t *testing.T) { testMulQ8(t, g, typ, m) })
 				}
 			})
 		})
