@@ -46,6 +46,9 @@ type Device struct {
 
 	nextID    uint64
 	pipelines map[*Pipeline]struct{}
+	cores     map[pipeKey]*pipeCore // compiled pipelines, shared (pipeCore)
+	idle      []*pipeCore           // cores no Pipeline uses, longest idle first
+	idleCap   int                   // maxIdleCores; tests lower it
 	buffers   map[*Buffer]struct{}
 	closed    bool
 }
@@ -78,6 +81,8 @@ func Open(o Options) (*Device, error) {
 		forceStaging: o.ForceStaging,
 		localCap:     localCap,
 		pipelines:    map[*Pipeline]struct{}{},
+		cores:        map[pipeKey]*pipeCore{},
+		idleCap:      maxIdleCores,
 		buffers:      map[*Buffer]struct{}{},
 	}
 	if err := d.create(); err != nil {
@@ -305,6 +310,10 @@ func (d *Device) destroy() {
 	for p := range d.pipelines {
 		p.Close()
 	}
+	for _, c := range d.idle {
+		c.destroy(d)
+	}
+	d.idle, d.cores = nil, map[pipeKey]*pipeCore{}
 	for b := range d.buffers {
 		b.Close()
 	}

@@ -7,10 +7,12 @@ package vk
 import "C"
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	gv "github.com/goki/vulkan"
@@ -78,7 +80,7 @@ type Pipeline struct {
 	uniform   uint32
 	texel     uint32
 	pushSize  uint32
-	module    gv.ShaderModule
+	core      *pipeCore // shared with the pipelines of an equal description
 	setLayout gv.DescriptorSetLayout
 	layout    gv.PipelineLayout
 	pipe      gv.Pipeline
@@ -88,6 +90,76 @@ type Pipeline struct {
 	pools    []gv.DescriptorPool
 	poolLeft int
 	sets     []gv.DescriptorSet // scratch of length 1 for binding
+}
+
+// pipeCore is what NewPipeline compiles: the shader module, layouts and
+// pipeline. Pipelines of equal descriptions share one (a driver compiling
+// SPIR-V to machine code, lavapipe's LLVM, spends most of a model's load
+// there, and every model on a device asks for the same kernels); each
+// Pipeline keeps its own descriptor sets. The last Close destroys it.
+type pipeCore struct {
+	key       pipeKey
+	refs      int
+	module    gv.ShaderModule
+	setLayout gv.DescriptorSetLayout
+	layout    gv.PipelineLayout
+	pipe      gv.Pipeline
+}
+
+// maxIdleCores is how many compiled pipelines that no Pipeline uses a
+// device keeps for the next NewPipeline of their description (a model
+// loaded again, or another one of the same shapes, as tests do all the
+// time): lavapipe spends seconds compiling a model's kernels even when
+// Mesa's disk cache has them. Past it the longest idle one is destroyed.
+const maxIdleCores = 512
+
+// retire keeps a core no Pipeline uses among the idle ones, destroying the
+// longest idle past the device's bound.
+func (d *Device) retire(c *pipeCore) {
+	d.idle = append(d.idle, c)
+	if len(d.idle) > d.idleCap {
+		old := d.idle[0]
+		d.idle = slices.Delete(d.idle, 0, 1)
+		old.destroy(d)
+		delete(d.cores, old.key)
+	}
+}
+
+// revive takes c, about to be used again, off the idle list.
+func (d *Device) revive(c *pipeCore) {
+	if c.refs == 0 {
+		if i := slices.Index(d.idle, c); i >= 0 {
+			d.idle = slices.Delete(d.idle, i, i+1)
+		}
+	}
+}
+
+// pipeKey is everything a compiled pipeline depends on.
+type pipeKey struct {
+	name                 string
+	code                 [sha256.Size]byte
+	bindings             int
+	uniform, texel, push uint32
+	nSpec                int
+	spec                 [C.VKLLM_MAX_SPEC]uint32
+	subgroupSize         uint32
+	fullSubgroups        bool
+}
+
+// destroy destroys the core's Vulkan objects.
+func (c *pipeCore) destroy(d *Device) {
+	if c.pipe != nil {
+		gv.DestroyPipeline(d.dev, c.pipe, nil)
+	}
+	if c.layout != nil {
+		gv.DestroyPipelineLayout(d.dev, c.layout, nil)
+	}
+	if c.setLayout != nil {
+		gv.DestroyDescriptorSetLayout(d.dev, c.setLayout, nil)
+	}
+	if c.module != nil {
+		gv.DestroyShaderModule(d.dev, c.module, nil)
+	}
 }
 
 type bindKey struct{ id, off, size uint64 }
@@ -115,14 +187,36 @@ func (d *Device) NewPipeline(desc PipelineDesc) (*Pipeline, error) {
 	if err := d.checkSubgroupSize(desc); err != nil {
 		return nil, err
 	}
+	if len(desc.Spec) > C.VKLLM_MAX_SPEC {
+		return nil, fmt.Errorf("vk: %s: %d specialization constants, want at most %d", where, len(desc.Spec), C.VKLLM_MAX_SPEC)
+	}
+	key := pipeKey{name: desc.Name, code: sha256.Sum256(desc.SPIRV), bindings: desc.Bindings, uniform: desc.Uniform, texel: desc.Texel,
+		push: desc.PushSize, nSpec: len(desc.Spec), subgroupSize: desc.SubgroupSize, fullSubgroups: desc.FullSubgroups}
+	copy(key.spec[:], desc.Spec)
+	core := d.cores[key]
+	if core != nil {
+		d.revive(core)
+	} else {
+		var err error
+		if core, err = d.compile(desc); err != nil {
+			return nil, err
+		}
+		core.key = key
+		d.cores[key] = core
+	}
+	core.refs++
 	p := &Pipeline{d: d, name: desc.Name, bindings: desc.Bindings, uniform: desc.Uniform, texel: desc.Texel, pushSize: desc.PushSize,
+		core: core, setLayout: core.setLayout, layout: core.layout, pipe: core.pipe,
 		cache: map[setKey]gv.DescriptorSet{}, sets: make([]gv.DescriptorSet, 1)}
+	d.pipelines[p] = struct{}{}
+	return p, nil
+}
+
+// compile creates the shader module, layouts and pipeline of desc.
+func (d *Device) compile(desc PipelineDesc) (*pipeCore, error) {
 	code := make([]uint32, len(desc.SPIRV)/4)
 	for i := range code {
 		code[i] = binary.LittleEndian.Uint32(desc.SPIRV[4*i:])
-	}
-	if len(desc.Spec) > C.VKLLM_MAX_SPEC {
-		return nil, fmt.Errorf("vk: %s: %d specialization constants, want at most %d", where, len(desc.Spec), C.VKLLM_MAX_SPEC)
 	}
 	spec := make([]uint32, max(len(desc.Spec), 1)) // never empty, so &spec[0] is valid
 	copy(spec, desc.Spec)
@@ -134,24 +228,29 @@ func (d *Device) NewPipeline(desc PipelineDesc) (*Pipeline, error) {
 		C.uint32_t(desc.SubgroupSize), C.uint32_t(b2u(desc.FullSubgroups)), &out)
 	runtime.KeepAlive(code)
 	runtime.KeepAlive(spec)
+	c := &pipeCore{}
 	if out.step > 0 {
-		p.module = gv.ShaderModule(unsafe.Pointer(out.module))
+		c.module = gv.ShaderModule(unsafe.Pointer(out.module))
 	}
 	if out.step > 1 {
-		p.setLayout = gv.DescriptorSetLayout(unsafe.Pointer(out.set_layout))
+		c.setLayout = gv.DescriptorSetLayout(unsafe.Pointer(out.set_layout))
 	}
 	if out.step > 2 {
-		p.layout = gv.PipelineLayout(unsafe.Pointer(out.layout))
+		c.layout = gv.PipelineLayout(unsafe.Pointer(out.layout))
 	}
 	steps := [...]string{"vkCreateShaderModule", "vkCreateDescriptorSetLayout", "vkCreatePipelineLayout", "vkCreateComputePipelines"}
 	if err := check(steps[min(int(out.step), 3)]+"("+desc.Name+")", gv.Result(r)); err != nil {
-		p.Close()
+		c.destroy(d)
 		return nil, err
 	}
-	p.pipe = gv.Pipeline(unsafe.Pointer(out.pipeline))
-	d.pipelines[p] = struct{}{}
-	return p, nil
+	c.pipe = gv.Pipeline(unsafe.Pointer(out.pipeline))
+	return c, nil
 }
+
+// CompiledPipelines reports how many compiled pipelines the device holds,
+// and how many of them no Pipeline uses (kept for a NewPipeline of their
+// description): pipelines of equal descriptions count once (pipeCore).
+func (d *Device) CompiledPipelines() (all, idle int) { return len(d.cores), len(d.idle) }
 
 // Name returns the pipeline's name.
 func (p *Pipeline) Name() string { return p.name }
@@ -267,30 +366,23 @@ func (p *Pipeline) recycle() {
 // free), for tests of the no-allocation hot path.
 func (p *Pipeline) CachedSets() int { return len(p.cache) + len(p.free) }
 
-// Close destroys the pipeline, its layouts and descriptor pools.
+// Close destroys the pipeline's descriptor pools and, unless another
+// pipeline of an equal description shares them, its layouts and compiled
+// pipeline. Closing it again does nothing.
 func (p *Pipeline) Close() {
 	d := p.d
-	d.setEpoch++
-	if p.pipe != nil {
-		gv.DestroyPipeline(d.dev, p.pipe, nil)
-		p.pipe = nil
+	if p.core == nil {
+		return
 	}
+	d.setEpoch++
 	for _, pool := range p.pools {
 		gv.DestroyDescriptorPool(d.dev, pool, nil)
 	}
 	p.pools, p.cache, p.free, p.poolLeft = nil, map[setKey]gv.DescriptorSet{}, nil, 0
-	if p.layout != nil {
-		gv.DestroyPipelineLayout(d.dev, p.layout, nil)
-		p.layout = nil
+	if p.core.refs--; p.core.refs == 0 {
+		d.retire(p.core)
 	}
-	if p.setLayout != nil {
-		gv.DestroyDescriptorSetLayout(d.dev, p.setLayout, nil)
-		p.setLayout = nil
-	}
-	if p.module != nil {
-		gv.DestroyShaderModule(d.dev, p.module, nil)
-		p.module = nil
-	}
+	p.core, p.setLayout, p.layout, p.pipe = nil, nil, nil, nil
 	delete(d.pipelines, p)
 }
 

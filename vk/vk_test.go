@@ -926,3 +926,89 @@ func TestRequiredSubgroupSize(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedPipelines checks that pipelines of equal descriptions share one
+// compiled pipeline, keep their own descriptor sets, and outlive each
+// other's Close; one no pipeline uses stays compiled for the next of its
+// description, up to the device's bound, past which the longest idle goes
+// (the validation layer reports a pipeline destroyed while in use, or used
+// after it).
+func TestSharedPipelines(t *testing.T) {
+	d := vktest.Open(t, vk.Options{})
+	vk.SetIdleCap(d, 2)
+	code, err := shaders.SPIRV("fill_f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newFill := func(wg uint32) *vk.Pipeline {
+		p, err := d.NewPipeline(vk.PipelineDesc{Name: "fill_f32", SPIRV: code, Bindings: 1, PushSize: 8, Spec: []uint32{wg}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const n = 300
+	bufs := make([]*vk.Buffer, 3)
+	for i := range bufs {
+		if bufs[i], err = d.NewBuffer(4*n, vk.DeviceBuffer); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// fill runs each pipeline over its own buffer with its own value in one
+	// submit and checks every buffer.
+	fill := func(ps []*vk.Pipeline, wgs []uint32, base float32) {
+		t.Helper()
+		c, err := d.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range ps {
+			push := fillPush{N: n, Value: base + float32(i)}
+			c.Dispatch(p, [3]uint32{(n + wgs[i] - 1) / wgs[i], 1, 1}, vk.Bytes(&push), bufs[i].Range(0, 4*n))
+		}
+		if err := c.Submit(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 4*n)
+		for i := range ps {
+			if err := bufs[i].Read(0, got); err != nil {
+				t.Fatal(err)
+			}
+			for j := 0; j < n; j++ {
+				if v := math.Float32frombits(binary.LittleEndian.Uint32(got[4*j:])); v != base+float32(i) {
+					t.Fatalf("pipeline %d, element %d = %v, want %v", i, j, v, base+float32(i))
+				}
+			}
+		}
+	}
+	compiled := func(when string, all, idle int) {
+		t.Helper()
+		if a, i := d.CompiledPipelines(); a != all || i != idle {
+			t.Fatalf("%s: %d compiled, %d idle; want %d, %d", when, a, i, all, idle)
+		}
+	}
+	compiled("new device", 0, 0)
+	a, b, c := newFill(64), newFill(64), newFill(32)
+	compiled("three pipelines, two of one description", 2, 0)
+	fill([]*vk.Pipeline{a, b, c}, []uint32{64, 64, 32}, 1.5)
+	a.Close()
+	a.Close() // again: nothing
+	compiled("one of the pair closed", 2, 0)
+	fill([]*vk.Pipeline{b, c}, []uint32{64, 32}, 7)
+	b.Close()
+	compiled("the pair closed", 2, 1)
+	a = newFill(64) // the idle one again
+	compiled("the pair's description again", 2, 0)
+	fill([]*vk.Pipeline{a, c}, []uint32{64, 32}, -3)
+	a.Close()
+	c.Close()
+	compiled("all closed", 2, 2)
+	e := newFill(16)
+	compiled("a third description", 3, 2)
+	e.Close() // three idle, past the bound: the longest idle (64) goes
+	compiled("the third closed", 2, 2)
+	a = newFill(64) // compiled again
+	compiled("the evicted description again", 3, 2)
+	fill([]*vk.Pipeline{a}, []uint32{64}, 11)
+	a.Close()
+}
