@@ -117,18 +117,9 @@ void store_y(uint i, float v) {
 	data_y[i] = ACC ? data_y[i] + v : v;
 }
 
-#if defined(FUSED)
-layout(binding = 3) writeonly buffer Y1 { float data_y1[]; };
-layout(binding = 4) writeonly buffer Y2 { float data_y2[]; };
-layout(binding = 5) readonly buffer B { float data_b[]; };
-#define EPI_SPLIT 1u
-#define EPI_SWIGLU 2u
-#define EPI_GEGLU 3u
-layout(constant_id = 5) const uint EPI = EPI_SPLIT;
-#define GLU (EPI != EPI_SPLIT)
-#else
-#define GLU false
-#endif
+#define FUSED_DECLS
+#define EPI_ID 5
+#include "fused_epilogue.glsl"
 
 #include "quant.glsl"
 
@@ -144,49 +135,10 @@ layout(push_constant) uniform Params {
 	uint x_stride; // words from one activation column to the next
 	uint y_off;    // element offset of (row 0, column 0) in Y
 	uint y_stride; // elements from one output column to the next
-#if defined(FUSED)
-	uint s1, s2;            // split: the first rows of the second and third outputs
-	uint y1_off, y1_stride; // split: the second output, as y_off and y_stride
-	uint y2_off, y2_stride; // split: the third
-	uint b_off;             // split: element offset of row 0's bias in B
-	uint has_bias;          // split: add B
-	uint pair_off;          // GLU: bytes from a gate row to its up row
-#endif
+	FUSED_PARAMS
 } p;
 
-// store_out stores row's value v of column c (the split epilogue's
-// outputs and bias in the fused variants; matvec_fused.comp's).
-void store_out(uint row, uint c, float v) {
-#if defined(FUSED)
-	if (p.has_bias != 0u) {
-		v += data_b[p.b_off + row];
-	}
-	if (row < p.s1) {
-		data_y[p.y_off + c * p.y_stride + row] = v;
-	} else if (row < p.s2) {
-		data_y1[p.y1_off + c * p.y1_stride + row - p.s1] = v;
-	} else {
-		data_y2[p.y2_off + c * p.y2_stride + row - p.s2] = v;
-	}
-#else
-	store_y(p.y_off + c * p.y_stride + row, v);
-#endif
-}
-
-// store_glu stores output row's silu(g)*u or gelu(g)*u of column c (the
-// GLU epilogues; matvec_fused.comp's).
-void store_glu(uint row, uint c, float g, float u) {
-#if defined(FUSED)
-	float v;
-	if (EPI == EPI_GEGLU) {
-		const float z = 0.7978845608028654 * g * (1.0 + 0.044715 * g * g);
-		v = g / (1.0 + exp(-2.0 * z)) * u;
-	} else {
-		v = g / (1.0 + exp(-g)) * u;
-	}
-	data_y[p.y_off + c * p.y_stride + row] = v;
-#endif
-}
+#include "fused_epilogue.glsl"
 
 shared float red[WG * NV];
 
