@@ -157,3 +157,16 @@ type archModel interface {
 	// forward records the whole pass of the graph's batch.
 	forward(g Graph)
 }
+
+// qkvApart computes q, k and v as three products, each with its bias where
+// it has one: QKV where the weights are not fused.
+func qkvApart(g Graph, x Act, w, b [3]*Tensor) [3]Act {
+	var out [3]Act
+	for i := range w {
+		out[i] = g.MatMul(w[i], x)
+		if b[i] != nil {
+			g.AddBias(out[i], b[i])
+		}
+	}
+	return out
+}

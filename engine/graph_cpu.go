@@ -117,16 +117,7 @@ func (g *cpuGraph) MatMul(w *Tensor, x Act) Act {
 
 func (g *cpuGraph) MatMulAdd(dst Act, w *Tensor, x Act) { g.matmul(g.v(dst), w, x, true) }
 
-func (g *cpuGraph) QKV(x Act, w, b [3]*Tensor) [3]Act {
-	var out [3]Act
-	for i := range w {
-		out[i] = g.MatMul(w[i], x)
-		if b[i] != nil {
-			g.AddBias(out[i], b[i])
-		}
-	}
-	return out
-}
+func (g *cpuGraph) QKV(x Act, w, b [3]*Tensor) [3]Act { return qkvApart(g, x, w, b) }
 
 func (g *cpuGraph) GLU(x Act, gate, up *Tensor, gelu bool) Act {
 	if gelu {

@@ -296,14 +296,7 @@ func (g *gpuGraph) fuses(f *Tensor, x Act, kind uint8) bool {
 func (g *gpuGraph) QKV(x Act, w, b [3]*Tensor) [3]Act {
 	f := fusedOf(w[:]...)
 	if f == nil {
-		var out [3]Act
-		for i := range w {
-			out[i] = g.MatMul(w[i], x)
-			if b[i] != nil {
-				g.AddBias(out[i], b[i])
-			}
-		}
-		return out
+		return qkvApart(g, x, w, b)
 	}
 	// The same activations either way, so that the arena's layout does
 	// not depend on the batch.
