@@ -377,19 +377,22 @@ func (m *GPUModel) upload(w *Weights) error {
 }
 
 // prepare compiles the matrix kernels of every weight shape the dry run
-// met, so the first request does not pay for pipeline creation.
+// met, so the first request does not pay for pipeline creation; all at
+// once, on every core (Kernels.PrepareAll).
 func (m *GPUModel) prepare() error {
-	for s := range m.g.shapes {
-		if err := m.k.PrepareWeight(s.t, s.rows, s.cols, s.add); err != nil {
-			return fmt.Errorf("engine: kernels for %v weights of %d columns: %w", s.t, s.cols, err)
+	return m.k.PrepareAll(func() error {
+		for s := range m.g.shapes {
+			if err := m.k.PrepareWeight(s.t, s.rows, s.cols, s.add); err != nil {
+				return fmt.Errorf("engine: kernels for %v weights of %d columns: %w", s.t, s.cols, err)
+			}
 		}
-	}
-	for f, glu := range m.g.fusedKinds {
-		if err := m.k.PrepareFused(m.weights[f.idx], glu != 0, glu == gluGeGLU); err != nil {
-			return fmt.Errorf("engine: fused kernels for %s: %w", f.Name, err)
+		for f, glu := range m.g.fusedKinds {
+			if err := m.k.PrepareFused(m.weights[f.idx], glu != 0, glu == gluGeGLU); err != nil {
+				return fmt.Errorf("engine: fused kernels for %s: %w", f.Name, err)
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // reserve allocates the KV cache and the batch scratch.

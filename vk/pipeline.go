@@ -9,10 +9,13 @@ import "C"
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
 	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	gv "github.com/goki/vulkan"
@@ -168,31 +171,10 @@ type setKey [MaxBindings]bindKey
 
 // NewPipeline creates a compute pipeline.
 func (d *Device) NewPipeline(desc PipelineDesc) (*Pipeline, error) {
-	where := "NewPipeline(" + desc.Name + ")"
-	if desc.Bindings < 0 || desc.Bindings > MaxBindings {
-		return nil, fmt.Errorf("vk: %s: %d bindings, want 0..%d", where, desc.Bindings, MaxBindings)
-	}
-	if desc.PushSize%4 != 0 || desc.PushSize > d.info.Limits.MaxPushConstants {
-		return nil, fmt.Errorf("vk: %s: push-constant size %d, want a multiple of 4 up to %d", where, desc.PushSize, d.info.Limits.MaxPushConstants)
-	}
-	if len(desc.SPIRV) < 20 || len(desc.SPIRV)%4 != 0 || binary.LittleEndian.Uint32(desc.SPIRV) != 0x07230203 {
-		return nil, fmt.Errorf("vk: %s: not SPIR-V (%d bytes)", where, len(desc.SPIRV))
-	}
-	if desc.Uniform>>desc.Bindings != 0 {
-		return nil, fmt.Errorf("vk: %s: uniform mask %#x names bindings past %d", where, desc.Uniform, desc.Bindings)
-	}
-	if desc.Texel>>desc.Bindings != 0 || desc.Texel&desc.Uniform != 0 {
-		return nil, fmt.Errorf("vk: %s: texel mask %#x names bindings past %d or uniform ones", where, desc.Texel, desc.Bindings)
-	}
-	if err := d.checkSubgroupSize(desc); err != nil {
+	if err := d.validate(desc); err != nil {
 		return nil, err
 	}
-	if len(desc.Spec) > C.VKLLM_MAX_SPEC {
-		return nil, fmt.Errorf("vk: %s: %d specialization constants, want at most %d", where, len(desc.Spec), C.VKLLM_MAX_SPEC)
-	}
-	key := pipeKey{name: desc.Name, code: sha256.Sum256(desc.SPIRV), bindings: desc.Bindings, uniform: desc.Uniform, texel: desc.Texel,
-		push: desc.PushSize, nSpec: len(desc.Spec), subgroupSize: desc.SubgroupSize, fullSubgroups: desc.FullSubgroups}
-	copy(key.spec[:], desc.Spec)
+	key := keyOf(desc)
 	core := d.cores[key]
 	if core != nil {
 		d.revive(core)
@@ -210,6 +192,85 @@ func (d *Device) NewPipeline(desc PipelineDesc) (*Pipeline, error) {
 		cache: map[setKey]gv.DescriptorSet{}, sets: make([]gv.DescriptorSet, 1)}
 	d.pipelines[p] = struct{}{}
 	return p, nil
+}
+
+// Precompile compiles the pipelines of descs that the device does not hold
+// yet, on up to GOMAXPROCS threads at once (a driver compiles each on the
+// calling thread), and keeps them for the NewPipeline calls of their
+// descriptions, which then compile nothing. A model's load asks for a few
+// hundred kernels; one at a time they take seconds on lavapipe. On an
+// error the pipelines compiled are kept and the first error (in descs'
+// order) is returned.
+func (d *Device) Precompile(descs []PipelineDesc) error {
+	var todo []PipelineDesc
+	seen := map[pipeKey]bool{}
+	for _, desc := range descs {
+		if err := d.validate(desc); err != nil {
+			return err
+		}
+		key := keyOf(desc)
+		if d.cores[key] == nil && !seen[key] {
+			seen[key] = true
+			todo = append(todo, desc)
+		}
+	}
+	cores := make([]*pipeCore, len(todo))
+	errs := make([]error, len(todo))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
+				cores[i], errs[i] = d.compile(todo[i])
+			}
+		}()
+	}
+	wg.Wait()
+	for i, c := range cores {
+		if c != nil {
+			c.key = keyOf(todo[i])
+			d.cores[c.key] = c
+			d.idle = append(d.idle, c)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validate checks a description before anything is created from it.
+func (d *Device) validate(desc PipelineDesc) error {
+	where := "NewPipeline(" + desc.Name + ")"
+	if desc.Bindings < 0 || desc.Bindings > MaxBindings {
+		return fmt.Errorf("vk: %s: %d bindings, want 0..%d", where, desc.Bindings, MaxBindings)
+	}
+	if desc.PushSize%4 != 0 || desc.PushSize > d.info.Limits.MaxPushConstants {
+		return fmt.Errorf("vk: %s: push-constant size %d, want a multiple of 4 up to %d", where, desc.PushSize, d.info.Limits.MaxPushConstants)
+	}
+	if len(desc.SPIRV) < 20 || len(desc.SPIRV)%4 != 0 || binary.LittleEndian.Uint32(desc.SPIRV) != 0x07230203 {
+		return fmt.Errorf("vk: %s: not SPIR-V (%d bytes)", where, len(desc.SPIRV))
+	}
+	if desc.Uniform>>desc.Bindings != 0 {
+		return fmt.Errorf("vk: %s: uniform mask %#x names bindings past %d", where, desc.Uniform, desc.Bindings)
+	}
+	if desc.Texel>>desc.Bindings != 0 || desc.Texel&desc.Uniform != 0 {
+		return fmt.Errorf("vk: %s: texel mask %#x names bindings past %d or uniform ones", where, desc.Texel, desc.Bindings)
+	}
+	if err := d.checkSubgroupSize(desc); err != nil {
+		return err
+	}
+	if len(desc.Spec) > C.VKLLM_MAX_SPEC {
+		return fmt.Errorf("vk: %s: %d specialization constants, want at most %d", where, len(desc.Spec), C.VKLLM_MAX_SPEC)
+	}
+	return nil
+}
+
+// keyOf returns the key of a validated description.
+func keyOf(desc PipelineDesc) pipeKey {
+	key := pipeKey{name: desc.Name, code: sha256.Sum256(desc.SPIRV), bindings: desc.Bindings, uniform: desc.Uniform, texel: desc.Texel,
+		push: desc.PushSize, nSpec: len(desc.Spec), subgroupSize: desc.SubgroupSize, fullSubgroups: desc.FullSubgroups}
+	copy(key.spec[:], desc.Spec)
+	return key
 }
 
 // compile creates the shader module, layouts and pipeline of desc.

@@ -1012,3 +1012,74 @@ func TestSharedPipelines(t *testing.T) {
 	fill([]*vk.Pipeline{a}, []uint32{64}, 11)
 	a.Close()
 }
+
+// TestPrecompile checks that Precompile compiles each description once
+// (on several threads, under the validation layer's thread checks) and
+// that NewPipeline then takes the compiled pipelines, and that a bad
+// description is refused before anything is compiled.
+func TestPrecompile(t *testing.T) {
+	d := vktest.Open(t, vk.Options{})
+	code, err := shaders.SPIRV("fill_f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc := func(wg uint32) vk.PipelineDesc {
+		return vk.PipelineDesc{Name: "fill_f32", SPIRV: code, Bindings: 1, PushSize: 8, Spec: []uint32{wg}}
+	}
+	compiled := func(when string, all, idle int) {
+		t.Helper()
+		if a, i := d.CompiledPipelines(); a != all || i != idle {
+			t.Fatalf("%s: %d compiled, %d idle; want %d, %d", when, a, i, all, idle)
+		}
+	}
+	bad := desc(64)
+	bad.SPIRV = bad.SPIRV[:len(bad.SPIRV)-2]
+	if err := d.Precompile([]vk.PipelineDesc{desc(64), bad}); err == nil || !strings.Contains(err.Error(), "not SPIR-V") {
+		t.Fatalf("Precompile with a truncated module = %v, want an error saying it is not SPIR-V", err)
+	}
+	compiled("a refused batch", 0, 0)
+	wgs := []uint32{64, 32, 64, 16, 128, 32, 8}
+	descs := make([]vk.PipelineDesc, len(wgs))
+	for i, wg := range wgs {
+		descs[i] = desc(wg)
+	}
+	if err := d.Precompile(descs); err != nil {
+		t.Fatal(err)
+	}
+	compiled("seven descriptions, five different", 5, 5)
+	if err := d.Precompile(descs[:2]); err != nil {
+		t.Fatal(err)
+	}
+	compiled("the same again", 5, 5)
+	const n = 200
+	buf, err := d.NewBuffer(4*n, vk.DeviceBuffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, wg := range wgs {
+		p, err := d.NewPipeline(desc(wg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := d.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		push := fillPush{N: n, Value: float32(i)}
+		c.Dispatch(p, [3]uint32{(n + wg - 1) / wg, 1, 1}, vk.Bytes(&push), buf.Range(0, 4*n))
+		if err := c.Submit(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 4*n)
+		if err := buf.Read(0, got); err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < n; j++ {
+			if v := math.Float32frombits(binary.LittleEndian.Uint32(got[4*j:])); v != float32(i) {
+				t.Fatalf("workgroup %d: element %d = %v, want %v", wg, j, v, float32(i))
+			}
+		}
+		defer p.Close()
+	}
+	compiled("all in use", 5, 0)
+}

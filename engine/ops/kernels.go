@@ -29,8 +29,11 @@ type pipeKey struct {
 type Kernels struct {
 	dev   *vk.Device
 	pipes map[pipeKey]*vk.Pipeline
-	wg    uint32
-	sg    bool
+	// pending collects the pipelines asked for inside PrepareAll, to be
+	// compiled together; nil outside it.
+	pending map[pipeKey]vk.PipelineDesc
+	wg      uint32
+	sg      bool
 	// rowThreads caps the matvec invocations per weight row (see
 	// cpuRowThreads).
 	rowThreads uint32
@@ -227,13 +230,47 @@ func (k *Kernels) Pipeline(name string, bindings int, pushSize uint32, spec ...u
 	if err != nil {
 		return nil, fmt.Errorf("ops: %w", err)
 	}
-	p, err := k.dev.NewPipeline(vk.PipelineDesc{Name: name, SPIRV: code, Bindings: bindings, Uniform: uniformBindings(name), Texel: texelBindings(name),
-		PushSize: pushSize, Spec: append([]uint32(nil), spec...), SubgroupSize: sgSize, FullSubgroups: full})
+	desc := vk.PipelineDesc{Name: name, SPIRV: code, Bindings: bindings, Uniform: uniformBindings(name), Texel: texelBindings(name),
+		PushSize: pushSize, Spec: append([]uint32(nil), spec...), SubgroupSize: sgSize, FullSubgroups: full}
+	if k.pending != nil {
+		k.pending[key] = desc
+		return nil, nil
+	}
+	p, err := k.dev.NewPipeline(desc)
 	if err != nil {
 		return nil, err
 	}
 	k.pipes[key] = p
 	return p, nil
+}
+
+// PrepareAll runs prepare (PrepareWeight and PrepareFused calls) with the
+// pipelines they ask for collected instead of created, then compiles them
+// all at once (vk.Device.Precompile: on every core) and creates them. Only
+// the Prepare functions may run inside it: Pipeline returns nil there.
+func (k *Kernels) PrepareAll(prepare func() error) error {
+	k.pending = map[pipeKey]vk.PipelineDesc{}
+	err := prepare()
+	pending := k.pending
+	k.pending = nil
+	if err != nil {
+		return err
+	}
+	descs := make([]vk.PipelineDesc, 0, len(pending))
+	for _, d := range pending {
+		descs = append(descs, d)
+	}
+	if err := k.dev.Precompile(descs); err != nil {
+		return fmt.Errorf("ops: %w", err)
+	}
+	for key, desc := range pending {
+		p, err := k.dev.NewPipeline(desc)
+		if err != nil {
+			return err
+		}
+		k.pipes[key] = p
+	}
+	return nil
 }
 
 // uniformBindings returns the uniform-buffer bindings of variant name (see

@@ -482,42 +482,56 @@ func TestWeightKernelErrors(t *testing.T) {
 	}
 }
 
-// TestPrepareWeight checks that after PrepareWeight no MatVec or MatMul
-// step creates a pipeline.
+// TestPrepareWeight checks that after PrepareWeight, called alone or
+// inside PrepareAll (which compiles what it collects at once), no MatVec or
+// MatMul step creates a pipeline.
 func TestPrepareWeight(t *testing.T) {
-	g := newRig(t)
-	for _, tt := range []struct {
-		typ  gguf.GGMLType
-		cols int
-	}{{gguf.TypeQ4_K, 512}, {gguf.TypeQ8_0, 64}, {gguf.TypeF16, 132}} {
-		const rows = 9
-		w := g.upWeight(tt.typ, randomWeights(g.r, tt.typ, rows, tt.cols), rows, tt.cols, 0)
-		x := g.upF32(randomVector(g.r, 16*tt.cols))
-		y := g.buf(4 * 16 * rows)
-		for _, add := range []bool{false, true} {
-			mul := g.k.MulMat
-			if add {
-				mul = g.k.MulMatAdd
+	for _, all := range []bool{false, true} {
+		t.Run(fmt.Sprintf("PrepareAll=%v", all), func(t *testing.T) {
+			g := newRig(t)
+			prepare := func(typ gguf.GGMLType, rows, cols int, add bool) error {
+				if !all {
+					return g.k.PrepareWeight(typ, rows, cols, add)
+				}
+				return g.k.PrepareAll(func() error { return g.k.PrepareWeight(typ, rows, cols, add) })
 			}
-			if err := g.k.PrepareWeight(tt.typ, rows, tt.cols, add); err != nil {
-				t.Fatalf("PrepareWeight(%v, %d, %v): %v", tt.typ, tt.cols, add, err)
-			}
-			before := len(g.k.pipes)
-			g.run(func(c *vk.Cmd) error {
-				for n := 1; n <= 16; n++ {
-					if err := mul(c, w, x, n, y); err != nil {
-						return err
+			for _, tt := range []struct {
+				typ  gguf.GGMLType
+				cols int
+			}{{gguf.TypeQ4_K, 512}, {gguf.TypeQ8_0, 64}, {gguf.TypeF16, 132}} {
+				const rows = 9
+				w := g.upWeight(tt.typ, randomWeights(g.r, tt.typ, rows, tt.cols), rows, tt.cols, 0)
+				x := g.upF32(randomVector(g.r, 16*tt.cols))
+				y := g.buf(4 * 16 * rows)
+				for _, add := range []bool{false, true} {
+					mul := g.k.MulMat
+					if add {
+						mul = g.k.MulMatAdd
+					}
+					if err := prepare(tt.typ, rows, tt.cols, add); err != nil {
+						t.Fatalf("PrepareWeight(%v, %d, %v): %v", tt.typ, tt.cols, add, err)
+					}
+					before := len(g.k.pipes)
+					if all && before == 0 {
+						t.Fatal("PrepareAll created no pipelines")
+					}
+					g.run(func(c *vk.Cmd) error {
+						for n := 1; n <= 16; n++ {
+							if err := mul(c, w, x, n, y); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+					if after := len(g.k.pipes); after != before {
+						t.Errorf("PrepareWeight(%v, %d, %v): products over 1..16 columns created %d more pipelines, want 0", tt.typ, tt.cols, add, after-before)
 					}
 				}
-				return nil
-			})
-			if after := len(g.k.pipes); after != before {
-				t.Errorf("PrepareWeight(%v, %d, %v): products over 1..16 columns created %d more pipelines, want 0", tt.typ, tt.cols, add, after-before)
 			}
-		}
-	}
-	if err := g.k.PrepareWeight(gguf.TypeQ4_0, 9, 48, false); err == nil {
-		t.Error("PrepareWeight(Q4_0, 48 columns) succeeded, want an error")
+			if err := prepare(gguf.TypeQ4_0, 9, 48, false); err == nil {
+				t.Error("PrepareWeight(Q4_0, 48 columns) succeeded, want an error")
+			}
+		})
 	}
 }
 
