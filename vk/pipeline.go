@@ -99,7 +99,8 @@ type Pipeline struct {
 // pipeline. Pipelines of equal descriptions share one (a driver compiling
 // SPIR-V to machine code, lavapipe's LLVM, spends most of a model's load
 // there, and every model on a device asks for the same kernels); each
-// Pipeline keeps its own descriptor sets. The last Close destroys it.
+// Pipeline keeps its own descriptor sets. The last Close retires it
+// (Device.retire).
 type pipeCore struct {
 	key       pipeKey
 	refs      int
@@ -198,9 +199,10 @@ func (d *Device) NewPipeline(desc PipelineDesc) (*Pipeline, error) {
 // yet, on up to GOMAXPROCS threads at once (a driver compiles each on the
 // calling thread), and keeps them for the NewPipeline calls of their
 // descriptions, which then compile nothing. A model's load asks for a few
-// hundred kernels; one at a time they take seconds on lavapipe. On an
-// error the pipelines compiled are kept and the first error (in descs'
-// order) is returned.
+// hundred kernels; one at a time they take seconds on lavapipe. A
+// description that fails validation stops it before anything is compiled;
+// where compiling fails, the pipelines compiled are kept and the errors
+// are returned joined.
 func (d *Device) Precompile(descs []PipelineDesc) error {
 	var todo []PipelineDesc
 	seen := map[pipeKey]bool{}
