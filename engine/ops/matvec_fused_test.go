@@ -99,10 +99,7 @@ func testSplit(t *testing.T, g *rig, typ gguf.GGMLType, m fusedCase, withBias bo
 	for i, r := range m.rows {
 		want, mag := refProduct(wf[r0*m.cols:(r0+r)*m.cols], r, m.cols, x, m.n)
 		if withBias {
-			for j := range want {
-				want[j] += float64(bias[r0+j%r])
-				mag[j] += math.Abs(float64(bias[r0+j%r]))
-			}
+			addBias(want, mag, bias[r0:r0+r])
 		}
 		checkProduct(t, fmt.Sprintf("MatVecSplit(%v, %v) part %d", typ, m, i), g.downF32(y[i], m.n*r), want, mag, r)
 		r0 += r
@@ -153,7 +150,24 @@ func testGLU(t *testing.T, g *rig, typ gguf.GGMLType, m fusedCase, gelu bool) {
 	up, umag := refProduct(wf[F*m.cols:], F, m.cols, x, m.n)
 	y := g.buf(4 * m.n * F)
 	g.run(func(c *vk.Cmd) error { return g.k.MatVecGLU(c, wt, g.upF32(x), m.n, y, gelu) })
-	got := g.downF32(y, m.n*F)
+	checkGLU(t, fmt.Sprintf("MatVecGLU(%v, %v, gelu %v)", typ, m, gelu), g.downF32(y, m.n*F), gate, up, gmag, umag, F, gelu)
+}
+
+// addBias adds a part's bias (one value per row) to the columns of its
+// expected product want, and its magnitude to mag.
+func addBias(want, mag []float64, bias []float32) {
+	for j := range want {
+		want[j] += float64(bias[j%len(bias)])
+		mag[j] += math.Abs(float64(bias[j%len(bias)]))
+	}
+}
+
+// checkGLU checks got, the columns of F rows of a GLU epilogue, against
+// RefSwiGLU or RefGeGLU of the gate and up products, with the tolerance
+// their magnitudes gmag and umag give: d(act(g) u) is |act'(g) u| dg +
+// |act(g)| du.
+func checkGLU(t *testing.T, name string, got []float32, gate, up, gmag, umag []float64, F int, gelu bool) {
+	t.Helper()
 	gf, uf := make([]float32, len(gate)), make([]float32, len(up))
 	for i := range gate {
 		gf[i], uf[i] = float32(gate[i]), float32(up[i])
@@ -171,13 +185,13 @@ func testGLU(t *testing.T, g *rig, typ gguf.GGMLType, m fusedCase, gelu bool) {
 		tol := 1.2*math.Abs(up[i])*relTol*gmag[i] + (math.Abs(gate[i])+0.2)*relTol*umag[i] + 1e-6*math.Abs(float64(want[i])) + 1e-30
 		if d := math.Abs(float64(v) - float64(want[i])); math.IsNaN(float64(v)) || d > tol {
 			if bad < 5 {
-				t.Errorf("MatVecGLU(%v, %v, gelu %v): y[col %d][row %d] = %g, want %g (|diff| %.3g > %.3g)", typ, m, gelu, i/F, i%F, v, want[i], d, tol)
+				t.Errorf("%s: y[col %d][row %d] = %g, want %g (|diff| %.3g > %.3g)", name, i/F, i%F, v, want[i], d, tol)
 			}
 			bad++
 		}
 	}
 	if bad > 5 {
-		t.Errorf("MatVecGLU(%v, %v, gelu %v): %d of %d outputs wrong", typ, m, gelu, bad, len(got))
+		t.Errorf("%s: %d of %d outputs wrong", name, bad, len(got))
 	}
 }
 

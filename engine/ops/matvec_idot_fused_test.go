@@ -117,29 +117,15 @@ func testFusedQ8(t *testing.T, g *rig, typ gguf.GGMLType, m fusedCase, epi uint3
 	}
 	if glu {
 		F := m.rows[0]
-		gate, up := make([]float32, m.n*F), make([]float32, m.n*F)
+		gate, up := make([]float64, m.n*F), make([]float64, m.n*F)
+		gmag, umag := make([]float64, m.n*F), make([]float64, m.n*F)
 		for c := range m.n {
-			copy(gate[c*F:], ref[c*M:c*M+F])
-			copy(up[c*F:], ref[c*M+F:(c+1)*M])
-		}
-		want := make([]float32, m.n*F)
-		if epi == epiGeGLU {
-			RefGeGLU(want, gate, up)
-		} else {
-			RefSwiGLU(want, gate, up)
-		}
-		got := g.downF32(y[0], m.n*F)
-		bad := 0
-		for i, v := range got {
-			c, r := i/F, i%F
-			tol := 1.2*math.Abs(float64(up[i]))*relTol*mag[c*M+r] + (math.Abs(float64(gate[i]))+0.2)*relTol*mag[c*M+F+r] + 1e-6*math.Abs(float64(want[i])) + 1e-30
-			if d := math.Abs(float64(v) - float64(want[i])); math.IsNaN(float64(v)) || d > tol {
-				if bad < 5 {
-					t.Errorf("MatVecGLU(%v, %v) on Q8_1: y[col %d][row %d] = %g, want %g (|diff| %.3g > %.3g)", typ, m, c, r, v, want[i], d, tol)
-				}
-				bad++
+			for r := range F {
+				gate[c*F+r], up[c*F+r] = float64(ref[c*M+r]), float64(ref[c*M+F+r])
+				gmag[c*F+r], umag[c*F+r] = mag[c*M+r], mag[c*M+F+r]
 			}
 		}
+		checkGLU(t, fmt.Sprintf("MatVecGLU(%v, %v) on Q8_1", typ, m), g.downF32(y[0], m.n*F), gate, up, gmag, umag, F, epi == epiGeGLU)
 		return
 	}
 	r0 := 0
@@ -149,11 +135,10 @@ func testFusedQ8(t *testing.T, g *rig, typ gguf.GGMLType, m fusedCase, epi uint3
 			for j := range r {
 				want[c*r+j] = float64(ref[c*M+r0+j])
 				pmag[c*r+j] = mag[c*M+r0+j]
-				if withBias {
-					want[c*r+j] += float64(bias[r0+j])
-					pmag[c*r+j] += math.Abs(float64(bias[r0+j]))
-				}
 			}
+		}
+		if withBias {
+			addBias(want, pmag, bias[r0:r0+r])
 		}
 		checkProduct(t, fmt.Sprintf("MatVecSplit(%v, %v) on Q8_1, part %d", typ, m, i), g.downF32(y[i], m.n*r), want, pmag, r)
 		r0 += r
