@@ -205,6 +205,7 @@ func (d *Device) NewPipeline(desc PipelineDesc) (*Pipeline, error) {
 // are returned joined.
 func (d *Device) Precompile(descs []PipelineDesc) error {
 	var todo []PipelineDesc
+	var keys []pipeKey
 	seen := map[pipeKey]bool{}
 	for _, desc := range descs {
 		if err := d.validate(desc); err != nil {
@@ -213,7 +214,7 @@ func (d *Device) Precompile(descs []PipelineDesc) error {
 		key := keyOf(desc)
 		if d.cores[key] == nil && !seen[key] {
 			seen[key] = true
-			todo = append(todo, desc)
+			todo, keys = append(todo, desc), append(keys, key)
 		}
 	}
 	cores := make([]*pipeCore, len(todo))
@@ -232,7 +233,7 @@ func (d *Device) Precompile(descs []PipelineDesc) error {
 	wg.Wait()
 	for i, c := range cores {
 		if c != nil {
-			c.key = keyOf(todo[i])
+			c.key = keys[i]
 			d.cores[c.key] = c
 			d.idle = append(d.idle, c)
 		}
