@@ -6,11 +6,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/vkllm/vkllm/engine/tokenizer"
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/internal/fixtures"
+	"github.com/vkllm/vkllm/internal/sweep"
 	"github.com/vkllm/vkllm/tools/modelgen"
 	"github.com/vkllm/vkllm/vk"
 	"github.com/vkllm/vkllm/vk/vktest"
@@ -77,10 +79,13 @@ func TestGPUMatchesCPU(t *testing.T) {
 		{"llama", "bpe", true, true}, {"gemma2", "spm", true, false}, {"gemma3", "spm", true, false}, {"phi3", "spm", false, false}}
 	types := []gguf.GGMLType{gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_1,
 		gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K}
-	for _, a := range archs {
+	few := []gguf.GGMLType{gguf.TypeF32, gguf.TypeQ8_0, gguf.TypeQ4_K}
+	for ai, a := range archs {
 		for _, typ := range types {
-			if (a.arch != "llama" || a.ropeFreqs) && typ != gguf.TypeF32 && typ != gguf.TypeQ8_0 && typ != gguf.TypeQ4_K {
-				continue // every format on llama; a few on the others keep CI short
+			if j := slices.Index(few, typ); (a.arch != "llama" || a.ropeFreqs) && (j < 0 || !sweep.Pick(ai, j, len(few))) {
+				// Every format on llama; on the others F32, Q8_0 and Q4_K
+				// (make test-long), or one of them, rotating (CI).
+				continue
 			}
 			name := a.arch
 			if a.ropeFreqs {
@@ -164,8 +169,11 @@ func matchCPU(t *testing.T, dev *vk.Device, o Options, w *Weights, cfg GPUConfig
 // of invocations, with 64 most of these small models' products take 1.
 func TestGPUMatVecLayout(t *testing.T) {
 	dev := vktest.Open(t, vk.Options{})
-	for _, typ := range []gguf.GGMLType{gguf.TypeF16, gguf.TypeQ4_0, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K} {
-		for _, units := range []int{1, 64} {
+	for ti, typ := range []gguf.GGMLType{gguf.TypeF16, gguf.TypeQ4_0, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K} {
+		for ui, units := range []int{1, 64} {
+			if !sweep.Pick(ti, ui, 2) {
+				continue // CI: one unit count per format, alternating; make test-long runs both
+			}
 			t.Run(fmt.Sprintf("%v/units%d", typ, units), func(t *testing.T) {
 				embd := 64
 				if typ.BlockSize() == 256 {

@@ -3,7 +3,8 @@
 // by each. With FUSED_DECLS defined (before the Params block; EPI_ID is the
 // specialization id of EPI) it declares the outputs, the bias and EPI, and
 // defines FUSED_PARAMS, the push-constant fields to put at the end of
-// Params; otherwise (after Params) it defines store_out and store_glu.
+// Params; otherwise (after Params) it defines xcol, store_out and
+// store_glu.
 // Without FUSED the kernel is a plain product: store_out stores (or adds,
 // ACC) to Y and GLU is false.
 #if defined(FUSED_DECLS)
@@ -31,9 +32,22 @@ layout(constant_id = EPI_ID) const uint EPI = EPI_SPLIT;
 #undef FUSED_DECLS
 #else
 
+// A pass runs NCOLS columns, a bucket (1, 2, 4, 8 or 16: engine/ops
+// colBucket) of at least its real column count p.N, so that a few
+// specializations serve every batch size: column c reads activation column
+// min(c, N-1), always in the binding, and store_out and store_glu store
+// only columns below N. xcol returns where column c's activations start
+// (p.x_off and p.x_stride in the kernel's units).
+uint xcol(uint c) {
+	return p.x_off + min(c, p.N - 1u) * p.x_stride;
+}
+
 // store_out stores row's value v of column c (the split epilogue's
 // outputs and bias in the fused variants).
 void store_out(uint row, uint c, float v) {
+	if (c >= p.N) {
+		return; // a padding column
+	}
 #if defined(FUSED)
 	if (p.has_bias != 0u) {
 		v += data_b[p.b_off + row];
@@ -54,6 +68,9 @@ void store_out(uint row, uint c, float v) {
 // GLU epilogues).
 void store_glu(uint row, uint c, float g, float u) {
 #if defined(FUSED)
+	if (c >= p.N) {
+		return; // a padding column
+	}
 	float v;
 	if (EPI == EPI_GEGLU) {
 		// 0.5 * (1 + tanh(z)) == 1 / (1 + exp(-2z)), as geglu.comp.

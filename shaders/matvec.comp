@@ -114,22 +114,28 @@ void store_y(uint i, float v) {
 	data_y[i] = ACC ? data_y[i] + v : v;
 }
 
+#define FUSED_DECLS
+#include "fused_epilogue.glsl"
+
 #include "quant.glsl"
 
 // Params is mirrored by engine/ops matvecParams.
 layout(push_constant) uniform Params {
 	uint K;        // elements per row
 	uint M;        // rows
-	uint N;        // activation columns, equal to NCOLS
+	uint N;        // activation columns, 1..NCOLS (see xcol)
 	uint w_off;    // byte offset of row 0 in A
 	uint w_stride; // bytes from one row to the next
 	uint x_off;    // element offset of column 0 in X
 	uint x_stride; // elements from one activation column to the next
 	uint y_off;    // element offset of (row 0, column 0) in Y
 	uint y_stride; // elements from one output column to the next
+	FUSED_PARAMS
 } p;
 
-// NCOLS is the number of activation columns (1..8), FAST says that K is a
+#include "fused_epilogue.glsl"
+
+// NCOLS is the pass's column bucket (1, 2, 4, 8, 16; see xcol), FAST says that K is a
 // multiple of 4, the activations are vec4-aligned (x_off and x_stride
 // multiples of 4) and plain-type rows are 16-byte aligned. Both are
 // specialization constants so that drivers that execute both sides of a
@@ -198,7 +204,7 @@ void main_rows() {
 			}
 		}
 		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-			const uint xb = p.x_off + c * p.x_stride + 32u * u;
+			const uint xb = xcol(c) + 32u * u;
 			[[unroll]] for (uint i = 0u; i < 8u; i++) {
 				vec4 x;
 				if (FAST) {
@@ -221,7 +227,7 @@ void main_rows() {
 		}
 		const uint k = 4u * g;
 		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-			const uint xb = p.x_off + c * p.x_stride + k;
+			const uint xb = xcol(c) + k;
 			vec4 x;
 			if (FAST) {
 				x = X4(xb >> 2);
@@ -243,7 +249,7 @@ void main_rows() {
 		const uint row = base + j * WG;
 		if (row < p.M) {
 			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-				store_y(p.y_off + c * p.y_stride + row, acc[j * NCOLS + c]);
+				store_out(row, c, acc[j * NCOLS + c]);
 			}
 		}
 	}
@@ -282,7 +288,7 @@ void main() {
 			vec4 w[8];
 			dequant32(wrow[j] + (u / QSUB) * QS, u % QSUB, w);
 			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-				const uint xb = p.x_off + c * p.x_stride + 32u * u;
+				const uint xb = xcol(c) + 32u * u;
 				[[unroll]] for (uint i = 0u; i < 8u; i++) {
 					vec4 x;
 					if (FAST) {
@@ -301,7 +307,7 @@ void main() {
 		[[unroll]] for (uint j = 0u; j < GR; j++) {
 			const vec4 w = load_w4(wrow[j], g, p.K, FAST);
 			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-				const uint xb = p.x_off + c * p.x_stride + k;
+				const uint xb = xcol(c) + k;
 				vec4 x;
 				if (FAST) {
 					x = X4(xb >> 2);
@@ -323,7 +329,7 @@ void main() {
 		// One invocation per row (CPU devices): nothing to reduce.
 		if (live) {
 			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-				store_y(p.y_off + c * p.y_stride + row0, acc[c]);
+				store_out(row0, c, acc[c]);
 			}
 		}
 		return;
@@ -346,7 +352,7 @@ void main() {
 		for (uint v = lane; v < NV; v += TPR) {
 			const uint row = row0 + v / NCOLS;
 			if (row < p.M) {
-				store_y(p.y_off + (v % NCOLS) * p.y_stride + row, red[v * WG + tid - lane]);
+				store_out(row, v % NCOLS, red[v * WG + tid - lane]);
 			}
 		}
 		return;
@@ -366,7 +372,7 @@ void main() {
 		}
 		const uint row = row0 + v / NCOLS;
 		if (row < p.M) {
-			store_y(p.y_off + (v % NCOLS) * p.y_stride + row, s);
+			store_out(row, v % NCOLS, s);
 		}
 	}
 #else
@@ -385,7 +391,7 @@ void main() {
 	for (uint v = tid; v < NV; v += WG) {
 		const uint row = row0 + v / NCOLS;
 		if (row < p.M) {
-			store_y(p.y_off + (v % NCOLS) * p.y_stride + row, red[v * WG]);
+			store_out(row, v % NCOLS, red[v * WG]);
 		}
 	}
 #endif

@@ -121,7 +121,7 @@ void store_y(uint i, float v) {
 layout(push_constant) uniform Params {
 	uint K;        // elements per row
 	uint M;        // rows
-	uint N;        // activation columns, equal to NCOLS
+	uint N;        // activation columns, 1..NCOLS (see xcol)
 	uint w_off;    // byte offset of row 0 in A
 	uint w_stride; // bytes from one row to the next
 	uint x_off;    // element offset of column 0 in X
@@ -143,7 +143,7 @@ void store_row(uint row, uint c, float acc, float up) {
 	}
 }
 
-// NCOLS is the number of activation columns (1..8), FAST says that K is a
+// NCOLS is the pass's column bucket (1, 2, 4, 8, 16; see xcol), FAST says that K is a
 // multiple of 4, the activations are vec4-aligned (x_off and x_stride
 // multiples of 4) and plain-type rows are 16-byte aligned. Both are
 // specialization constants so that drivers that execute both sides of a
@@ -209,7 +209,7 @@ void main_rows() {
 			}
 		}
 		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-			const uint xb = p.x_off + c * p.x_stride + 32u * u;
+			const uint xb = xcol(c) + 32u * u;
 			[[unroll]] for (uint i = 0u; i < 8u; i++) {
 				vec4 x;
 				if (FAST) {
@@ -232,7 +232,7 @@ void main_rows() {
 		}
 		const uint k = 4u * g;
 		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-			const uint xb = p.x_off + c * p.x_stride + k;
+			const uint xb = xcol(c) + k;
 			vec4 x;
 			if (FAST) {
 				x = X4(xb >> 2);
@@ -298,7 +298,7 @@ void main() {
 			dequant32(urow + (u / QSUB) * QS, u % QSUB, wu);
 		}
 		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-			const uint xb = p.x_off + c * p.x_stride + 32u * u;
+			const uint xb = xcol(c) + 32u * u;
 			[[unroll]] for (uint i = 0u; i < 8u; i++) {
 				vec4 x;
 				if (FAST) {
@@ -319,7 +319,7 @@ void main() {
 		const vec4 wu = GLU ? load_w4(urow, g, p.K, FAST) : vec4(0.0);
 		const uint k = 4u * g;
 		[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-			const uint xb = p.x_off + c * p.x_stride + k;
+			const uint xb = xcol(c) + k;
 			vec4 x;
 			if (FAST) {
 				x = X4(xb >> 2);

@@ -100,7 +100,7 @@ layout(binding = 1) readonly buffer XQ4 { uvec4 data_xq4[]; };
 layout(binding = 1) readonly buffer XDS { vec2 data_xds[]; };
 layout(binding = 2) buffer Y { float data_y[]; };
 
-// NCOLS is the number of activation columns (1..8), TPR the invocations
+// NCOLS is the pass's column bucket (1, 2, 4, 8, 16; see xcol), TPR the invocations
 // per row (a power of two dividing WG), ACC adds the product to Y.
 layout(constant_id = 1) const uint NCOLS = 1;
 layout(constant_id = 2) const uint TPR = 32;
@@ -128,7 +128,7 @@ void store_y(uint i, float v) {
 layout(push_constant) uniform Params {
 	uint K;        // elements per row
 	uint M;        // rows
-	uint N;        // activation columns, equal to NCOLS
+	uint N;        // activation columns, 1..NCOLS (see xcol)
 	uint w_off;    // byte offset of row 0 in A
 	uint w_stride; // bytes from one row to the next
 	uint x_off;    // word offset of column 0 in XQ
@@ -339,7 +339,7 @@ void main() {
 			vec2 wd, wm;
 			wquant32(wrow[j] + (u / QSUB) * QS, u % QSUB, wq, wd, wm);
 			[[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-				const uint xb = p.x_off + c * p.x_stride;
+				const uint xb = xcol(c);
 				const uvec4 x0 = data_xq4[(xb >> 2) + 2u * u];
 				const uvec4 x1 = data_xq4[(xb >> 2) + 2u * u + 1u];
 				const vec2 ds = data_xds[((xb + 8u * nb) >> 1) + u];

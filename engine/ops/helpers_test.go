@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/vkllm/vkllm/internal/sweep"
 	"github.com/vkllm/vkllm/internal/testseed"
 	"github.com/vkllm/vkllm/vk"
 	"github.com/vkllm/vkllm/vk/vktest"
@@ -221,9 +222,16 @@ func closeToInput(t *testing.T, what string, got, want, in []float32, tol float6
 // both runs f with the shared-memory and (where available) subgroup
 // variants of the reduction kernels.
 func both(t *testing.T, g *rig, f func(t *testing.T)) {
-	for _, sg := range []bool{false, true} {
+	bothSampled(t, g, 0, f)
+}
+
+// bothSampled is both for case i of a sweep: both reductions for case 0
+// and under VKLLM_LONG=1 (internal/sweep), otherwise one of them,
+// alternating with i.
+func bothSampled(t *testing.T, g *rig, i int, f func(t *testing.T)) {
+	for j, sg := range []bool{false, true} {
 		g.k.SetSubgroups(sg)
-		if sg && !g.k.Subgroups() {
+		if sg && !g.k.Subgroups() || i > 0 && !sweep.Pick(i, j, 2) {
 			continue
 		}
 		name := "shared"

@@ -188,11 +188,12 @@ func (k *Kernels) mulMat(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o m
 		if !o.slow && (w.Cols|int(xOff))%4 == 0 && (!plain || (ch.wOff|uint32(rowBytes))%16 == 0) {
 			fast = 1
 		}
-		rpl := k.rowsPerLane(tpr, rows, nc)
+		ncols := colBucket(nc)
+		rpl := k.rowsPerLane(tpr, rows, int(ncols))
 		wg := k.matvecGroup(tpr)
 		groups := k.Groups(ceilDiv(uint32(rows), wg/tpr*rpl))
 		acc := b2u(o.acc)
-		spec := [6]uint32{wg, uint32(nc), fast, tpr, acc, rpl}
+		spec := [6]uint32{wg, ncols, fast, tpr, acc, rpl}
 		nspec := 6
 		if tiled {
 			groups = [3]uint32{ceilDiv(uint32(rows), matmulBM), ceilDiv(uint32(nc), matmulBN), 1}
@@ -422,6 +423,32 @@ func (k *Kernels) idotGroupRows(tpr uint32, rows int) uint32 {
 // for the driver's threads.
 const cpuMatVecWG = 8
 
+// colBucket returns the column count a matvec pass of nc activation
+// columns is specialized for (NCOLS of matvec.comp, matvec_fused.comp and
+// matvec_idot.comp): the smallest of 1, 2, 4, 8 and 16 that is at least nc.
+// The kernels take the real count in a push constant, read the last real
+// column in place of the padding ones and store none of these, so every
+// batch size a server meets runs on five compiled variants per weight
+// shape instead of sixteen, all of them created at load (a variant first
+// met mid-step stalls every stream for its compile: 0.1 to 28 s on
+// lavapipe).
+func colBucket(nc int) uint32 {
+	b := uint32(1)
+	for int(b) < nc {
+		b <<= 1
+	}
+	return b
+}
+
+// colBuckets returns the buckets of passes of 1..maxCols columns.
+func colBuckets(maxCols int) []uint32 {
+	var bs []uint32
+	for b := uint32(1); b < uint32(maxCols); b <<= 1 {
+		bs = append(bs, b)
+	}
+	return append(bs, colBucket(maxCols))
+}
+
 // PrepareWeight creates, ahead of the first step, the pipelines that MatVec
 // (1..MatVecMaxCols columns) and MatMul use for weights of type t with rows
 // of cols elements stored at a 16-byte aligned offset and vec4-aligned
@@ -456,7 +483,7 @@ func (k *Kernels) PrepareWeight(t gguf.GGMLType, rows, cols int, accumulate bool
 	}
 	name := k.matvecName(t, names, 0)
 	tpr, acc := k.matvecTPR(t, cols), b2u(accumulate)
-	for n := uint32(1); n <= uint32(k.matvecPass); n++ {
+	for _, n := range colBuckets(k.matvecPass) {
 		rpl := k.rowsPerLane(tpr, rows, int(n))
 		name := name
 		if lim, _ := k.xuLimits(tpr, cols, int(n), mulOpts{}); lim > 0 {

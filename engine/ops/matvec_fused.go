@@ -155,7 +155,8 @@ func (k *Kernels) mulMatFused(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint32
 		if (w.Cols|int(xOff))%4 == 0 && (!plain || (f.ch.wOff|uint32(f.rowBytes))%16 == 0) {
 			fast = 1
 		}
-		rpl := k.fusedRowsPerLane(tpr, f.outRows, nc, f.glu)
+		ncols := colBucket(nc)
+		rpl := k.fusedRowsPerLane(tpr, f.outRows, int(ncols), f.glu)
 		wg := k.matvecGroup(tpr)
 		orpl := rpl
 		if f.glu && rpl > 1 {
@@ -165,7 +166,7 @@ func (k *Kernels) mulMatFused(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint32
 		if c0 > 0 {
 			c.NoBarrier()
 		}
-		if err := Record(k, c, name, []uint32{wg, uint32(nc), fast, tpr, 0, rpl, epi}, groups, &push, f.wr, xr, yr[0], yr[1], yr[2], f.br); err != nil {
+		if err := Record(k, c, name, []uint32{wg, ncols, fast, tpr, 0, rpl, epi}, groups, &push, f.wr, xr, yr[0], yr[1], yr[2], f.br); err != nil {
 			return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
 		}
 	}
@@ -277,7 +278,7 @@ func (k *Kernels) mulMatFusedQ8(c *vk.Cmd, w Weight, x vk.Range, n int, epi uint
 			c.NoBarrier() // other columns: disjoint outputs, the same scratch read
 		}
 		groups := k.Groups(ceilDiv(uint32(f.outRows), wg/tpr*ogr))
-		if err := Record(k, c, name, []uint32{wg, uint32(nc), tpr, 0, gr, epi}, groups, &push, f.wr, k.q8.scratch, yr[0], yr[1], yr[2], f.br); err != nil {
+		if err := Record(k, c, name, []uint32{wg, colBucket(nc), tpr, 0, gr, epi}, groups, &push, f.wr, k.q8.scratch, yr[0], yr[1], yr[2], f.br); err != nil {
 			return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
 		}
 	}
@@ -338,19 +339,19 @@ func (k *Kernels) PrepareFused(w Weight, glu, gelu bool) error {
 	}
 	push := uint32(unsafe.Sizeof(FusedPush{}))
 	tpr := k.matvecTPR(w.Type, w.Cols)
-	for n := 1; n <= k.matvecPass; n++ {
+	for _, n := range colBuckets(k.matvecPass) {
 		name := names.fused
 		if k.sg {
 			name = names.fusedSG
 		}
-		if lim, _ := k.xuLimits(tpr, w.Cols, n, mulOpts{}); lim > 0 {
+		if lim, _ := k.xuLimits(tpr, w.Cols, int(n), mulOpts{}); lim > 0 {
 			name = names.fusedXU
 			if k.texel {
 				name = names.fusedXT
 			}
 		}
-		rpl := k.fusedRowsPerLane(tpr, outRows, n, glu)
-		if _, err := k.Pipeline(name, 6, push, k.matvecGroup(tpr), uint32(n), fast, tpr, 0, rpl, epi); err != nil {
+		rpl := k.fusedRowsPerLane(tpr, outRows, int(n), glu)
+		if _, err := k.Pipeline(name, 6, push, k.matvecGroup(tpr), n, fast, tpr, 0, rpl, epi); err != nil {
 			return err
 		}
 	}
@@ -364,8 +365,8 @@ func (k *Kernels) PrepareFused(w Weight, glu, gelu bool) error {
 		if err := k.prepareQuantize(); err != nil {
 			return err
 		}
-		for n := 1; n <= min(k.matvecPass, idotPass); n++ {
-			if _, err := k.Pipeline(name, 6, push, k.matvecGroup(tpr), uint32(n), tpr, 0, gr, epi); err != nil {
+		for _, n := range colBuckets(min(k.matvecPass, idotPass)) {
+			if _, err := k.Pipeline(name, 6, push, k.matvecGroup(tpr), n, tpr, 0, gr, epi); err != nil {
 				return err
 			}
 		}

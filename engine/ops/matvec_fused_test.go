@@ -57,8 +57,11 @@ func TestMatVecSplit(t *testing.T) {
 				{rows: [3]int{9, 5, 7}, cols: cols, n: 19}, // two passes on CPU devices
 			}
 			matvecLayouts(t, g, func(t *testing.T) {
-				for _, m := range cases {
-					for _, withBias := range []bool{false, true} {
+				for i, m := range cases {
+					for b, withBias := range []bool{false, true} {
+						if !sampled(weightTypes, typ, 2*i+b) || !g.reductionSampled(weightTypes, typ, 2*i+b) {
+							continue
+						}
 						name := m.String()
 						if withBias {
 							name += "_bias"
@@ -121,8 +124,11 @@ func TestMatVecGLU(t *testing.T) {
 				{rows: [3]int{11}, cols: cols, n: 19},
 			}
 			matvecLayouts(t, g, func(t *testing.T) {
-				for _, m := range cases {
-					for _, gelu := range []bool{false, true} {
+				for i, m := range cases {
+					for e, gelu := range []bool{false, true} {
+						if !sampled(weightTypes, typ, 2*i+e) || !g.reductionSampled(weightTypes, typ, 2*i+e) {
+							continue
+						}
 						name := m.String() + "_swiglu"
 						if gelu {
 							name = m.String() + "_geglu"

@@ -3,9 +3,11 @@ package ops
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/internal/sweep"
 )
 
 // weightTypes are the weight formats the get_rows, matvec and matmul kernels
@@ -15,6 +17,40 @@ var weightTypes = []gguf.GGMLType{
 	gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ8_0,
 	gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K,
 	gguf.TypeIQ4_NL, gguf.TypeIQ4_XS,
+}
+
+// sampled reports whether case i of a test's cases over the weight types
+// types runs for type typ: every case under VKLLM_LONG=1 (make test-long,
+// internal/sweep); otherwise case 0 for every type and each later case for
+// one plain type (F32, F16, BF16) and one quantized type of types, both
+// rotating with i. So every type's dequantization runs in every layout (case
+// 0), and every case's shape, offsets, passes and options in every layout
+// on a plain and a quantized type, at a fifth of the kernel variants
+// (each one seconds of lavapipe's LLVM on a cold shader cache).
+func sampled(types []gguf.GGMLType, typ gguf.GGMLType, i int) bool {
+	if i == 0 || sweep.Long() {
+		return true
+	}
+	var class []gguf.GGMLType
+	for _, t := range types {
+		if t.IsQuantized() == typ.IsQuantized() {
+			class = append(class, t)
+		}
+	}
+	return sweep.Pick(i-1, slices.Index(class, typ), len(class))
+}
+
+// reductionSampled reports whether case i of a sweep over the weight
+// types types, run under both (matvecLayouts), runs for type typ with the
+// reduction the kernels use now: under both with VKLLM_LONG=1 and on
+// devices without subgroup arithmetic; otherwise under one of them,
+// alternating with i and the type, so that each type still runs under
+// both over its cases (see sampled) and each case under one.
+func (g *rig) reductionSampled(types []gguf.GGMLType, typ gguf.GGMLType, i int) bool {
+	if sweep.Long() || !g.k.dev.Features().SubgroupArithmetic {
+		return true
+	}
+	return sweep.Pick(i+slices.Index(types, typ), int(b2u(g.k.Subgroups())), 2)
 }
 
 // halfFields lists the byte offsets of the f16 scales inside one block of

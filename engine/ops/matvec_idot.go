@@ -234,7 +234,7 @@ func (k *Kernels) mulMatQ8(c *vk.Cmd, w Weight, x vk.Range, n int, y vk.Range, o
 			c.NoBarrier()
 		}
 		gr := k.idotGroupRows(tpr, rows)
-		spec := [5]uint32{wg, uint32(nc), tpr, b2u(o.acc), gr}
+		spec := [5]uint32{wg, colBucket(nc), tpr, b2u(o.acc), gr}
 		groups := k.Groups(ceilDiv(uint32(rows), wg/tpr*gr))
 		if err := Record(k, c, name, spec[:], groups, &push, it.wr, q, yr); err != nil {
 			return fmt.Errorf("ops: %s %v %dx%d: %w", op, w.Type, w.Rows, w.Cols, err)
@@ -314,7 +314,7 @@ func (k *Kernels) prepareQ8(t gguf.GGMLType, rows, cols int, accumulate bool) (b
 		return false, err
 	}
 	tpr := k.matvecTPR(t, cols)
-	for n := uint32(1); n <= uint32(min(k.matvecPass, idotPass)); n++ {
+	for _, n := range colBuckets(min(k.matvecPass, idotPass)) {
 		if _, err := k.Pipeline(name, 3, mv, k.matvecGroup(tpr), n, tpr, b2u(accumulate), k.idotGroupRows(tpr, rows)); err != nil {
 			return false, err
 		}

@@ -34,14 +34,19 @@ func TestMatVecFusedIntDot(t *testing.T) {
 				{rows: [3]int{11}, cols: cols, n: 11},
 			}
 			matvecLayouts(t, g, func(t *testing.T) {
-				for _, m := range splits {
-					for _, withBias := range []bool{false, true} {
-						t.Run(fmt.Sprintf("split_%v_bias%v", m, withBias), func(t *testing.T) { testFusedQ8(t, g, typ, m, 0, withBias) })
+				for i, m := range splits {
+					for b, withBias := range []bool{false, true} {
+						if sampled(idotTypes, typ, 2*i+b) && g.reductionSampled(idotTypes, typ, 2*i+b) {
+							t.Run(fmt.Sprintf("split_%v_bias%v", m, withBias), func(t *testing.T) { testFusedQ8(t, g, typ, m, 0, withBias) })
+						}
 					}
 				}
-				for _, m := range glus {
-					for _, epi := range []uint32{epiSwiGLU, epiGeGLU} {
-						t.Run(fmt.Sprintf("glu%d_%v", epi, m), func(t *testing.T) { testFusedQ8(t, g, typ, m, epi, false) })
+				for i, m := range glus {
+					for e, epi := range []uint32{epiSwiGLU, epiGeGLU} {
+						// Case 0 of the GLUs too: every type through both.
+						if sampled(idotTypes, typ, 2*i+e) && g.reductionSampled(idotTypes, typ, 2*i+e) || i == 0 {
+							t.Run(fmt.Sprintf("glu%d_%v", epi, m), func(t *testing.T) { testFusedQ8(t, g, typ, m, epi, false) })
+						}
 					}
 				}
 			})

@@ -257,8 +257,10 @@ func TestMatVecIntDot(t *testing.T) {
 		t.Run(typ.String(), func(t *testing.T) {
 			cases := append(matvecCases(typ), mulCase{rows: 300, cols: testCols(typ), n: 4})
 			matvecLayouts(t, g, func(t *testing.T) {
-				for _, m := range cases {
-					t.Run(m.String(), func(t *testing.T) { testMulQ8(t, g, typ, m) })
+				for i, m := range cases {
+					if sampled(idotTypes, typ, i) && g.reductionSampled(idotTypes, typ, i) {
+						t.Run(m.String(), func(t *testing.T) { testMulQ8(t, g, typ, m) })
+					}
 				}
 			})
 		})
@@ -281,8 +283,10 @@ func TestMatVecIntDotGPU(t *testing.T) {
 		t.Run(typ.String(), func(t *testing.T) {
 			cases := gpuCases(typ)
 			gpuVariants(t, g, typ, hasIntDotS16, func(t *testing.T) {
-				for _, m := range cases {
-					t.Run(m.String(), func(t *testing.T) { testMulQ8(t, g, typ, m) })
+				for i, m := range cases {
+					if sampled(idotTypes, typ, i) {
+						t.Run(m.String(), func(t *testing.T) { testMulQ8(t, g, typ, m) })
+					}
 				}
 			})
 		})

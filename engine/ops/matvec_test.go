@@ -150,8 +150,10 @@ func TestMatVec(t *testing.T) {
 				mulCase{rows: 37, cols: 8192, n: 3},
 			)
 			matvecLayouts(t, g, func(t *testing.T) {
-				for _, m := range cases {
-					t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, false) })
+				for i, m := range cases {
+					if sampled(weightTypes, typ, i) && g.reductionSampled(weightTypes, typ, i) {
+						t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, false) })
+					}
 				}
 			})
 		})
@@ -237,8 +239,10 @@ func TestMatVecGPU(t *testing.T) {
 		t.Run(typ.String(), func(t *testing.T) {
 			cases := gpuCases(typ)
 			gpuVariants(t, g, typ, hasMatVecS16, func(t *testing.T) {
-				for _, m := range cases {
-					t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, false) })
+				for i, m := range cases {
+					if sampled(weightTypes, typ, i) {
+						t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, false) })
+					}
 				}
 			})
 		})
