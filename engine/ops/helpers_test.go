@@ -65,6 +65,41 @@ func (g *rig) buf(n int) vk.Range {
 	return b.Range(0, uint64(n))
 }
 
+// nanCols returns n floats of the NaN pattern.
+func nanCols(n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = math.Float32frombits(NaNBits)
+	}
+	return x
+}
+
+// guardCols is how many columns of the NaN pattern the matvec tests keep
+// after an output of rows-long columns: a pass runs a bucket of columns
+// (colBucket) and must store none past its real ones.
+const guardCols = 3
+
+// guardedBuf returns an output of n columns of rows f32, NaN-filled, and
+// the guardCols columns after it in the same buffer, for checkUntouched.
+func (g *rig) guardedBuf(n, rows int) (out, guard vk.Range) {
+	g.t.Helper()
+	b := g.buf(4 * (n + guardCols) * rows)
+	return b.Sub(0, uint64(4*n*rows)), b.Buf.Range(b.Offset+uint64(4*n*rows), uint64(4*guardCols*rows))
+}
+
+// checkUntouched fails the test where r no longer holds the NaN pattern
+// everywhere (a kernel stored past its output).
+func (g *rig) checkUntouched(what string, r vk.Range) {
+	g.t.Helper()
+	b := g.downBytes(r, int(r.Size))
+	for i := 0; i+4 <= len(b); i += 4 {
+		if v := binary.LittleEndian.Uint32(b[i:]); v != NaNBits {
+			g.t.Errorf("%s: word %d = %#x, want the untouched NaN pattern %#x", what, i/4, v, uint32(NaNBits))
+			return
+		}
+	}
+}
+
 func (g *rig) upF32(x []float32) vk.Range {
 	g.t.Helper()
 	r := g.buf(4 * len(x))

@@ -93,9 +93,9 @@ func testSplit(t *testing.T, g *rig, typ gguf.GGMLType, m fusedCase, withBias bo
 		bias = randomVector(g.r, M)
 		br = g.upF32(bias)
 	}
-	var y [3]vk.Range
+	var y, guard [3]vk.Range
 	for i, r := range m.rows {
-		y[i] = g.buf(4 * m.n * r)
+		y[i], guard[i] = g.guardedBuf(m.n, r)
 	}
 	g.run(func(c *vk.Cmd) error { return g.k.MatVecSplit(c, wt, g.upF32(x), m.n, m.rows, y, br) })
 	r0 := 0
@@ -105,6 +105,7 @@ func testSplit(t *testing.T, g *rig, typ gguf.GGMLType, m fusedCase, withBias bo
 			addBias(want, mag, bias[r0:r0+r])
 		}
 		checkProduct(t, fmt.Sprintf("MatVecSplit(%v, %v) part %d", typ, m, i), g.downF32(y[i], m.n*r), want, mag, r)
+		g.checkUntouched(fmt.Sprintf("MatVecSplit(%v, %v) part %d: the columns after it", typ, m, i), guard[i])
 		r0 += r
 	}
 }
@@ -154,9 +155,10 @@ func testGLU(t *testing.T, g *rig, typ gguf.GGMLType, m fusedCase, gelu bool) {
 	wf := dequantizeAll(t, typ, w, 2*F, m.cols)
 	gate, gmag := refProduct(wf[:F*m.cols], F, m.cols, x, m.n)
 	up, umag := refProduct(wf[F*m.cols:], F, m.cols, x, m.n)
-	y := g.buf(4 * m.n * F)
+	y, guard := g.guardedBuf(m.n, F)
 	g.run(func(c *vk.Cmd) error { return g.k.MatVecGLU(c, wt, g.upF32(x), m.n, y, gelu) })
 	checkGLU(t, fmt.Sprintf("MatVecGLU(%v, %v, gelu %v)", typ, m, gelu), g.downF32(y, m.n*F), gate, up, gmag, umag, F, gelu)
+	g.checkUntouched(fmt.Sprintf("MatVecGLU(%v, %v): the columns after y", typ, m), guard)
 }
 
 // addBias adds a part's bias (one value per row) to the columns of its

@@ -53,6 +53,15 @@ func (g *rig) reductionSampled(types []gguf.GGMLType, typ gguf.GGMLType, i int) 
 	return sweep.Pick(i+slices.Index(types, typ), int(b2u(g.k.Subgroups())), 2)
 }
 
+// gpuCaseSampled reports whether case i of gpuCases runs for type typ of
+// types in GPU variant v of nv (gpuVariants): all of them under
+// VKLLM_LONG=1; otherwise each case in one variant, rotating with the case
+// and the type, so that every type runs in every variant (nv is at most
+// the 8 cases) and every case in every variant over the types.
+func gpuCaseSampled(types []gguf.GGMLType, typ gguf.GGMLType, i, v, nv int) bool {
+	return sweep.Pick(i+slices.Index(types, typ), v, nv)
+}
+
 // halfFields lists the byte offsets of the f16 scales inside one block of
 // each quantized type; every other byte of a block is a free bit pattern.
 var halfFields = map[gguf.GGMLType][]int{

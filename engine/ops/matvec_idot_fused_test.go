@@ -77,16 +77,23 @@ func testFusedQ8(t *testing.T, g *rig, typ gguf.GGMLType, m fusedCase, epi uint3
 		bias = randomVector(g.r, M)
 		br = g.upF32(bias)
 	}
-	var y [3]vk.Range
+	var y, guard [3]vk.Range
 	outs := m.rows
 	if glu {
 		outs = [3]int{m.rows[0]}
 	}
 	for i, r := range outs {
 		if r > 0 {
-			y[i] = g.buf(4 * m.n * r)
+			y[i], guard[i] = g.guardedBuf(m.n, r)
 		}
 	}
+	defer func() {
+		for i, r := range outs {
+			if r > 0 {
+				g.checkUntouched(fmt.Sprintf("fused %v on Q8_1, output %d: the columns after it", m, i), guard[i])
+			}
+		}
+	}()
 	dispatches := 0
 	g.run(func(c *vk.Cmd) error {
 		d := c.Dispatches()

@@ -66,15 +66,17 @@ func testMul(t *testing.T, g *rig, typ gguf.GGMLType, m mulCase, tiled bool) {
 	wt := g.upWeight(typ, w, m.rows, m.cols, m.lead)
 	xr := g.upF32(append(make([]float32, m.xyLead/4), x...))
 	xr = xr.Sub(uint64(m.xyLead), uint64(4*len(x)))
-	y := g.buf(m.xyLead + 4*m.n*m.rows)
+	// guardCols columns of the NaN pattern follow y in its buffer.
+	y := g.buf(m.xyLead + 4*(m.n+guardCols)*m.rows)
 	if m.acc {
 		y0 := randomVector(g.r, m.n*m.rows)
 		for i := range want {
 			want[i] += float64(y0[i])
 			mag[i] += math.Abs(float64(y0[i]))
 		}
-		y = g.upF32(append(make([]float32, m.xyLead/4), y0...))
+		y = g.upF32(append(append(make([]float32, m.xyLead/4), y0...), nanCols(guardCols*m.rows)...))
 	}
+	guard := y.Buf.Range(uint64(m.xyLead+4*m.n*m.rows), 4*guardCols*uint64(m.rows))
 	y = y.Sub(uint64(m.xyLead), uint64(4*m.n*m.rows))
 	g.run(func(c *vk.Cmd) error {
 		if !m.acc {
@@ -91,6 +93,7 @@ func testMul(t *testing.T, g *rig, typ gguf.GGMLType, m mulCase, tiled bool) {
 		rel, abs = coopTol(m.cols)
 	}
 	checkProductTol(t, fmt.Sprintf("%s(%v, %v)", name, typ, m), g.downF32(y, m.n*m.rows), want, mag, m.rows, rel, abs)
+	g.checkUntouched(fmt.Sprintf("%s(%v, %v): the %d columns after y", name, typ, m, guardCols), guard)
 }
 
 // matvecCases are the shapes every matvec kernel is tested over for
@@ -179,9 +182,15 @@ func gpuLayout(t *testing.T, g *rig, groupRows uint32, views16 bool) {
 // where the type has them (hasViews16) and the device the features, the
 // 16- and 8-bit storage views; all with subgroup reductions where the
 // device has them, and 4 rows per group with the shared-memory ones too.
-func gpuVariants(t *testing.T, g *rig, typ gguf.GGMLType, hasViews16 func(gguf.GGMLType) bool, f func(t *testing.T)) {
+// f gets the variant's index v of nv (see gpuCaseSampled).
+func gpuVariants(t *testing.T, g *rig, typ gguf.GGMLType, hasViews16 func(gguf.GGMLType) bool, f func(t *testing.T, v, nv int)) {
 	defer g.k.SetSubgroups(true)
 	f16 := g.k.dev.Features().Storage16 && g.k.dev.Features().Storage8
+	type variant struct {
+		gr        uint32
+		views, sg bool
+	}
+	var vs []variant
 	for _, gr := range []uint32{1, 2, 4} {
 		for _, views := range []bool{false, true} {
 			for _, sg := range []bool{true, false} {
@@ -189,27 +198,32 @@ func gpuVariants(t *testing.T, g *rig, typ gguf.GGMLType, hasViews16 func(gguf.G
 				if views && !(f16 && hasViews16(typ)) || sg && !g.k.Subgroups() || !sg && gr != 4 && g.k.dev.Features().SubgroupArithmetic {
 					continue
 				}
-				name := fmt.Sprintf("rows%d", gr)
-				if views {
-					name += "_s16"
-				}
-				if !sg {
-					name += "_shared"
-				}
-				t.Run(name, func(t *testing.T) {
-					gpuLayout(t, g, gr, views)
-					// The kernels must pick what the name says.
-					names, _ := kernelsFor(typ)
-					if got := g.k.matvecName(typ, names, 0); views != strings.HasSuffix(got, "_s16") {
-						t.Fatalf("matvecName(%v) = %s with views16 %v", typ, got, views)
-					}
-					if got := g.k.rowsPerLane(matvecWG, 37, 1); got != gr {
-						t.Fatalf("rowsPerLane(%d, 37 rows) = %d, want %d", matvecWG, got, gr)
-					}
-					f(t)
-				})
+				vs = append(vs, variant{gr, views, sg})
 			}
 		}
+	}
+	for v, vr := range vs {
+		gr, views, sg := vr.gr, vr.views, vr.sg
+		g.k.SetSubgroups(sg)
+		name := fmt.Sprintf("rows%d", gr)
+		if views {
+			name += "_s16"
+		}
+		if !sg {
+			name += "_shared"
+		}
+		t.Run(name, func(t *testing.T) {
+			gpuLayout(t, g, gr, views)
+			// The kernels must pick what the name says.
+			names, _ := kernelsFor(typ)
+			if got := g.k.matvecName(typ, names, 0); views != strings.HasSuffix(got, "_s16") {
+				t.Fatalf("matvecName(%v) = %s with views16 %v", typ, got, views)
+			}
+			if got := g.k.rowsPerLane(matvecWG, 37, 1); got != gr {
+				t.Fatalf("rowsPerLane(%d, 37 rows) = %d, want %d", matvecWG, got, gr)
+			}
+			f(t, v, len(vs))
+		})
 	}
 }
 
@@ -238,9 +252,9 @@ func TestMatVecGPU(t *testing.T) {
 	for _, typ := range weightTypes {
 		t.Run(typ.String(), func(t *testing.T) {
 			cases := gpuCases(typ)
-			gpuVariants(t, g, typ, hasMatVecS16, func(t *testing.T) {
+			gpuVariants(t, g, typ, hasMatVecS16, func(t *testing.T, v, nv int) {
 				for i, m := range cases {
-					if sampled(weightTypes, typ, i) {
+					if gpuCaseSampled(weightTypes, typ, i, v, nv) {
 						t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, false) })
 					}
 				}
