@@ -103,4 +103,4 @@ docker:
 	docker build -t $(IMAGE) .
 
 clean:
-	rm -rf bin shaders/spv testdata/tmp
+	rm -rf bin shaders/spv testdata/tmp .cache

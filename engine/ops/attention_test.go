@@ -308,6 +308,7 @@ func TestPagedAttentionShared(t *testing.T) {
 }
 
 func TestAttention(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := newRig(t)
 	cases := []struct {
 		name string
@@ -349,7 +350,7 @@ func TestAttention(t *testing.T) {
 	// the CPU devices' per-row kernel (flash_attn_rows, no subgroup
 	// variant).
 	defer func(wg uint32, rows bool) { g.k.attnWG, g.k.rowKernels = wg, rows }(g.k.attnWG, g.k.rowKernels)
-	for _, cfg := range []struct {
+	for ci, cfg := range []struct {
 		wg   uint32
 		rows bool
 	}{{min(g.k.wg, cpuAttnWG), false}, {min(g.k.wg, 128), false}, {min(g.k.wg, cpuAttnWG), true}} {
@@ -360,6 +361,9 @@ func TestAttention(t *testing.T) {
 			variants = func(t *testing.T, _ *rig, _ int, f func(t *testing.T)) { t.Run("rows", f) }
 		}
 		for i, tc := range cases {
+			if !cfg.rows && i > 0 && !sweep.Pick(i, ci, 2) {
+				continue // CI: each case past the first on one workgroup size, alternating
+			}
 			if cfg.rows && !sweep.Long() && tc.p.HeadDim*attnRowsHeads(tc.p.Heads/tc.p.KVHeads, tc.p.HeadDim) > 256 {
 				// The per-row kernel keeps GPW heads' q and accumulators
 				// in registers: at 512 or 1024 of them lavapipe's LLVM
@@ -369,8 +373,8 @@ func TestAttention(t *testing.T) {
 				continue
 			}
 			for j, splits := range []int{0, 3, 7} {
-				if j > 0 && !sweep.Pick(i, j-1, 2) {
-					continue // CI: 3 or 7 splits, alternating over the cases
+				if j > 0 && !sweep.Pick(i/2, j-1, 2) {
+					continue // CI: 3 or 7 splits, alternating over each workgroup size's cases
 				}
 				t.Run(fmt.Sprintf("wg%d/%s/splits=%d", wg, tc.name, splits), func(t *testing.T) {
 					variants(t, g, i+j, func(t *testing.T) {
@@ -683,6 +687,7 @@ func TestAttentionSplits(t *testing.T) {
 // lengths, a Keys shorter than a row (its last split takes the rest),
 // windows and a non-causal dispatch (which ignores Keys).
 func TestAttentionSplitKeys(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := newRig(t)
 	cases := []struct {
 		name      string
@@ -717,6 +722,7 @@ func TestAttentionSplitKeys(t *testing.T) {
 // the per-row kernel's walk over the keys, with loops over the head
 // dimension inside, would pass at about a thousand keys.
 func TestAttentionLongContext(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := newRig(t)
 	defer func(wg uint32, rows bool) { g.k.attnWG, g.k.rowKernels = wg, rows }(g.k.attnWG, g.k.rowKernels)
 	for _, cfg := range []struct {
@@ -752,6 +758,7 @@ const longCtx = 4096
 // take there: decode rows and the end of a prefill, which must then go to
 // the per-row kernel; a context past cpuRowsMaxKeys is refused.
 func TestAttentionLongContextCPU(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := newRig(t)
 	defer func(wg uint32, rows bool) { g.k.attnWG, g.k.rowKernels = wg, rows }(g.k.attnWG, g.k.rowKernels)
 	g.k.attnWG, g.k.rowKernels = min(g.k.wg, cpuAttnWG), true
@@ -881,6 +888,7 @@ func TestKVWriteQuant(t *testing.T) {
 // (and mixed pairs) against RefAttention over the same blocks: the
 // dequantization is exact in f32, so the f16 tolerance holds.
 func TestAttentionQuant(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := newRig(t)
 	cases := []struct {
 		name string

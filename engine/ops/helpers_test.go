@@ -12,6 +12,13 @@ import (
 	"github.com/vkllm/vkllm/vk/vktest"
 )
 
+// Parallel tests: the tests that compile many kernel variants call
+// t.Parallel, each on a device of its own. Lavapipe compiles a pipeline on
+// one thread at its first dispatch, so on a cold shader cache two such
+// tests keep both cores of a CI machine busy where one left a core idle.
+// Tests that count allocations (testing.AllocsPerRun) stay sequential:
+// they run before the parallel ones, which would count in their figures.
+
 // NaNBits is the quiet-NaN pattern outputs are poisoned with.
 const NaNBits = 0x7fc00bad
 

@@ -8,6 +8,7 @@ import (
 )
 
 func TestMatMul(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := newRig(t)
 	for _, typ := range weightTypes {
 		t.Run(typ.String(), func(t *testing.T) {
@@ -40,6 +41,7 @@ func TestMatMul(t *testing.T) {
 // 65535 back-edges in all), which a kernel walking a whole row per
 // invocation could pass.
 func TestMulLongRows(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := newRig(t)
 	for _, typ := range []gguf.GGMLType{gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ6_K} {
 		for _, n := range []int{1, 16, 40} {

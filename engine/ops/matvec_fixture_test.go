@@ -26,6 +26,7 @@ var quantRelRMS = map[gguf.GGMLType]float64{
 // the reference quantizer; then it runs GetRows and MatVec on the device
 // over one real tensor of each type.
 func TestFixtureWeights(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	dir := fixtures.Dir(t, "models")
 	orig, err := gguf.Open(filepath.Join(dir, "llama-spm-256x4-f16.gguf"))
 	if err != nil {

@@ -44,6 +44,7 @@ func matvecLayouts(t *testing.T, g *rig, f func(t *testing.T)) {
 }
 
 func TestMatVecSplit(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := newRig(t)
 	for _, typ := range weightTypes {
 		t.Run(typ.String(), func(t *testing.T) {
@@ -111,6 +112,7 @@ func testSplit(t *testing.T, g *rig, typ gguf.GGMLType, m fusedCase, withBias bo
 }
 
 func TestMatVecGLU(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := newRig(t)
 	for _, typ := range weightTypes {
 		t.Run(typ.String(), func(t *testing.T) {
@@ -249,6 +251,7 @@ func TestFusedErrors(t *testing.T) {
 }
 
 func TestRoPEKV(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := newRig(t)
 	// Pages of 4 positions; slot 1's second page is unmapped, so its row
 	// at position 4 is skipped (as KVWrite skips it), and q still turns.

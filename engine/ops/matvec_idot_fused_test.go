@@ -17,6 +17,7 @@ import (
 // MatVecQ8_1Ref of the kernel's own Q8_1 activations, split, biased or
 // gated on the CPU.
 func TestMatVecFusedIntDot(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := idotRig(t)
 	for _, typ := range idotTypes {
 		t.Run(typ.String(), func(t *testing.T) {

@@ -254,6 +254,7 @@ func testMulQ8(t *testing.T, g *rig, typ gguf.GGMLType, m mulCase) {
 // with the GPU layout (up to 32 invocations per row) and the CPU one (one
 // per row).
 func TestMatVecIntDot(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := idotRig(t)
 	for _, typ := range idotTypes {
 		t.Run(typ.String(), func(t *testing.T) {
@@ -280,6 +281,7 @@ func hasIntDotS16(t gguf.GGMLType) bool {
 // subgroup size where the device has subgroup size control) and
 // shared-memory reductions.
 func TestMatVecIntDotGPU(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := idotRig(t)
 	for _, typ := range idotTypes {
 		t.Run(typ.String(), func(t *testing.T) {

@@ -41,6 +41,7 @@ func TestDequantizeMatchesQuant(t *testing.T) {
 // TestMatVecQuantized runs MatVec and MatMul over weights that
 // quant.Quantize made from Gaussian values, for every type it encodes.
 func TestMatVecQuantized(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := newRig(t)
 	for _, typ := range weightTypes {
 		if !quant.CanQuantize(typ) {

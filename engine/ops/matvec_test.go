@@ -123,6 +123,7 @@ func matvecCases(typ gguf.GGMLType) []mulCase {
 }
 
 func TestMatVec(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := newRig(t)
 	for _, typ := range weightTypes {
 		t.Run(typ.String(), func(t *testing.T) {
@@ -245,6 +246,7 @@ func hasMatVecS16(t gguf.GGMLType) bool { _, _, ok := matvecS16Kernels(t); retur
 // memory and subgroup reductions (the latter requiring the subgroup size
 // matvecSubgroupSize picks where the device has subgroup size control).
 func TestMatVecGPU(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := newRig(t)
 	if info := g.k.dev.Info(); info.Features.SubgroupSizeControl && matvecSubgroupSize(info) == 0 {
 		t.Logf("%s allows subgroup sizes %d..%d: none divides the matvec workgroup", info.Name, info.MinSubgroupSize, info.MaxSubgroupSize)
@@ -295,6 +297,7 @@ func TestMatVecGroupRows(t *testing.T) {
 // storage binding (150000 x 1024, 293 MiB, against lavapipe's 128 MiB
 // maxStorageBufferRange): the kernels must bind it in windows of rows.
 func TestLargeWeight(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := newRig(t)
 	const rows, cols, n = 150000, 1024, 2
 	if g.k.dev.MaxBinding() >= 2*rows*cols {
