@@ -376,3 +376,57 @@ func TestDetokenizeSpecial(t *testing.T) {
 		t.Errorf("detokenize(tokenize(<s>hi</s>)) = %q, want <s><s>hi</s> (BOS added, then the text)", got)
 	}
 }
+
+// TestBothFramingHeaders: a request with both Transfer-Encoding and
+// Content-Length (the shape of request smuggling: a proxy and the server
+// may split the bytes differently) is a 400 and its connection is closed,
+// whichever header comes first and whatever the route (issue 34 item 12).
+func TestBothFramingHeaders(t *testing.T) {
+	ts := newReadyServer(t, newFake(), Config{})
+	const body = `{"prompt":"x","max_tokens":1}`
+	chunked := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+	for _, tc := range []struct{ name, req string }{
+		{"content-length first", "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+			fmt.Sprintf("Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n", len(body)) + chunked},
+		{"transfer-encoding first", "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+			fmt.Sprintf("Transfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n", len(body)) + chunked},
+		{"identity", "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+			fmt.Sprintf("Transfer-Encoding: identity\r\nContent-Length: %d\r\n\r\n", len(body)) + body},
+		{"lower case", "POST /v1/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n" +
+			fmt.Sprintf("transfer-encoding: chunked\r\ncontent-length: %d\r\n\r\n", len(body)) + chunked},
+		{"get health", "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", strings.TrimPrefix(ts.base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// A second request follows on the same connection: the
+			// server must not answer it.
+			go io.WriteString(c, tc.req+"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+			rd := bufio.NewReader(c)
+			resp, err := http.ReadResponse(rd, nil)
+			if err != nil {
+				t.Fatalf("reading the answer: %v", err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 400 || !resp.Close {
+				t.Fatalf("request with both framing headers = %d (Connection: %q) %s, want 400 and Connection: close",
+					resp.StatusCode, resp.Header.Get("Connection"), b)
+			}
+			if msg := errorOf(t, b)["message"].(string); !strings.Contains(msg, "Transfer-Encoding") || !strings.Contains(msg, "Content-Length") {
+				t.Errorf("400 message %q, want it to name both headers", msg)
+			}
+			// The server closes: the next read ends with EOF, no answer
+			// to the request that followed.
+			if rest, err := io.ReadAll(rd); err != nil || len(rest) != 0 {
+				t.Errorf("after the 400 the connection gave %q, %v; want it closed", rest, err)
+			}
+		})
+	}
+	// One header alone is fine.
+	if r := ts.post("/v1/completions", body); r.status != 200 {
+		t.Errorf("POST with Content-Length only = %d %s, want 200", r.status, r.body)
+	}
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -298,6 +299,16 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	return func(ctx *fasthttp.RequestCtx) {
+		if bothFramingHeaders(ctx.Request.Header.RawHeaders()) {
+			// fasthttp frames such a request by Transfer-Encoding and
+			// keeps the connection; a proxy in front may have framed it
+			// by Content-Length, so the bytes that follow cannot be
+			// trusted to be the next request (RFC 9112 6.3).
+			s.writeError(ctx, badRequest("", "a request must not carry both Transfer-Encoding and Content-Length"))
+			ctx.SetConnectionClose()
+			s.logRequest(ctx, "unreadable", time.Now(), 0)
+			return
+		}
 		if !s.guard(ctx) {
 			s.logRequest(ctx, "guard", time.Now(), 0)
 		} else {
@@ -308,6 +319,34 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 			ctx.SetConnectionClose()
 		}
 	}
+}
+
+// bothFramingHeaders reports whether raw, a request's header lines as
+// read (RequestHeader.RawHeaders), names both Transfer-Encoding and
+// Content-Length. fasthttp's parsed header cannot tell: it drops
+// Content-Length once Transfer-Encoding is chunked and keeps no record of
+// Transfer-Encoding: identity.
+func bothFramingHeaders(raw []byte) bool {
+	var te, cl bool
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' {
+			continue // the end of the headers, or a folded line's continuation
+		}
+		key, _, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		key = bytes.TrimRight(key, " \t")
+		te = te || bytes.EqualFold(key, []byte("Transfer-Encoding"))
+		cl = cl || bytes.EqualFold(key, []byte("Content-Length"))
+	}
+	return te && cl
 }
 
 // handlerResult is what a route handler reports for the request log.
