@@ -430,3 +430,33 @@ func TestBothFramingHeaders(t *testing.T) {
 		t.Errorf("POST with Content-Length only = %d %s, want 200", r.status, r.body)
 	}
 }
+
+// TestOpsRoutesKeepAlive: /health, /metrics, the chat page and an unknown
+// route keep their connection like the API routes, so a probe or a
+// scraper can reuse it (issue 34 item 13).
+func TestOpsRoutesKeepAlive(t *testing.T) {
+	ts := newReadyServer(t, newFake(), Config{})
+	for _, path := range []string{"/health", "/metrics", "/", "/ui/app.js", "/nope", "/v1/models"} {
+		t.Run(path, func(t *testing.T) {
+			c, err := net.Dial("tcp", strings.TrimPrefix(ts.base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			rd := bufio.NewReader(c)
+			for i := range 2 {
+				if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path); err != nil {
+					t.Fatalf("request %d: %v", i+1, err)
+				}
+				resp, err := http.ReadResponse(rd, nil)
+				if err != nil {
+					t.Fatalf("request %d on one connection: %v", i+1, err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				if resp.Close {
+					t.Fatalf("GET %s (request %d) = %d with Connection: close, want the connection kept", path, i+1, resp.StatusCode)
+				}
+			}
+		})
+	}
+}

@@ -314,8 +314,10 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 		} else {
 			r.Handler(ctx)
 		}
-		if ctx.UserValue(bodyReadKey) == nil && ctx.Request.Header.ContentLength() != 0 {
-			// A body no handler read may still be on the wire.
+		if cl := ctx.Request.Header.ContentLength(); ctx.UserValue(bodyReadKey) == nil && (cl > 0 || cl == -1) {
+			// A body no handler read may still be on the wire. A
+			// request with neither Content-Length nor chunked framing
+			// (-2, a GET or HEAD) has none: its connection is kept.
 			ctx.SetConnectionClose()
 		}
 	}
