@@ -534,6 +534,12 @@ func TestQueueFull(t *testing.T) {
 	if r.status != 503 || !strings.Contains(errorOf(t, r.body)["message"].(string), "queue is full") {
 		t.Errorf("third request with a full queue = %d %s, want 503 queue full", r.status, r.body)
 	}
+	if got := r.header.Get("Retry-After"); got != "1" {
+		t.Errorf("third request with a full queue: Retry-After %q, want \"1\"", got)
+	}
+	if r := ts.post("/v1/embeddings", `{"input":"x"}`); r.status != 503 || r.header.Get("Retry-After") != "1" {
+		t.Errorf("embeddings with a full queue = %d, Retry-After %q %s; want 503 with Retry-After 1", r.status, r.header.Get("Retry-After"), r.body)
+	}
 	close(f.gate)
 	for range 2 {
 		if r := <-done; r.status != 200 {

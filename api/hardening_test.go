@@ -220,8 +220,18 @@ func TestAuthScheme(t *testing.T) {
 		{"Bearer sekret", 200}, {"bearer sekret", 200}, {"BEARER sekret", 200},
 		{"Bearer sekre", 401}, {"Bearer sekrets", 401}, {"Bearer ", 401}, {"Basic sekret", 401}, {"sekret", 401}, {"", 401},
 	} {
-		if r := ts.do("GET", "/v1/models", "", "Authorization", tc.auth); r.status != tc.status {
+		r := ts.do("GET", "/v1/models", "", "Authorization", tc.auth)
+		if r.status != tc.status {
 			t.Errorf("GET /v1/models with Authorization %q = %d, want %d", tc.auth, r.status, tc.status)
+		}
+		// A 401 says which scheme to use (RFC 6750 3).
+		if want := map[int]string{401: "Bearer"}[tc.status]; r.header.Get("WWW-Authenticate") != want {
+			t.Errorf("GET /v1/models with Authorization %q: WWW-Authenticate %q, want %q", tc.auth, r.header.Get("WWW-Authenticate"), want)
+		}
+	}
+	for _, path := range []string{"/metrics", "/props"} {
+		if r := ts.do("GET", path, ""); r.status != 401 || r.header.Get("WWW-Authenticate") != "Bearer" {
+			t.Errorf("GET %s without a key = %d, WWW-Authenticate %q; want 401, Bearer", path, r.status, r.header.Get("WWW-Authenticate"))
 		}
 	}
 	if r := ts.do("GET", "/health", ""); r.status != 200 {
@@ -456,6 +466,51 @@ func TestOpsRoutesKeepAlive(t *testing.T) {
 				if resp.Close {
 					t.Fatalf("GET %s (request %d) = %d with Connection: close, want the connection kept", path, i+1, resp.StatusCode)
 				}
+			}
+		})
+	}
+}
+
+// TestHeadHealth: HEAD /health answers as GET does, without the body, so
+// a probe that sends HEAD sees 503 while loading and 200 once ready
+// (issue 34 item 16).
+func TestHeadHealth(t *testing.T) {
+	ts := startServer(t, Config{})
+	for _, want := range []int{503, 200} {
+		if want == 200 {
+			if err := ts.s.Ready(newFake()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		get := ts.do("GET", "/health", "")
+		head := ts.do("HEAD", "/health", "")
+		if head.status != want || get.status != want || len(head.body) != 0 {
+			t.Errorf("HEAD /health = %d with %d body bytes, GET = %d; want %d and no body", head.status, len(head.body), get.status, want)
+		}
+		if head.header.Get("Content-Type") != get.header.Get("Content-Type") {
+			t.Errorf("HEAD /health Content-Type %q, GET's %q", head.header.Get("Content-Type"), get.header.Get("Content-Type"))
+		}
+	}
+}
+
+// TestPropsModelPath: /props names the model file without its folders,
+// which tell a client about the server's disk, unless
+// Config.PropsFullPath asks for the whole path (issue 34 item 16).
+func TestPropsModelPath(t *testing.T) {
+	const path = "/srv/private/models/tiny.gguf"
+	for _, tc := range []struct {
+		name string
+		full bool
+		want string
+	}{
+		{"file name", false, "tiny.gguf"},
+		{"full path", true, path},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := newReadyServer(t, newFake(), Config{ModelPath: path, PropsFullPath: tc.full})
+			r := ts.do("GET", "/props", "")
+			if got := decodeBody(t, r.body)["model_path"]; r.status != 200 || got != tc.want {
+				t.Errorf("/props model_path = %v (status %d), want %q", got, r.status, tc.want)
 			}
 		})
 	}

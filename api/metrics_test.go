@@ -304,7 +304,7 @@ func TestPropsAndSlots(t *testing.T) {
 	}
 	r := ts.do("GET", "/props", "", auth...)
 	p := decodeBody(t, r.body)
-	want := map[string]any{"model": "tiny", "model_path": path, "architecture": "llama", "n_ctx": 1200.0,
+	want := map[string]any{"model": "tiny", "model_path": filepath.Base(path), "architecture": "llama", "n_ctx": 1200.0,
 		"n_ctx_train": float64(m.Opts.CtxTrain), "n_vocab": float64(m.Opts.Vocab), "n_embd": 64.0, "n_layer": 1.0,
 		"total_slots": 1.0, "build_info": "vkllm 9.9", "size": float64(m.File.Size), "chat_template": m.Tok.ChatTemplate()}
 	if m.Tok.ChatTemplate() == "" {

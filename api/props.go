@@ -1,6 +1,7 @@
 package api
 
 import (
+	"path/filepath"
 	"time"
 
 	"github.com/fasthttp/router"
@@ -115,8 +116,13 @@ type defaultParams struct {
 
 func (s *Server) handleProps(ctx *fasthttp.RequestCtx) handlerResult {
 	d := sampling.DefaultParams()
+	path := s.cfg.ModelPath
+	if !s.cfg.PropsFullPath && path != "" {
+		// The folders tell a client about the server's disk.
+		path = filepath.Base(path)
+	}
 	body := propsBody{
-		Model: s.info.Name, ModelPath: s.cfg.ModelPath, NCtx: s.info.ContextSize, NVocab: s.info.VocabSize,
+		Model: s.info.Name, ModelPath: path, NCtx: s.info.ContextSize, NVocab: s.info.VocabSize,
 		TotalSlots: s.cfg.Parallel, ChatTemplateName: s.defTmpl.name, ChatTemplate: s.defTmpl.source,
 		BOSToken: s.info.BOSText, EOSToken: s.info.EOSText, BuildInfo: "vkllm " + s.cfg.Version,
 		Features: Features(), Modalities: modalities{Vision: s.cfg.HasProjector},

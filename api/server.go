@@ -49,8 +49,12 @@ type Config struct {
 	ChatTemplateText string
 	// Version is the build's version, reported by /props and /metrics.
 	Version string
-	// ModelPath is the model file, reported by /props.
+	// ModelPath is the model file; /props reports its name without the
+	// folders, or the whole path with PropsFullPath.
 	ModelPath string
+	// PropsFullPath makes /props report ModelPath whole
+	// (--props-full-path); by default clients learn only the file name.
+	PropsFullPath bool
 	// Parallel is how many Generate/Embed calls run at once (default 1).
 	Parallel int
 	// QueueSize is how many requests may wait for the model; more are
@@ -271,6 +275,7 @@ const drainTimeout = 30 * time.Second
 func (s *Server) Handler() fasthttp.RequestHandler {
 	r := router.New()
 	r.GET("/health", s.handleHealth)
+	r.HEAD("/health", s.handleHealth) // fasthttp sends HEAD answers without their body
 	r.GET("/v1/models", s.wrap("models", s.handleModels))
 	r.GET("/v1/models/{id:*}", s.wrap("model", s.handleModel))
 	r.POST("/v1/responses", s.wrap("responses", s.handleResponses))
@@ -434,8 +439,20 @@ func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {
 	s.logRequest(ctx, "health", start, 0)
 }
 
-// writeError answers e as a JSON error body.
+// queueRetryAfter is the Retry-After, in seconds, of a 503 for a full
+// queue: about the time a short generation frees a place.
+const queueRetryAfter = "1"
+
+// writeError answers e as a JSON error body. A 401 names the scheme the
+// key goes in (WWW-Authenticate, RFC 6750) and a full queue says when to
+// try again (Retry-After).
 func (s *Server) writeError(ctx *fasthttp.RequestCtx, e *Error) {
+	switch {
+	case e.Status == 401:
+		ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
+	case e == errQueueFull:
+		ctx.Response.Header.Set("Retry-After", queueRetryAfter)
+	}
 	ctx.SetStatusCode(e.Status)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(appendErrorBody(nil, e))

@@ -32,7 +32,7 @@ type serveFlags struct {
 	port, parallel, queueSize, maxBody, prefill          int
 	maxInflight, maxRequestTokens                        int
 	readTimeout, writeTimeout, shutdownTimeout           time.Duration
-	logJSON, version                                     bool
+	logJSON, version, propsFullPath                      bool
 	prefillSlowdown                                      float64
 }
 
@@ -62,6 +62,7 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	fs.DurationVar(&f.writeTimeout, 0, "timeout", 10*time.Minute, "`time` to write a non-streaming response; for a stream, the longest one event's write may wait for the client, so a stream that is read goes on however long it runs")
 	fs.DurationVar(&f.shutdownTimeout, 0, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, the whole `time` shutdown may take: requests in flight may finish until a quarter of it (at most 5s) is left, then their generations are cancelled and the connections still open closed")
 	fs.BoolVarDefault(&f.logJSON, 0, "log-json", false, "log as JSON lines instead of text")
+	fs.BoolVarDefault(&f.propsFullPath, 0, "props-full-path", false, "show the model's whole path in /props (default only its file name: the folders tell clients about the server's disk)")
 	fs.BoolVarDefault(&f.version, 0, "version", false, "print the version and the built-in features, and exit")
 }
 
@@ -141,7 +142,7 @@ func serve(con *os.File, args []string) error {
 	srv := api.NewServer(api.Config{
 		APIKey: f.apiKey, ModelAlias: f.alias, ChatTemplate: f.template, ChatTemplateText: templateText,
 		Parallel: f.parallel, QueueSize: f.queueSize, MaxRequestBytes: f.maxBody, ReadTimeout: f.readTimeout,
-		WriteTimeout: f.writeTimeout, Logger: log, Version: version, ModelPath: f.model,
+		WriteTimeout: f.writeTimeout, Logger: log, Version: version, ModelPath: f.model, PropsFullPath: f.propsFullPath,
 		MaxBodyBytesInFlight: f.maxInflight, MaxRequestTokens: f.maxRequestTokens,
 		AllowedHosts: splitList(f.allowedHosts), CORSOrigins: splitList(f.corsOrigins),
 		HasProjector: f.mmproj != "", MediaDir: f.mediaDir, MaxImageBytes: int64(f.maxImageBytes),

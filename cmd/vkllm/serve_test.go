@@ -36,7 +36,8 @@ func freePort(t *testing.T) int {
 // and a hang is go test's -timeout to catch.
 //
 // It also checks the settings taken from VKLLM_* variables (the port, the
-// context size, a chat template file) through /props, and the console.
+// context size, a chat template file, --props-full-path) through /props,
+// and the console.
 func TestServeSignal(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tiny.gguf")
@@ -52,7 +53,8 @@ func TestServeSignal(t *testing.T) {
 	t.Setenv("VKLLM_PORT", strconv.Itoa(port))
 	t.Setenv("VKLLM_CTX_SIZE", "256")
 	t.Setenv("VKLLM_CHAT_TEMPLATE_FILE", tmplFile)
-	t.Setenv("VKLLM_PARALLEL", "8") // the command line wins
+	t.Setenv("VKLLM_PARALLEL", "8")           // the command line wins
+	t.Setenv("VKLLM_PROPS_FULL_PATH", "true") // /props shows the file name alone without it
 	console, err := os.Create(filepath.Join(dir, "console.txt"))
 	if err != nil {
 		t.Fatal(err)
