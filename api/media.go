@@ -265,12 +265,14 @@ func (s *Server) imageBytes(raw, field string, maxBytes int64) ([]byte, *Error) 
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(root, path)
 	}
+	// A missing file and one outside the folder get the same answer, so
+	// that requests cannot probe which paths exist elsewhere on the disk.
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return nil, badRequest(field, "%s: no such file under --media-dir", field)
 	}
 	if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
-		return nil, badRequest(field, "%s: the file is outside --media-dir", field)
+		return nil, badRequest(field, "%s: no such file under --media-dir", field)
 	}
 	f, err := os.Open(real)
 	if err != nil {

@@ -249,6 +249,7 @@ func TestImageErrors(t *testing.T) {
 	b64 := func(b []byte) string { return "data:image/png;base64," + base64.StdEncoding.EncodeToString(b) }
 	big := make([]byte, 70<<10)
 	const field = "messages[0].content[0].image_url"
+	const notThere = field + ": no such file under --media-dir"
 	for _, tc := range []struct {
 		name, url, want string
 	}{
@@ -262,12 +263,16 @@ func TestImageErrors(t *testing.T) {
 		{"http", "http://example.com/cat.png", "no network requests"},
 		{"https", "https://example.com/cat.png", "no network requests"},
 		{"other scheme", "ftp://example.com/cat.png", "not supported"},
-		{"symlink escape", "escape.png", "outside --media-dir"},
-		{"dir symlink escape", "outdir/secret.png", "outside --media-dir"},
-		{"dotdot", "../" + filepath.Base(outside) + "/secret.png", "outside --media-dir"},
-		{"absolute outside", filepath.Join(outside, "secret.png"), "outside --media-dir"},
-		{"file url outside", "file://" + filepath.Join(outside, "secret.png"), "outside --media-dir"},
-		{"missing file", "nope.png", "no such file"},
+		// A file outside --media-dir and one that does not exist get
+		// the same answer: the error tells nothing of what is outside.
+		{"symlink escape", "escape.png", notThere},
+		{"dir symlink escape", "outdir/secret.png", notThere},
+		{"dotdot", "../" + filepath.Base(outside) + "/secret.png", notThere},
+		{"absolute outside", filepath.Join(outside, "secret.png"), notThere},
+		{"file url outside", "file://" + filepath.Join(outside, "secret.png"), notThere},
+		{"missing file", "nope.png", notThere},
+		{"missing outside", filepath.Join(outside, "nope.png"), notThere},
+		{"missing dotdot", "../" + filepath.Base(outside) + "/nope.png", notThere},
 		{"empty url", "", "empty url"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -278,6 +283,9 @@ func TestImageErrors(t *testing.T) {
 			e := errorOf(t, r.body)
 			if e["param"] != field || !strings.Contains(fmt.Sprint(e["message"]), tc.want) {
 				t.Errorf("error %v, want param %s and a message containing %q", e, field, tc.want)
+			}
+			if tc.want == notThere && e["message"] != notThere {
+				t.Errorf("message %q, want exactly %q (the same for a missing file and one outside --media-dir)", e["message"], notThere)
 			}
 		})
 	}
