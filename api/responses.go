@@ -748,6 +748,11 @@ func (s *Server) handleResponses(ctx *fasthttp.RequestCtx) handlerResult {
 			e.Message = strings.Replace(e.Message, "messages", "input", 1)
 		}
 	}
+	if e == nil {
+		// Before the first byte, as chat does: a streamed request
+		// with a bad key gets a 400, not a 200 and an error event.
+		e = s.resolveLogitBias(&req.chat.params)
+	}
 	// A request the server refuses is an HTTP error, as OpenAI answers
 	// it, streamed or not.
 	stream := e == nil && req.chat.stream

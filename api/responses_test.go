@@ -266,11 +266,24 @@ func TestResponsesValidation(t *testing.T) {
 		{`{"input":"x","background":true}`, 400, "background"},
 		{`{"input":"x","top_logprobs":21}`, 400, "top_logprobs"},
 		{`{"input":"` + strings.Repeat("a", 600) + `"}`, 400, "input"},
+		// logit_bias is checked against the vocabulary before the first
+		// byte: a streamed request gets a 400, not a 200 and an error
+		// event (issue 34 item 10).
+		{`{"input":"x","logit_bias":{"abc":1}}`, 400, "logit_bias.abc"},
+		{`{"input":"x","stream":true,"logit_bias":{"abc":1}}`, 400, "logit_bias.abc"},
+		{`{"input":"x","stream":true,"logit_bias":{"260":1}}`, 400, "logit_bias.260"},
+		{`{"input":"x","stream":true,"logit_bias":{"":1},"logit_bias_type":"tokens"}`, 400, "logit_bias."},
 	} {
 		r := ts.post("/v1/responses", tt.body)
 		m := decodeBody(t, r.body)
 		if r.status != tt.status || jsonPath(m, "error", "param") != tt.param {
 			t.Errorf("POST /v1/responses %.80s = %d %s, want %d naming %s", tt.body, r.status, r.body, tt.status, tt.param)
+		}
+	}
+	for _, body := range []string{`{"input":"x","max_output_tokens":2,"logit_bias":{"5":-1}}`,
+		`{"input":"x","max_output_tokens":2,"stream":true,"logit_bias":{"H":false},"logit_bias_type":"tokens"}`} {
+		if r := ts.post("/v1/responses", body); r.status != 200 || strings.Contains(string(r.body), "event: error") || strings.Contains(string(r.body), `"error":{`) {
+			t.Errorf("POST /v1/responses %s = %d %s, want 200 without an error", body, r.status, r.body)
 		}
 	}
 	// The fields the AI SDK and the openai client send are known.
