@@ -60,7 +60,7 @@ func TestMatVecSplit(t *testing.T) {
 			matvecLayouts(t, g, func(t *testing.T) {
 				for i, m := range cases {
 					for b, withBias := range []bool{false, true} {
-						if !sampled(weightTypes, typ, 2*i+b) || !g.reductionSampled(weightTypes, typ, 2*i+b) {
+						if !sampled(weightTypes, typ, 2*i+b) || !g.layoutSampled(weightTypes, typ, 2*i+b) {
 							continue
 						}
 						name := m.String()
@@ -129,7 +129,7 @@ func TestMatVecGLU(t *testing.T) {
 			matvecLayouts(t, g, func(t *testing.T) {
 				for i, m := range cases {
 					for e, gelu := range []bool{false, true} {
-						if !sampled(weightTypes, typ, 2*i+e) || !g.reductionSampled(weightTypes, typ, 2*i+e) {
+						if !sampled(weightTypes, typ, 2*i+e) || !g.layoutSampled(weightTypes, typ, 2*i+e) {
 							continue
 						}
 						name := m.String() + "_swiglu"

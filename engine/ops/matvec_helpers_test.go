@@ -23,10 +23,11 @@ var weightTypes = []gguf.GGMLType{
 // types runs for type typ: every case under VKLLM_LONG=1 (make test-long,
 // internal/sweep); otherwise case 0 for every type and each later case for
 // one plain type (F32, F16, BF16) and one quantized type of types, both
-// rotating with i. So every type's dequantization runs in every layout (case
-// 0), and every case's shape, offsets, passes and options in every layout
-// on a plain and a quantized type, at a fifth of the kernel variants
-// (each one seconds of lavapipe's LLVM on a cold shader cache).
+// rotating with i (and layoutSampled picks the layouts). So every type's
+// dequantization runs in the kernels (case 0), and every case's shape,
+// offsets, passes and options on a plain and a quantized type, at a
+// fraction of the kernel variants (each one seconds of lavapipe's LLVM on
+// a cold shader cache).
 func sampled(types []gguf.GGMLType, typ gguf.GGMLType, i int) bool {
 	if i == 0 || sweep.Long() {
 		return true
@@ -40,26 +41,49 @@ func sampled(types []gguf.GGMLType, typ gguf.GGMLType, i int) bool {
 	return sweep.Pick(i-1, slices.Index(class, typ), len(class))
 }
 
-// reductionSampled reports whether case i of a sweep over the weight
-// types types, run under both (matvecLayouts), runs for type typ with the
-// reduction the kernels use now: under both with VKLLM_LONG=1 and on
-// devices without subgroup arithmetic; otherwise under one of them,
-// alternating with i and the type, so that each type still runs under
-// both over its cases (see sampled) and each case under one.
-func (g *rig) reductionSampled(types []gguf.GGMLType, typ gguf.GGMLType, i int) bool {
-	if sweep.Long() || !g.k.dev.Features().SubgroupArithmetic {
+// layoutSampled reports whether case i of a sweep over the weight types
+// types, run under matvecLayouts, runs for type typ in the layout the
+// kernels use now (invocations per row, and shared-memory or subgroup
+// reductions): in all of them under VKLLM_LONG=1; otherwise case 0 on both
+// row layouts under one reduction, alternating with the type, and each
+// later case in one layout, rotating with the case and the type. So every
+// type runs in every layout over its cases (see sampled) and every case in
+// one.
+func (g *rig) layoutSampled(types []gguf.GGMLType, typ gguf.GGMLType, i int) bool {
+	if sweep.Long() {
 		return true
 	}
-	return sweep.Pick(i+slices.Index(types, typ), int(b2u(g.k.Subgroups())), 2)
+	f := slices.Index(types, typ)
+	sg, n := int(b2u(g.k.Subgroups())), 1
+	if g.k.dev.Features().SubgroupArithmetic {
+		n = 2
+	}
+	if i == 0 {
+		return sweep.Pick(f, sg, n)
+	}
+	return sweep.Pick(i+f, 2*sg+int(b2u(g.k.cpuRows)), 2*n)
+}
+
+// gpuVariant is one GPU matvec variant of gpuVariants: the index-th of
+// the count variants that read the weights through 16- and 8-bit views
+// (views), or of those that do not.
+type gpuVariant struct {
+	index, count int
+	views        bool
 }
 
 // gpuCaseSampled reports whether case i of gpuCases runs for type typ of
-// types in GPU variant v of nv (gpuVariants): all of them under
-// VKLLM_LONG=1; otherwise each case in one variant, rotating with the case
-// and the type, so that every type runs in every variant (nv is at most
-// the 8 cases) and every case in every variant over the types.
-func gpuCaseSampled(types []gguf.GGMLType, typ gguf.GGMLType, i, v, nv int) bool {
-	return sweep.Pick(i+slices.Index(types, typ), v, nv)
+// types in GPU variant gv: all of them under VKLLM_LONG=1; otherwise, in
+// a variant with the views (whose dequantization is the type's own), every
+// type with a rotating share of the cases (one in count); in one without
+// (the float matvec's dequantization, which TestMatVec covers), each
+// case on one type, rotating with the case and the variant.
+func gpuCaseSampled(types []gguf.GGMLType, typ gguf.GGMLType, i int, gv gpuVariant) bool {
+	f := slices.Index(types, typ)
+	if gv.views {
+		return sweep.Pick(i+f, gv.index, gv.count)
+	}
+	return sweep.Pick(i*gv.count+gv.index, f, len(types))
 }
 
 // halfFields lists the byte offsets of the f16 scales inside one block of

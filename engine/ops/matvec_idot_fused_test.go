@@ -37,15 +37,20 @@ func TestMatVecFusedIntDot(t *testing.T) {
 			matvecLayouts(t, g, func(t *testing.T) {
 				for i, m := range splits {
 					for b, withBias := range []bool{false, true} {
-						if sampled(idotTypes, typ, 2*i+b) && g.reductionSampled(idotTypes, typ, 2*i+b) {
+						if sampled(idotTypes, typ, 2*i+b) && g.layoutSampled(idotTypes, typ, 2*i+b) {
 							t.Run(fmt.Sprintf("split_%v_bias%v", m, withBias), func(t *testing.T) { testFusedQ8(t, g, typ, m, 0, withBias) })
 						}
 					}
 				}
 				for i, m := range glus {
 					for e, epi := range []uint32{epiSwiGLU, epiGeGLU} {
-						// Case 0 of the GLUs too: every type through both.
-						if sampled(idotTypes, typ, 2*i+e) && g.reductionSampled(idotTypes, typ, 2*i+e) || i == 0 {
+						// Case 0 of the GLUs too: every type through both
+						// epilogues, on both row layouts.
+						k := 2*i + e
+						if i == 0 {
+							k = 0
+						}
+						if sampled(idotTypes, typ, k) && g.layoutSampled(idotTypes, typ, k) {
 							t.Run(fmt.Sprintf("glu%d_%v", epi, m), func(t *testing.T) { testFusedQ8(t, g, typ, m, epi, false) })
 						}
 					}

@@ -261,7 +261,7 @@ func TestMatVecIntDot(t *testing.T) {
 			cases := append(matvecCases(typ), mulCase{rows: 300, cols: testCols(typ), n: 4})
 			matvecLayouts(t, g, func(t *testing.T) {
 				for i, m := range cases {
-					if sampled(idotTypes, typ, i) && g.reductionSampled(idotTypes, typ, i) {
+					if sampled(idotTypes, typ, i) && g.layoutSampled(idotTypes, typ, i) {
 						t.Run(m.String(), func(t *testing.T) { testMulQ8(t, g, typ, m) })
 					}
 				}
@@ -286,9 +286,9 @@ func TestMatVecIntDotGPU(t *testing.T) {
 	for _, typ := range idotTypes {
 		t.Run(typ.String(), func(t *testing.T) {
 			cases := gpuCases(typ)
-			gpuVariants(t, g, typ, hasIntDotS16, func(t *testing.T, v, nv int) {
+			gpuVariants(t, g, typ, hasIntDotS16, func(t *testing.T, gv gpuVariant) {
 				for i, m := range cases {
-					if gpuCaseSampled(idotTypes, typ, i, v, nv) {
+					if gpuCaseSampled(idotTypes, typ, i, gv) {
 						t.Run(m.String(), func(t *testing.T) { testMulQ8(t, g, typ, m) })
 					}
 				}

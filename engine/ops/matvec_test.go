@@ -155,7 +155,7 @@ func TestMatVec(t *testing.T) {
 			)
 			matvecLayouts(t, g, func(t *testing.T) {
 				for i, m := range cases {
-					if sampled(weightTypes, typ, i) && g.reductionSampled(weightTypes, typ, i) {
+					if sampled(weightTypes, typ, i) && g.layoutSampled(weightTypes, typ, i) {
 						t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, false) })
 					}
 				}
@@ -183,8 +183,8 @@ func gpuLayout(t *testing.T, g *rig, groupRows uint32, views16 bool) {
 // where the type has them (hasViews16) and the device the features, the
 // 16- and 8-bit storage views; all with subgroup reductions where the
 // device has them, and 4 rows per group with the shared-memory ones too.
-// f gets the variant's index v of nv (see gpuCaseSampled).
-func gpuVariants(t *testing.T, g *rig, typ gguf.GGMLType, hasViews16 func(gguf.GGMLType) bool, f func(t *testing.T, v, nv int)) {
+// f gets the variant (see gpuCaseSampled).
+func gpuVariants(t *testing.T, g *rig, typ gguf.GGMLType, hasViews16 func(gguf.GGMLType) bool, f func(t *testing.T, gv gpuVariant)) {
 	defer g.k.SetSubgroups(true)
 	f16 := g.k.dev.Features().Storage16 && g.k.dev.Features().Storage8
 	type variant struct {
@@ -203,8 +203,15 @@ func gpuVariants(t *testing.T, g *rig, typ gguf.GGMLType, hasViews16 func(gguf.G
 			}
 		}
 	}
-	for v, vr := range vs {
+	kinds := map[bool]int{}
+	for _, vr := range vs {
+		kinds[vr.views]++
+	}
+	seen := map[bool]int{}
+	for _, vr := range vs {
 		gr, views, sg := vr.gr, vr.views, vr.sg
+		gv := gpuVariant{index: seen[views], count: kinds[views], views: views}
+		seen[views]++
 		g.k.SetSubgroups(sg)
 		name := fmt.Sprintf("rows%d", gr)
 		if views {
@@ -223,7 +230,7 @@ func gpuVariants(t *testing.T, g *rig, typ gguf.GGMLType, hasViews16 func(gguf.G
 			if got := g.k.rowsPerLane(matvecWG, 37, 1); got != gr {
 				t.Fatalf("rowsPerLane(%d, 37 rows) = %d, want %d", matvecWG, got, gr)
 			}
-			f(t, v, len(vs))
+			f(t, gv)
 		})
 	}
 }
@@ -254,9 +261,9 @@ func TestMatVecGPU(t *testing.T) {
 	for _, typ := range weightTypes {
 		t.Run(typ.String(), func(t *testing.T) {
 			cases := gpuCases(typ)
-			gpuVariants(t, g, typ, hasMatVecS16, func(t *testing.T, v, nv int) {
+			gpuVariants(t, g, typ, hasMatVecS16, func(t *testing.T, gv gpuVariant) {
 				for i, m := range cases {
-					if gpuCaseSampled(weightTypes, typ, i, v, nv) {
+					if gpuCaseSampled(weightTypes, typ, i, gv) {
 						t.Run(m.String(), func(t *testing.T) { testMul(t, g, typ, m, false) })
 					}
 				}
