@@ -266,11 +266,18 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.inFlight++
 	f.most = max(f.most, f.inFlight)
 	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		f.inFlight--
-		f.mu.Unlock()
-	}()
+	// done takes the request out of the in-flight count before the last
+	// bytes go out: a client that has read them may start its next
+	// request before this handler returns.
+	var once sync.Once
+	done := func() {
+		once.Do(func() {
+			f.mu.Lock()
+			f.inFlight--
+			f.mu.Unlock()
+		})
+	}
+	defer done()
 	if f.longWords > 0 {
 		if len(strings.Fields(prompt)) >= f.longWords {
 			f.longOnce.Do(func() { close(f.long) })
@@ -303,6 +310,7 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if f.failEvery > 0 && n%int64(f.failEvery) == 0 && i == 1 {
+			done()
 			fmt.Fprintf(w, "event: error\ndata: {\"error\":{\"message\":\"injected failure\"}}\n\n")
 			fl.Flush()
 			return
@@ -314,6 +322,7 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if req.StreamOptions.IncludeUsage {
 		send(fmt.Sprintf(`{"choices":[],"usage":{"completion_tokens":%d}}`, req.MaxTokens))
 	}
+	done()
 	send("[DONE]")
 }
 
