@@ -87,6 +87,13 @@ func TestGPUMatchesCPU(t *testing.T) {
 				// (make test-long), or one of them, rotating (CI).
 				continue
 			}
+			if a.arch == "llama" && !a.ropeFreqs && !sweep.Long() && (typ == gguf.TypeQ4_K || typ == gguf.TypeQ6_K) {
+				// CI: of the K-quants (some 20 s of kernel compiles each
+				// on a cold cache) llama runs Q5_K; Q4_K runs on qwen3
+				// and gemma3 here, Q4_K and Q6_K in TestParityGPU's
+				// q4_k_m model and TestGPUMatVecLayout.
+				continue
+			}
 			name := a.arch
 			if a.ropeFreqs {
 				name += "-rope_freqs"

@@ -75,13 +75,13 @@ type gpuVariant struct {
 // gpuCaseSampled reports whether case i of gpuCases runs for type typ of
 // types in GPU variant gv: all of them under VKLLM_LONG=1; otherwise, in
 // a variant with the views (whose dequantization is the type's own), every
-// type with a rotating share of the cases (one in count); in one without
+// type with one case, rotating with the type and the variant; in one without
 // (the float matvec's dequantization, which TestMatVec covers), each
 // case on one type, rotating with the case and the variant.
 func gpuCaseSampled(types []gguf.GGMLType, typ gguf.GGMLType, i int, gv gpuVariant) bool {
 	f := slices.Index(types, typ)
 	if gv.views {
-		return sweep.Pick(i+f, gv.index, gv.count)
+		return sweep.Pick(i+f, gv.index, len(gpuCases(typ)))
 	}
 	return sweep.Pick(i*gv.count+gv.index, f, len(types))
 }
