@@ -44,11 +44,10 @@ func sampled(types []gguf.GGMLType, typ gguf.GGMLType, i int) bool {
 // layoutSampled reports whether case i of a sweep over the weight types
 // types, run under matvecLayouts, runs for type typ in the layout the
 // kernels use now (invocations per row, and shared-memory or subgroup
-// reductions): in all of them under VKLLM_LONG=1; otherwise case 0 on both
-// row layouts under one reduction, alternating with the type, and each
-// later case in one layout, rotating with the case and the type. So every
-// type runs in every layout over its cases (see sampled) and every case in
-// one.
+// reductions): in all of them under VKLLM_LONG=1; otherwise in one,
+// rotating with the case and the type. So every layout runs case 0 on a
+// quarter of the types, every type runs in a layout per case it takes
+// (see sampled), and every case in one layout per type.
 func (g *rig) layoutSampled(types []gguf.GGMLType, typ gguf.GGMLType, i int) bool {
 	if sweep.Long() {
 		return true
@@ -57,9 +56,6 @@ func (g *rig) layoutSampled(types []gguf.GGMLType, typ gguf.GGMLType, i int) boo
 	sg, n := int(b2u(g.k.Subgroups())), 1
 	if g.k.dev.Features().SubgroupArithmetic {
 		n = 2
-	}
-	if i == 0 {
-		return sweep.Pick(f, sg, n)
 	}
 	return sweep.Pick(i+f, 2*sg+int(b2u(g.k.cpuRows)), 2*n)
 }
