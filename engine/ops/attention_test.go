@@ -356,7 +356,7 @@ func TestAttention(t *testing.T) {
 	}{{min(g.k.wg, cpuAttnWG), false}, {min(g.k.wg, 128), false}, {min(g.k.wg, cpuAttnWG), true}} {
 		g.k.attnWG, g.k.rowKernels = cfg.wg, cfg.rows
 		wg := cfg.wg
-		variants := func(t *testing.T, g *rig, i int, f func(t *testing.T)) { bothSampled(t, g, i, f) }
+		variants := bothSampled
 		if cfg.rows {
 			variants = func(t *testing.T, _ *rig, _ int, f func(t *testing.T)) { t.Run("rows", f) }
 		}

@@ -72,15 +72,6 @@ func (g *rig) buf(n int) vk.Range {
 	return b.Range(0, uint64(n))
 }
 
-// nanCols returns n floats of the NaN pattern.
-func nanCols(n int) []float32 {
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = math.Float32frombits(NaNBits)
-	}
-	return x
-}
-
 // guardCols is how many columns of the NaN pattern the matvec tests keep
 // after an output of rows-long columns: a pass runs a bucket of columns
 // (colBucket) and must store none past its real ones.
@@ -89,9 +80,21 @@ const guardCols = 3
 // guardedBuf returns an output of n columns of rows f32, NaN-filled, and
 // the guardCols columns after it in the same buffer, for checkUntouched.
 func (g *rig) guardedBuf(n, rows int) (out, guard vk.Range) {
+	return g.guardedOut(0, nil, n, rows)
+}
+
+// guardedOut is guardedBuf for an output lead bytes (a multiple of 4) into
+// its buffer, holding y0 (n columns of rows f32) where y0 is not nil.
+func (g *rig) guardedOut(lead int, y0 []float32, n, rows int) (out, guard vk.Range) {
 	g.t.Helper()
-	b := g.buf(4 * (n + guardCols) * rows)
-	return b.Sub(0, uint64(4*n*rows)), b.Buf.Range(b.Offset+uint64(4*n*rows), uint64(4*guardCols*rows))
+	b := g.buf(lead + 4*(n+guardCols)*rows)
+	if y0 != nil {
+		if err := b.Buf.Write(b.Offset+uint64(lead), f32Bytes(y0)); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+	end := uint64(lead + 4*n*rows)
+	return b.Sub(uint64(lead), uint64(4*n*rows)), b.Buf.Range(b.Offset+end, uint64(4*guardCols*rows))
 }
 
 // checkUntouched fails the test where r no longer holds the NaN pattern

@@ -177,15 +177,12 @@ func testMulQ8(t *testing.T, g *rig, typ gguf.GGMLType, m mulCase) {
 	want, mag := refProduct(wf, m.rows, m.cols, x, m.n)
 	wt := g.upWeight(typ, w, m.rows, m.cols, m.lead)
 	xr := g.upF32(append(make([]float32, m.xyLead/4), x...)).Sub(uint64(m.xyLead), uint64(4*len(x)))
-	y := g.buf(m.xyLead + 4*(m.n+guardCols)*m.rows)
 	var y0 []float32
 	if m.acc {
 		y0 = randomVector(g.r, m.n*m.rows)
-		y = g.upF32(append(append(make([]float32, m.xyLead/4), y0...), nanCols(guardCols*m.rows)...))
 	}
-	guard := y.Buf.Range(uint64(m.xyLead+4*m.n*m.rows), 4*guardCols*uint64(m.rows))
+	y, guard := g.guardedOut(m.xyLead, y0, m.n, m.rows)
 	defer g.checkUntouched(fmt.Sprintf("MatVec(%v, %v) on Q8_1: the columns after y", typ, m), guard)
-	y = y.Sub(uint64(m.xyLead), uint64(4*m.n*m.rows))
 	sr := g.setScratch(m.cols, m.n)
 	quantizes := 0
 	g.run(func(c *vk.Cmd) error {

@@ -66,18 +66,15 @@ func testMul(t *testing.T, g *rig, typ gguf.GGMLType, m mulCase, tiled bool) {
 	wt := g.upWeight(typ, w, m.rows, m.cols, m.lead)
 	xr := g.upF32(append(make([]float32, m.xyLead/4), x...))
 	xr = xr.Sub(uint64(m.xyLead), uint64(4*len(x)))
-	// guardCols columns of the NaN pattern follow y in its buffer.
-	y := g.buf(m.xyLead + 4*(m.n+guardCols)*m.rows)
+	var y0 []float32
 	if m.acc {
-		y0 := randomVector(g.r, m.n*m.rows)
+		y0 = randomVector(g.r, m.n*m.rows)
 		for i := range want {
 			want[i] += float64(y0[i])
 			mag[i] += math.Abs(float64(y0[i]))
 		}
-		y = g.upF32(append(append(make([]float32, m.xyLead/4), y0...), nanCols(guardCols*m.rows)...))
 	}
-	guard := y.Buf.Range(uint64(m.xyLead+4*m.n*m.rows), 4*guardCols*uint64(m.rows))
-	y = y.Sub(uint64(m.xyLead), uint64(4*m.n*m.rows))
+	y, guard := g.guardedOut(m.xyLead, y0, m.n, m.rows)
 	g.run(func(c *vk.Cmd) error {
 		if !m.acc {
 			c.Fill(y, NaNBits)
