@@ -64,6 +64,14 @@ run: build default-model
 conformance-client: test-deps
 	cd api/conformance && npm ci --no-audit --no-fund --loglevel=error
 
+# HEAVY are the packages whose tests compile most pipeline variants (on a
+# cold shader cache, lavapipe's LLVM is most of their time). test runs them
+# first, one after the other, each using both cores (t.Parallel), then the
+# other packages together: so each heavy package's time is its own, not a
+# share of the machine that depends on which package compiles a shared
+# pipeline first.
+HEAVY := github.com/vkllm/vkllm/engine/ops github.com/vkllm/vkllm/engine
+
 # test prints each package's wall time (go test's "ok" lines) and, under
 # CI=true, checks them against the cold budgets (tools/cibudget.sh).
 test: test-deps shaders conformance-client
@@ -71,7 +79,8 @@ test: test-deps shaders conformance-client
 	@mkdir -p testdata/tmp
 	$(GO) vet -tags '$(TAGS)' ./...
 	$(GO) vet ./...
-	VKLLM_CONFORMANCE=1 $(GO) test -tags '$(TAGS)' $(TEST_FLAGS) ./... 2>&1 | tee testdata/tmp/test.log
+	$(GO) test -tags '$(TAGS)' $(TEST_FLAGS) -p 1 $(HEAVY) 2>&1 | tee testdata/tmp/test.log
+	VKLLM_CONFORMANCE=1 $(GO) test -tags '$(TAGS)' $(TEST_FLAGS) $$($(GO) list ./... | grep -v -x $(addprefix -e ,$(HEAVY))) 2>&1 | tee -a testdata/tmp/test.log
 	$(GO) test $(TEST_FLAGS) -run 'TestImageWithoutMTMD' ./api/
 	$(GO) test -tags '$(TAGS)' -race $(TEST_FLAGS) -run 'TestMixedRequests|TestStalledReader|TestScheduler' ./api/ ./engine/
 	@if [ "$(CI)" = true ]; then bash tools/cibudget.sh testdata/tmp/test.log; fi

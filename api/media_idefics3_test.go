@@ -217,7 +217,11 @@ func TestIdefics3Chat(t *testing.T) {
 			e, embeds = embeds[0], embeds[1:]
 		}
 		b.Tokens, b.Slots, b.Pos = append(b.Tokens, id), append(b.Slots, 0), append(b.Pos, int32(i))
-		b.Logits, b.Embeds = append(b.Logits, i == len(pc.prompt)-1), append(b.Embeds, e)
+		out := engine.RowOut{}
+		if i == len(pc.prompt)-1 {
+			out.Kind = engine.OutLogits
+		}
+		b.Out, b.Embeds = append(b.Out, out), append(b.Embeds, e)
 	}
 	if len(embeds) != 0 {
 		t.Fatalf("%d CPU image rows left over", len(embeds))
@@ -250,7 +254,7 @@ func TestIdefics3Chat(t *testing.T) {
 		if m.Tok.IsEOG(int32(best)) {
 			break
 		}
-		if logits, err = cpu.Forward(engine.Batch{Tokens: []int32{int32(best)}, Slots: []int32{0}, Pos: []int32{pos}, Logits: []bool{true}}); err != nil {
+		if logits, err = cpu.Forward(engine.Batch{Tokens: []int32{int32(best)}, Slots: []int32{0}, Pos: []int32{pos}, Out: []engine.RowOut{{Kind: engine.OutLogits}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,166 +10,6 @@ import (
 	"github.com/vkllm/vkllm/gguf/quant"
 )
 
-// Batch is one forward pass's rows. Row i feeds token Tokens[i] at position
-// Pos[i] of sequence slot Slots[i]; rows of one slot must come in increasing
-// position order, and a row attends to the positions 0..Pos[i] of its own
-// slot (the earlier ones from the KV cache). Logits[i] asks for row i's
-// logits; Forward returns them in row order. Hidden, when not nil, asks
-// for rows' final hidden states (after the output norm) instead, for
-// embeddings: a row may want logits or its hidden state, not both.
-//
-// Embeds and AttnPos, when not nil, feed input embeddings instead of tokens
-// (image tokens of a multimodal prompt): see Media.
-type Batch struct {
-	Tokens []int32
-	Slots  []int32
-	Pos    []int32
-	Logits []bool
-	Hidden []bool
-	// Argmax[i] (nil: none) asks for row i's argmax token instead of its
-	// logits: the id of its largest logit above -Inf, the lowest on ties,
-	// NaN never, -1 when there is none (a greedy sampling.Chain's pick,
-	// sampling.Chain.SampleArgmax). The GPU computes it and reads back the
-	// id alone; Output.Tokens holds the ids in row order. A row asks for
-	// at most one of Logits, Argmax, TopK and Hidden.
-	Argmax []bool
-	// TopK[i] > 0 (nil: none) asks for row i's TopK[i] largest logits
-	// and their ids instead of the whole row (a sampling.Chain whose
-	// TopK is that k draws from those alone, SampleTopK), at most
-	// ops.MaxTopK. The GPU selects them and reads back k ids and logits;
-	// Output.TopIDs and TopLogits hold them, Output.TopN for each row (the
-	// largest k asked: a row's first TopK[i] are its own).
-	TopK []int32
-	// Embeds[i], when not nil, is row i's input embedding ([Embd] values),
-	// used in place of its token's embedding (after the architecture's
-	// embedding scaling, which image embeddings do not get); the row's
-	// token id is then a pseudo-id (MediaTokens) and is not looked up.
-	Embeds [][]float32
-	// AttnPos[i], when not nil, is the last position row i attends to
-	// (from Pos[i] up to the last position the batch writes in its slot):
-	// the rows of an image that attends non-causally (Gemma 3) see the
-	// whole image. nil: Pos.
-	AttnPos []int32
-}
-
-// Len returns the number of rows.
-func (b *Batch) Len() int { return len(b.Tokens) }
-
-// argmax reports whether row i asks for its argmax token.
-func (b *Batch) argmax(i int) bool { return b.Argmax != nil && b.Argmax[i] }
-
-// outputRows appends to rows the batch rows that want output, in the order
-// both models lay their outputs out (argmax tokens, top logits, logits,
-// hidden states), and returns them with the pass's shape: topK is the
-// largest k asked, at most vocab. An encoder gives hidden states only.
-func (b *Batch) outputRows(rows []int32, vocab int, encoder bool, arch string) ([]int32, passShape, error) {
-	s, start := passShape{n: b.Len()}, len(rows)
-	for i, want := range b.Argmax {
-		if want {
-			rows = append(rows, int32(i))
-		}
-	}
-	s.argmax = len(rows) - start
-	for i, k := range b.TopK {
-		if k > 0 {
-			rows = append(rows, int32(i))
-			s.topK = max(s.topK, int(k))
-		}
-	}
-	s.topK = min(s.topK, vocab)
-	s.top = len(rows) - start - s.argmax
-	for i, want := range b.Logits {
-		if want {
-			rows = append(rows, int32(i))
-		}
-	}
-	s.logits = len(rows) - start - s.argmax - s.top
-	if len(rows) > start && encoder {
-		return rows, s, fmt.Errorf("engine: %s is an encoder (embeddings and rerank only): it gives hidden states, not logits, so it cannot generate", arch)
-	}
-	for i, want := range b.Hidden {
-		if want {
-			rows = append(rows, int32(i))
-		}
-	}
-	s.hidden = len(rows) - start - s.argmax - s.top - s.logits
-	return rows, s, nil
-}
-
-// topK is the k of row i's largest logits it asks for, 0 for none.
-func (b *Batch) topK(i int) int {
-	if b.TopK == nil {
-		return 0
-	}
-	return int(b.TopK[i])
-}
-
-// check validates the batch against the model and cache sizes.
-func (b *Batch) check(vocab, slots, ctx int) error {
-	n := len(b.Tokens)
-	if n == 0 {
-		return fmt.Errorf("engine: empty batch")
-	}
-	if len(b.Slots) != n || len(b.Pos) != n || len(b.Logits) != n || b.Hidden != nil && len(b.Hidden) != n ||
-		b.Argmax != nil && len(b.Argmax) != n || b.TopK != nil && len(b.TopK) != n || b.Embeds != nil && len(b.Embeds) != n || b.AttnPos != nil && len(b.AttnPos) != n {
-		return fmt.Errorf("engine: batch has %d tokens but %d slots, %d positions, %d logit flags, %d hidden flags, %d argmax flags, %d top-k counts, %d embeddings, %d attention positions",
-			n, len(b.Slots), len(b.Pos), len(b.Logits), len(b.Hidden), len(b.Argmax), len(b.TopK), len(b.Embeds), len(b.AttnPos))
-	}
-	if err := b.checkMedia(ctx); err != nil {
-		return err
-	}
-	for i := range n {
-		switch {
-		case b.embeds(i) && len(b.Embeds[i]) == 0:
-			return fmt.Errorf("engine: batch row %d: an empty input embedding", i)
-		case !b.embeds(i) && (b.Tokens[i] < 0 || int(b.Tokens[i]) >= vocab):
-			return fmt.Errorf("engine: batch row %d: token %d outside the vocabulary of %d", i, b.Tokens[i], vocab)
-		case b.Slots[i] < 0 || int(b.Slots[i]) >= slots:
-			return fmt.Errorf("engine: batch row %d: slot %d outside 0..%d", i, b.Slots[i], slots-1)
-		case b.Pos[i] < 0 || int(b.Pos[i]) >= ctx:
-			return fmt.Errorf("engine: batch row %d: position %d outside the context of %d", i, b.Pos[i], ctx)
-		case b.Hidden != nil && b.Hidden[i] && b.Logits[i]:
-			return fmt.Errorf("engine: batch row %d asks for both logits and its hidden state", i)
-		case b.argmax(i) && (b.Logits[i] || b.Hidden != nil && b.Hidden[i]):
-			return fmt.Errorf("engine: batch row %d asks for its argmax token and also for its logits or hidden state", i)
-		case b.topK(i) < 0 || b.topK(i) > ops.MaxTopK:
-			return fmt.Errorf("engine: batch row %d asks for its %d largest logits, want 0..%d", i, b.topK(i), ops.MaxTopK)
-		case b.topK(i) > 0 && (b.argmax(i) || b.Logits[i] || b.Hidden != nil && b.Hidden[i]):
-			return fmt.Errorf("engine: batch row %d asks for its largest logits and also for its argmax token, logits or hidden state", i)
-		}
-	}
-	return nil
-}
-
-// encoderSeqEnds checks that every slot's rows in b form one whole
-// sequence, consecutive at positions 0..n-1, as encoders need (they attend
-// in both directions and keep no cache), and writes each row's sequence end
-// (one past its last row) into ends.
-func encoderSeqEnds(b Batch, ends []int32) error {
-	n := b.Len()
-	for i := 0; i < n; {
-		if b.Pos[i] != 0 {
-			return fmt.Errorf("engine: batch row %d: an encoder sequence starts at position %d, want 0 (a sequence is fed whole in one batch)", i, b.Pos[i])
-		}
-		j := i + 1
-		for j < n && b.Slots[j] == b.Slots[i] && int(b.Pos[j]) == j-i {
-			j++
-		}
-		for r := i; r < j; r++ {
-			ends[r] = int32(j)
-		}
-		i = j
-	}
-	for i := 0; i < n; i = int(ends[i]) {
-		for j := 0; j < i; j = int(ends[j]) {
-			if b.Slots[j] == b.Slots[i] {
-				return fmt.Errorf("engine: batch row %d: slot %d holds two encoder sequences in one batch", i, b.Slots[i])
-			}
-		}
-	}
-	return nil
-}
-
 // CPUModel is the plain-Go reference of the forward pass: weights
 // dequantized to f32, arithmetic accumulated in f64, an f32 KV cache. It
 // runs the same architecture description as the GPU (cpuGraph). It is slow
@@ -295,9 +135,9 @@ func (m *CPUModel) Forward(b Batch) ([]float32, error) {
 // Hidden runs the batch and returns every row's final hidden state (after
 // the output norm), [rows][embd].
 func (m *CPUModel) Hidden(b Batch) ([]float32, error) {
-	h := Batch{Tokens: b.Tokens, Slots: b.Slots, Pos: b.Pos, Logits: make([]bool, b.Len()), Hidden: make([]bool, b.Len())}
-	for i := range h.Hidden {
-		h.Hidden[i] = true
+	h := Batch{Tokens: b.Tokens, Slots: b.Slots, Pos: b.Pos, Out: make([]RowOut, b.Len())}
+	for i := range h.Out {
+		h.Out[i] = RowOut{Kind: OutHidden}
 	}
 	var out Output
 	err := m.ForwardInto(h, &out)
@@ -352,7 +192,7 @@ func (m *CPUModel) ForwardInto(b Batch, out *Output) error {
 	return nil
 }
 
-// argmaxRow is Batch.Argmax's pick on the CPU: the first largest logit
+// argmaxRow is OutArgmax's pick on the CPU: the first largest logit
 // above -Inf, -1 when there is none (ops.RefArgmax, sampling's greedy pick).
 func argmaxRow(x []float32) int32 {
 	best, id := float32(math.Inf(-1)), int32(-1)

@@ -233,6 +233,7 @@ func order(scores []float64) []int {
 // sequences of different slots (the encoder sees each whole), every row's
 // final hidden state compared, and the rank score of each sequence.
 func TestEncoderGPUMatchesCPU(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	dev := vktest.Open(t, vk.Options{})
 	for _, typ := range []gguf.GGMLType{gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ4_K} {
 		for _, rerank := range []bool{false, true} {
@@ -261,8 +262,7 @@ func TestEncoderGPUMatchesCPU(t *testing.T) {
 						b.Tokens = append(b.Tokens, int32((i*31+s*7+3)%o.Vocab))
 						b.Slots = append(b.Slots, int32(2-s))
 						b.Pos = append(b.Pos, int32(i))
-						b.Logits = append(b.Logits, false)
-						b.Hidden = append(b.Hidden, true)
+						b.Out = append(b.Out, RowOut{Kind: OutHidden})
 					}
 				}
 				want, err := cpu.Hidden(b)
@@ -291,11 +291,11 @@ func TestEncoderGPUMatchesCPU(t *testing.T) {
 				}
 				// A sequence cut across batches, or a row asking for
 				// logits, is refused.
-				bad := Batch{Tokens: b.Tokens[1:3], Slots: b.Slots[1:3], Pos: b.Pos[1:3], Logits: make([]bool, 2), Hidden: b.Hidden[1:3]}
+				bad := Batch{Tokens: b.Tokens[1:3], Slots: b.Slots[1:3], Pos: b.Pos[1:3], Out: b.Out[1:3]}
 				if err := gpu.ForwardInto(bad, &out); err == nil {
 					t.Error("ForwardInto of a sequence starting at position 1 succeeded, want an error")
 				}
-				if _, err := gpu.Forward(Batch{Tokens: b.Tokens[:1], Slots: b.Slots[:1], Pos: b.Pos[:1], Logits: []bool{true}}); err == nil {
+				if _, err := gpu.Forward(Batch{Tokens: b.Tokens[:1], Slots: b.Slots[:1], Pos: b.Pos[:1], Out: []RowOut{{Kind: OutLogits}}}); err == nil {
 					t.Error("Forward asking an encoder for logits succeeded, want an error")
 				}
 			})

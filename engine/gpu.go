@@ -112,9 +112,9 @@ type GPUModel struct {
 	inCopy      []vk.CopyRegion
 	keptIn      []vk.CopyRegion // a kept graph's input copy (gpu_kept.go)
 	// logits holds [BatchSize][Vocab] f32 logits, then at tokOff the
-	// [BatchSize] uint32 argmax ids of Batch.Argmax rows, at topIDOff and
+	// [BatchSize] uint32 argmax ids of OutArgmax rows, at topIDOff and
 	// topValOff the [BatchSize][k] ids (uint32) and logits (f32) of
-	// Batch.TopK rows (k at most ops.MaxTopK). On UMA devices
+	// OutTopK rows (k at most ops.MaxTopK). On UMA devices
 	// it is host-visible and read in place; on discrete GPUs it is
 	// device-local and the pass ends with one copy of the rows the host
 	// reads into readback (host-visible, cached where the device has it).
@@ -654,7 +654,7 @@ func int32Bytes(vals []int32) []byte {
 }
 
 // DeviceTopK reports whether the scheduler should ask for the top k logits
-// of rows whose sampler needs nothing else (Batch.TopK) instead of whole
+// of rows whose sampler needs nothing else (OutTopK) instead of whole
 // rows: on GPUs, where a row would cross the bus and the host would select
 // among vocabulary-many logits. CPU devices (lavapipe) read rows in place,
 // and there the top_k kernel costs more than the sampler's own selection
@@ -671,45 +671,6 @@ func float32Bytes(vals []float32) []byte {
 		return nil
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), 4*len(vals))
-}
-
-// Output receives the results of a forward pass: Logits holds the logits of
-// the rows that asked for them ([rows][vocab], in row order), Tokens the
-// argmax ids of the rows that asked for those (Batch.Argmax, in row order),
-// TopIDs and TopLogits the largest logits of the rows that asked for those
-// (Batch.TopK: [rows][TopN] in row order, each row's sorted as
-// ops.RefTopK sorts them, TopN the largest k asked) and Hidden the final
-// hidden states (after the output norm) of the rows that asked for those
-// ([rows][embd], in row order). ForwardInto reslices them within their
-// capacity and allocates only when one is too small, so a caller that
-// reserves BatchSize rows once never allocates per step.
-type Output struct {
-	Logits    []float32
-	Tokens    []int32
-	TopIDs    []int32
-	TopLogits []float32
-	TopN      int
-	Hidden    []float32
-	// Borrow, set by the caller, makes GPUModel.ForwardInto point Logits,
-	// Tokens and Hidden at the model's own host-visible read-back memory
-	// instead of copying them out: no copy at all, and nothing to reserve.
-	// They are then valid only until the next ForwardInto or Close; the
-	// caller may write into them (a sampler masks logits in place) but
-	// must not keep them. The scheduler samples within the step, so it
-	// borrows.
-	Borrow bool
-	// ReadBytes is the bytes of results the pass made the host read from
-	// the device: the logits rows, argmax ids, top logits and their ids
-	// and hidden states asked for.
-	ReadBytes int
-}
-
-// resize returns s resized to n elements, reusing its memory when it can.
-func resize[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	return s[:n]
 }
 
 // Forward runs the batch (at most BatchSize rows) and returns the logits of
@@ -799,19 +760,6 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 	}
 	out.ReadBytes = 4 * (len(logits) + nArgmax + 2*nt + len(hidden))
 	return nil
-}
-
-// batchKeys is the most positions a row of b attends to: the longest
-// row's last position (Batch.AttnPos where set) plus one.
-func batchKeys(b Batch) int {
-	var last int32
-	for i, p := range b.Pos {
-		if b.AttnPos != nil {
-			p = b.AttnPos[i]
-		}
-		last = max(last, p)
-	}
-	return int(last) + 1
 }
 
 // kvFull explains err (ErrKVFull) with the pool's numbers.

@@ -47,6 +47,7 @@ const intDotRoundings = 2
 // decode steps' q|k|v and gate|up products take the fused integer-dot
 // kernels (the device's profile names them).
 func TestGPUIntDotMatchesCPU(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	dev := vktest.Open(t, vk.Options{})
 	if !dev.Features().IntegerDot {
 		t.Skipf("%s has no shaderIntegerDotProduct", dev.Info().Name)

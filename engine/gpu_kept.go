@@ -35,16 +35,6 @@ type keptKey struct {
 	keys int
 }
 
-// passShape is a forward pass's rows: n in all, and how many ask for each
-// output, in the order of the output rows (argmax tokens, the topK
-// largest logits, logits, hidden states).
-type passShape struct {
-	n, argmax, top, topK, logits, hidden int
-}
-
-// outRows is the number of rows that give output.
-func (s passShape) outRows() int { return s.argmax + s.top + s.logits + s.hidden }
-
 // keyBucket rounds the keys a pass attends to up to the next power of
 // two (at least 256, at most the context): attention splits that many, and
 // the graph is reused until the longest row passes it. A split sized for

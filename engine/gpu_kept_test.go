@@ -64,7 +64,7 @@ func TestKeptGraphs(t *testing.T) {
 						b.Tokens = append(b.Tokens, int32((i*37+s*11+1)%o.Vocab))
 						b.Slots = append(b.Slots, int32(s))
 						b.Pos = append(b.Pos, int32(i))
-						b.Logits = append(b.Logits, i == n-1)
+						b.Out = append(b.Out, logitsIf(i == n-1))
 					}
 					if l := step(fmt.Sprintf("slot %d chunk at %d", s, c0), b); len(l) > 0 {
 						next[s] = argmaxF32(l)
@@ -80,7 +80,7 @@ func TestKeptGraphs(t *testing.T) {
 						b.Tokens = append(b.Tokens, next[s])
 						b.Slots = append(b.Slots, int32(s))
 						b.Pos = append(b.Pos, int32(pos[s]))
-						b.Logits = append(b.Logits, true)
+						b.Out = append(b.Out, logitsIf(true))
 						pos[s]++
 					}
 					l := step(fmt.Sprintf("decode of slots %v at %v", slots, b.Pos), b)
@@ -154,9 +154,9 @@ func BenchmarkDecodeStep(b *testing.B) {
 				defer m.Close()
 				m.SetKeepGraphs(keep)
 				var out Output
-				batch := Batch{Tokens: make([]int32, rows), Slots: make([]int32, rows), Pos: make([]int32, rows), Logits: make([]bool, rows)}
+				batch := Batch{Tokens: make([]int32, rows), Slots: make([]int32, rows), Pos: make([]int32, rows), Out: make([]RowOut, rows)}
 				for i := range rows {
-					batch.Slots[i], batch.Logits[i], batch.Tokens[i] = int32(i), true, int32(1+i)
+					batch.Slots[i], batch.Out[i], batch.Tokens[i] = int32(i), RowOut{Kind: OutLogits}, int32(1+i)
 				}
 				b.ResetTimer()
 				for i := range b.N {

@@ -45,6 +45,13 @@ func openFile(t testing.TB, path string) (*gguf.File, Options, *Weights) {
 	return f, o, w
 }
 
+// Parallel tests. The package's heaviest tests (those that compile many
+// pipeline variants: lavapipe runs LLVM once per variant, at its first
+// dispatch, on the calling thread) call t.Parallel, each on a device of
+// its own, so that a cold run (CI's empty shader cache) keeps both cores
+// busy; go test runs at most GOMAXPROCS of them at once, after the
+// package's serial tests.
+
 func genModel(t *testing.T, opts modelgen.Options) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "m.gguf")
@@ -70,6 +77,7 @@ func tolerance(t gguf.GGMLType) float64 {
 // decode rows of two others), then decode steps, on the GPU and the CPU
 // reference, for every architecture and weight format.
 func TestGPUMatchesCPU(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	dev := vktest.Open(t, vk.Options{})
 	archs := []struct {
 		arch, vocab string
@@ -175,6 +183,7 @@ func matchCPU(t *testing.T, dev *vk.Device, o Options, w *Weights, cfg GPUConfig
 // reference: with one compute unit every product takes 4 rows per group
 // of invocations, with 64 most of these small models' products take 1.
 func TestGPUMatVecLayout(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	dev := vktest.Open(t, vk.Options{})
 	for ti, typ := range []gguf.GGMLType{gguf.TypeF16, gguf.TypeQ4_0, gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K} {
 		for ui, units := range []int{1, 64} {
@@ -203,13 +212,13 @@ func mixedBatch(vocab int) Batch {
 		batch.Tokens = append(batch.Tokens, int32((i*37+5)%vocab))
 		batch.Slots = append(batch.Slots, 1)
 		batch.Pos = append(batch.Pos, int32(i))
-		batch.Logits = append(batch.Logits, i == 8)
+		batch.Out = append(batch.Out, logitsIf(i == 8))
 	}
 	for i, slot := range []int32{0, 2} {
 		batch.Tokens = append(batch.Tokens, int32(11+i))
 		batch.Slots = append(batch.Slots, slot)
 		batch.Pos = append(batch.Pos, 0)
-		batch.Logits = append(batch.Logits, true)
+		batch.Out = append(batch.Out, logitsIf(true))
 	}
 	return batch
 }
@@ -217,7 +226,7 @@ func mixedBatch(vocab int) Batch {
 // decodeStep is decode step step (from 0) on slot 1 after mixedBatch,
 // feeding token tok.
 func decodeStep(tok int32, step int) Batch {
-	return Batch{Tokens: []int32{tok}, Slots: []int32{1}, Pos: []int32{int32(9 + step)}, Logits: []bool{true}}
+	return Batch{Tokens: []int32{tok}, Slots: []int32{1}, Pos: []int32{int32(9 + step)}, Out: []RowOut{{Kind: OutLogits}}}
 }
 
 func argmaxF32(x []float32) int32 {
@@ -259,7 +268,7 @@ func TestGreedyIdentical(t *testing.T) {
 						b.Tokens = append(b.Tokens, tok)
 						b.Slots = append(b.Slots, 0)
 						b.Pos = append(b.Pos, int32(i))
-						b.Logits = append(b.Logits, i == len(prompt)-1)
+						b.Out = append(b.Out, logitsIf(i == len(prompt)-1))
 					}
 					for step := range 32 {
 						logits, err := path.fw.Forward(b)
@@ -268,7 +277,7 @@ func TestGreedyIdentical(t *testing.T) {
 						}
 						next := argmaxF32(logits)
 						*path.out = append(*path.out, next)
-						b = Batch{Tokens: []int32{next}, Slots: []int32{0}, Pos: []int32{int32(len(prompt) + step)}, Logits: []bool{true}}
+						b = Batch{Tokens: []int32{next}, Slots: []int32{0}, Pos: []int32{int32(len(prompt) + step)}, Out: []RowOut{{Kind: OutLogits}}}
 					}
 				}
 				for i := range cpuToks {
@@ -282,9 +291,11 @@ func TestGreedyIdentical(t *testing.T) {
 }
 
 func TestParityGPU(t *testing.T) {
-	dev := vktest.Open(t, vk.Options{})
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	for _, m := range loadParityModels(t) {
 		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			dev := vktest.Open(t, vk.Options{})
 			gpu, err := NewGPUModel(dev, m.opts, m.w, GPUConfig{CtxSize: 128, Slots: 2, BatchSize: 64})
 			if err != nil {
 				t.Fatal(err)

@@ -39,6 +39,7 @@ var kvMeasuredTol = map[string]map[ops.KVType]float64{
 // whose keys and values come in blocks of 32 with f16, q8_0 and q4_0 KV
 // caches (keys and values alike).
 func TestKVQuantPerplexity(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	dev := vktest.Open(t, vk.Options{})
 	tested := 0
 	for _, m := range loadParityModels(t) {

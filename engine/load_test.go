@@ -156,9 +156,9 @@ func TestBatchErrors(t *testing.T) {
 	for _, b := range []Batch{
 		{},
 		{Tokens: []int32{1}, Slots: []int32{0}, Pos: []int32{0}},
-		{Tokens: []int32{-1}, Slots: []int32{0}, Pos: []int32{0}, Logits: []bool{true}},
-		{Tokens: []int32{1}, Slots: []int32{2}, Pos: []int32{0}, Logits: []bool{true}},
-		{Tokens: []int32{1}, Slots: []int32{0}, Pos: []int32{16}, Logits: []bool{true}},
+		{Tokens: []int32{-1}, Slots: []int32{0}, Pos: []int32{0}, Out: []RowOut{{Kind: OutLogits}}},
+		{Tokens: []int32{1}, Slots: []int32{2}, Pos: []int32{0}, Out: []RowOut{{Kind: OutLogits}}},
+		{Tokens: []int32{1}, Slots: []int32{0}, Pos: []int32{16}, Out: []RowOut{{Kind: OutLogits}}},
 	} {
 		if _, err := cpu.Forward(b); err == nil {
 			t.Errorf("Forward(%+v) succeeded, want an error", b)
@@ -190,7 +190,7 @@ func TestSlotLengths(t *testing.T) {
 		seqBatch([]int32{1}, 1, 1),    // slot 1 is empty
 		seqBatch([]int32{1, 2}, 1, 1), // starts past the end
 	} {
-		b.Logits[b.Len()-1] = true
+		b.Out[b.Len()-1] = RowOut{Kind: OutLogits}
 		if _, err := m.Forward(b); err == nil || !strings.Contains(err.Error(), "holds") {
 			t.Errorf("Forward(slots %v, positions %v) = %v, want an error saying how many positions the slot holds", b.Slots, b.Pos, err)
 		}

@@ -27,7 +27,7 @@ var paths = []struct {
 // asking for nothing yet.
 func rowsBatch(tokens []int32, pos int32) Batch {
 	n := len(tokens)
-	b := Batch{Tokens: tokens, Slots: make([]int32, n), Pos: make([]int32, n), Logits: make([]bool, n), Hidden: make([]bool, n), Argmax: make([]bool, n)}
+	b := Batch{Tokens: tokens, Slots: make([]int32, n), Pos: make([]int32, n), Out: make([]RowOut, n)}
 	for i := range n {
 		b.Slots[i], b.Pos[i] = int32(i), pos
 	}
@@ -48,8 +48,8 @@ func spreadTokens(vocab, n int) []int32 {
 func logitsPass(t *testing.T, m *GPUModel, tokens []int32) Output {
 	t.Helper()
 	all := rowsBatch(tokens, 0)
-	for i := range all.Logits {
-		all.Logits[i] = true
+	for i := range all.Out {
+		all.Out[i] = RowOut{Kind: OutLogits}
 	}
 	ref, err := forwardCopy(m, all)
 	if err != nil {
@@ -90,7 +90,7 @@ func TestForwardArgmax(t *testing.T) {
 				}
 				hid := rowsBatch(tokens, 0)
 				for i := range n {
-					hid.Hidden[i] = true
+					hid.Out[i] = RowOut{Kind: OutHidden}
 				}
 				refHidden, err := forwardCopy(m, hid)
 				if err != nil {
@@ -106,7 +106,7 @@ func TestForwardArgmax(t *testing.T) {
 				// Argmax only: 16 ids, 64 bytes.
 				am := rowsBatch(tokens, 0)
 				for i := range n {
-					am.Argmax[i] = true
+					am.Out[i] = RowOut{Kind: OutArgmax}
 				}
 				var out Output
 				if err := m.ForwardInto(am, &out); err != nil {
@@ -129,13 +129,13 @@ func TestForwardArgmax(t *testing.T) {
 				for i := range n {
 					switch i % 3 {
 					case 0:
-						mix.Argmax[i] = true
+						mix.Out[i] = RowOut{Kind: OutArgmax}
 						wantTok = append(wantTok, argmaxRow(ref.Logits[i*V:(i+1)*V]))
 					case 1:
-						mix.Logits[i] = true
+						mix.Out[i] = RowOut{Kind: OutLogits}
 						wantLogits = append(wantLogits, ref.Logits[i*V:(i+1)*V]...)
 					case 2:
-						mix.Hidden[i] = true
+						mix.Out[i] = RowOut{Kind: OutHidden}
 						wantHidden = append(wantHidden, refHidden.Hidden[i*E:(i+1)*E]...)
 					}
 				}
@@ -158,15 +158,16 @@ func TestForwardArgmax(t *testing.T) {
 					}
 				}
 
-				// A row may ask for one result only.
+				// A row asks for a known kind of output, and every row
+				// says what it asks.
 				bad := rowsBatch(tokens, 0)
-				bad.Argmax[3], bad.Logits[3] = true, true
+				bad.Out[3] = RowOut{Kind: OutHidden + 1}
 				if err := m.ForwardInto(bad, &out); err == nil {
-					t.Error("a row asking for its argmax and its logits: no error")
+					t.Error("a row asking for an unknown output: no error")
 				}
-				bad.Logits[3], bad.Argmax = false, bad.Argmax[:5]
+				bad.Out[3], bad.Out = RowOut{}, bad.Out[:5]
 				if err := m.ForwardInto(bad, &out); err == nil {
-					t.Error("5 argmax flags for 16 rows: no error")
+					t.Error("5 outputs for 16 rows: no error")
 				}
 				vktest.Check(t, dev)
 			})
@@ -203,15 +204,15 @@ func TestCPUArgmax(t *testing.T) {
 	}
 	tokens := []int32{9, 40, 41, 300}
 	all := rowsBatch(tokens, 0)
-	for i := range all.Logits {
-		all.Logits[i] = true
+	for i := range all.Out {
+		all.Out[i] = RowOut{Kind: OutLogits}
 	}
 	var ref Output
 	if err := cpu.ForwardInto(all, &ref); err != nil {
 		t.Fatal(err)
 	}
 	b := rowsBatch(tokens, 0)
-	b.Argmax[0], b.Logits[1], b.Argmax[3] = true, true, true
+	b.Out[0], b.Out[1], b.Out[3] = RowOut{Kind: OutArgmax}, RowOut{Kind: OutLogits}, RowOut{Kind: OutArgmax}
 	var out Output
 	if err := cpu.ForwardInto(b, &out); err != nil {
 		t.Fatal(err)
@@ -222,8 +223,7 @@ func TestCPUArgmax(t *testing.T) {
 		t.Errorf("CPU argmax rows: tokens %v, want %v; logits row equal: %v", out.Tokens, want, slices.Equal(out.Logits, ref.Logits[V:2*V]))
 	}
 	b = rowsBatch(tokens, 0)
-	b.TopK = []int32{0, 7, 0, 12}
-	b.Argmax[0], b.Logits[2] = true, true
+	b.Out = []RowOut{{Kind: OutArgmax}, {Kind: OutTopK, K: 7}, {Kind: OutLogits}, {Kind: OutTopK, K: 12}}
 	if err := cpu.ForwardInto(b, &out); err != nil {
 		t.Fatal(err)
 	}
@@ -281,6 +281,7 @@ func runAll(t *testing.T, s *Scheduler, reqs []GenRequest) [][]int32 {
 // same; the first run takes every token from the argmax and reads back 4
 // bytes per token, the second none.
 func TestSchedulerGreedyArgmax(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	dir := fixtures.Dir(t, "models")
 	for _, file := range []string{"llama-spm-256x4-q8_0.gguf", "qwen2-gpt2-256x4-q8_0.gguf", "qwen3-dscoder-256x3-f16.gguf"} {
 		for _, p := range paths {
@@ -430,7 +431,7 @@ func TestSchedulerGreedyStep(t *testing.T) {
 
 // BenchmarkGreedyDecodeStep times a decode step of 16 greedy rows of a
 // fixture model (32,000-token vocabulary): the logits read back and copied,
-// then the argmax of each row on the CPU (the path before Batch.Argmax),
+// then the argmax of each row on the CPU (the path before OutArgmax),
 // against the argmax on the device and 16 ids read back.
 //
 //	go test ./engine -run '^$' -bench GreedyDecodeStep -benchtime 20x
@@ -452,7 +453,10 @@ func BenchmarkGreedyDecodeStep(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			batch := rowsBatch(tokens, 0)
 			for i := range n {
-				batch.Logits[i], batch.Argmax[i] = !gpu, gpu
+				batch.Out[i] = RowOut{Kind: OutLogits}
+				if gpu {
+					batch.Out[i] = RowOut{Kind: OutArgmax}
+				}
 			}
 			out := Output{Logits: make([]float32, 0, n*V)}
 			var sink int32

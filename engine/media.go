@@ -61,33 +61,6 @@ func MediaTokens(hash [32]byte, n int) []int32 {
 	return ids
 }
 
-// checkMedia checks Embeds and AttnPos against the rows.
-func (b *Batch) checkMedia(ctx int) error {
-	for i := range b.AttnPos {
-		if b.AttnPos[i] < b.Pos[i] || int(b.AttnPos[i]) >= ctx {
-			return fmt.Errorf("engine: batch row %d: attends to position %d, before its own %d or outside the context of %d", i, b.AttnPos[i], b.Pos[i], ctx)
-		}
-		// The positions up to AttnPos must be written by this batch's
-		// later rows of the slot.
-		if b.AttnPos[i] > b.Pos[i] {
-			seen := false
-			for j := i + 1; j < len(b.Pos); j++ {
-				if b.Slots[j] == b.Slots[i] && b.Pos[j] == b.AttnPos[i] {
-					seen = true
-					break
-				}
-			}
-			if !seen {
-				return fmt.Errorf("engine: batch row %d attends to position %d, which the batch does not write", i, b.AttnPos[i])
-			}
-		}
-	}
-	return nil
-}
-
-// embeds reports whether row i's input is an embedding.
-func (b *Batch) embeds(i int) bool { return b.Embeds != nil && b.Embeds[i] != nil }
-
 // mediaRun is a run of consecutive rows fed by embeddings.
 type mediaRun struct{ start, n int }
 

@@ -88,7 +88,7 @@ func checkMediaTeacherForced(t *testing.T, dir string, ref *mmRef, fw forwarder,
 			row := func(tok int32, e []float32, attn int) {
 				p := int32(b.Len())
 				b.Tokens, b.Slots, b.Pos = append(b.Tokens, tok), append(b.Slots, 0), append(b.Pos, p)
-				b.Logits, b.Embeds, b.AttnPos = append(b.Logits, false), append(b.Embeds, e), append(b.AttnPos, int32(attn))
+				b.Out, b.Embeds, b.AttnPos = append(b.Out, RowOut{}), append(b.Embeds, e), append(b.AttnPos, int32(attn))
 			}
 			for _, tok := range c.Before {
 				row(tok, nil, b.Len())
@@ -107,7 +107,7 @@ func checkMediaTeacherForced(t *testing.T, dir string, ref *mmRef, fw forwarder,
 			if b.Len() != c.Prompt {
 				t.Fatalf("prompt of %d rows, want usage.prompt_tokens %d", b.Len(), c.Prompt)
 			}
-			b.Logits[b.Len()-1] = true
+			b.Out[b.Len()-1] = RowOut{Kind: OutLogits}
 			logits, err := fw.Forward(b)
 			if err != nil {
 				t.Fatal(err)
@@ -127,7 +127,7 @@ func checkMediaTeacherForced(t *testing.T, dir string, ref *mmRef, fw forwarder,
 						t.Errorf("step %d: greedy token %d, want %d (margin %.3f)", si, got, step.Token, margin)
 					}
 				}
-				logits, err = fw.Forward(Batch{Tokens: []int32{step.Token}, Slots: []int32{0}, Pos: []int32{pos}, Logits: []bool{true}})
+				logits, err = fw.Forward(Batch{Tokens: []int32{step.Token}, Slots: []int32{0}, Pos: []int32{pos}, Out: []RowOut{{Kind: OutLogits}}})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -344,7 +344,9 @@ func (m *Model) Prefill(ctx context.Context, slot, start int, tokens []int32) ([
 			return nil, err
 		}
 		b := seqBatch(tokens[off:min(off+chunk, len(tokens))], slot, start+off)
-		b.Logits[b.Len()-1] = off+b.Len() == len(tokens)
+		if off+b.Len() == len(tokens) {
+			b.Out[b.Len()-1] = RowOut{Kind: OutLogits}
+		}
 		var err error
 		if logits, err = m.Forward(b); err != nil {
 			return nil, err
@@ -353,20 +355,9 @@ func (m *Model) Prefill(ctx context.Context, slot, start int, tokens []int32) ([
 	return logits, nil
 }
 
-// seqBatch returns a batch of tokens at consecutive positions from start of
-// one slot, asking for no logits.
-func seqBatch(tokens []int32, slot, start int) Batch {
-	b := Batch{Tokens: tokens, Slots: make([]int32, len(tokens)), Pos: make([]int32, len(tokens)), Logits: make([]bool, len(tokens))}
-	for i := range tokens {
-		b.Slots[i] = int32(slot)
-		b.Pos[i] = int32(start + i)
-	}
-	return b
-}
-
 // Step feeds one token to slot at pos and returns its logits.
 func (m *Model) Step(slot, pos int, token int32) ([]float32, error) {
-	return m.Forward(Batch{Tokens: []int32{token}, Slots: []int32{int32(slot)}, Pos: []int32{int32(pos)}, Logits: []bool{true}})
+	return m.Forward(Batch{Tokens: []int32{token}, Slots: []int32{int32(slot)}, Pos: []int32{int32(pos)}, Out: []RowOut{{Kind: OutLogits}}})
 }
 
 // Pooling says how Embed reduces a sequence's hidden states to one vector.
@@ -400,9 +391,10 @@ func (m *Model) Embed(ctx context.Context, slot int, tokens []int32, pool Poolin
 			return nil, err
 		}
 		b := seqBatch(tokens[off:min(off+chunk, len(tokens))], slot, off)
-		b.Hidden = make([]bool, b.Len())
 		for i := range b.Tokens {
-			b.Hidden[i] = pooler.wants(off + i)
+			if pooler.wants(off + i) {
+				b.Out[i] = RowOut{Kind: OutHidden}
+			}
 		}
 		if err := m.ForwardInto(b, &out); err != nil {
 			return nil, err

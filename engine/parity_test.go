@@ -185,7 +185,7 @@ func checkTeacherForced(t *testing.T, m parityModel, fw forwarder, slot int32) {
 			b.Tokens = append(b.Tokens, tok)
 			b.Slots = append(b.Slots, slot)
 			b.Pos = append(b.Pos, int32(i))
-			b.Logits = append(b.Logits, i == len(prompt)-1)
+			b.Out = append(b.Out, logitsIf(i == len(prompt)-1))
 		}
 		logits, err := fw.Forward(b)
 		if err != nil {
@@ -224,7 +224,7 @@ func checkTeacherForced(t *testing.T, m parityModel, fw forwarder, slot int32) {
 					t.Errorf("prompt %d step %d: top-1 = %d, want %d (margin %.4f)", gi, si, got, int(step.Top[0][0]), step.Top[0][1]-step.Top[1][1])
 				}
 			}
-			logits, err = fw.Forward(Batch{Tokens: []int32{step.Token}, Slots: []int32{slot}, Pos: []int32{pos}, Logits: []bool{true}})
+			logits, err = fw.Forward(Batch{Tokens: []int32{step.Token}, Slots: []int32{slot}, Pos: []int32{pos}, Out: []RowOut{{Kind: OutLogits}}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -57,7 +57,9 @@ func Perplexity(ctx context.Context, m *Model, text string, nCtx, chunks int, re
 			end := min(off+batch, nCtx)
 			b := seqBatch(window[off:end], 0, off)
 			for i := range b.Tokens {
-				b.Logits[i] = off+i >= first && off+i < nCtx-1
+				if off+i >= first && off+i < nCtx-1 {
+					b.Out[i] = RowOut{Kind: OutLogits}
+				}
 			}
 			logits, err := m.Forward(b)
 			if err != nil {
@@ -66,7 +68,7 @@ func Perplexity(ctx context.Context, m *Model, text string, nCtx, chunks int, re
 			V := m.Opts.Vocab
 			r := 0
 			for i := range b.Tokens {
-				if !b.Logits[i] {
+				if b.Out[i].Kind != OutLogits {
 					continue
 				}
 				row := logits[r*V : (r+1)*V]

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vkllm/vkllm/engine/ops"
 	"github.com/vkllm/vkllm/sampling"
 )
 
@@ -149,26 +147,11 @@ type Sequence struct {
 	generated int
 	top       []sampling.TokenLogprob // ring of (cap(events)+2) rows of TopLogprobs
 	topNext   int
-	stepRows  int // rows this sequence has in the current step
-	stepLogit int // its logits row in the step's output, or -1
-	// stepArgmax is its row in the step's Output.Tokens, or -1: a greedy
-	// sequence (sampling.Chain.Greedy) takes the GPU's argmax instead of
-	// reading back its logits row.
-	stepArgmax int
-	// stepTop is its row in the step's Output.TopIDs and TopLogits, or -1:
-	// a sequence whose chain draws from its top k alone
-	// (sampling.Chain.TopK) reads back k ids and logits, not the row.
-	stepTop  int
-	stepHid  int // its first hidden-state row in the step's output
-	stepHidN int // and how many hidden-state rows it has
-	// PromptLogprobs: the step's prompt rows scored (their logits rows
-	// from stepPrompt on, the first at prompt position stepFed), and the
-	// results until the first event carries them.
-	stepPrompt, stepPromptN, stepFed int
-	promptLP                         []PromptLogprob
-	sampleErr                        error
-	done                             bool // finish at the end of the step (sampleErr or nil)
-	doneErr                          error
+	// promptLP holds the scored prompt tokens (PromptLogprobs) until the
+	// first event carries them.
+	promptLP []PromptLogprob
+	done     bool // finish at the end of the step (with doneErr)
+	doneErr  error
 
 	// Set when the sequence takes its slot, before its first event.
 	admitted time.Time
@@ -340,14 +323,18 @@ type Scheduler struct {
 	embeds    [][]float32 // the step's Batch.Embeds and AttnPos
 	attnPos   []int32
 	out       Output
-	stepSeqs  []*Sequence // the sequences of the current step, in row order
-	waiting   []*Sequence // step's scratch: the prompts to feed, in feeding order
-	sampled   []*Sequence
-	gone      []*Sequence // retire's scratch
-	jobs      chan *Sequence
-	wg        sync.WaitGroup
-	idle      *time.Timer
-	cost      stepCost
+	// stepSeqs is the current step's table (step.go): the sequences in
+	// row order, with their rows and outputs; outCount counts the step's
+	// output rows of each kind so far.
+	stepSeqs []stepSeq
+	outCount [OutHidden + 1]int
+	waiting  []*Sequence // step's scratch: the prompts to feed, in feeding order
+	sampled  []*stepSeq
+	gone     []*Sequence // retire's scratch
+	jobs     chan *stepSeq
+	wg       sync.WaitGroup
+	idle     *time.Timer
+	cost     stepCost
 }
 
 // stepCost learns what steps cost, for the automatic prefill chunks:
@@ -476,13 +463,12 @@ func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
 	n := m.Slots()
 	s := &Scheduler{m: m, cfg: cfg, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		slotSeq: make([]*Sequence, n), cache: make([][]int32, n),
-		batch: Batch{Tokens: make([]int32, 0, B), Slots: make([]int32, 0, B), Pos: make([]int32, 0, B), Logits: make([]bool, 0, B),
-			Hidden: make([]bool, 0, B), Argmax: make([]bool, 0, B), TopK: make([]int32, 0, B)},
+		batch: Batch{Tokens: make([]int32, 0, B), Slots: make([]int32, 0, B), Pos: make([]int32, 0, B), Out: make([]RowOut, 0, B)},
 		// Sampling reads the step's results where the model left them
 		// (valid until the next forward pass, which waits for it).
 		out:      Output{Borrow: true},
-		stepSeqs: make([]*Sequence, 0, n), sampled: make([]*Sequence, 0, n), gone: make([]*Sequence, 0, n), active: make([]*Sequence, 0, n),
-		jobs: make(chan *Sequence, n), idle: time.NewTimer(time.Hour), eventCap: eventBuffer, view: make([]SlotState, n)}
+		stepSeqs: make([]stepSeq, 0, n), sampled: make([]*stepSeq, 0, n), gone: make([]*Sequence, 0, n), active: make([]*Sequence, 0, n),
+		jobs: make(chan *stepSeq, n), idle: time.NewTimer(time.Hour), eventCap: eventBuffer, view: make([]SlotState, n)}
 	for i := range s.cache {
 		s.cache[i] = make([]int32, 0, m.CtxSize())
 	}
@@ -578,7 +564,7 @@ func (s *Scheduler) Generate(ctx context.Context, reqs []GenRequest) ([]*Sequenc
 		if r.Chain == nil || r.MaxTokens < 1 || r.TopLogprobs < 0 {
 			return nil, fmt.Errorf("engine: candidate %d: no sampling chain, %d max tokens or %d top logprobs", i, r.MaxTokens, r.TopLogprobs)
 		}
-		q := &Sequence{ctx: ctx, grp: g, prompt: r.Prompt, req: r, slot: -1, stepLogit: -1, stepArgmax: -1, stepTop: -1,
+		q := &Sequence{ctx: ctx, grp: g, prompt: r.Prompt, req: r, slot: -1,
 			events: make(chan Event, min(r.MaxTokens+1, s.eventCap))}
 		if r.TopLogprobs > 0 {
 			q.top = make([]sampling.TokenLogprob, (cap(q.events)+2)*r.TopLogprobs)
@@ -606,7 +592,7 @@ func (s *Scheduler) Embed(ctx context.Context, tokens []int32) ([]float32, error
 		return nil, err
 	}
 	g := &group{s: s}
-	q := &Sequence{ctx: ctx, grp: g, prompt: tokens, embed: true, slot: -1, stepLogit: -1, stepArgmax: -1, stepTop: -1, events: make(chan Event),
+	q := &Sequence{ctx: ctx, grp: g, prompt: tokens, embed: true, slot: -1, events: make(chan Event),
 		pool: newPooler(s.cfg.Pooling, len(tokens), s.m.Opts.Embd, s.m.Classifier)}
 	g.members = []*Sequence{q}
 	if err := s.enqueue(g); err != nil {
@@ -968,357 +954,7 @@ func (s *Scheduler) preempt(q *Sequence) {
 	s.nActive.Store(int32(len(s.active)))
 }
 
-// rowOut is what a batch row asks for.
-type rowOut int
-
-const (
-	outNone   rowOut = iota
-	outLogits        // its logits row
-	outArgmax        // only its argmax token (Batch.Argmax)
-	outTop           // only its k largest logits (Batch.TopK)
-	outHidden        // its final hidden state
-)
-
-// addRow appends one row to the step's batch; k is the top logits an
-// outTop row asks for.
-func (s *Scheduler) addRow(tok int32, slot, pos int, out rowOut, k int32) {
-	s.addInputRow(tok, nil, slot, pos, pos, out, k)
-}
-
-// addInputRow appends one row that feeds tok or, when embd is not nil, that
-// input embedding, and attends up to position attnPos.
-func (s *Scheduler) addInputRow(tok int32, embd []float32, slot, pos, attnPos int, out rowOut, k int32) {
-	b := &s.batch
-	s.embeds = append(s.embeds, embd)
-	s.attnPos = append(s.attnPos, int32(attnPos))
-	s.stepMedia = s.stepMedia || embd != nil || attnPos != pos
-	b.Tokens = append(b.Tokens, tok)
-	b.Slots = append(b.Slots, int32(slot))
-	b.Pos = append(b.Pos, int32(pos))
-	b.Logits = append(b.Logits, out == outLogits)
-	b.Argmax = append(b.Argmax, out == outArgmax)
-	if out != outTop {
-		k = 0
-	}
-	b.TopK = append(b.TopK, k)
-	b.Hidden = append(b.Hidden, out == outHidden)
-}
-
-// sampleOut is what q's next token needs of its logits row: the argmax
-// alone (a greedy chain), its k largest logits (a chain that draws from
-// its top k, k up to ops.MaxTopK, where the model selects them on the
-// device: GPUModel.DeviceTopK), or the whole row. It runs on the
-// scheduler goroutine between steps, when no worker holds q's chain.
-func (s *Scheduler) sampleOut(q *Sequence) (rowOut, int32) {
-	if q.embed || q.req.Logprobs || q.req.TopLogprobs > 0 {
-		return outLogits, 0
-	}
-	c := q.req.Chain
-	if c.Greedy() {
-		return outArgmax, 0
-	}
-	if k := c.TopK(); k > 0 && k <= ops.MaxTopK && s.m.GPU.DeviceTopK() {
-		return outTop, int32(k)
-	}
-	return outLogits, 0
-}
-
-// step runs one forward pass over every sequence that can advance and
-// samples their tokens; false means none could (every consumer is behind).
-func (s *Scheduler) step() bool {
-	if s.reserveDecode() {
-		s.reap()
-	}
-	b := &s.batch
-	b.Tokens, b.Slots, b.Pos, b.Logits, b.Hidden, b.Argmax, b.TopK = b.Tokens[:0], b.Slots[:0], b.Pos[:0], b.Logits[:0], b.Hidden[:0], b.Argmax[:0], b.TopK[:0]
-	clear(s.embeds)
-	s.embeds, s.attnPos, s.stepMedia = s.embeds[:0], s.attnPos[:0], false
-	s.stepSeqs = s.stepSeqs[:0]
-	budget := s.m.GPU.Config().BatchSize
-	nLogits, nArgmax, nTop, nHidden := 0, 0, 0, 0
-	for _, q := range s.active {
-		q.stepRows, q.stepLogit, q.stepArgmax, q.stepTop, q.stepPromptN = 0, -1, -1, -1, 0
-		if !q.decoding || len(q.events) == cap(q.events) || budget == 0 {
-			continue
-		}
-		out, k := s.sampleOut(q)
-		s.addRow(q.last, q.slot, q.pos, out, k)
-		switch out {
-		case outArgmax:
-			q.stepArgmax = nArgmax
-			nArgmax++
-		case outTop:
-			q.stepTop = nTop
-			nTop++
-		default:
-			q.stepLogit = nLogits
-			nLogits++
-		}
-		q.stepRows = 1
-		budget--
-		s.stepSeqs = append(s.stepSeqs, q)
-	}
-	decodeRows := len(s.stepSeqs)
-	if decodeRows > 0 {
-		chunk := s.cfg.PrefillChunk
-		if chunk == 0 {
-			chunk = s.cost.chunk(s.cfg.StepLatencyFactor)
-		}
-		budget = min(budget, chunk)
-	} else if chunk := s.cost.aloneChunk(s.cfg.PromptStepTime); chunk > 0 && !s.m.Opts.Encoder {
-		// An encoder reads a prompt whole in one step: no bound.
-		budget = min(budget, chunk)
-	}
-	// Prompts are fed shortest remaining first, so that a short prompt
-	// arriving behind a long one is not held for the whole long prefill.
-	// The oldest waiting prompt keeps half of every step's prompt rows
-	// (prefillReserve), so no prompt starves.
-	s.waiting = s.waiting[:0]
-	for _, q := range s.active {
-		if !q.decoding && !(q.resumed && len(q.events) == cap(q.events)) {
-			s.waiting = append(s.waiting, q)
-		}
-	}
-	var head *Sequence
-	reserve := 0
-	if len(s.waiting) > 1 {
-		head = s.waiting[0]
-		if s.m.Opts.Encoder {
-			// An encoder reads a prompt whole: the oldest keeps room for
-			// all of it, or shorter ones arriving all the time would
-			// leave it waiting forever.
-			reserve = min(len(head.prompt)-head.fed, budget)
-		} else {
-			budget, reserve = prefillReserve(budget, s.m.GPU.Config().BatchSize-b.Len(), len(head.prompt)-head.fed)
-		}
-		slices.SortStableFunc(s.waiting, func(a, b *Sequence) int {
-			return cmp.Compare(len(a.prompt)-a.fed, len(b.prompt)-b.fed)
-		})
-	}
-	for _, q := range s.waiting {
-		room := budget - reserve
-		if q == head {
-			room, reserve = budget, 0
-		}
-		if room <= 0 {
-			continue
-		}
-		n := min(len(q.prompt)-q.fed, room)
-		if s.m.Opts.Encoder && n < len(q.prompt) {
-			continue // an encoder reads a sequence whole: wait for room
-		}
-		if len(q.req.Media) > 0 {
-			// An image is one prefill unit (media.go).
-			if n = s.mediaChunk(q, n); n == 0 {
-				continue
-			}
-		}
-		q.stepHid = nHidden
-		score := q.req.PromptLogprobs && !q.embed
-		q.stepPromptN, q.stepFed = 0, q.fed
-		if score {
-			n = min(n, promptLogitRows)
-			q.stepPrompt = nLogits
-		}
-		lastOut, lastK := s.sampleOut(q)
-		for i := range n {
-			p := q.fed + i
-			last := p == len(q.prompt)-1
-			out := outNone
-			switch {
-			case q.embed && q.pool.wants(p):
-				out = outHidden
-			case q.embed:
-			case last:
-				out = lastOut
-			case score:
-				out = outLogits
-			}
-			if len(q.req.Media) > 0 {
-				embd, attnPos := q.mediaInput(p, s.m.Opts.Embd)
-				s.addInputRow(q.prompt[p], embd, q.slot, p, attnPos, out, lastK)
-			} else {
-				s.addRow(q.prompt[p], q.slot, p, out, lastK)
-			}
-			switch {
-			case out == outArgmax:
-				q.stepArgmax = nArgmax
-				nArgmax++
-			case out == outTop:
-				q.stepTop = nTop
-				nTop++
-			case out == outLogits && last:
-				q.stepLogit = nLogits
-				nLogits++
-			case out == outLogits:
-				q.stepPromptN++
-				nLogits++
-			case out == outHidden:
-				nHidden++
-			}
-		}
-		q.stepRows, q.stepHidN = n, nHidden-q.stepHid
-		budget = max(budget-n, 0) // an image may go past the chunk (mediaChunk)
-		s.stepSeqs = append(s.stepSeqs, q)
-	}
-	if b.Len() == 0 {
-		s.reap() // sequences whose image failed to encode
-		return false
-	}
-	b.Embeds, b.AttnPos = nil, nil
-	if s.stepMedia {
-		b.Embeds, b.AttnPos = s.embeds, s.attnPos
-	}
-	s.steps.Add(1)
-	s.decodeRows.Add(int64(decodeRows))
-	s.prefillRows.Add(int64(b.Len() - decodeRows))
-	start := time.Now()
-	err := s.m.ForwardInto(*b, &s.out)
-	took := time.Since(start)
-	if err == nil {
-		s.argmaxRows.Add(int64(nArgmax))
-		s.topKRows.Add(int64(nTop))
-		s.readBytes.Add(int64(s.out.ReadBytes))
-	}
-	s.cost.observe(decodeRows, b.Len()-decodeRows, took)
-	if s.cfg.OnStep != nil {
-		s.cfg.OnStep(took, decodeRows, b.Len()-decodeRows)
-	}
-	if err != nil {
-		for _, q := range s.stepSeqs {
-			q.done, q.doneErr = true, err
-		}
-		s.reap()
-		return true
-	}
-	E := s.m.Opts.Embd
-	s.sampled = s.sampled[:0]
-	for _, q := range s.stepSeqs {
-		switch {
-		case q.decoding:
-			s.cache[q.slot] = append(s.cache[q.slot], q.last)
-			q.pos++
-		case q.embed:
-			s.cache[q.slot] = append(s.cache[q.slot], q.prompt[q.fed:q.fed+q.stepRows]...)
-			q.pool.add(s.out.Hidden[q.stepHid*E : (q.stepHid+q.stepHidN)*E])
-			q.fed += q.stepRows
-			q.pos = q.fed
-			if q.fed == len(q.prompt) {
-				q.embedOut = q.pool.result(make([]float32, E))
-				q.done = true
-			}
-			continue
-		default:
-			s.cache[q.slot] = append(s.cache[q.slot], q.prompt[q.fed:q.fed+q.stepRows]...)
-			q.fed += q.stepRows
-			q.pos = q.fed
-			// Later prompts may share the full pages fed so far.
-			s.m.CachePrefix(q.slot, s.cache[q.slot], false)
-		}
-		if q.stepLogit >= 0 || q.stepArgmax >= 0 || q.stepTop >= 0 || q.stepPromptN > 0 {
-			s.sampled = append(s.sampled, q)
-		}
-	}
-	// Sampling (grammar masks included) runs on the workers, never here.
-	s.wg.Add(len(s.sampled))
-	for _, q := range s.sampled {
-		s.jobs <- q
-	}
-	s.wg.Wait()
-	s.reap()
-	return true
-}
-
 // reap ends the sequences marked done in this step.
 func (s *Scheduler) reap() {
 	s.retire(func(q *Sequence) (bool, error) { return q.done, q.doneErr })
-}
-
-func (s *Scheduler) worker() {
-	for q := range s.jobs {
-		s.sample(q)
-		s.wg.Done()
-	}
-}
-
-// scorePrompt records the log-probabilities of the prompt tokens that the
-// step's prompt rows of q predict; false when that failed (q is done).
-func (s *Scheduler) scorePrompt(q *Sequence) bool {
-	V := s.m.Opts.Vocab
-	c, k := q.req.Chain, q.req.TopLogprobs
-	for i := range q.stepPromptN {
-		r := q.stepPrompt + i
-		tok := q.prompt[q.stepFed+i+1]
-		err := c.Score(s.out.Logits[r*V : (r+1)*V])
-		var lp PromptLogprob
-		lp.Token = tok
-		if err == nil {
-			lp.Logprob, err = c.Logprob(tok)
-		}
-		if err == nil && k > 0 {
-			lp.Top, err = c.TopLogprobs(make([]sampling.TokenLogprob, 0, k), k)
-		}
-		if err != nil {
-			q.done, q.doneErr = true, err
-			return false
-		}
-		q.promptLP = append(q.promptLP, lp)
-	}
-	return true
-}
-
-// sample picks q's next token from its logits row, or takes the GPU's
-// argmax of the row for a greedy sequence, and sends it; for a scored
-// prompt it first scores the step's prompt rows.
-func (s *Scheduler) sample(q *Sequence) {
-	if q.stepPromptN > 0 && !s.scorePrompt(q) || q.stepLogit < 0 && q.stepArgmax < 0 && q.stepTop < 0 {
-		return
-	}
-	c := q.req.Chain
-	var id int32
-	var err error
-	switch {
-	case q.stepArgmax >= 0:
-		id, err = c.SampleArgmax(s.out.Tokens[q.stepArgmax])
-	case q.stepTop >= 0:
-		k := s.out.TopN
-		id, err = c.SampleTopK(s.out.TopIDs[q.stepTop*k:(q.stepTop+1)*k], s.out.TopLogits[q.stepTop*k:(q.stepTop+1)*k])
-	default:
-		V := s.m.Opts.Vocab
-		id, err = c.Sample(s.out.Logits[q.stepLogit*V : (q.stepLogit+1)*V])
-	}
-	if err == nil {
-		err = c.Accept(id)
-	}
-	if err != nil {
-		q.done, q.doneErr = true, err
-		return
-	}
-	ev := Event{Token: id, EOG: s.m.Tok.IsEOG(id)}
-	if q.generated == 0 {
-		ev.Prompt, q.promptLP = q.promptLP, nil
-	}
-	if q.req.Logprobs || q.req.TopLogprobs > 0 {
-		if ev.Logprob, err = c.Logprob(id); err != nil {
-			q.done, q.doneErr = true, err
-			return
-		}
-		if k := q.req.TopLogprobs; k > 0 {
-			dst := q.top[q.topNext*k : q.topNext*k : (q.topNext+1)*k]
-			if ev.Top, err = c.TopLogprobs(dst, k); err != nil {
-				q.done, q.doneErr = true, err
-				return
-			}
-			q.topNext = (q.topNext + 1) % (len(q.top) / k)
-		}
-	}
-	q.events <- ev // never blocks: a step feeds only sequences with room
-	q.generated++
-	q.last, q.decoding = id, true
-	switch {
-	case ev.EOG || q.generated >= q.req.MaxTokens:
-		q.done = true
-	case q.pos >= s.m.CtxSize():
-		q.done, q.doneErr = true, ErrContextFull
-	}
 }

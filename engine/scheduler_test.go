@@ -739,8 +739,8 @@ func TestSchedulerPromptLogprobs(t *testing.T) {
 	for off := 0; off < len(prompt); off += 32 {
 		end := min(off+32, len(prompt))
 		b := seqBatch(prompt[off:end], 0, off)
-		for i := range b.Logits {
-			b.Logits[i] = true
+		for i := range b.Out {
+			b.Out[i] = RowOut{Kind: OutLogits}
 		}
 		logits, err := m.Forward(b)
 		if err != nil {
@@ -1020,7 +1020,7 @@ func TestSchedulerEncoderOldestFits(t *testing.T) {
 		t.Helper()
 		tokens := testPrompt(m, i, n)
 		g := &group{s: s}
-		q := &Sequence{ctx: context.Background(), grp: g, prompt: tokens, embed: true, slot: -1, stepLogit: -1, stepArgmax: -1,
+		q := &Sequence{ctx: context.Background(), grp: g, prompt: tokens, embed: true, slot: -1,
 			events: make(chan Event, 1), pool: newPooler(s.cfg.Pooling, n, m.Opts.Embd, m.Classifier)}
 		g.members = []*Sequence{q}
 		if err := s.enqueue(g); err != nil {

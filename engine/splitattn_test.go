@@ -114,7 +114,7 @@ func checkSplitDecode(t *testing.T, dev *vk.Device, o Options, w *Weights, lens 
 				b.Tokens = append(b.Tokens, int32((i*131+s*17+3)%o.Vocab))
 				b.Slots = append(b.Slots, int32(s))
 				b.Pos = append(b.Pos, int32(i))
-				b.Logits = append(b.Logits, i == n-1)
+				b.Out = append(b.Out, logitsIf(i == n-1))
 			}
 			if want := forward(fmt.Sprintf("slot %d prompt chunk at %d", s, c0), b); len(want) > 0 {
 				next[s] = argmaxF32(want)
@@ -129,7 +129,7 @@ func checkSplitDecode(t *testing.T, dev *vk.Device, o Options, w *Weights, lens 
 			b.Tokens = append(b.Tokens, next[s])
 			b.Slots = append(b.Slots, int32(s))
 			b.Pos = append(b.Pos, int32(pos[s]))
-			b.Logits = append(b.Logits, true)
+			b.Out = append(b.Out, logitsIf(true))
 			pos[s]++
 		}
 		want := forward(fmt.Sprintf("decode step %d (positions %v)", step, b.Pos), b)
@@ -137,13 +137,13 @@ func checkSplitDecode(t *testing.T, dev *vk.Device, o Options, w *Weights, lens 
 			next[s] = argmaxF32(want[s*o.Vocab : (s+1)*o.Vocab])
 		}
 	}
-	b := Batch{Tokens: []int32{next[0]}, Slots: []int32{0}, Pos: []int32{int32(pos[0])}, Logits: []bool{true}}
+	b := Batch{Tokens: []int32{next[0]}, Slots: []int32{0}, Pos: []int32{int32(pos[0])}, Out: []RowOut{{Kind: OutLogits}}}
 	next[0] = argmaxF32(forward(fmt.Sprintf("decode of slot 0 alone at %d", pos[0]), b))
 	pos[0]++
 
 	// The split path allocates nothing per step once its pipelines exist.
 	var out Output
-	b = Batch{Tokens: make([]int32, len(lens)), Slots: []int32{0, 1, 2}, Pos: make([]int32, len(lens)), Logits: []bool{true, true, true}}
+	b = Batch{Tokens: make([]int32, len(lens)), Slots: []int32{0, 1, 2}, Pos: make([]int32, len(lens)), Out: []RowOut{{Kind: OutLogits}, {Kind: OutLogits}, {Kind: OutLogits}}}
 	allocs := testing.AllocsPerRun(3, func() {
 		for s := range lens {
 			b.Tokens[s], b.Pos[s] = next[s], int32(pos[s])

@@ -57,7 +57,6 @@ func TestForwardTopK(t *testing.T) {
 					// then follows the logits product directly.
 					noArgmax := c == 2
 					b := rowsBatch(tokens, 0)
-					b.TopK = make([]int32, n)
 					var topRows, logitRows []int
 					kmax, nArgmax := 0, 0
 					for i := range n {
@@ -66,14 +65,14 @@ func TestForwardTopK(t *testing.T) {
 							if noArgmax {
 								continue
 							}
-							b.Argmax[i] = true
+							b.Out[i] = RowOut{Kind: OutArgmax}
 							nArgmax++
 						case 1, 3:
-							b.TopK[i] = ks[len(topRows)%len(ks)]
-							kmax = max(kmax, int(b.TopK[i]))
+							b.Out[i] = RowOut{Kind: OutTopK, K: ks[len(topRows)%len(ks)]}
+							kmax = max(kmax, int(b.Out[i].K))
 							topRows = append(topRows, i)
 						case 2:
-							b.Logits[i] = true
+							b.Out[i] = RowOut{Kind: OutLogits}
 							logitRows = append(logitRows, i)
 						}
 					}
@@ -99,15 +98,14 @@ func TestForwardTopK(t *testing.T) {
 					}
 				}
 				bad := rowsBatch(tokens, 0)
-				bad.TopK = make([]int32, n)
-				bad.TopK[2] = ops.MaxTopK + 1
+				bad.Out[2] = RowOut{Kind: OutTopK, K: ops.MaxTopK + 1}
 				var out Output
 				if err := m.ForwardInto(bad, &out); err == nil {
 					t.Errorf("a row asking for its %d largest logits: no error", ops.MaxTopK+1)
 				}
-				bad.TopK[2], bad.Logits[2] = 4, true
+				bad.Out[2] = RowOut{Kind: OutLogits, K: 4}
 				if err := m.ForwardInto(bad, &out); err == nil {
-					t.Error("a row asking for its largest logits and its logits: no error")
+					t.Error("a row asking for its logits with a top-k count: no error")
 				}
 				vktest.Check(t, dev)
 			})

@@ -464,8 +464,8 @@ func newBatchBench(model *engine.Model, pp, tg, most, batchSize int) *batchBench
 	return &batchBench{
 		model: model, pp: pp, tg: tg, batchSize: batchSize,
 		rng:    rand.New(rand.NewPCG(1, 2)),
-		prompt: engine.Batch{Tokens: make([]int32, rows), Slots: make([]int32, rows), Pos: make([]int32, rows), Logits: make([]bool, rows)},
-		step:   engine.Batch{Tokens: make([]int32, most), Slots: make([]int32, most), Pos: make([]int32, most), Logits: make([]bool, most)},
+		prompt: engine.Batch{Tokens: make([]int32, rows), Slots: make([]int32, rows), Pos: make([]int32, rows), Out: make([]engine.RowOut, rows)},
+		step:   engine.Batch{Tokens: make([]int32, most), Slots: make([]int32, most), Pos: make([]int32, most), Out: make([]engine.RowOut, most)},
 	}
 }
 
@@ -487,13 +487,16 @@ func (b *batchBench) run(n int) (prefill, decode time.Duration, err error) {
 		b.prompt.Tokens[i] = int32(b.rng.IntN(vocab))
 		b.prompt.Slots[i] = int32(i / b.pp)
 		b.prompt.Pos[i] = int32(i % b.pp)
-		b.prompt.Logits[i] = i%b.pp == b.pp-1
+		b.prompt.Out[i] = engine.RowOut{}
+		if i%b.pp == b.pp-1 {
+			b.prompt.Out[i].Kind = engine.OutLogits
+		}
 	}
 	t0 := time.Now()
 	seq := 0 // the sequence whose prompt logits come next
 	for off := 0; off < rows; off += b.batchSize {
 		end := min(off+b.batchSize, rows)
-		chunk := engine.Batch{Tokens: b.prompt.Tokens[off:end], Slots: b.prompt.Slots[off:end], Pos: b.prompt.Pos[off:end], Logits: b.prompt.Logits[off:end]}
+		chunk := engine.Batch{Tokens: b.prompt.Tokens[off:end], Slots: b.prompt.Slots[off:end], Pos: b.prompt.Pos[off:end], Out: b.prompt.Out[off:end]}
 		logits, err := m.Forward(chunk)
 		if err != nil {
 			return 0, 0, fmt.Errorf("prefill rows %d..%d: %w", off, end-1, err)
@@ -507,7 +510,7 @@ func (b *batchBench) run(n int) (prefill, decode time.Duration, err error) {
 	if seq != n && b.pp > 0 {
 		return 0, 0, fmt.Errorf("BUG: prefill returned logits for %d of %d sequences", seq, n)
 	}
-	step := engine.Batch{Tokens: b.step.Tokens[:n], Slots: b.step.Slots[:n], Pos: b.step.Pos[:n], Logits: b.step.Logits[:n]}
+	step := engine.Batch{Tokens: b.step.Tokens[:n], Slots: b.step.Slots[:n], Pos: b.step.Pos[:n], Out: b.step.Out[:n]}
 	dev := m.Device()
 	if b.profile {
 		if err := dev.Profile(); err != nil { // only the decode steps count
@@ -516,7 +519,7 @@ func (b *batchBench) run(n int) (prefill, decode time.Duration, err error) {
 	}
 	for s := range n {
 		step.Slots[s] = int32(s)
-		step.Logits[s] = true
+		step.Out[s] = engine.RowOut{Kind: engine.OutLogits}
 	}
 	t0 = time.Now()
 	for i := range b.tg {
