@@ -29,6 +29,10 @@ type GPUConfig struct {
 	// (--cache-type-k/-v; zero: f16). The block types need a multiple of
 	// 32 values per position (kv_heads x head_dim).
 	TypeK, TypeV ops.KVType
+	// KeepGraphs says whether forward passes keep their recorded graphs
+	// to submit again (gpu_kept.go); PathAuto: yes. PathOff records every
+	// pass (for comparing the two).
+	KeepGraphs Path
 	// ComputeUnits, when > 0, is the compute units decode attention's key
 	// splits (flash decoding) aim to fill, two workgroups each, in place
 	// of the device's count (vk.DeviceInfo.EstimateComputeUnits, a guess
@@ -48,6 +52,19 @@ type GPUConfig struct {
 	// on CPU devices (tests).
 	gpuMatVec bool
 }
+
+// Path says whether a model or scheduler takes an optional path: PathAuto lets the
+// model choose (its documentation says how), PathOn and PathOff force it.
+type Path int8
+
+const (
+	PathAuto Path = iota
+	PathOn
+	PathOff
+)
+
+// or returns whether p is on, auto being auto.
+func (p Path) or(auto bool) bool { return p == PathOn || p == PathAuto && auto }
 
 func (c *GPUConfig) fill(o Options) error {
 	if c.CtxSize <= 0 {
@@ -166,7 +183,7 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 		}
 	}
 	m := &GPUModel{o: o, cfg: cfg, dev: dev, k: ops.New(dev), model: w.model, kept: map[keptKey]*keptGraph{},
-		deviceTopK: dev.Info().Type != vk.TypeCPU}
+		deviceTopK: dev.Info().Type != vk.TypeCPU, noKeep: !cfg.KeepGraphs.or(true)}
 	if cfg.ComputeUnits > 0 {
 		m.k.SetComputeUnits(cfg.ComputeUnits)
 	}
@@ -661,9 +678,6 @@ func int32Bytes(vals []int32) []byte {
 // (qwen2 fixture, 50k vocabulary, 16 sampled streams: about 400 tokens/s
 // against 770).
 func (m *GPUModel) DeviceTopK() bool { return m.deviceTopK }
-
-// SetDeviceTopK overrides DeviceTopK (tests run the GPU path on lavapipe).
-func (m *GPUModel) SetDeviceTopK(on bool) { m.deviceTopK = on }
 
 // float32Bytes views vals as bytes (no copy).
 func float32Bytes(vals []float32) []byte {

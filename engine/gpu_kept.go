@@ -195,11 +195,3 @@ func (m *GPUModel) evictKept() {
 // graph rather than recorded, and how many graphs are kept now.
 func (m *GPUModel) KeptGraphs() (reused int64, kept int) { return m.keptRuns, len(m.kept) }
 
-// SetKeepGraphs turns kept graphs on (the default) or off (every pass is
-// recorded: for comparing the two).
-func (m *GPUModel) SetKeepGraphs(on bool) {
-	m.noKeep = !on
-	if !on {
-		m.releaseKept()
-	}
-}

@@ -28,12 +28,12 @@ func TestKeptGraphs(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer kept.Close()
+			cfg.KeepGraphs = PathOff
 			plain, err := NewGPUModel(dev, o, w, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer plain.Close()
-			plain.SetKeepGraphs(false)
 
 			step := func(what string, b Batch) []float32 {
 				t.Helper()
@@ -147,12 +147,15 @@ func BenchmarkDecodeStep(b *testing.B) {
 	for _, rows := range []int{1, 8} {
 		for _, keep := range []bool{true, false} {
 			b.Run(fmt.Sprintf("rows=%d/kept=%v", rows, keep), func(b *testing.B) {
-				m, err := NewGPUModel(dev, o, w, GPUConfig{CtxSize: 4096, Slots: rows, BatchSize: 16})
+				cfg := GPUConfig{CtxSize: 4096, Slots: rows, BatchSize: 16, KeepGraphs: PathOff}
+				if keep {
+					cfg.KeepGraphs = PathOn
+				}
+				m, err := NewGPUModel(dev, o, w, cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer m.Close()
-				m.SetKeepGraphs(keep)
 				var out Output
 				batch := Batch{Tokens: make([]int32, rows), Slots: make([]int32, rows), Pos: make([]int32, rows), Out: make([]RowOut, rows)}
 				for i := range rows {

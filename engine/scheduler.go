@@ -38,6 +38,11 @@ type SchedulerConfig struct {
 	// minAloneChunk (so a slow device keeps its matrix products wide) and
 	// at most the batch size.
 	PromptStepTime time.Duration
+	// DeviceTopK says whether a row whose sampler draws from its top k
+	// logits alone asks the model for those (OutTopK) instead of the
+	// whole row; PathAuto: where the model recommends it
+	// (GPUModel.DeviceTopK).
+	DeviceTopK Path
 	// OnStep, when set, is called after each forward pass with its
 	// duration and its decode and prompt rows (metrics). It runs on the
 	// scheduler goroutine between steps: it must be quick and not block.
@@ -456,6 +461,12 @@ func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
 	}
 	if cfg.PromptStepTime == 0 {
 		cfg.PromptStepTime = 100 * time.Millisecond
+	}
+	if cfg.DeviceTopK == PathAuto {
+		cfg.DeviceTopK = PathOff
+		if m.GPU.DeviceTopK() {
+			cfg.DeviceTopK = PathOn
+		}
 	}
 	if cfg.StepLatencyFactor <= 1 {
 		cfg.StepLatencyFactor = 1.25

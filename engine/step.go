@@ -115,7 +115,7 @@ func (s *Scheduler) addRow(e *stepSeq, tok int32, embd []float32, pos, attnPos i
 // sampleOut is what the row of q's next token asks for: the argmax alone
 // (a greedy chain), its k largest logits (a chain that draws from its top
 // k, k up to ops.MaxTopK, where the model selects them on the device:
-// GPUModel.DeviceTopK), or the whole row. It runs on the scheduler
+// SchedulerConfig.DeviceTopK), or the whole row. It runs on the scheduler
 // goroutine between steps, when no worker holds q's chain.
 func (s *Scheduler) sampleOut(q *Sequence) RowOut {
 	if q.embed || q.req.Logprobs || q.req.TopLogprobs > 0 {
@@ -125,7 +125,7 @@ func (s *Scheduler) sampleOut(q *Sequence) RowOut {
 	if c.Greedy() {
 		return RowOut{Kind: OutArgmax}
 	}
-	if k := c.TopK(); k > 0 && k <= ops.MaxTopK && s.m.GPU.DeviceTopK() {
+	if k := c.TopK(); k > 0 && k <= ops.MaxTopK && s.cfg.DeviceTopK == PathOn {
 		return RowOut{Kind: OutTopK, K: int32(k)}
 	}
 	return RowOut{Kind: OutLogits}

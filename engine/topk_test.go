@@ -150,8 +150,11 @@ func TestSchedulerTopKSampling(t *testing.T) {
 				var got [3][][]int32
 				var stats [3]Stats
 				for run, logprobs := range []bool{false, true, false} {
-					m.GPU.SetDeviceTopK(run < 2)
-					s := NewScheduler(m, SchedulerConfig{})
+					topK := PathOff
+					if run < 2 {
+						topK = PathOn
+					}
+					s := NewScheduler(m, SchedulerConfig{DeviceTopK: topK})
 					reqs := make([]GenRequest, n)
 					for i := range reqs {
 						prompt := testPrompt(m, i, 2+3*i)
