@@ -194,4 +194,3 @@ func (m *GPUModel) evictKept() {
 // KeptGraphs reports how many forward passes were submitted from a kept
 // graph rather than recorded, and how many graphs are kept now.
 func (m *GPUModel) KeptGraphs() (reused int64, kept int) { return m.keptRuns, len(m.kept) }
-
