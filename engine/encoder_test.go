@@ -40,7 +40,7 @@ func encoderModel(t *testing.T, dev *vk.Device, name string) (*Model, *CPUModel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Model{File: f, Opts: o, Tok: tok, GPU: gpu, Classifier: cls, lens: make([]int, 2)}, cpu
+	return &Model{File: f, Opts: o, Tok: tok, GPU: gpu, Classifier: cls, Blocks: newBlocks(gpu.kv, 2)}, cpu
 }
 
 func readRef(t *testing.T, name string, v any) {

@@ -323,7 +323,7 @@ func checkPerplexity(t *testing.T, m parityModel, gpu *GPUModel) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model := &Model{File: m.file, Opts: m.opts, Tok: tok, GPU: gpu, lens: make([]int, gpu.Config().Slots)}
+	model := &Model{File: m.file, Opts: m.opts, Tok: tok, GPU: gpu, Blocks: newBlocks(gpu.kv, gpu.Config().Slots)}
 	if gpu.Config().CtxSize < pr.Ctx {
 		t.Fatalf("GPU context %d < perplexity window %d", gpu.Config().CtxSize, pr.Ctx)
 	}

@@ -70,7 +70,7 @@ func TestKVQuantPerplexity(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				model := &Model{File: m.file, Opts: m.opts, Tok: tok, GPU: gpu, lens: make([]int, 1)}
+				model := &Model{File: m.file, Opts: m.opts, Tok: tok, GPU: gpu, Blocks: newBlocks(gpu.kv, 1)}
 				res, err := Perplexity(context.Background(), model, string(text), pr.Ctx, pr.Chunks, nil)
 				gpu.Close()
 				if err != nil {
@@ -114,12 +114,12 @@ func TestKVQuantMatchesCPU(t *testing.T) {
 			}
 			// Slot 1 shares slot 0's pages, then both write past them (the
 			// partial third page is copied first).
-			if err := m.CopyPrefix(1, 0, 35); err != nil {
+			if err := m.Blocks.CopyPrefix(1, 0, 35); err != nil {
 				t.Fatal(err)
 			}
 			for i := range 6 {
 				for s := range 2 {
-					if _, err := m.Step(s, m.SlotLen(s), int32(5+i+s)); err != nil {
+					if _, err := m.Step(s, m.Blocks.Len(s), int32(5+i+s)); err != nil {
 						t.Fatalf("slot %d step %d: %v", s, i, err)
 					}
 				}

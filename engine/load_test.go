@@ -182,8 +182,8 @@ func TestSlotLengths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.SlotLen(0) != 3 || m.SlotLen(1) != 0 {
-		t.Fatalf("after a 3-token prefill of slot 0: lengths %d, %d, want 3, 0", m.SlotLen(0), m.SlotLen(1))
+	if m.Blocks.Len(0) != 3 || m.Blocks.Len(1) != 0 {
+		t.Fatalf("after a 3-token prefill of slot 0: lengths %d, %d, want 3, 0", m.Blocks.Len(0), m.Blocks.Len(1))
 	}
 	for _, b := range []Batch{
 		seqBatch([]int32{1}, 0, 4),    // skips position 3
@@ -195,11 +195,11 @@ func TestSlotLengths(t *testing.T) {
 			t.Errorf("Forward(slots %v, positions %v) = %v, want an error saying how many positions the slot holds", b.Slots, b.Pos, err)
 		}
 	}
-	if err := m.Truncate(0, 4); err == nil {
+	if err := m.Blocks.Truncate(0, 4); err == nil {
 		t.Error("Truncate(0, 4) of a 3-position slot succeeded")
 	}
-	if err := m.Truncate(0, 1); err != nil || m.SlotLen(0) != 1 {
-		t.Fatalf("Truncate(0, 1) = %v, length %d", err, m.SlotLen(0))
+	if err := m.Blocks.Truncate(0, 1); err != nil || m.Blocks.Len(0) != 1 {
+		t.Fatalf("Truncate(0, 1) = %v, length %d", err, m.Blocks.Len(0))
 	}
 	if _, err := m.Forward(seqBatch([]int32{6}, 0, 2)); err == nil {
 		t.Error("position 2 after truncating to 1 succeeded")
@@ -213,8 +213,8 @@ func TestSlotLengths(t *testing.T) {
 		t.Errorf("logits after truncate and refill differ by %.3g", e)
 	}
 	// Rewriting position 0 ends the sequence there.
-	if _, err := m.Prefill(ctx, 0, 0, []int32{9}); err != nil || m.SlotLen(0) != 1 {
-		t.Fatalf("rewriting position 0: %v, length %d, want 1", err, m.SlotLen(0))
+	if _, err := m.Prefill(ctx, 0, 0, []int32{9}); err != nil || m.Blocks.Len(0) != 1 {
+		t.Fatalf("rewriting position 0: %v, length %d, want 1", err, m.Blocks.Len(0))
 	}
 }
 

@@ -59,11 +59,9 @@ type Model struct {
 	// Classifier is the classification head of a cross-encoder (nil for
 	// other models): Embed with PoolRank returns its score.
 	Classifier *Classifier
-	dev        *vk.Device
-	// lens holds each slot's sequence length: positions 0..lens[s]-1 of
-	// slot s hold keys and values of one sequence.
-	lens []int
-	next []int // Forward's scratch for the lengths after a batch
+	// Blocks is the slots' state: their lengths and the KV pool's pages.
+	Blocks *Blocks
+	dev    *vk.Device
 }
 
 // Load opens the GGUF file, builds its tokenizer, and puts the weights on
@@ -107,7 +105,7 @@ func (m *Model) load(cfg Config) error {
 	if m.GPU, err = NewGPUModel(m.dev, m.Opts, w, gc); err != nil {
 		return err
 	}
-	m.lens = make([]int, m.GPU.Config().Slots)
+	m.Blocks = newBlocks(m.GPU.kv, m.GPU.Config().Slots)
 	if cfg.Verify {
 		c := m.GPU.Config()
 		if m.CPU, err = NewCPUModel(m.Opts, w, c.CtxSize, c.Slots); err != nil {
@@ -153,25 +151,6 @@ func (m *Model) Slots() int { return m.GPU.Config().Slots }
 // reports them safely); its Pages and PageSize never change.
 func (m *Model) KV() KVStats { return m.GPU.KV() }
 
-// SlotLen returns the number of positions slot holds.
-func (m *Model) SlotLen(slot int) int { return m.lens[slot] }
-
-// Truncate keeps the first n positions of slot (for regeneration or to
-// reuse a common prefix); Truncate(slot, 0) clears it.
-func (m *Model) Truncate(slot, n int) error {
-	if slot < 0 || slot >= len(m.lens) {
-		return fmt.Errorf("engine: slot %d outside 0..%d", slot, len(m.lens)-1)
-	}
-	if n < 0 || n > m.lens[slot] {
-		return fmt.Errorf("engine: cannot truncate slot %d of %d positions to %d", slot, m.lens[slot], n)
-	}
-	m.lens[slot] = n
-	if m.GPU.kv != nil {
-		m.GPU.kv.truncate(slot, n)
-	}
-	return nil
-}
-
 // Forward runs one batch on the GPU and returns the logits of the rows
 // that ask for them; see ForwardInto.
 func (m *Model) Forward(b Batch) ([]float32, error) {
@@ -191,35 +170,17 @@ func (m *Model) Forward(b Batch) ([]float32, error) {
 // slot), and writing p ends the slot's sequence at p+1, dropping what came
 // after it.
 func (m *Model) ForwardInto(b Batch, out *Output) error {
-	if err := b.check(m.Opts.Vocab, len(m.lens), m.CtxSize()); err != nil {
+	if err := b.check(m.Opts.Vocab, m.Blocks.Slots(), m.CtxSize()); err != nil {
 		return err
 	}
-	if len(m.next) != len(m.lens) {
-		m.next = make([]int, len(m.lens))
-	}
-	lens := m.next
-	copy(lens, m.lens)
-	for i, s := range b.Slots {
-		if p := int(b.Pos[i]); p < 0 || p > lens[s] {
-			return fmt.Errorf("engine: batch row %d: position %d of slot %d, which holds %d positions (a row may extend a slot by one or rewrite it)", i, p, s, lens[s])
-		}
-		lens[s] = int(b.Pos[i]) + 1
-	}
-	if kv := m.GPU.kv; kv != nil {
-		for s, n := range lens {
-			if n < m.lens[s] { // rewritten: the pages past it go
-				kv.truncate(s, n)
-			}
-		}
+	if err := m.Blocks.advance(b); err != nil {
+		return err
 	}
 	if err := m.forward(b, out); err != nil {
-		// The rows' cache entries are undefined: keep what precedes them.
-		for i, s := range b.Slots {
-			m.lens[s] = min(m.lens[s], int(b.Pos[i]))
-		}
+		m.Blocks.rollback(b)
 		return err
 	}
-	m.lens, m.next = lens, m.lens
+	m.Blocks.commit()
 	return nil
 }
 
@@ -249,70 +210,6 @@ func (m *Model) forward(b Batch, out *Output) error {
 		}
 	}
 	return nil
-}
-
-// CopyPrefix makes slot dst hold the first n positions of slot src,
-// dropping what dst held. n may be at most src's length. The slots then
-// share the pages (nothing is copied until one of them writes a shared
-// page). It is how the candidates of n/best_of share their prompt.
-func (m *Model) CopyPrefix(dst, src, n int) error {
-	if src < 0 || src >= len(m.lens) || dst < 0 || dst >= len(m.lens) {
-		return fmt.Errorf("engine: CopyPrefix: slot %d or %d outside 0..%d", dst, src, len(m.lens)-1)
-	}
-	if n < 0 || n > m.lens[src] {
-		return fmt.Errorf("engine: CopyPrefix: slot %d holds %d positions, cannot copy %d", src, m.lens[src], n)
-	}
-	if dst == src {
-		return m.Truncate(dst, n)
-	}
-	if m.GPU.kv != nil {
-		m.GPU.kv.share(dst, src, n)
-	}
-	m.lens[dst] = n
-	return nil
-}
-
-// AttachPrefix empties slot and makes it hold the longest prefix of tokens
-// that the prefix cache holds (whole pages, then part of one), and returns
-// its length: the tokens need not be fed again.
-func (m *Model) AttachPrefix(slot int, tokens []int32) int {
-	kv := m.GPU.kv
-	if kv == nil {
-		m.lens[slot] = 0
-		return 0
-	}
-	n := kv.attach(slot, tokens)
-	m.lens[slot] = n
-	return n
-}
-
-// CachePrefix leaves the pages of slot that hold tokens (its positions
-// 0..len(tokens)-1, which the caller fed) in the prefix cache for later
-// prompts: the full pages, and the last partial one too when partial is
-// set (the slot is done writing it).
-func (m *Model) CachePrefix(slot int, tokens []int32, partial bool) {
-	if kv := m.GPU.kv; kv != nil && len(tokens) <= m.lens[slot] {
-		kv.publish(slot, tokens, partial)
-	}
-}
-
-// ReserveKV makes sure slot has pages for positions from..to-1 (allocating
-// new ones and copying shared ones), evicting cached prefixes as needed;
-// it fails with ErrKVFull when the pool cannot give them.
-func (m *Model) ReserveKV(slot, from, to int) error {
-	if kv := m.GPU.kv; kv != nil {
-		return kv.reserve(slot, from, to)
-	}
-	return nil
-}
-
-// KVNeed returns how many pages ReserveKV(slot, from, to) would take, and
-// how many the pool can give (free or cached).
-func (m *Model) KVNeed(slot, from, to int) (need, available int) {
-	if kv := m.GPU.kv; kv != nil {
-		return kv.need(slot, from, to), kv.available()
-	}
-	return 0, 1
 }
 
 // maxRelError returns max |a-b| over max |b| (at least 1e-6).

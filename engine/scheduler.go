@@ -517,7 +517,7 @@ func (s *Scheduler) publish() {
 	kv := s.m.KV()
 	cached = kv.CachedTokens
 	for t, q := range s.slotSeq {
-		n := min(len(s.cache[t]), s.m.SlotLen(t))
+		n := min(len(s.cache[t]), s.m.Blocks.Len(t))
 		if q != nil {
 			cached += n
 		}
@@ -800,10 +800,10 @@ func (s *Scheduler) retire(ended func(q *Sequence) (bool, error)) {
 // whose keys and values it holds) and frees the slot.
 func (s *Scheduler) release(q *Sequence) {
 	t := q.slot
-	if toks := s.cache[t]; len(toks) > 0 && len(toks) <= s.m.SlotLen(t) && !q.embed {
-		s.m.CachePrefix(t, toks, true)
+	if toks := s.cache[t]; len(toks) > 0 && len(toks) <= s.m.Blocks.Len(t) && !q.embed {
+		s.m.Blocks.CachePrefix(t, toks, true)
 	}
-	s.m.Truncate(t, 0)
+	s.m.Blocks.Truncate(t, 0)
 	s.cache[t] = s.cache[t][:0]
 	s.slotSeq[t] = nil
 }
@@ -864,35 +864,18 @@ func (s *Scheduler) start(q *Sequence) bool {
 	for s.slotSeq[slot] != nil {
 		slot++
 	}
-	m := s.m
-	reuse := 0
-	switch l := q.grp.members[0]; {
-	case q.embed || q.req.PromptLogprobs:
-		// Every row of an embedding needs its hidden state, and every
-		// row of a scored prompt its logits: nothing is reused.
-		m.AttachPrefix(slot, nil)
-	case l != q && l.slot >= 0 && !l.resumed && l.fed >= len(q.prompt)-1 && !q.resumed:
-		reuse = len(q.prompt) - 1
-		if err := m.CopyPrefix(slot, l.slot, reuse); err != nil {
-			panic("BUG: engine: " + err.Error())
-		}
-	default:
-		reuse = m.AttachPrefix(slot, q.prompt[:len(q.prompt)-1])
+	// Every row of an embedding needs its hidden state, and every row of
+	// a scored prompt its logits: nothing is reused. A follower shares
+	// its leader's prompt while the leader holds it.
+	a := Admission{Prompt: q.prompt, Fresh: q.embed || q.req.PromptLogprobs, Leader: -1}
+	if l := q.grp.members[0]; l != q && l.slot >= 0 && !l.resumed && l.fed >= len(q.prompt)-1 && !q.resumed {
+		a.Leader = l.slot
 	}
-	if !q.embed {
-		if b := mediaBoundary(q.req.Media, reuse); b < reuse { // never half an image
-			if err := m.Truncate(slot, b); err != nil {
-				panic("BUG: engine: " + err.Error())
-			}
-			reuse = b
-		}
+	if !q.embed && len(q.req.Media) > 0 {
+		a.Boundary = func(n int) int { return mediaBoundary(q.req.Media, n) } // never half an image
 	}
-	if need, avail := m.KVNeed(slot, reuse, len(q.prompt)); need > avail {
-		m.Truncate(slot, 0)
-		return false
-	}
-	if err := m.ReserveKV(slot, reuse, len(q.prompt)); err != nil {
-		m.Truncate(slot, 0) // every cached page is evictable, so this should not happen; wait
+	reuse, ok := s.m.Blocks.Admit(slot, a)
+	if !ok {
 		return false
 	}
 	s.slotSeq[slot] = q
@@ -921,7 +904,7 @@ func (s *Scheduler) reserveDecode() (ended bool) {
 		if !q.decoding || len(q.events) == cap(q.events) {
 			continue
 		}
-		for s.m.ReserveKV(q.slot, q.pos, q.pos+1) != nil {
+		for s.m.Blocks.Reserve(q.slot, q.pos, q.pos+1) != nil {
 			v := s.active[len(s.active)-1] // the most recently admitted
 			if v == q && len(s.active) == 1 {
 				q.done, q.doneErr, ended = true, ErrContextFull, true

@@ -77,7 +77,7 @@ type genResult struct {
 // token per Step, no scheduler, nothing else running.
 func soloGenerate(t *testing.T, m *Model, prompt []int32, seed int64, maxTokens int) genResult {
 	t.Helper()
-	if err := m.Truncate(0, 0); err != nil {
+	if err := m.Blocks.Truncate(0, 0); err != nil {
 		t.Fatal(err)
 	}
 	c := newChain(t, m, prompt, seed)
@@ -161,7 +161,7 @@ func TestSchedulerMatchesSolo(t *testing.T) {
 				prompts[i] = testPrompt(m, i, 3+5*i) // 3..78 tokens: some span several chunks
 				want[i] = soloGenerate(t, m, prompts[i], sampling.RandomSeed, maxTokens)
 			}
-			m.Truncate(0, 0)
+			m.Blocks.Truncate(0, 0)
 			s := NewScheduler(m, SchedulerConfig{PrefillChunk: 8})
 			defer s.Close()
 			got := make([]genResult, n)
@@ -205,7 +205,7 @@ func TestSchedulerCandidates(t *testing.T) {
 	for i := range want {
 		want[i] = soloGenerate(t, m, prompt, int64(100+i), maxTokens)
 	}
-	m.Truncate(0, 0)
+	m.Blocks.Truncate(0, 0)
 	// The solo runs left the prompt in slot 0's cache: Model.Truncate
 	// emptied it, so the scheduler, which trusts only positions the model
 	// holds, starts from nothing.
@@ -762,7 +762,7 @@ func TestSchedulerPromptLogprobs(t *testing.T) {
 			wantTop = append(wantTop, logProb(row, best))
 		}
 	}
-	m.Truncate(0, 0)
+	m.Blocks.Truncate(0, 0)
 	s := NewScheduler(m, SchedulerConfig{})
 	defer s.Close()
 	// The same prompt generated first: its slot then caches it.
@@ -837,7 +837,7 @@ func TestSchedulerPreemption(t *testing.T) {
 		prompts[i] = testPrompt(m, 10+i, 20)
 		want[i] = soloGenerateEndless(t, m, prompts[i], maxTokens)
 	}
-	m.Truncate(0, 0)
+	m.Blocks.Truncate(0, 0)
 	// Every request is queued before the scheduler starts: all four are
 	// admitted together (8 pages of prompts), whatever the timing.
 	s := newScheduler(m, SchedulerConfig{})
@@ -870,7 +870,7 @@ func TestSchedulerPreemption(t *testing.T) {
 // soloGenerateEndless is soloGenerate with endlessChain's sampler.
 func soloGenerateEndless(t *testing.T, m *Model, prompt []int32, maxTokens int) genResult {
 	t.Helper()
-	if err := m.Truncate(0, 0); err != nil {
+	if err := m.Blocks.Truncate(0, 0); err != nil {
 		t.Fatal(err)
 	}
 	c := endlessChain(t, m, prompt)
@@ -932,7 +932,7 @@ func TestSchedulerPrefixReuse(t *testing.T) {
 	for i := range want {
 		want[i] = soloGenerateEndless(t, m, ask(i), maxTokens)
 	}
-	m.Truncate(0, 0)
+	m.Blocks.Truncate(0, 0)
 	s := NewScheduler(m, SchedulerConfig{})
 	defer s.Close()
 	var prefill int64

@@ -271,7 +271,7 @@ func (s *Scheduler) commit() {
 			q.fed += e.rows
 			q.pos = q.fed
 			// Later prompts may share the full pages fed so far.
-			s.m.CachePrefix(q.slot, s.cache[q.slot], false)
+			s.m.Blocks.CachePrefix(q.slot, s.cache[q.slot], false)
 		}
 		if e.next.Kind != OutNone || e.promptN > 0 {
 			s.sampled = append(s.sampled, e)

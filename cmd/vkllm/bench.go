@@ -477,7 +477,7 @@ func newBatchBench(model *engine.Model, pp, tg, most, batchSize int) *batchBench
 func (b *batchBench) run(n int) (prefill, decode time.Duration, err error) {
 	m, vocab := b.model, b.model.Opts.Vocab
 	for s := range n {
-		if err := m.Truncate(s, 0); err != nil {
+		if err := m.Blocks.Truncate(s, 0); err != nil {
 			return 0, 0, err
 		}
 		b.step.Tokens[s] = int32(b.rng.IntN(vocab)) // the first decode token when there is no prompt

@@ -1,0 +1,210 @@
+package engine
+
+import "fmt"
+
+// Blocks owns the state of a model's sequence slots between forward
+// passes: each slot's length (positions 0..Len-1 of the slot hold one
+// sequence's keys and values) and, for decoders, the bookkeeping of the KV
+// page pool (kvCache: each slot's page table, shared pages, the prefix
+// cache). The GPUModel sizes the pool (it knows the device's memory) and
+// reads the page tables from it in each pass; every change between passes
+// goes through Blocks: Model.ForwardInto advances the lengths of the slots
+// a batch writes, the scheduler admits, extends and releases sequences.
+//
+// Its methods are used from one goroutine at a time, never beside a
+// forward pass (the scheduler's goroutine, or the caller of Model's
+// methods).
+type Blocks struct {
+	kv   *kvCache // nil for encoders, which keep no cache
+	lens []int
+	next []int // advance's scratch for the lengths after a batch
+}
+
+// newBlocks returns the slot state of slots sequences over the page pool
+// kv (nil: none).
+func newBlocks(kv *kvCache, slots int) *Blocks {
+	return &Blocks{kv: kv, lens: make([]int, slots), next: make([]int, slots)}
+}
+
+// Slots returns the number of sequence slots.
+func (b *Blocks) Slots() int { return len(b.lens) }
+
+// Len returns the number of positions slot holds.
+func (b *Blocks) Len(slot int) int { return b.lens[slot] }
+
+// Stats returns the statistics of the KV page pool (zero for encoders).
+func (b *Blocks) Stats() KVStats {
+	if b.kv == nil {
+		return KVStats{}
+	}
+	return b.kv.stats()
+}
+
+// Truncate keeps the first n positions of slot (for regeneration or to
+// reuse a common prefix); Truncate(slot, 0) clears it.
+func (b *Blocks) Truncate(slot, n int) error {
+	if slot < 0 || slot >= len(b.lens) {
+		return fmt.Errorf("engine: slot %d outside 0..%d", slot, len(b.lens)-1)
+	}
+	if n < 0 || n > b.lens[slot] {
+		return fmt.Errorf("engine: cannot truncate slot %d of %d positions to %d", slot, b.lens[slot], n)
+	}
+	b.lens[slot] = n
+	if b.kv != nil {
+		b.kv.truncate(slot, n)
+	}
+	return nil
+}
+
+// CopyPrefix makes slot dst hold the first n positions of slot src,
+// dropping what dst held. n may be at most src's length. The slots then
+// share the pages (nothing is copied until one of them writes a shared
+// page). It is how the candidates of n/best_of share their prompt.
+func (b *Blocks) CopyPrefix(dst, src, n int) error {
+	if src < 0 || src >= len(b.lens) || dst < 0 || dst >= len(b.lens) {
+		return fmt.Errorf("engine: CopyPrefix: slot %d or %d outside 0..%d", dst, src, len(b.lens)-1)
+	}
+	if n < 0 || n > b.lens[src] {
+		return fmt.Errorf("engine: CopyPrefix: slot %d holds %d positions, cannot copy %d", src, b.lens[src], n)
+	}
+	if dst == src {
+		return b.Truncate(dst, n)
+	}
+	if b.kv != nil {
+		b.kv.share(dst, src, n)
+	}
+	b.lens[dst] = n
+	return nil
+}
+
+// AttachPrefix empties slot and makes it hold the longest prefix of tokens
+// that the prefix cache holds (whole pages, then part of one), and returns
+// its length: the tokens need not be fed again.
+func (b *Blocks) AttachPrefix(slot int, tokens []int32) int {
+	if b.kv == nil {
+		b.lens[slot] = 0
+		return 0
+	}
+	n := b.kv.attach(slot, tokens)
+	b.lens[slot] = n
+	return n
+}
+
+// CachePrefix leaves the pages of slot that hold tokens (its positions
+// 0..len(tokens)-1, which the caller fed) in the prefix cache for later
+// prompts: the full pages, and the last partial one too when partial is
+// set (the slot is done writing it).
+func (b *Blocks) CachePrefix(slot int, tokens []int32, partial bool) {
+	if b.kv != nil && len(tokens) <= b.lens[slot] {
+		b.kv.publish(slot, tokens, partial)
+	}
+}
+
+// Reserve makes sure slot has pages for positions from..to-1 (allocating
+// new ones and copying shared ones), evicting cached prefixes as needed;
+// it fails with ErrKVFull when the pool cannot give them.
+func (b *Blocks) Reserve(slot, from, to int) error {
+	if b.kv != nil {
+		return b.kv.reserve(slot, from, to)
+	}
+	return nil
+}
+
+// Need returns how many pages Reserve(slot, from, to) would take, and how
+// many the pool can give (free or cached).
+func (b *Blocks) Need(slot, from, to int) (need, available int) {
+	if b.kv != nil {
+		return b.kv.need(slot, from, to), b.kv.available()
+	}
+	return 0, 1
+}
+
+// Admission says where a sequence admitted to a slot takes the start of
+// its prompt from (Blocks.Admit).
+type Admission struct {
+	// Prompt is the sequence's prompt: Admit reserves the pages of its
+	// positions that are not reused.
+	Prompt []int32
+	// Fresh reuses nothing: every row is fed (an embedding needs every
+	// row's hidden state, a scored prompt every row's logits).
+	Fresh bool
+	// Leader, when >= 0, is the slot of a sequence with the same prompt
+	// that holds all but its last token: the slot shares those pages (a
+	// follower of n/best_of). Otherwise the slot takes the longest prefix
+	// of Prompt[:len(Prompt)-1] the prefix cache holds.
+	Leader int
+	// Boundary, when not nil, returns the longest reusable prefix of at
+	// most n positions (an image is reused whole or not at all).
+	Boundary func(n int) int
+}
+
+// Admit makes the empty slot hold the start of a's prompt as a says and
+// reserves the pages of the rest. It returns the positions reused, or
+// false (the slot empty again, nothing else changed but the prefix cache's
+// order) when the pool lacks the pages.
+func (b *Blocks) Admit(slot int, a Admission) (reused int, ok bool) {
+	n := len(a.Prompt)
+	switch {
+	case a.Fresh:
+		b.AttachPrefix(slot, nil)
+	case a.Leader >= 0:
+		reused = n - 1
+		if err := b.CopyPrefix(slot, a.Leader, reused); err != nil {
+			panic("BUG: engine: " + err.Error())
+		}
+	default:
+		reused = b.AttachPrefix(slot, a.Prompt[:n-1])
+	}
+	if a.Boundary != nil {
+		if c := a.Boundary(reused); c < reused {
+			if err := b.Truncate(slot, c); err != nil {
+				panic("BUG: engine: " + err.Error())
+			}
+			reused = c
+		}
+	}
+	if need, avail := b.Need(slot, reused, n); need > avail {
+		b.Truncate(slot, 0)
+		return 0, false
+	}
+	if err := b.Reserve(slot, reused, n); err != nil {
+		b.Truncate(slot, 0) // every cached page is evictable, so this should not happen; wait
+		return 0, false
+	}
+	return reused, true
+}
+
+// advance checks that batch's rows extend or rewrite their slots (a row at
+// position p needs the slot's positions before p: p at most the slot's
+// length, counting the batch's earlier rows of the slot), drops the pages
+// past a rewritten position, and notes the lengths after the pass (writing
+// p ends the slot's sequence at p+1) for commit.
+func (b *Blocks) advance(batch Batch) error {
+	lens := b.next
+	copy(lens, b.lens)
+	for i, s := range batch.Slots {
+		if p := int(batch.Pos[i]); p < 0 || p > lens[s] {
+			return fmt.Errorf("engine: batch row %d: position %d of slot %d, which holds %d positions (a row may extend a slot by one or rewrite it)", i, p, s, lens[s])
+		}
+		lens[s] = int(batch.Pos[i]) + 1
+	}
+	if b.kv != nil {
+		for s, n := range lens {
+			if n < b.lens[s] { // rewritten: the pages past it go
+				b.kv.truncate(s, n)
+			}
+		}
+	}
+	return nil
+}
+
+// commit sets the lengths advance noted, once the pass succeeded.
+func (b *Blocks) commit() { b.lens, b.next = b.next, b.lens }
+
+// rollback keeps what precedes batch's rows in their slots after a failed
+// pass: their cache entries are undefined.
+func (b *Blocks) rollback(batch Batch) {
+	for i, s := range batch.Slots {
+		b.lens[s] = min(b.lens[s], int(batch.Pos[i]))
+	}
+}
