@@ -130,7 +130,7 @@ func (b *EngineBackend) EOG() []int32 { return b.m.Tok.EOGIDs() }
 
 // Generate runs the candidates of one request; see Backend.Generate. More
 // candidates than the model has slots run in turns of that many.
-func (b *EngineBackend) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(i int, ev *Event) error) error {
+func (b *EngineBackend) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(i int, ev *engine.Event) error) error {
 	if len(reqs) == 0 {
 		return fmt.Errorf("api: no candidates")
 	}
@@ -160,7 +160,7 @@ func (b *EngineBackend) Generate(ctx context.Context, reqs []*GenerateRequest, e
 		if err != nil {
 			return err
 		}
-		if err := follow(ctx, g, func(i int, ev *Event) error { return emit(first+i, ev) }); err != nil {
+		if err := follow(ctx, g, func(i int, ev *engine.Event) error { return emit(first+i, ev) }); err != nil {
 			return err
 		}
 	}
@@ -171,11 +171,10 @@ func (b *EngineBackend) Generate(ctx context.Context, reqs []*GenerateRequest, e
 // candidate whose emit returns ErrStop is cancelled alone; any other error
 // from emit, or ctx's, cancels them all, and follow waits until the
 // scheduler has dropped them (one step) before returning it.
-func follow(ctx context.Context, g *engine.Group, emit func(i int, ev *Event) error) error {
+func follow(ctx context.Context, g *engine.Group, emit func(i int, ev *engine.Event) error) error {
 	var (
 		seqs    = g.Seqs()
 		ge      engine.GroupEvent
-		ev      Event
 		ok      bool
 		failed  error
 		stopped = make([]bool, len(seqs))
@@ -213,16 +212,7 @@ func follow(ctx context.Context, g *engine.Group, emit func(i int, ev *Event) er
 		if stopped[i] || failed != nil {
 			continue // cancelled: drain what was already sent
 		}
-		e := &ge.Event
-		ev = Event{Token: e.Token, EOG: e.EOG, Logprob: e.Logprob, Top: e.Top}
-		ev.Admitted, ev.Reused = q.Admission()
-		if e.Prompt != nil {
-			ev.Prompt = make([]PromptLogprob, len(e.Prompt))
-			for j, p := range e.Prompt {
-				ev.Prompt[j] = PromptLogprob(p)
-			}
-		}
-		if err := emit(i, &ev); err != nil {
+		if err := emit(i, &ge.Event); err != nil {
 			if err == ErrStop {
 				stopped[i] = true
 				q.Cancel()
