@@ -418,17 +418,6 @@ func (r *reader) readToolCall(v jsonValue, path string) toolCall {
 	return tc
 }
 
-// parseCalls splits generated text into the text before the tool calls
-// and the calls, as the template's tool family writes them; with
-// parallel_tool_calls false only the first call is kept.
-func (req *chatRequest) parseCalls(pc *preparedChat, text string) (string, []toolCall) {
-	prefix, calls := pc.tmpl.family.parse(text, req.tools)
-	if !req.parallelCall && len(calls) > 1 {
-		calls = calls[:1]
-	}
-	return prefix, calls
-}
-
 // toolFunctions converts the request tools for the grammar builder.
 func toolFunctions(tools []tool) []grammar.ToolFunction {
 	out := make([]grammar.ToolFunction, len(tools))

@@ -772,10 +772,7 @@ func (s *Server) outputItems(req *responsesRequest, pc *preparedChat, c *candida
 	text := c.text
 	var calls []toolCall
 	if pc.toolsActive {
-		text, calls = req.chat.parseCalls(pc, c.text)
-		if len(calls) == 0 {
-			text = c.text
-		}
+		text, calls, _ = req.chat.splitCalls(pc, c.text, false)
 	}
 	var out []any
 	if text != "" || len(calls) == 0 {
@@ -991,21 +988,15 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 		text.Write(t)
 		return rs.textDelta(msg.ID, t)
 	}
-	var held strings.Builder
-	holding := pc.toolsActive
+	hold := newToolHold(pc, false)
 	var lps []tokenLogprob
 	onText := func(_ int, t []byte, l []tokenLogprob) error {
+		t, l, send := hold.add(t, l)
 		if req.chat.logprobs {
 			lps = append(lps, l...)
 		}
-		if holding {
-			held.Write(t)
-			if pc.tmpl.family.mayStart(held.String()) {
-				return nil
-			}
-			holding = false
-			t = []byte(held.String())
-			held.Reset()
+		if !send {
+			return nil
 		}
 		return sendText(t)
 	}
@@ -1021,12 +1012,13 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 	}
 	c := cands[0]
 	var calls []toolCall
-	if held.Len() > 0 {
-		prefix, cs := req.chat.parseCalls(pc, held.String())
-		if len(cs) == 0 {
-			prefix = held.String()
-		}
-		calls = cs
+	held, heldLPs, ok := hold.rest()
+	if req.chat.logprobs {
+		lps = append(lps, heldLPs...)
+	}
+	if ok {
+		var prefix string
+		prefix, calls, _ = req.chat.splitCalls(pc, held, false)
 		if sendText([]byte(prefix)) != nil {
 			return c.tokens, 499
 		}
