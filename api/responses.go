@@ -349,19 +349,7 @@ func (r *reader) readResponsesTool(v jsonValue, path string) tool {
 	if m == nil {
 		return t
 	}
-	t.name = r.str(m, path, "name", "")
-	if t.name == "" && r.err == nil {
-		r.fail(badRequest(path+".name", "%s.name: missing or empty", path))
-	}
-	t.description = r.str(m, path, "description", "")
-	r.boolean(m, path, "strict", false)
-	if p, ok := m["parameters"]; ok && p != nil {
-		if !p.isObject() {
-			r.typeErr(path+".parameters", "object (a JSON Schema)", p)
-		}
-		t.parameters = p
-	}
-	return t
+	return r.readFunction(m, path)
 }
 
 // readResponsesToolChoice reads tool_choice: "auto", "none", "required" or
@@ -575,22 +563,15 @@ func (req *chatRequest) readResponsesOrdered(body []byte) *Error {
 						fn.Set(k, x)
 					}
 				}
-				w := jinja.NewDict()
-				w.Set("type", "function")
-				w.Set("function", fn)
-				l.Items[i] = w
+				l.Items[i] = functionTool(fn)
 			}
 		}
 		req.toolsValue = v
 	}
 	if len(raw.Kwargs) > 0 && string(raw.Kwargs) != "null" {
-		v, err := jinja.ParseJSON(raw.Kwargs)
-		if err != nil {
-			return badRequest("chat_template_kwargs", "chat_template_kwargs: %v", err)
-		}
-		d, ok := v.(*jinja.Dict)
-		if !ok {
-			return badRequest("chat_template_kwargs", "chat_template_kwargs: want an object")
+		d, e := templateKwargs(raw.Kwargs)
+		if e != nil {
+			return e
 		}
 		req.kwargs = d
 	}
