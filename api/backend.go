@@ -8,21 +8,9 @@ package api
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/sampling"
-)
-
-// Pooling says how Embed reduces the last hidden states of a sequence to one
-// vector.
-type Pooling int
-
-// The pooling kinds of GGUF's {arch}.pooling_type.
-const (
-	PoolingMean Pooling = iota // mean over all positions (the default)
-	PoolingCLS                 // the first position
-	PoolingLast                // the last position
 )
 
 // ModelInfo describes the loaded model. It is read once after the load
@@ -106,7 +94,7 @@ type Backend interface {
 	// chain built from reqs[i].Params and reqs[i].Constraint
 	// (sampling.NewChain; Constraint may be nil) and calls emit(i, ev) with
 	// it, in order per candidate, from the calling goroutine. An EOG token
-	// is emitted too (Event.EOG true) and ends its candidate, as do
+	// is emitted too (engine.Event.EOG true) and ends its candidate, as do
 	// reqs[i].MaxTokens tokens, emit returning ErrStop for it (the API's
 	// stop sequences, a tool call finished), and running out of positions
 	// (the API reports finish_reason "length" for that). Generate returns:
@@ -116,10 +104,13 @@ type Backend interface {
 	//     candidates' slots before returning;
 	//   - any other error when the model failed, or emit's error (other
 	//     than ErrStop) as is, which ends every candidate.
-	// Generate must not keep emit or reqs after it returns. A *sampling
-	// ParamError from NewChain must be returned unwrapped or wrapped with
-	// %w so the API can answer 400 naming the field.
-	Generate(ctx context.Context, reqs []*GenerateRequest, emit func(i int, ev *Event) error) error
+	// The backend may reuse ev and its Top for the next call of emit; the
+	// API copies what it keeps. ev.Admitted and ev.Reused (timings) are
+	// set on a candidate's first event, or zero when the backend does not
+	// know them. Generate must not keep emit or reqs after it returns. A
+	// *sampling.ParamError from NewChain must be returned unwrapped or
+	// wrapped with %w so the API can answer 400 naming the field.
+	Generate(ctx context.Context, reqs []*GenerateRequest, emit func(i int, ev *engine.Event) error) error
 
 	// Embed returns the pooled embedding (not normalized) of tokens over
 	// the model's last hidden states, pooled as the model says (GGUF
@@ -165,7 +156,7 @@ type GenerateRequest struct {
 	// MaxTokens is the most tokens to generate (>= 1).
 	MaxTokens int
 	// TopLogprobs is the number of alternatives to report per token in
-	// Event.Top (0 none). Logprobs asks for Event.Logprob.
+	// engine.Event.Top (0 none). Logprobs asks for engine.Event.Logprob.
 	Logprobs    bool
 	TopLogprobs int
 	// ID is the request's id (its response id), for reports such as
@@ -173,40 +164,9 @@ type GenerateRequest struct {
 	ID string
 	// PromptLogprobs asks for the prompt tokens' log-probabilities (each
 	// given the tokens before it, from the second token on, with
-	// TopLogprobs alternatives) in the first Event's Prompt: echo with
-	// logprobs.
+	// TopLogprobs alternatives) in the first engine.Event's Prompt: echo
+	// with logprobs.
 	PromptLogprobs bool
-}
-
-// PromptLogprob is a prompt token's log-probability given the tokens
-// before it, with the most likely alternatives at its position.
-type PromptLogprob struct {
-	Token   int32
-	Logprob float32
-	Top     []sampling.TokenLogprob
-}
-
-// Event is one generated token. The backend may reuse the Event and its
-// slices for the next call of emit; the API copies what it keeps.
-type Event struct {
-	// Token is the sampled token id.
-	Token int32
-	// EOG is true when Token ends generation; its text is not output.
-	EOG bool
-	// Logprob is the log-probability of Token under the model distribution
-	// (set when GenerateRequest.Logprobs or TopLogprobs > 0).
-	Logprob float32
-	// Top holds the TopLogprobs most likely tokens, most likely first.
-	Top []sampling.TokenLogprob
-	// Admitted is when the sequence got its place in the model (after any
-	// queueing) and Reused how many prompt tokens it took from a cache
-	// there; zero when the backend does not know. For timings.
-	Admitted time.Time
-	Reused   int
-	// Prompt is set on a sequence's first event when
-	// GenerateRequest.PromptLogprobs asked for it; it belongs to the
-	// receiver.
-	Prompt []PromptLogprob
 }
 
 // ErrStop is returned by emit to end a sequence normally.

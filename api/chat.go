@@ -166,26 +166,42 @@ func (req *chatRequest) readOrdered(m jsonObject) *Error {
 		if l, ok := v.(*jinja.List); ok && param == "functions" {
 			// Legacy functions are tools without the wrapper.
 			for i, f := range l.Items {
-				w := jinja.NewDict()
-				w.Set("type", "function")
-				w.Set("function", f)
-				l.Items[i] = w
+				l.Items[i] = functionTool(f)
 			}
 		}
 		req.toolsValue = v
 	}
 	if raw.Kwargs != nil {
-		v, err := jinja.ParseJSON(raw.Kwargs)
-		if err != nil {
-			return badRequest("chat_template_kwargs", "chat_template_kwargs: %v", err)
-		}
-		d, ok := v.(*jinja.Dict)
-		if !ok {
-			return badRequest("chat_template_kwargs", "chat_template_kwargs: want an object")
+		d, e := templateKwargs(raw.Kwargs)
+		if e != nil {
+			return e
 		}
 		req.kwargs = d
 	}
 	return nil
+}
+
+// functionTool returns the tool of function fn as chat templates read
+// tools: {"type": "function", "function": fn}.
+func functionTool(fn any) *jinja.Dict {
+	w := jinja.NewDict()
+	w.Set("type", "function")
+	w.Set("function", fn)
+	return w
+}
+
+// templateKwargs parses chat_template_kwargs (JSON, not null) into the
+// template variables it gives, their key order kept.
+func templateKwargs(raw []byte) (*jinja.Dict, *Error) {
+	v, err := jinja.ParseJSON(raw)
+	if err != nil {
+		return nil, badRequest("chat_template_kwargs", "chat_template_kwargs: %v", err)
+	}
+	d, ok := v.(*jinja.Dict)
+	if !ok {
+		return nil, badRequest("chat_template_kwargs", "chat_template_kwargs: want an object")
+	}
+	return d, nil
 }
 
 func (r *reader) readToolChoice(req *chatRequest, v jsonValue, path string) {
@@ -257,15 +273,23 @@ func (r *reader) readTool(v jsonValue, path string, wrapped bool) tool {
 	if fm == nil {
 		return t
 	}
-	t.name = r.str(fm, fpath, "name", "")
+	return r.readFunction(fm, fpath)
+}
+
+// readFunction reads the function of a tool at path, in any of the shapes
+// the routes take (chat's tools and legacy functions, Responses' tools):
+// its name, description, strict flag and parameters schema.
+func (r *reader) readFunction(fm jsonObject, path string) tool {
+	var t tool
+	t.name = r.str(fm, path, "name", "")
 	if t.name == "" && r.err == nil {
-		r.fail(badRequest(fpath+".name", "%s.name: missing or empty", fpath))
+		r.fail(badRequest(path+".name", "%s.name: missing or empty", path))
 	}
-	t.description = r.str(fm, fpath, "description", "")
-	r.boolean(fm, fpath, "strict", false)
+	t.description = r.str(fm, path, "description", "")
+	r.boolean(fm, path, "strict", false)
 	if p, ok := fm["parameters"]; ok && p != nil {
 		if !p.isObject() {
-			r.typeErr(fpath+".parameters", "object (a JSON Schema)", p)
+			r.typeErr(path+".parameters", "object (a JSON Schema)", p)
 		}
 		t.parameters = p
 	}
@@ -416,17 +440,6 @@ func (r *reader) readToolCall(v jsonValue, path string) toolCall {
 		r.typeErr(path+".function.arguments", "string (JSON-encoded arguments)", a)
 	}
 	return tc
-}
-
-// parseCalls splits generated text into the text before the tool calls
-// and the calls, as the template's tool family writes them; with
-// parallel_tool_calls false only the first call is kept.
-func (req *chatRequest) parseCalls(pc *preparedChat, text string) (string, []toolCall) {
-	prefix, calls := pc.tmpl.family.parse(text, req.tools)
-	if !req.parallelCall && len(calls) > 1 {
-		calls = calls[:1]
-	}
-	return prefix, calls
 }
 
 // toolFunctions converts the request tools for the grammar builder.

@@ -238,20 +238,15 @@ func (s *Server) chatWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *chatReq
 		ch := chatChoice{Index: j, FinishReason: c.finish, Message: chatMessage{Role: "assistant"}}
 		content := c.text
 		if pc.toolsActive {
-			prefix, calls := req.parseCalls(pc, c.text)
-			if len(calls) > 0 {
+			var calls []toolCall
+			var cut bool
+			content, calls, cut = req.splitCalls(pc, c.text, pc.forced)
+			if len(calls) > 0 && !cut {
 				ch.FinishReason = "tool_calls"
-			} else if pc.forced {
-				// A forced call cut short (max_tokens) is still a call,
-				// never content.
-				prefix, calls = "", []toolCall{partialCall(c.text, req)}
 			}
-			if len(calls) > 0 {
-				content = prefix
-				for _, tc := range calls {
-					ch.Message.ToolCalls = append(ch.Message.ToolCalls, chatToolCall{ID: tc.id, Type: "function",
-						Function: chatFunction{Name: tc.name, Arguments: tc.arguments}})
-				}
+			for _, tc := range calls {
+				ch.Message.ToolCalls = append(ch.Message.ToolCalls, chatToolCall{ID: tc.id, Type: "function",
+					Function: chatFunction{Name: tc.name, Arguments: tc.arguments}})
 			}
 		}
 		if content != "" || len(ch.Message.ToolCalls) == 0 {
@@ -294,11 +289,9 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 	u := usage{PromptTokens: len(pc.prompt)}
 	// Each candidate holds back text that may be a tool call, with the
 	// logprobs of its tokens.
-	held := make([]strings.Builder, req.n)
-	heldLP := make([][]tokenLogprob, req.n)
-	holding := make([]bool, req.n)
-	for j := range holding {
-		holding[j] = pc.toolsActive
+	holds := make([]*toolHold, req.n)
+	for j := range holds {
+		holds[j] = newToolHold(pc, pc.forced)
 	}
 	sendText := func(j int, text []byte, lps []tokenLogprob) error {
 		if req.logprobs {
@@ -315,19 +308,8 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		return err
 	}
 	onText := func(j int, text []byte, lps []tokenLogprob) error {
-		if holding[j] {
-			held[j].Write(text)
-			heldLP[j] = append(heldLP[j], lps...)
-			if pc.forced || pc.tmpl.family.mayStart(held[j].String()) {
-				return nil
-			}
-			holding[j] = false
-			t := held[j].String()
-			held[j].Reset()
-			lps, heldLP[j] = heldLP[j], nil
-			return sendText(j, []byte(t), lps)
-		}
-		if len(text) == 0 && len(lps) == 0 {
+		text, lps, send := holds[j].add(text, lps)
+		if !send {
 			return nil
 		}
 		return sendText(j, text, lps)
@@ -340,15 +322,12 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 	for j, c := range cands {
 		u.CompletionTokens += c.tokens
 		finish := c.finish
-		if holding[j] && (held[j].Len() > 0 || pc.forced) {
+		if text, heldLPs, ok := holds[j].rest(); ok {
 			// The logprobs of the held text go with its first chunk.
-			lps := chatLP(req.logprobs, heldLP[j])
-			prefix, calls := req.parseCalls(pc, held[j].String())
-			if len(calls) > 0 {
+			lps := chatLP(req.logprobs, heldLPs)
+			prefix, calls, cut := req.splitCalls(pc, text, pc.forced)
+			if len(calls) > 0 && !cut {
 				finish = "tool_calls"
-			} else if pc.forced {
-				// A forced call cut short (max_tokens) is still a call.
-				prefix, calls = "", []toolCall{partialCall(held[j].String(), req)}
 			}
 			if len(calls) > 0 {
 				if prefix != "" {
@@ -372,11 +351,8 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 						}
 					}
 				}
-			} else {
-				t := held[j].String()
-				if send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &t}, Logprobs: lps}) != nil {
-					return u.CompletionTokens, 499
-				}
+			} else if send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &prefix}, Logprobs: lps}) != nil {
+				return u.CompletionTokens, 499
 			}
 		}
 		if !req.includeUsage && j == len(cands)-1 {

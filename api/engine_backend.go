@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -131,7 +130,7 @@ func (b *EngineBackend) EOG() []int32 { return b.m.Tok.EOGIDs() }
 
 // Generate runs the candidates of one request; see Backend.Generate. More
 // candidates than the model has slots run in turns of that many.
-func (b *EngineBackend) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(i int, ev *Event) error) error {
+func (b *EngineBackend) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(i int, ev *engine.Event) error) error {
 	if len(reqs) == 0 {
 		return fmt.Errorf("api: no candidates")
 	}
@@ -157,27 +156,29 @@ func (b *EngineBackend) Generate(ctx context.Context, reqs []*GenerateRequest, e
 			ereqs[i] = engine.GenRequest{Prompt: r.Prompt, Chain: chains[first+i], MaxTokens: r.MaxTokens,
 				Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs, Label: r.ID, Media: r.Media, PromptLogprobs: r.PromptLogprobs}
 		}
-		seqs, err := b.s.Generate(ctx, ereqs)
+		g, err := b.s.Generate(ctx, ereqs)
 		if err != nil {
 			return err
 		}
-		if err := follow(ctx, seqs, func(i int, ev *Event) error { return emit(first+i, ev) }); err != nil {
+		if err := follow(ctx, g, func(i int, ev *engine.Event) error { return emit(first+i, ev) }); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// follow relays the events of seqs to emit until every sequence ended. A
+// follow relays the events of g to emit until every candidate ended. A
 // candidate whose emit returns ErrStop is cancelled alone; any other error
 // from emit, or ctx's, cancels them all, and follow waits until the
 // scheduler has dropped them (one step) before returning it.
-func follow(ctx context.Context, seqs []*engine.Sequence, emit func(i int, ev *Event) error) error {
+func follow(ctx context.Context, g *engine.Group, emit func(i int, ev *engine.Event) error) error {
 	var (
-		ev      Event
+		seqs    = g.Seqs()
+		ge      engine.GroupEvent
+		ok      bool
 		failed  error
 		stopped = make([]bool, len(seqs))
-		open    = len(seqs)
+		done    = ctx.Done()
 	)
 	cancelAll := func(err error) {
 		if failed == nil {
@@ -187,76 +188,39 @@ func follow(ctx context.Context, seqs []*engine.Sequence, emit func(i int, ev *E
 			q.Cancel()
 		}
 	}
-	handle := func(i int, e engine.Event, ok bool) {
-		q := seqs[i]
+	for {
+		select {
+		case ge, ok = <-g.Events():
+		case <-done:
+			cancelAll(ctx.Err())
+			done = nil // drain what was already sent
+			continue
+		}
 		if !ok {
-			open--
+			return failed
+		}
+		i, q := ge.Candidate, seqs[ge.Candidate]
+		if ge.End {
 			switch err := q.Err(); {
 			case stopped[i] || failed != nil:
 			case err == nil, errors.Is(err, engine.ErrContextFull):
 			default:
 				cancelAll(err)
 			}
-			return
+			continue
 		}
 		if stopped[i] || failed != nil {
-			return // cancelled: drain what was already sent
+			continue // cancelled: drain what was already sent
 		}
-		ev = Event{Token: e.Token, EOG: e.EOG, Logprob: e.Logprob, Top: e.Top}
-		ev.Admitted, ev.Reused = q.Admission()
-		if e.Prompt != nil {
-			ev.Prompt = make([]PromptLogprob, len(e.Prompt))
-			for j, p := range e.Prompt {
-				ev.Prompt[j] = PromptLogprob(p)
-			}
-		}
-		if err := emit(i, &ev); err != nil {
+		if err := emit(i, &ge.Event); err != nil {
 			if err == ErrStop {
 				stopped[i] = true
 				q.Cancel()
-				return
+				continue
 			}
 			cancelAll(err)
 		}
 	}
-	if len(seqs) == 1 {
-		// The common case, without reflection.
-		q := seqs[0]
-		for open > 0 {
-			select {
-			case e, ok := <-q.Events():
-				handle(0, e, ok)
-			case <-ctx.Done():
-				cancelAll(ctx.Err())
-				for e := range q.Events() {
-					handle(0, e, true)
-				}
-				handle(0, engine.Event{}, false)
-			}
-		}
-		return failed
-	}
-	cases := make([]reflect.SelectCase, len(seqs)+1)
-	for i, q := range seqs {
-		cases[i] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(q.Events())}
-	}
-	cases[len(seqs)] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}
-	for open > 0 {
-		i, v, ok := reflect.Select(cases)
-		if i == len(seqs) {
-			cancelAll(ctx.Err())
-			cases[i].Chan = reflect.Value{} // a nil channel: never again
-			continue
-		}
-		var e engine.Event
-		if ok {
-			e = v.Interface().(engine.Event)
-		} else {
-			cases[i].Chan = reflect.Value{}
-		}
-		handle(i, e, ok)
-	}
-	return failed
 }
 
 // Embed returns the pooled embedding of tokens.

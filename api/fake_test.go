@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/sampling"
 )
 
@@ -138,12 +139,12 @@ type fakeCand struct {
 	strength float32
 	i        int
 	done     bool
-	ev       Event
+	ev       engine.Event
 }
 
 // Generate runs the candidates round-robin, one token each in turn, as a
 // batching backend interleaves them.
-func (f *fakeBackend) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(i int, ev *Event) error) error {
+func (f *fakeBackend) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(i int, ev *engine.Event) error) error {
 	err := f.generate(ctx, reqs, emit)
 	if f.ended != nil {
 		f.ended <- err
@@ -151,7 +152,7 @@ func (f *fakeBackend) Generate(ctx context.Context, reqs []*GenerateRequest, emi
 	return err
 }
 
-func (f *fakeBackend) generate(ctx context.Context, reqs []*GenerateRequest, emit func(i int, ev *Event) error) error {
+func (f *fakeBackend) generate(ctx context.Context, reqs []*GenerateRequest, emit func(i int, ev *engine.Event) error) error {
 	n := f.running.Add(1)
 	defer f.running.Add(-1)
 	for {
@@ -229,7 +230,7 @@ func (f *fakeBackend) generate(ctx context.Context, reqs []*GenerateRequest, emi
 			if err := c.chain.Accept(id); err != nil {
 				return err
 			}
-			c.ev = Event{Token: id, EOG: id == 2, Top: c.ev.Top[:0]}
+			c.ev = engine.Event{Token: id, EOG: id == 2, Top: c.ev.Top[:0]}
 			if c.req.Logprobs || c.req.TopLogprobs > 0 {
 				if c.ev.Logprob, err = c.chain.Logprob(id); err != nil {
 					return err
@@ -276,9 +277,9 @@ var fakePromptLogprob = float32(fakePromptScore - math.Log(math.Exp(fakePromptSc
 
 // fakePromptLogprobs scores req's prompt as the engine does, through the
 // chain, over the fake's logits rows.
-func fakePromptLogprobs(c *sampling.Chain, req *GenerateRequest) ([]PromptLogprob, error) {
+func fakePromptLogprobs(c *sampling.Chain, req *GenerateRequest) ([]engine.PromptLogprob, error) {
 	row := make([]float32, fakeVocab)
-	var out []PromptLogprob
+	var out []engine.PromptLogprob
 	for _, tok := range req.Prompt[1:] {
 		clear(row)
 		row[tok] = fakePromptScore
@@ -293,7 +294,7 @@ func fakePromptLogprobs(c *sampling.Chain, req *GenerateRequest) ([]PromptLogpro
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, PromptLogprob{Token: tok, Logprob: lp, Top: top})
+		out = append(out, engine.PromptLogprob{Token: tok, Logprob: lp, Top: top})
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/valyala/fasthttp"
+	"github.com/vkllm/vkllm/engine"
 )
 
 // fuzzRoutes are the POST routes FuzzServe drives.
@@ -81,7 +82,7 @@ func FuzzServe(f *testing.F) {
 type panicky struct{ *fakeBackend }
 
 func (p panicky) Embed(context.Context, []int32) ([]float32, error) { panic("embed bug") }
-func (p panicky) Generate(context.Context, []*GenerateRequest, func(int, *Event) error) error {
+func (p panicky) Generate(context.Context, []*GenerateRequest, func(int, *engine.Event) error) error {
 	panic("generate bug")
 }
 

@@ -100,7 +100,7 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 		reqs[i] = req
 		states[i] = &genState{sp: sp, ts: &textStream{stops: sp.g.stop}, cand: &candidate{finish: "length"}, offset: sp.textOffset}
 	}
-	emit := func(i int, ev *Event) error {
+	emit := func(i int, ev *engine.Event) error {
 		st := states[i]
 		timer.event(st, ev, time.Now())
 		sp, cand := st.sp, st.cand
@@ -191,7 +191,7 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 // the first null (nothing predicts it), the others from scored (the
 // backend's, one per token after the first; a token it did not score is
 // null too). Offsets count from the prompt's start.
-func (s *Server) promptLogprobs(prompt []int32, scored []PromptLogprob) []tokenLogprob {
+func (s *Server) promptLogprobs(prompt []int32, scored []engine.PromptLogprob) []tokenLogprob {
 	out := make([]tokenLogprob, len(prompt))
 	off := 0
 	for j, tok := range prompt {

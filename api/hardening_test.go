@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/vkllm/vkllm/engine"
 )
 
 // jsonString returns s as a JSON string literal.
@@ -286,8 +288,8 @@ func TestRouteVariants(t *testing.T) {
 // cannot carry.
 type nanLogprobs struct{ *fakeBackend }
 
-func (n nanLogprobs) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(int, *Event) error) error {
-	return n.fakeBackend.Generate(ctx, reqs, func(i int, ev *Event) error {
+func (n nanLogprobs) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(int, *engine.Event) error) error {
+	return n.fakeBackend.Generate(ctx, reqs, func(i int, ev *engine.Event) error {
 		ev.Logprob = float32(math.NaN())
 		return emit(i, ev)
 	})

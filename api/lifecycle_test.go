@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/sampling/grammar"
 	"io"
 	"log/slog"
@@ -193,7 +194,7 @@ type stubborn struct {
 	release chan struct{}
 }
 
-func (s stubborn) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(int, *Event) error) error {
+func (s stubborn) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(int, *engine.Event) error) error {
 	s.running.Add(1)
 	defer s.running.Add(-1)
 	<-s.release

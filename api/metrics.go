@@ -300,7 +300,7 @@ type genTimer struct {
 }
 
 // event records candidate st's event ev at now.
-func (g *genTimer) event(st *genState, ev *Event, now time.Time) {
+func (g *genTimer) event(st *genState, ev *engine.Event, now time.Time) {
 	if g.first.IsZero() {
 		g.first, g.admitted, g.reused = now, ev.Admitted, ev.Reused
 		g.m.ttft.Observe(now.Sub(g.start).Seconds())

@@ -349,19 +349,7 @@ func (r *reader) readResponsesTool(v jsonValue, path string) tool {
 	if m == nil {
 		return t
 	}
-	t.name = r.str(m, path, "name", "")
-	if t.name == "" && r.err == nil {
-		r.fail(badRequest(path+".name", "%s.name: missing or empty", path))
-	}
-	t.description = r.str(m, path, "description", "")
-	r.boolean(m, path, "strict", false)
-	if p, ok := m["parameters"]; ok && p != nil {
-		if !p.isObject() {
-			r.typeErr(path+".parameters", "object (a JSON Schema)", p)
-		}
-		t.parameters = p
-	}
-	return t
+	return r.readFunction(m, path)
 }
 
 // readResponsesToolChoice reads tool_choice: "auto", "none", "required" or
@@ -575,22 +563,15 @@ func (req *chatRequest) readResponsesOrdered(body []byte) *Error {
 						fn.Set(k, x)
 					}
 				}
-				w := jinja.NewDict()
-				w.Set("type", "function")
-				w.Set("function", fn)
-				l.Items[i] = w
+				l.Items[i] = functionTool(fn)
 			}
 		}
 		req.toolsValue = v
 	}
 	if len(raw.Kwargs) > 0 && string(raw.Kwargs) != "null" {
-		v, err := jinja.ParseJSON(raw.Kwargs)
-		if err != nil {
-			return badRequest("chat_template_kwargs", "chat_template_kwargs: %v", err)
-		}
-		d, ok := v.(*jinja.Dict)
-		if !ok {
-			return badRequest("chat_template_kwargs", "chat_template_kwargs: want an object")
+		d, e := templateKwargs(raw.Kwargs)
+		if e != nil {
+			return e
 		}
 		req.kwargs = d
 	}
@@ -772,10 +753,7 @@ func (s *Server) outputItems(req *responsesRequest, pc *preparedChat, c *candida
 	text := c.text
 	var calls []toolCall
 	if pc.toolsActive {
-		text, calls = req.chat.parseCalls(pc, c.text)
-		if len(calls) == 0 {
-			text = c.text
-		}
+		text, calls, _ = req.chat.splitCalls(pc, c.text, false)
 	}
 	var out []any
 	if text != "" || len(calls) == 0 {
@@ -991,21 +969,15 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 		text.Write(t)
 		return rs.textDelta(msg.ID, t)
 	}
-	var held strings.Builder
-	holding := pc.toolsActive
+	hold := newToolHold(pc, false)
 	var lps []tokenLogprob
 	onText := func(_ int, t []byte, l []tokenLogprob) error {
+		t, l, send := hold.add(t, l)
 		if req.chat.logprobs {
 			lps = append(lps, l...)
 		}
-		if holding {
-			held.Write(t)
-			if pc.tmpl.family.mayStart(held.String()) {
-				return nil
-			}
-			holding = false
-			t = []byte(held.String())
-			held.Reset()
+		if !send {
+			return nil
 		}
 		return sendText(t)
 	}
@@ -1021,12 +993,13 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 	}
 	c := cands[0]
 	var calls []toolCall
-	if held.Len() > 0 {
-		prefix, cs := req.chat.parseCalls(pc, held.String())
-		if len(cs) == 0 {
-			prefix = held.String()
-		}
-		calls = cs
+	held, heldLPs, ok := hold.rest()
+	if req.chat.logprobs {
+		lps = append(lps, heldLPs...)
+	}
+	if ok {
+		var prefix string
+		prefix, calls, _ = req.chat.splitCalls(pc, held, false)
 		if sendText([]byte(prefix)) != nil {
 			return c.tokens, 499
 		}

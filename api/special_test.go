@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/engine/tokenizer"
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/internal/fixtures"
@@ -61,12 +62,12 @@ func (b *vocabBackend) Piece(id int32) []byte {
 func (b *vocabBackend) TokenText(id int32) string { return b.tok.TokenText(id) }
 func (b *vocabBackend) IsEOG(id int32) bool       { return b.tok.IsEOG(id) }
 func (b *vocabBackend) EOG() []int32              { return b.tok.EOGIDs() }
-func (b *vocabBackend) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(int, *Event) error) error {
+func (b *vocabBackend) Generate(ctx context.Context, reqs []*GenerateRequest, emit func(int, *engine.Event) error) error {
 	b.mu.Lock()
 	b.prompts = append(b.prompts, slices.Clone(reqs[0].Prompt))
 	b.mu.Unlock()
 	for i := range reqs {
-		if err := emit(i, &Event{Token: b.tok.EOGIDs()[0], EOG: true}); err != nil && err != ErrStop {
+		if err := emit(i, &engine.Event{Token: b.tok.EOGIDs()[0], EOG: true}); err != nil && err != ErrStop {
 			return err
 		}
 	}

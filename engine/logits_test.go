@@ -255,17 +255,17 @@ func greedyChain(t *testing.T, m *Model, prompt []int32, edit func(p *sampling.P
 // tokens.
 func runAll(t *testing.T, s *Scheduler, reqs []GenRequest) [][]int32 {
 	t.Helper()
-	seqs := make([]*Sequence, len(reqs))
+	groups := make([]*Group, len(reqs))
 	for i, r := range reqs {
-		q, err := s.Generate(context.Background(), []GenRequest{r})
+		g, err := s.Generate(context.Background(), []GenRequest{r})
 		if err != nil {
 			t.Fatal(err)
 		}
-		seqs[i] = q[0]
+		groups[i] = g
 	}
 	out := make([][]int32, len(reqs))
-	for i, q := range seqs {
-		r := collect(q)
+	for i, g := range groups {
+		r := collect(g)
 		if r.err != nil {
 			t.Fatalf("request %d: %v", i, r.err)
 		}
@@ -390,19 +390,19 @@ func TestSchedulerGreedyStep(t *testing.T) {
 			var qs []*Sequence
 			for i := range 16 {
 				prompt := testPrompt(m, i, 2)
-				q, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompt, Chain: greedyChain(t, m, prompt, nil, nil), MaxTokens: 80}})
+				g, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompt, Chain: greedyChain(t, m, prompt, nil, nil), MaxTokens: 80}})
 				if err != nil {
 					t.Fatal(err)
 				}
-				qs = append(qs, q...)
+				qs = append(qs, g.Seqs()...)
 			}
 			s.admit()
 			s.step() // the prompts, pipelines and descriptor sets
 			s.step()
 			drain := func() {
 				for _, q := range qs {
-					for len(q.events) > 0 {
-						<-q.events
+					for len(q.grp.events) > 0 {
+						<-q.grp.events
 					}
 				}
 			}

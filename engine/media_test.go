@@ -205,14 +205,17 @@ func TestMediaScheduler(t *testing.T) {
 				encodes++
 				return embd, nil
 			}}
-			seqs, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompt, Chain: newChain(t, m, c.Before, sampling.RandomSeed),
+			g, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompt, Chain: newChain(t, m, c.Before, sampling.RandomSeed),
 				MaxTokens: len(c.Steps), Logprobs: true, TopLogprobs: 10, Media: []*Media{md}}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var toks []int32
 			si := 0
-			for ev := range seqs[0].Events() {
+			for ev := range g.Events() {
+				if ev.End {
+					continue
+				}
 				step := c.Steps[si]
 				ours := map[int32]float64{}
 				for _, tl := range ev.Top {
@@ -229,7 +232,7 @@ func TestMediaScheduler(t *testing.T) {
 				toks = append(toks, ev.Token)
 				si++
 			}
-			if err := seqs[0].Err(); err != nil {
+			if err := g.Seqs()[0].Err(); err != nil {
 				t.Fatal(err)
 			}
 			return toks

@@ -100,15 +100,50 @@ type Event struct {
 	// (GenRequest.Logprobs or TopLogprobs > 0).
 	Logprob float32
 	// Top holds the GenRequest.TopLogprobs most likely tokens, most likely
-	// first. The slice is reused for a later event once this one has been
-	// received and the consumer has received the next one: copy what you
-	// keep before receiving again.
+	// first. The slice is reused for a later event of the same sequence
+	// once this one has been received and the consumer has received the
+	// sequence's next one: copy what you keep before receiving again.
 	Top []sampling.TokenLogprob
 	// Prompt is set on the first event of a GenRequest.PromptLogprobs
 	// sequence: its prompt tokens' log-probabilities, from the second
 	// token on. It belongs to the receiver.
 	Prompt []PromptLogprob
+	// Admitted and Reused are set on a sequence's first event: when it
+	// took its slot (after any queueing) and how many prompt tokens it
+	// took from the cache there (Sequence.Admission).
+	Admitted time.Time
+	Reused   int
 }
+
+// GroupEvent is one event on a Group's channel: the next token of
+// candidate Candidate, or with End set, that candidate's end.
+type GroupEvent struct {
+	// Candidate is the index of the event's sequence in Group.Seqs (and
+	// of its request in Generate's reqs).
+	Candidate int
+	// End reports that the candidate has ended: no event of it follows
+	// and its Sequence.Err is valid. Event is zero then.
+	End bool
+	Event
+}
+
+// Group is the sequences of one Generate call, the candidates of one
+// request. Their events come on one channel, each candidate's in order.
+// Receive them from one goroutine until the channel closes, which it does
+// after every candidate's End event.
+type Group struct {
+	seqs   []*Sequence
+	events <-chan GroupEvent
+}
+
+// Seqs returns the group's sequences, candidate i at index i. The slice
+// must not be modified.
+func (g *Group) Seqs() []*Sequence { return g.seqs }
+
+// Events returns the group's channel of events. A candidate whose
+// consumer is eventBuffer events behind sits out the steps (it keeps its
+// slot) until the consumer catches up; the others go on.
+func (g *Group) Events() <-chan GroupEvent { return g.events }
 
 // ErrContextFull ends a sequence that has used every position of its slot.
 var ErrContextFull = errors.New("engine: context full")
@@ -126,17 +161,21 @@ var ErrCannotGenerate = errors.New("engine: the model is an encoder (embeddings 
 // steps (it keeps its slot) until the consumer catches up.
 const eventBuffer = 1024
 
-// Sequence is one generation or embedding run by a Scheduler. Receive its
-// events until the channel closes, then read Err.
+// Sequence is one generation or embedding run by a Scheduler. Its events
+// come on its Group's channel; read Err after its End event.
 type Sequence struct {
 	ctx    context.Context
 	stop   func() bool // unregisters the wake-up on ctx
 	grp    *group
 	prompt []int32
 	req    GenRequest
-	events chan Event
-	err    error // valid once events is closed
+	err    error // valid once its End event is sent
 	cancel atomic.Bool
+
+	// cand is its index in grp.members (GroupEvent.Candidate), room the
+	// most events it may have waiting (eventBuffer or fewer), pending
+	// those sent and not yet known to be received (under grp.mu).
+	cand, room, pending int
 
 	embed    bool
 	pool     pooler
@@ -150,7 +189,7 @@ type Sequence struct {
 	last      int32 // the token to feed next, once decoding
 	decoding  bool
 	generated int
-	top       []sampling.TokenLogprob // ring of (cap(events)+2) rows of TopLogprobs
+	top       []sampling.TokenLogprob // ring of (room+2) rows of TopLogprobs
 	topNext   int
 	// promptLP holds the scored prompt tokens (PromptLogprobs) until the
 	// first event carries them.
@@ -165,12 +204,9 @@ type Sequence struct {
 	resumed  bool   // preempted at least once: prompt holds its generated tokens too
 }
 
-// Events returns the channel of generated tokens, closed after the last.
-func (q *Sequence) Events() <-chan Event { return q.events }
-
-// Err returns why the sequence ended, once Events is closed: nil after an
-// EOG token or MaxTokens tokens, ErrContextFull, the context's error, or
-// the model's or sampler's error.
+// Err returns why the sequence ended, once its End event has been
+// received: nil after an EOG token or MaxTokens tokens, ErrContextFull,
+// the context's error, or the model's or sampler's error.
 func (q *Sequence) Err() error { return q.err }
 
 // Admission returns when the sequence took its slot and how many prompt
@@ -204,6 +240,63 @@ type group struct {
 	s       *Scheduler
 	members []*Sequence
 	next    int // members admitted (or dropped) so far
+
+	// events carries the members' events (Group.Events). It has room for
+	// every member's room and End event, so a send never blocks. sent
+	// records the candidate of each event sent and not yet known to be
+	// received, oldest at head: the consumer has received the oldest
+	// n-len(events) of them. mu orders the sends of the sampling workers
+	// with sent. (A preempted sequence is queued again in a group of its
+	// own without these; it keeps sending through its grp.)
+	events  chan GroupEvent
+	mu      sync.Mutex
+	sent    []int32
+	head, n int
+	open    int // members not ended yet (scheduler goroutine)
+}
+
+// newGroup makes the group of members, each of which has its room set.
+func newGroup(s *Scheduler, members []*Sequence) *group {
+	size := len(members)
+	for _, q := range members {
+		size += q.room
+	}
+	g := &group{s: s, members: members, events: make(chan GroupEvent, size), sent: make([]int32, size), open: len(members)}
+	for i, q := range members {
+		q.grp, q.cand = g, i
+	}
+	return g
+}
+
+// send puts ev on the group's channel; it never blocks (see events).
+func (g *group) send(ev GroupEvent) {
+	g.mu.Lock()
+	g.sent[(g.head+g.n)%len(g.sent)] = int32(ev.Candidate)
+	g.n++
+	g.members[ev.Candidate].pending++
+	g.events <- ev
+	g.mu.Unlock()
+}
+
+// end sends q's End event, and closes the channel after the last member's.
+func (g *group) end(q *Sequence) {
+	g.send(GroupEvent{Candidate: q.cand, End: true})
+	if g.open--; g.open == 0 {
+		close(g.events)
+	}
+}
+
+// backlogged reports whether q's consumer has q.room of its events still
+// to receive: q then sits out the steps until the consumer catches up.
+func (q *Sequence) backlogged() bool {
+	g := q.grp
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for ; g.n > len(g.events); g.n-- { // received since the last look
+		g.members[g.sent[g.head]].pending--
+		g.head = (g.head + 1) % len(g.sent)
+	}
+	return q.pending >= q.room
 }
 
 // leaderReady reports whether the followers may be admitted: the leader's
@@ -549,19 +642,19 @@ func (s *Scheduler) poke() {
 }
 
 // Generate queues the candidates reqs of one request, which must share
-// their prompt, and returns their sequences. They run together: the prompt
-// is prefilled once and copied to the others' slots. Cancelling ctx ends
-// them all at the next step; Sequence.Cancel ends one. It fails when the
+// their prompt, and returns their group. They run together: the prompt is
+// prefilled once and copied to the others' slots. Cancelling ctx ends them
+// all at the next step; Sequence.Cancel ends one. It fails when the
 // scheduler is closed, reqs is empty or larger than the number of slots,
 // or a request is malformed.
-func (s *Scheduler) Generate(ctx context.Context, reqs []GenRequest) ([]*Sequence, error) {
+func (s *Scheduler) Generate(ctx context.Context, reqs []GenRequest) (*Group, error) {
 	if s.m.Opts.Encoder {
 		return nil, ErrCannotGenerate
 	}
 	if len(reqs) == 0 || len(reqs) > s.m.Slots() {
 		return nil, fmt.Errorf("engine: %d candidates for %d slots", len(reqs), s.m.Slots())
 	}
-	g := &group{s: s, members: make([]*Sequence, len(reqs))}
+	members := make([]*Sequence, len(reqs))
 	for i, r := range reqs {
 		if err := s.checkMediaPrompt(r.Prompt, r.Media); err != nil {
 			return nil, err
@@ -575,17 +668,18 @@ func (s *Scheduler) Generate(ctx context.Context, reqs []GenRequest) ([]*Sequenc
 		if r.Chain == nil || r.MaxTokens < 1 || r.TopLogprobs < 0 {
 			return nil, fmt.Errorf("engine: candidate %d: no sampling chain, %d max tokens or %d top logprobs", i, r.MaxTokens, r.TopLogprobs)
 		}
-		q := &Sequence{ctx: ctx, grp: g, prompt: r.Prompt, req: r, slot: -1,
-			events: make(chan Event, min(r.MaxTokens+1, s.eventCap))}
+		q := &Sequence{ctx: ctx, prompt: r.Prompt, req: r, slot: -1,
+			room: min(r.MaxTokens+1, s.eventCap)}
 		if r.TopLogprobs > 0 {
-			q.top = make([]sampling.TokenLogprob, (cap(q.events)+2)*r.TopLogprobs)
+			q.top = make([]sampling.TokenLogprob, (q.room+2)*r.TopLogprobs)
 		}
-		g.members[i] = q
+		members[i] = q
 	}
+	g := newGroup(s, members)
 	if err := s.enqueue(g); err != nil {
 		return nil, err
 	}
-	return g.members, nil
+	return &Group{seqs: g.members, events: g.events}, nil
 }
 
 // Embed runs tokens through the model and returns their pooled final
@@ -602,14 +696,13 @@ func (s *Scheduler) Embed(ctx context.Context, tokens []int32) ([]float32, error
 	if err := s.checkFits(len(tokens), 1); err != nil {
 		return nil, err
 	}
-	g := &group{s: s}
-	q := &Sequence{ctx: ctx, grp: g, prompt: tokens, embed: true, slot: -1, events: make(chan Event),
+	q := &Sequence{ctx: ctx, prompt: tokens, embed: true, slot: -1,
 		pool: newPooler(s.cfg.Pooling, len(tokens), s.m.Opts.Embd, s.m.Classifier)}
-	g.members = []*Sequence{q}
+	g := newGroup(s, []*Sequence{q})
 	if err := s.enqueue(g); err != nil {
 		return nil, err
 	}
-	for range q.events {
+	for range g.events {
 	}
 	if q.err != nil {
 		return nil, q.err
@@ -752,7 +845,7 @@ func (s *Scheduler) finish(q *Sequence, err error) {
 	if q.stop != nil {
 		q.stop()
 	}
-	close(q.events)
+	q.grp.end(q)
 }
 
 // dropCancelled ends the running sequences whose context is done or that
@@ -767,9 +860,9 @@ func (s *Scheduler) dropCancelled() {
 // retire ends the running sequences for which ended reports true, with the
 // error it gives, and drops them from the active list.
 //
-// The counts Stats and Slots report are updated before the sequences'
-// channels close, so a consumer that sees its channel closed never sees it
-// still counted.
+// The counts Stats and Slots report are updated before the sequences' End
+// events are sent, so a consumer that has received one never sees its
+// sequence still counted.
 func (s *Scheduler) retire(ended func(q *Sequence) (bool, error)) {
 	kept, gone := s.active[:0], s.gone[:0]
 	for _, q := range s.active {
@@ -901,7 +994,7 @@ func (s *Scheduler) start(q *Sequence) bool {
 func (s *Scheduler) reserveDecode() (ended bool) {
 	for i := 0; i < len(s.active); i++ {
 		q := s.active[i]
-		if !q.decoding || len(q.events) == cap(q.events) {
+		if !q.decoding || q.backlogged() {
 			continue
 		}
 		for s.m.Blocks.Reserve(q.slot, q.pos, q.pos+1) != nil {

@@ -107,15 +107,22 @@ func soloGenerate(t *testing.T, m *Model, prompt []int32, seed int64, maxTokens 
 	}
 }
 
-// collect drains q.
-func collect(q *Sequence) genResult {
-	var r genResult
-	for ev := range q.Events() {
+// collectAll drains g: each candidate's tokens and error.
+func collectAll(g *Group) []genResult {
+	rs := make([]genResult, len(g.Seqs()))
+	for ev := range g.Events() {
+		r := &rs[ev.Candidate]
+		if ev.End {
+			r.err = g.Seqs()[ev.Candidate].Err()
+			continue
+		}
 		r.tokens, r.logprobs = append(r.tokens, ev.Token), append(r.logprobs, ev.Logprob)
 	}
-	r.err = q.Err()
-	return r
+	return rs
 }
+
+// collect drains g, a group of one candidate.
+func collect(g *Group) genResult { return collectAll(g)[0] }
 
 // testPrompt returns a prompt of n tokens that differs with i.
 func testPrompt(m *Model, i, n int) []int32 {
@@ -170,12 +177,12 @@ func TestSchedulerMatchesSolo(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompts[i], Chain: newChain(t, m, prompts[i], sampling.RandomSeed), MaxTokens: maxTokens, Logprobs: true}})
+					g, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompts[i], Chain: newChain(t, m, prompts[i], sampling.RandomSeed), MaxTokens: maxTokens, Logprobs: true}})
 					if err != nil {
 						got[i].err = err
 						return
 					}
-					got[i] = collect(qs[0])
+					got[i] = collect(g)
 				}()
 			}
 			wg.Wait()
@@ -215,17 +222,11 @@ func TestSchedulerCandidates(t *testing.T) {
 	for i := range reqs {
 		reqs[i] = GenRequest{Prompt: prompt, Chain: newChain(t, m, prompt, int64(100+i)), MaxTokens: maxTokens, Logprobs: true}
 	}
-	qs, err := s.Generate(context.Background(), reqs)
+	g, err := s.Generate(context.Background(), reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make([]genResult, n)
-	var wg sync.WaitGroup
-	for i, q := range qs {
-		wg.Add(1)
-		go func() { defer wg.Done(); got[i] = collect(q) }()
-	}
-	wg.Wait()
+	got := collectAll(g)
 	for i := range got {
 		compareRuns(t, fmt.Sprintf("candidate %d", i), got[i], want[i])
 	}
@@ -263,14 +264,14 @@ func TestSchedulerEmbed(t *testing.T) {
 	s := NewScheduler(m, SchedulerConfig{PrefillChunk: 4})
 	defer s.Close()
 	// Two generations keep decoding while the embedding is fed.
-	var qs []*Sequence
+	var gs []*Group
 	for i := range 2 {
 		p := testPrompt(m, i, 5)
-		q, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: newChain(t, m, p, sampling.RandomSeed), MaxTokens: 60}})
+		g, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: newChain(t, m, p, sampling.RandomSeed), MaxTokens: 60}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		qs = append(qs, q...)
+		gs = append(gs, g)
 	}
 	got, err := s.Embed(context.Background(), tokens)
 	if err != nil {
@@ -283,8 +284,8 @@ func TestSchedulerEmbed(t *testing.T) {
 	if worst > 2e-3 {
 		t.Errorf("embedding differs from the CPU reference by %.3g", worst)
 	}
-	for _, q := range qs {
-		if r := collect(q); r.err != nil {
+	for _, g := range gs {
+		if r := collect(g); r.err != nil {
 			t.Error(r.err)
 		}
 	}
@@ -307,33 +308,33 @@ func TestSchedulerCancel(t *testing.T) {
 	m := schedModel(t, "llama", 2, 16)
 	s := NewScheduler(m, SchedulerConfig{})
 	defer s.Close()
-	gen := func(ctx context.Context, i, max int) *Sequence {
+	gen := func(ctx context.Context, i, max int) *Group {
 		p := testPrompt(m, i, 4)
-		qs, err := s.Generate(ctx, []GenRequest{{Prompt: p, Chain: newChain(t, m, p, sampling.RandomSeed), MaxTokens: max}})
+		g, err := s.Generate(ctx, []GenRequest{{Prompt: p, Chain: newChain(t, m, p, sampling.RandomSeed), MaxTokens: max}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return qs[0]
+		return g
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	running := []*Sequence{gen(ctx, 0, 90), gen(context.Background(), 1, 90)}
+	running := []*Group{gen(ctx, 0, 90), gen(context.Background(), 1, 90)}
 	queued := gen(ctx, 2, 90) // both slots are taken
 	<-running[0].Events()     // running
 	cancel()
-	for _, q := range []*Sequence{running[0], queued} {
-		if r := collect(q); !errors.Is(r.err, context.Canceled) {
+	for _, g := range []*Group{running[0], queued} {
+		if r := collect(g); !errors.Is(r.err, context.Canceled) {
 			t.Errorf("cancelled sequence ended with %v, want context.Canceled", r.err)
 		}
 	}
 	<-running[1].Events()
-	running[1].Cancel()
+	running[1].Seqs()[0].Cancel()
 	if r := collect(running[1]); !errors.Is(r.err, context.Canceled) {
 		t.Errorf("Sequence.Cancel: ended with %v", r.err)
 	}
 	// Both slots are free again: two new sequences run to the end.
 	a, b := gen(context.Background(), 3, 5), gen(context.Background(), 4, 5)
-	for _, q := range []*Sequence{a, b} {
-		if r := collect(q); r.err != nil || len(r.tokens) == 0 {
+	for _, g := range []*Group{a, b} {
+		if r := collect(g); r.err != nil || len(r.tokens) == 0 {
 			t.Errorf("after cancellations: %d tokens, %v", len(r.tokens), r.err)
 		}
 	}
@@ -350,21 +351,21 @@ func TestSchedulerChunkedPrefill(t *testing.T) {
 	m := schedModel(t, "llama", 3, 32)
 	s := newScheduler(m, SchedulerConfig{PrefillChunk: 5})
 	defer func() { close(s.quit); s.shutdown(); close(s.jobs) }()
-	var decoding []*Sequence
+	var decoding []*Group
 	for i := range 2 {
 		p := testPrompt(m, i, 3)
-		qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: newChain(t, m, p, sampling.RandomSeed), MaxTokens: 40}})
+		g, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: newChain(t, m, p, sampling.RandomSeed), MaxTokens: 40}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		decoding = append(decoding, qs[0])
+		decoding = append(decoding, g)
 	}
 	s.admit()
 	if !s.step() || s.batch.Len() != 6 {
 		t.Fatalf("first step: %d rows, want both prompts (6)", s.batch.Len())
 	}
 	long := testPrompt(m, 9, 23)
-	qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: long, Chain: newChain(t, m, long, sampling.RandomSeed), MaxTokens: 3}})
+	lg, err := s.Generate(context.Background(), []GenRequest{{Prompt: long, Chain: newChain(t, m, long, sampling.RandomSeed), MaxTokens: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,13 +378,13 @@ func TestSchedulerChunkedPrefill(t *testing.T) {
 			t.Fatalf("step with %d prompt tokens fed: %d rows, want %d (2 decode rows and a chunk of at most 5)", fed, s.batch.Len(), want)
 		}
 	}
-	for _, q := range decoding {
-		if n := len(q.Events()); n != 1+(len(long)+4)/5 {
+	for _, g := range decoding {
+		if n := len(g.Events()); n != 1+(len(long)+4)/5 {
 			t.Errorf("decoding sequence got %d tokens over %d steps", n, 1+(len(long)+4)/5)
 		}
 	}
-	if len(qs[0].Events()) != 1 {
-		t.Errorf("the long prompt's first token: %d events, want 1", len(qs[0].Events()))
+	if len(lg.Events()) != 1 {
+		t.Errorf("the long prompt's first token: %d events, want 1", len(lg.Events()))
 	}
 }
 
@@ -396,19 +397,19 @@ func TestSchedulerStepAllocs(t *testing.T) {
 	var qs []*Sequence
 	for i := range 4 {
 		p := testPrompt(m, i, 3)
-		q, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 80, Logprobs: true, TopLogprobs: 3}})
+		g, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 80, Logprobs: true, TopLogprobs: 3}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		qs = append(qs, q...)
+		qs = append(qs, g.Seqs()...)
 	}
 	s.admit()
 	s.step() // the prompts, and pipelines and descriptor sets are created
 	s.step()
 	drain := func() {
 		for _, q := range qs {
-			for len(q.events) > 0 {
-				<-q.events
+			for len(q.grp.events) > 0 {
+				<-q.grp.events
 			}
 		}
 	}
@@ -450,26 +451,26 @@ func TestSchedulerSlowConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := collect(other[0]); r.err != nil || len(r.tokens) != 30 {
+	if r := collect(other); r.err != nil || len(r.tokens) != 30 {
 		t.Fatalf("the reading sequence: %d tokens, %v; want 30", len(r.tokens), r.err)
 	}
-	if n := len(stalled[0].Events()); n != 4 {
+	if n := len(stalled.Events()); n != 4 {
 		t.Errorf("the stalled sequence has %d events waiting, want its buffer's 4", n)
 	}
 	if st := s.Stats(); st.Active != 1 {
 		t.Errorf("%d sequences active, want the stalled one", st.Active)
 	}
-	stalled[0].Cancel()
+	stalled.Seqs()[0].Cancel()
 	deadline := time.After(time.Minute)
-	for range stalled[0].Events() {
+	for range stalled.Events() {
 		select {
 		case <-deadline:
 			t.Fatal("the stalled sequence did not end after Cancel")
 		default:
 		}
 	}
-	if !errors.Is(stalled[0].Err(), context.Canceled) {
-		t.Errorf("stalled sequence: %v", stalled[0].Err())
+	if !errors.Is(stalled.Seqs()[0].Err(), context.Canceled) {
+		t.Errorf("stalled sequence: %v", stalled.Seqs()[0].Err())
 	}
 }
 
@@ -556,12 +557,12 @@ func TestSchedulerShortPromptFirst(t *testing.T) {
 	gen := func(i, n int) *Sequence {
 		t.Helper()
 		p := testPrompt(m, i, n)
-		qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 60}})
+		g, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 60}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.admit()
-		return qs[0]
+		return g.Seqs()[0]
 	}
 	dec := gen(0, 3)
 	s.step()
@@ -597,19 +598,20 @@ func TestSchedulerPromptStepTime(t *testing.T) {
 	s := newScheduler(m, SchedulerConfig{PromptStepTime: time.Nanosecond})
 	defer func() { close(s.quit); s.shutdown(); close(s.jobs) }()
 	p := testPrompt(m, 0, 90)
-	qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 2}})
+	g, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	q := g.Seqs()[0]
 	s.admit()
 	s.cost.alone = 1 // a second a row: the bound is the minimum chunk
 	s.step()
-	if qs[0].fed != minAloneChunk {
-		t.Errorf("first step fed %d prompt rows, want %d (PromptStepTime)", qs[0].fed, minAloneChunk)
+	if q.fed != minAloneChunk {
+		t.Errorf("first step fed %d prompt rows, want %d (PromptStepTime)", q.fed, minAloneChunk)
 	}
 	s.step()
-	if qs[0].fed != 90 || !qs[0].decoding {
-		t.Errorf("second step: fed %d, decoding %v; want the whole prompt", qs[0].fed, qs[0].decoding)
+	if q.fed != 90 || !q.decoding {
+		t.Errorf("second step: fed %d, decoding %v; want the whole prompt", q.fed, q.decoding)
 	}
 }
 
@@ -623,18 +625,18 @@ func TestSchedulerCancelBeforeNextStep(t *testing.T) {
 	var qs []*Sequence
 	for i := range 2 {
 		p := testPrompt(m, i, 3)
-		q, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 50}})
+		g, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 50}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		qs = append(qs, q...)
+		qs = append(qs, g.Seqs()...)
 	}
 	s.admit()
 	s.step()
 	s.step()
 	qs[0].Cancel()
 	s.dropCancelled()
-	for range qs[0].Events() { // buffered events, then closed: never blocks
+	for range qs[0].grp.events { // buffered events, then closed: never blocks
 	}
 	if !errors.Is(qs[0].Err(), context.Canceled) {
 		t.Errorf("cancelled sequence ended with %v", qs[0].Err())
@@ -664,7 +666,7 @@ func TestSchedulerSlots(t *testing.T) {
 	}})
 	defer func() { close(s.quit); s.shutdown(); close(s.jobs) }()
 	p := testPrompt(m, 0, 5)
-	qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 3, Label: "req-a"}})
+	g, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 3, Label: "req-a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -704,13 +706,13 @@ func TestSchedulerSlots(t *testing.T) {
 	if want := []stepRec{{0, 5}, {1, 0}, {1, 0}}; fmt.Sprint(steps) != fmt.Sprint(want) {
 		t.Errorf("OnStep saw %v, want %v", steps, want)
 	}
-	at, reused := qs[0].Admission()
+	at, reused := g.Seqs()[0].Admission()
 	if at.IsZero() || reused != 0 {
 		t.Errorf("first sequence: Admission = %v, %d; want a time and 0 reused", at, reused)
 	}
 
 	// The same prompt again starts from the cache: all but its last token.
-	qs, err = s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 1}})
+	g, err = s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -719,7 +721,7 @@ func TestSchedulerSlots(t *testing.T) {
 		t.Errorf("a repeated prompt: %+v, want 4 reused and fed", v)
 	}
 	s.step()
-	if _, reused := qs[0].Admission(); reused != 4 {
+	if _, reused := g.Seqs()[0].Admission(); reused != 4 {
 		t.Errorf("a repeated prompt: Admission reused %d, want 4", reused)
 	}
 }
@@ -766,19 +768,22 @@ func TestSchedulerPromptLogprobs(t *testing.T) {
 	s := NewScheduler(m, SchedulerConfig{})
 	defer s.Close()
 	// The same prompt generated first: its slot then caches it.
-	qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompt, Chain: newChain(t, m, prompt, sampling.RandomSeed), MaxTokens: 1}})
+	g, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompt, Chain: newChain(t, m, prompt, sampling.RandomSeed), MaxTokens: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	collect(qs[0])
+	collect(g)
 	c := newChainParams(t, m, prompt, sampling.RandomSeed, func(p *sampling.Params) { p.TopLogprobs = 2 })
-	qs, err = s.Generate(context.Background(), []GenRequest{{Prompt: prompt, Chain: c, MaxTokens: 2, Logprobs: true, TopLogprobs: 2, PromptLogprobs: true}})
+	g, err = s.Generate(context.Background(), []GenRequest{{Prompt: prompt, Chain: c, MaxTokens: 2, Logprobs: true, TopLogprobs: 2, PromptLogprobs: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []PromptLogprob
 	events := 0
-	for ev := range qs[0].Events() {
+	for ev := range g.Events() {
+		if ev.End {
+			continue
+		}
 		if events == 0 {
 			got = ev.Prompt
 		} else if ev.Prompt != nil {
@@ -786,10 +791,10 @@ func TestSchedulerPromptLogprobs(t *testing.T) {
 		}
 		events++
 	}
-	if err := qs[0].Err(); err != nil || events != 2 {
+	if err := g.Seqs()[0].Err(); err != nil || events != 2 {
 		t.Fatalf("scored sequence: %d events, %v; want 2, nil", events, err)
 	}
-	if _, reused := qs[0].Admission(); reused != 0 {
+	if _, reused := g.Seqs()[0].Admission(); reused != 0 {
 		t.Errorf("scored sequence reused %d cached tokens, want 0", reused)
 	}
 	if len(got) != len(prompt)-1 {
@@ -844,12 +849,12 @@ func TestSchedulerPreemption(t *testing.T) {
 	got := make([]genResult, n)
 	var wg sync.WaitGroup
 	for i := range prompts {
-		qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompts[i], Chain: endlessChain(t, m, prompts[i]), MaxTokens: maxTokens, Logprobs: true}})
+		g, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompts[i], Chain: endlessChain(t, m, prompts[i]), MaxTokens: maxTokens, Logprobs: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); got[i] = collect(qs[0]) }()
+		go func() { defer wg.Done(); got[i] = collect(g) }()
 	}
 	s.run()
 	defer s.Close()
@@ -909,11 +914,11 @@ func TestSchedulerTooBig(t *testing.T) {
 		t.Fatalf("Generate(49 tokens, 3 pages of 16) = %v, want ErrKVTooSmall naming 49 tokens, 4 pages needed and 3", err)
 	}
 	p := testPrompt(m, 2, 40)
-	qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 30}})
+	g, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 30}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := collect(qs[0])
+	r := collect(g)
 	if !errors.Is(r.err, ErrContextFull) || len(r.tokens) != 48-40+1 {
 		t.Errorf("a sequence outgrowing the pool: %d tokens, error %v; want %d and ErrContextFull", len(r.tokens), r.err, 48-40+1)
 	}
@@ -938,12 +943,12 @@ func TestSchedulerPrefixReuse(t *testing.T) {
 	var prefill int64
 	for i := range want {
 		p := ask(i)
-		qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: maxTokens, Logprobs: true}})
+		g, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: maxTokens, Logprobs: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		compareRuns(t, fmt.Sprintf("question %d", i), collect(qs[0]), want[i])
-		_, reused := qs[0].Admission()
+		compareRuns(t, fmt.Sprintf("question %d", i), collect(g), want[i])
+		_, reused := g.Seqs()[0].Admission()
 		wantReused := 0
 		if i > 0 {
 			// Pages 0 and 1 whole, and 8 tokens of page 2 (system
@@ -975,14 +980,14 @@ func TestSchedulerEviction(t *testing.T) {
 	defer s.Close()
 	run := func(p []int32) (reused int) {
 		t.Helper()
-		qs, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 2}})
+		g, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 2}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := collect(qs[0]); r.err != nil || len(r.tokens) != 2 {
+		if r := collect(g); r.err != nil || len(r.tokens) != 2 {
 			t.Fatalf("%d tokens, %v", len(r.tokens), r.err)
 		}
-		_, reused = qs[0].Admission()
+		_, reused = g.Seqs()[0].Admission()
 		return reused
 	}
 	a, b := testPrompt(m, 4, 33), testPrompt(m, 5, 33) // 3 pages each with their tokens
@@ -1019,11 +1024,9 @@ func TestSchedulerEncoderOldestFits(t *testing.T) {
 	embed := func(i, n int) *Sequence {
 		t.Helper()
 		tokens := testPrompt(m, i, n)
-		g := &group{s: s}
-		q := &Sequence{ctx: context.Background(), grp: g, prompt: tokens, embed: true, slot: -1,
-			events: make(chan Event, 1), pool: newPooler(s.cfg.Pooling, n, m.Opts.Embd, m.Classifier)}
-		g.members = []*Sequence{q}
-		if err := s.enqueue(g); err != nil {
+		q := &Sequence{ctx: context.Background(), prompt: tokens, embed: true, slot: -1,
+			pool: newPooler(s.cfg.Pooling, n, m.Opts.Embd, m.Classifier)}
+		if err := s.enqueue(newGroup(s, []*Sequence{q})); err != nil {
 			t.Fatal(err)
 		}
 		return q

@@ -48,7 +48,7 @@ func (s *Scheduler) step() bool {
 	s.stepSeqs, s.outCount = s.stepSeqs[:0], [OutHidden + 1]int{}
 	budget := s.m.GPU.Config().BatchSize
 	for _, q := range s.active {
-		if !q.decoding || len(q.events) == cap(q.events) || budget == 0 {
+		if !q.decoding || q.backlogged() || budget == 0 {
 			continue
 		}
 		e := s.stepSeq(q)
@@ -158,7 +158,7 @@ func (s *Scheduler) promptBudget(budget, decodeRows int) int {
 func (s *Scheduler) feedPrompts(budget int) {
 	s.waiting = s.waiting[:0]
 	for _, q := range s.active {
-		if !q.decoding && !(q.resumed && len(q.events) == cap(q.events)) {
+		if !q.decoding && !(q.resumed && q.backlogged()) {
 			s.waiting = append(s.waiting, q)
 		}
 	}
@@ -350,6 +350,7 @@ func (s *Scheduler) sample(e *stepSeq) {
 	ev := Event{Token: id, EOG: s.m.Tok.IsEOG(id)}
 	if q.generated == 0 {
 		ev.Prompt, q.promptLP = q.promptLP, nil
+		ev.Admitted, ev.Reused = q.admitted, q.reused
 	}
 	if q.req.Logprobs || q.req.TopLogprobs > 0 {
 		if ev.Logprob, err = c.Logprob(id); err != nil {
@@ -365,7 +366,7 @@ func (s *Scheduler) sample(e *stepSeq) {
 			q.topNext = (q.topNext + 1) % (len(q.top) / k)
 		}
 	}
-	q.events <- ev // never blocks: a step feeds only sequences with room
+	q.grp.send(GroupEvent{Candidate: q.cand, Event: ev}) // never blocks: a step feeds only sequences with room
 	q.generated++
 	q.last, q.decoding = id, true
 	switch {

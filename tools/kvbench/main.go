@@ -104,18 +104,21 @@ type result struct {
 // generate queues one request and follows it to the end.
 func generate(s *engine.Scheduler, req engine.GenRequest) result {
 	start := time.Now()
-	qs, err := s.Generate(context.Background(), []engine.GenRequest{req})
+	g, err := s.Generate(context.Background(), []engine.GenRequest{req})
 	if err != nil {
 		return result{err: err}
 	}
 	var r result
-	for range qs[0].Events() {
+	for ev := range g.Events() {
+		if ev.End {
+			continue
+		}
 		if r.tokens == 0 {
 			r.ttft = time.Since(start)
 		}
 		r.tokens++
 	}
-	r.total, r.err = time.Since(start), qs[0].Err()
+	r.total, r.err = time.Since(start), g.Seqs()[0].Err()
 	return r
 }
 

@@ -1,0 +1,77 @@
+package api
+
+import "strings"
+
+// The answer of a request with tools, shared by /v1/chat/completions and
+// /v1/responses: streamed text is held back while it may still become a
+// tool call (toolHold), and a finished candidate's text is split into its
+// content and its calls (splitCalls).
+
+// splitCalls splits a finished candidate's text into its content (the text
+// before its tool calls, the family's reasoning markup removed, or all of
+// it when it holds none) and the calls, as the template's tool family
+// writes them; with parallel_tool_calls false only the first call is
+// kept. With forced, text that holds no call is the call a forced
+// tool_choice was writing when it was cut short (max_tokens): it is
+// returned as that call (partialCall), never as content, and cut is true.
+func (req *chatRequest) splitCalls(pc *preparedChat, text string, forced bool) (content string, calls []toolCall, cut bool) {
+	prefix, calls := pc.tmpl.family.parse(text, req.tools)
+	switch {
+	case len(calls) > 0:
+		if !req.parallelCall {
+			calls = calls[:1]
+		}
+		return prefix, calls, false
+	case forced:
+		return "", []toolCall{partialCall(text, req)}, true
+	}
+	return text, nil, false
+}
+
+// toolHold holds back one candidate's streamed text, with the logprobs of
+// its tokens, while it may still be the start of a tool call, so that a
+// call is never streamed as content. Once the text cannot become a call
+// everything passes through; what is still held at the end is split by
+// splitCalls.
+type toolHold struct {
+	family  toolFamily
+	forced  bool // hold everything: the answer must be a call
+	holding bool
+	text    strings.Builder
+	lps     []tokenLogprob
+}
+
+// newToolHold returns the hold of a candidate of pc: it holds while pc's
+// tools are active; forced holds the whole answer.
+func newToolHold(pc *preparedChat, forced bool) *toolHold {
+	return &toolHold{family: pc.tmpl.family, forced: forced, holding: pc.toolsActive}
+}
+
+// add takes the candidate's next text and logprobs and returns what to
+// send now; send is false when there is nothing. Held text is sent whole,
+// with its logprobs, as soon as it can no longer become a call.
+func (h *toolHold) add(text []byte, lps []tokenLogprob) (out []byte, outLPs []tokenLogprob, send bool) {
+	if h.holding {
+		h.text.Write(text)
+		h.lps = append(h.lps, lps...)
+		if h.forced || h.family.mayStart(h.text.String()) {
+			return nil, nil, false
+		}
+		h.holding = false
+		out = []byte(h.text.String())
+		h.text.Reset()
+		outLPs, h.lps = h.lps, nil
+		return out, outLPs, true
+	}
+	if len(text) == 0 && len(lps) == 0 {
+		return nil, nil, false
+	}
+	return text, lps, true
+}
+
+// rest returns what the hold still has once the candidate has finished:
+// the logprobs of the held tokens, and the held text when ok (some was
+// held, or the answer is forced) for splitCalls.
+func (h *toolHold) rest() (text string, lps []tokenLogprob, ok bool) {
+	return h.text.String(), h.lps, h.holding && (h.text.Len() > 0 || h.forced)
+}
