@@ -128,15 +128,9 @@ type Graph interface {
 	LayerNorm(x Act, w, b *Tensor, eps float32) Act
 	// LayerNormInPlace is LayerNorm into x.
 	LayerNormInPlace(x Act, w, b *Tensor, eps float32)
-	// RoPE rotates x ([rows][heads*r.HeadDim]) by each row's position.
-	RoPE(x Act, r Rope)
 	// Attention returns softmax(Scale q kᵀ) v per head as a says, q, k and
 	// v being [rows][heads*dim] ([rows][Heads*HeadDim] out).
 	Attention(q, k, v Act, a Attn) Act
-	// SwiGLU returns silu(gate) * up, in gate's memory.
-	SwiGLU(gate, up Act) Act
-	// GeGLU returns gelu(gate) * up (tanh GELU), in gate's memory.
-	GeGLU(gate, up Act) Act
 	// GELU applies the tanh-approximated GELU to x.
 	GELU(x Act)
 	// OutputRows returns the rows of x that asked for logits or hidden
