@@ -21,6 +21,7 @@ type cpuGraph struct {
 	nLogits int
 	logits  []float32
 	hidden  []float32
+	in      []float32 // what Input reads (a Net's pass)
 	err     error
 }
 

@@ -52,6 +52,10 @@ type gpuGraph struct {
 	// fusedKinds lists the fused weights the dry run met, with their
 	// epilogue (gluNone: the q|k|v split), for PrepareFused.
 	fusedKinds map[*Tensor]uint8
+	// input holds the values Input reads (a Net's, host-visible; see
+	// GPUNet), inputBytes the most the dry run's Input calls read.
+	input      vk.Range
+	inputBytes uint64
 }
 
 // The epilogues of the fused weights (gpuGraph.fusedKinds).
@@ -561,6 +565,9 @@ func (g *gpuGraph) OutputRows(x Act) Act {
 func (g *gpuGraph) Hidden(h Act) {
 	if h.Cols != g.m.o.Embd {
 		g.shapeErr("Hidden", g.m.o.Embd, h.Cols)
+	}
+	if h.Rows < g.out.outRows() {
+		g.fail(fmt.Errorf("engine: Hidden: %d rows, want %d", h.Rows, g.out.outRows()))
 	}
 	if !g.live() || g.out.hidden == 0 {
 		return
