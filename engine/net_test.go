@@ -68,9 +68,18 @@ func testTensor(rng *rand.Rand, name string, t gguf.GGMLType, dims ...uint64) *T
 }
 
 // TestNetGPUMatchesCPU runs a Net on the GPU graph and on the CPU
-// reference over the same random weights and input.
+// reference over the same random weights and input, on a UMA device and
+// on one that stages its inputs and read-backs as a discrete GPU does.
 func TestNetGPUMatchesCPU(t *testing.T) {
-	dev := vktest.Open(t, vk.Options{})
+	for _, tc := range []struct {
+		name string
+		opts vk.Options
+	}{{"uma", vk.Options{}}, {"staging", vk.Options{ForceStaging: true}}} {
+		t.Run(tc.name, func(t *testing.T) { runTestNet(t, vktest.Open(t, tc.opts)) })
+	}
+}
+
+func runTestNet(t *testing.T, dev *vk.Device) {
 	rng := testseed.Rand(t, 0)
 	f32, f16 := gguf.TypeF32, gguf.TypeF16
 	net := &testNet{
