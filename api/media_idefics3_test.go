@@ -16,11 +16,11 @@ import (
 	"testing"
 
 	"github.com/vkllm/vkllm/engine"
+	"github.com/vkllm/vkllm/engine/vision"
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/internal/testseed"
 	"github.com/vkllm/vkllm/sampling/grammar"
 	"github.com/vkllm/vkllm/tools/modelgen"
-	"github.com/vkllm/vkllm/vision"
 )
 
 // TestIdefics3Chat serves a generated llama text model (a BPE vocabulary

@@ -15,9 +15,9 @@ import (
 	"testing"
 
 	"github.com/vkllm/vkllm/engine"
+	"github.com/vkllm/vkllm/engine/vision"
 	"github.com/vkllm/vkllm/internal/fixtures"
 	"github.com/vkllm/vkllm/sampling/grammar"
-	"github.com/vkllm/vkllm/vision"
 )
 
 // imageRef is what the tests need of ../shared/fixtures/mmproj/<pair>.ref.json.

@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/vkllm/vkllm/engine/ops"
+
 // Act is an activation of a forward pass: Rows x Cols f32 values, row-major,
 // held by the Graph that made it. Acts are values; copying one does not copy
 // its data. An Act made since the last Graph.Layer call is dead after the
@@ -83,7 +85,8 @@ type Attn struct {
 //
 // Call order: the architecture embeds the batch, calls Layer before each
 // block, then OutputRows on the final residual stream, and Hidden and/or
-// Logits on the result.
+// Logits on the result. A Net reads its Input, calls Layer before each
+// block, and returns its output, which its runner delivers with Hidden.
 type Graph interface {
 	// CtxSize is the number of positions of one sequence slot.
 	CtxSize() int
@@ -97,7 +100,8 @@ type Graph interface {
 	// right after embedding (and scaling) the batch's tokens.
 	EmbedInputs(x Act)
 	// EmbedPositions returns w's rows of the batch's positions (learned
-	// absolute position embeddings).
+	// absolute position embeddings; a Net's positions are 0..Rows-1 of
+	// its NetShape).
 	EmbedPositions(w *Tensor) Act
 	// MatMul returns x times w transposed: [x.Rows][w.Rows].
 	MatMul(w *Tensor, x Act) Act
@@ -128,27 +132,48 @@ type Graph interface {
 	LayerNorm(x Act, w, b *Tensor, eps float32) Act
 	// LayerNormInPlace is LayerNorm into x.
 	LayerNormInPlace(x Act, w, b *Tensor, eps float32)
-	// RoPE rotates x ([rows][heads*r.HeadDim]) by each row's position.
-	RoPE(x Act, r Rope)
 	// Attention returns softmax(Scale q kᵀ) v per head as a says, q, k and
 	// v being [rows][heads*dim] ([rows][Heads*HeadDim] out).
 	Attention(q, k, v Act, a Attn) Act
-	// SwiGLU returns silu(gate) * up, in gate's memory.
-	SwiGLU(gate, up Act) Act
-	// GeGLU returns gelu(gate) * up (tanh GELU), in gate's memory.
-	GeGLU(gate, up Act) Act
 	// GELU applies the tanh-approximated GELU to x.
 	GELU(x Act)
+	// QuickGELU applies x*sigmoid(1.702x) to x (CLIP's activation).
+	QuickGELU(x Act)
+	// SiLU applies x*sigmoid(x) to x.
+	SiLU(x Act)
 	// OutputRows returns the rows of x that asked for logits or hidden
 	// states: the logits rows first, in batch order, then the hidden ones.
 	OutputRows(x Act) Act
 	// Hidden delivers the hidden-state rows of h (from OutputRows) as the
-	// pass's hidden states.
+	// pass's hidden states (a Net's: the whole of its output).
 	Hidden(h Act)
 	// Logits delivers the logits rows of h (from OutputRows) times w
 	// transposed as the pass's logits, soft-capped to
 	// softcap*tanh(logit/softcap) when softcap > 0 (Gemma 2).
 	Logits(w *Tensor, h Act, softcap float32)
+
+	// The ops below are a Net's (net.go: a vision tower and projector),
+	// whose pass has one fixed shape: the Acts they make are sized for
+	// exactly their rows.
+
+	// Input returns the pass's input values as a rows x cols activation
+	// (an image's colour planes); a text model's pass has none.
+	Input(rows, cols int) Act
+	// Im2Col unfolds the image x (p.C planes of p.H x p.W) into its
+	// p.P x p.P patches, [p.Patches()][p.PatchLen()]: a patch
+	// embedding's convolution becomes a MatMul.
+	Im2Col(x Act, p ops.Im2ColParams) Act
+	// AvgPool averages each p.K x p.K square of the token grid x
+	// ([p.H*p.W][p.C], row-major grid): [p.Tokens()][p.C].
+	AvgPool(x Act, p ops.PoolParams) Act
+	// PixelShuffle joins each p.K x p.K square of the token grid x
+	// ([p.H*p.W][p.C]) into one row: [p.Tokens()][p.C*p.K*p.K].
+	PixelShuffle(x Act, p ops.PoolParams) Act
+	// AppendRows returns x with the rows of t (f32, x.Cols wide) after
+	// its own.
+	AppendRows(x Act, t *Tensor) Act
+	// SliceRows returns rows [from, from+n) of x.
+	SliceRows(x Act, from, n int) Act
 }
 
 // archModel is one architecture's model: its weights as a struct tagged

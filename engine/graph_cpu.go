@@ -21,6 +21,7 @@ type cpuGraph struct {
 	nLogits int
 	logits  []float32
 	hidden  []float32
+	in      []float32 // what Input reads (a Net's pass)
 	err     error
 }
 
@@ -120,10 +121,13 @@ func (g *cpuGraph) MatMulAdd(dst Act, w *Tensor, x Act) { g.matmul(g.v(dst), w, 
 func (g *cpuGraph) QKV(x Act, w, b [3]*Tensor) [3]Act { return qkvApart(g, x, w, b) }
 
 func (g *cpuGraph) GLU(x Act, gate, up *Tensor, gelu bool) Act {
+	y, u := g.MatMul(gate, x), g.MatMul(up, x)
 	if gelu {
-		return g.GeGLU(g.MatMul(gate, x), g.MatMul(up, x))
+		ops.RefGeGLU(g.v(y), g.v(y), g.v(u))
+	} else {
+		ops.RefSwiGLU(g.v(y), g.v(y), g.v(u))
 	}
-	return g.SwiGLU(g.MatMul(gate, x), g.MatMul(up, x))
+	return y
 }
 
 func (g *cpuGraph) Add(dst, a Act) {
@@ -167,7 +171,9 @@ func (g *cpuGraph) LayerNormInPlace(x Act, w, b *Tensor, eps float32) {
 	ops.RefLayerNorm(g.v(x), g.v(x), g.w(w), g.w(b), x.Rows, x.Cols, eps)
 }
 
-func (g *cpuGraph) RoPE(x Act, r Rope) {
+// rope rotates x ([rows][heads*r.HeadDim]) by each row's position (the
+// GPU's RoPEKV, for Attention).
+func (g *cpuGraph) rope(x Act, r Rope) {
 	p := ropeParams(r, x.Rows, x.Cols/r.HeadDim)
 	src := append([]float32(nil), g.v(x)...)
 	g.fail(ops.RefRoPE(g.v(x), src, g.b.Pos, g.w(r.Factors), p))
@@ -189,10 +195,10 @@ func (g *cpuGraph) Attention(q, k, v Act, a Attn) Act {
 	}
 	if a.Rope != nil {
 		// As the GPU's RoPEKV: q turns in place, k only in the cache.
-		g.RoPE(q, *a.Rope)
+		g.rope(q, *a.Rope)
 		rk := g.new(k.Rows, k.Cols)
 		copy(g.v(rk), kv)
-		g.RoPE(rk, *a.Rope)
+		g.rope(rk, *a.Rope)
 		kv = g.v(rk)
 	}
 	kc, vc := g.m.kCache[a.Layer], g.m.vCache[a.Layer]
@@ -249,16 +255,6 @@ func (g *cpuGraph) Attention(q, k, v Act, a Attn) Act {
 		}
 	}
 	return out
-}
-
-func (g *cpuGraph) SwiGLU(gate, up Act) Act {
-	ops.RefSwiGLU(g.v(gate), g.v(gate), g.v(up))
-	return gate
-}
-
-func (g *cpuGraph) GeGLU(gate, up Act) Act {
-	ops.RefGeGLU(g.v(gate), g.v(gate), g.v(up))
-	return gate
 }
 
 func (g *cpuGraph) GELU(x Act) { ops.RefGELU(g.v(x), g.v(x)) }

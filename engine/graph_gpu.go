@@ -52,6 +52,10 @@ type gpuGraph struct {
 	// fusedKinds lists the fused weights the dry run met, with their
 	// epilogue (gluNone: the q|k|v split), for PrepareFused.
 	fusedKinds map[*Tensor]uint8
+	// input holds the values Input reads (a Net's, host-visible; see
+	// GPUNet), inputBytes the most the dry run's Input calls read.
+	input      vk.Range
+	inputBytes uint64
 }
 
 // The epilogues of the fused weights (gpuGraph.fusedKinds).
@@ -343,10 +347,7 @@ func (g *gpuGraph) GLU(x Act, gate, up *Tensor, gelu bool) Act {
 	}
 	f := fusedOf(gate, up)
 	if f == nil || !g.fuses(f, x, kind) {
-		if gelu {
-			return g.GeGLU(g.MatMul(gate, x), g.MatMul(up, x))
-		}
-		return g.SwiGLU(g.MatMul(gate, x), g.MatMul(up, x))
+		return g.glu(g.MatMul(gate, x), g.MatMul(up, x), gelu)
 	}
 	// The same activations as the unfused products, so that the arena's
 	// layout does not depend on the batch.
@@ -438,19 +439,6 @@ func (g *gpuGraph) LayerNorm(x Act, w, b *Tensor, eps float32) Act {
 
 func (g *gpuGraph) LayerNormInPlace(x Act, w, b *Tensor, eps float32) { g.layerNorm(x, x, w, b, eps) }
 
-func (g *gpuGraph) RoPE(x Act, r Rope) {
-	if r.HeadDim <= 0 || x.Cols%r.HeadDim != 0 {
-		g.shapeErr("RoPE", r.HeadDim, x.Cols)
-		return
-	}
-	if !g.live() || x.Rows == 0 {
-		return
-	}
-	p := ropeParams(r, x.Rows, x.Cols/r.HeadDim)
-	g.dep(g.r(x), g.r(x))
-	g.fail(g.m.k.RoPE(g.c, g.r(x), g.r(x), g.m.input(inPos, x.Rows), g.vec(r.Factors), p))
-}
-
 // ropeParams are the kernels' parameters of r over rows of heads heads.
 func ropeParams(r Rope, rows, heads int) ops.RoPEParams {
 	return ops.RoPEParams{Rows: rows, Heads: heads, HeadDim: r.HeadDim, RotDims: r.Dims, NeoX: r.NeoX,
@@ -538,24 +526,20 @@ func (g *gpuGraph) attnParams(rows, kvDim int, a Attn) ops.AttnParams {
 		Causal: true, Scale: a.Scale, Window: a.Window, SoftCap: a.SoftCap, Keys: g.keys}
 }
 
-func (g *gpuGraph) SwiGLU(gate, up Act) Act {
+// glu returns act(gate) * up in gate's memory: SiLU, or with gelu the
+// tanh GELU (GLU's unfused epilogue).
+func (g *gpuGraph) glu(gate, up Act, gelu bool) Act {
 	if gate.Rows*gate.Cols != up.Rows*up.Cols {
-		g.shapeErr("SwiGLU", gate.Cols, up.Cols)
+		g.shapeErr("GLU", gate.Cols, up.Cols)
 	}
 	if g.live() && gate.Rows > 0 {
 		g.dep(g.r(gate), g.r(gate), g.r(up))
-		g.fail(g.m.k.SwiGLU(g.c, g.r(gate), g.r(gate), g.r(up), gate.Rows*gate.Cols))
-	}
-	return gate
-}
-
-func (g *gpuGraph) GeGLU(gate, up Act) Act {
-	if gate.Rows*gate.Cols != up.Rows*up.Cols {
-		g.shapeErr("GeGLU", gate.Cols, up.Cols)
-	}
-	if g.live() && gate.Rows > 0 {
-		g.dep(g.r(gate), g.r(gate), g.r(up))
-		g.fail(g.m.k.GeGLU(g.c, g.r(gate), g.r(gate), g.r(up), gate.Rows*gate.Cols))
+		n := gate.Rows * gate.Cols
+		if gelu {
+			g.fail(g.m.k.GeGLU(g.c, g.r(gate), g.r(gate), g.r(up), n))
+		} else {
+			g.fail(g.m.k.SwiGLU(g.c, g.r(gate), g.r(gate), g.r(up), n))
+		}
 	}
 	return gate
 }
@@ -581,6 +565,9 @@ func (g *gpuGraph) OutputRows(x Act) Act {
 func (g *gpuGraph) Hidden(h Act) {
 	if h.Cols != g.m.o.Embd {
 		g.shapeErr("Hidden", g.m.o.Embd, h.Cols)
+	}
+	if h.Rows < g.out.outRows() {
+		g.fail(fmt.Errorf("engine: Hidden: %d rows, want %d", h.Rows, g.out.outRows()))
 	}
 	if !g.live() || g.out.hidden == 0 {
 		return

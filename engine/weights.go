@@ -90,6 +90,7 @@ type Weights struct {
 	// tensor's index here is its Tensor.idx.
 	Tensors []*Tensor
 	model   archModel
+	net     Net // a Net's weights (NetWeights) instead of an architecture's
 }
 
 // Matrices returns the 2-D tensors of w.
@@ -154,8 +155,8 @@ func bindTensors(f *gguf.File, prefix string, dst any) error {
 }
 
 // collectTensors lists every non-nil exported *Tensor field of the struct
-// src points to (recursing into slices of structs), each once, and numbers
-// them.
+// src points to (recursing into structs and slices of structs), each once,
+// and numbers them.
 func collectTensors(src any) []*Tensor {
 	var out []*Tensor
 	seen := map[*Tensor]bool{}
@@ -173,6 +174,8 @@ func collectTensors(src any) []*Tensor {
 					t.idx = len(out)
 					out = append(out, t)
 				}
+			case f.Kind() == reflect.Struct:
+				walk(f)
 			case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Struct:
 				for j := range f.Len() {
 					walk(f.Index(j))

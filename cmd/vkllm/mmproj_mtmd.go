@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/vkllm/vkllm/engine"
-	"github.com/vkllm/vkllm/vision"
+	"github.com/vkllm/vkllm/engine/vision"
 )
 
 // mtmdBuilt reports a build with the mtmd feature (image input).

@@ -3,6 +3,8 @@ package vision
 import (
 	"errors"
 	"fmt"
+
+	"github.com/vkllm/vkllm/engine"
 )
 
 // idefics3 is the Idefics3 / SmolVLM family (clip.projector_type
@@ -10,9 +12,9 @@ import (
 // square of patches into one token (K = clip.vision.projector.scale_factor)
 // and one linear projection mm.model.fc (the reference's models/siglip.cpp).
 type idefics3 struct {
-	m   *Model
-	vit vit
-	fc  *Tensor
+	m  *Model
+	V  tower
+	FC *engine.Tensor `gguf:"model.fc.weight"`
 }
 
 func newIdefics3(m *Model) (*idefics3, error) {
@@ -32,25 +34,28 @@ func newIdefics3(m *Model) (*idefics3, error) {
 		}
 	}
 	f := &idefics3{m: m}
-	var err error
-	if f.vit, err = newVit(m); err != nil {
+	if err := bindTower(m, &f.V, p.Blocks, false, true); err != nil {
 		return nil, err
 	}
-	if f.fc, err = m.matrix("mm.model.fc.weight", p.Embd*p.Merge*p.Merge); err != nil {
+	if err := engine.BindTensors(m.f, "mm.", f); err != nil {
 		return nil, err
 	}
-	p.OutEmbd = f.fc.Rows
+	if err := matrix(f.FC, p.Embd*p.Merge*p.Merge); err != nil {
+		return nil, err
+	}
+	p.OutEmbd = f.FC.Rows()
 	return f, nil
 }
 
-func (f *idefics3) tokens() int {
-	s := f.m.P.PatchesPerSide() / f.m.P.Merge
-	return s * s
+func (f *idefics3) Shape() engine.NetShape {
+	p := &f.m.P
+	s := p.PatchesPerSide()
+	return engine.NetShape{Rows: s * s, OutRows: (s / p.Merge) * (s / p.Merge), OutCols: p.OutEmbd}
 }
 
-func (f *idefics3) forward(g graph) act {
+func (f *idefics3) Forward(g engine.Graph) engine.Act {
 	p := &f.m.P
-	x := f.vit.forward(g, p)
-	x = g.pixelShuffle(x, poolParams(p.PatchesPerSide(), p.Embd, p.Merge))
-	return g.linear(f.fc, nil, x)
+	x := f.V.forward(g, p)
+	x = g.PixelShuffle(x, poolParams(p.PatchesPerSide(), p.Embd, p.Merge))
+	return g.MatMul(f.FC, x)
 }

@@ -101,22 +101,27 @@ func (u *GPU) Prepare(data []byte, maxPixels int) ([]engine.MediaPart, error) {
 }
 
 // CPU is the plain-Go reference of a projector's whole image path: the
-// layout of GPU.Prepare with chunks encoded by Model.EncodeCPU. Tests
+// layout of GPU.Prepare with chunks encoded as Model.EncodeCPU does. Tests
 // compare what a server answers with it.
 type CPU struct {
 	m       *Model
+	net     *engine.CPUNet
 	markers *idefics3Markers
 }
 
 // NewCPU checks m against a text model of embedding width embd and
-// vocabulary v (as GPU.CheckText) and returns its CPU reference. m must
-// stay open while the CPU is used.
+// vocabulary v (as GPU.CheckText) and returns its CPU reference, the
+// weights dequantized once. m's file may be closed afterwards.
 func NewCPU(m *Model, embd int, v Vocab) (*CPU, error) {
 	mk, err := checkText(m, embd, v)
 	if err != nil {
 		return nil, err
 	}
-	return &CPU{m: m, markers: mk}, nil
+	n, err := engine.NewCPUNet(m.w)
+	if err != nil {
+		return nil, err
+	}
+	return &CPU{m: m, net: n, markers: mk}, nil
 }
 
 // NonCausal is GPU.NonCausal.
@@ -124,7 +129,12 @@ func (c *CPU) NonCausal() bool { return c.m.P.ProjectorType == "gemma3" }
 
 // Prepare is GPU.Prepare with the chunks encoded on the CPU.
 func (c *CPU) Prepare(data []byte, maxPixels int) ([]engine.MediaPart, error) {
-	return layout(c.m, c.markers, data, maxPixels, c.m.EncodeCPU)
+	return layout(c.m, c.markers, data, maxPixels, func(in []float32) ([]float32, error) {
+		if err := checkInput("EncodeCPU", &c.m.P, in); err != nil {
+			return nil, err
+		}
+		return c.net.Run(in)
+	})
 }
 
 // layout is Prepare with the encoder encode.
