@@ -5,8 +5,9 @@ import (
 	"slices"
 	"unsafe"
 
-	"github.com/vkllm/vkllm/engine/ops"
 	"github.com/vkllm/vkllm/vk"
+
+	"github.com/vkllm/vkllm/engine/ops"
 )
 
 // GPUConfig sizes what the GPU model reserves at load.
@@ -828,4 +829,48 @@ func (m *GPUModel) KV() KVStats {
 		return KVStats{}
 	}
 	return m.kv.stats()
+}
+
+// mediaRun is a run of consecutive rows fed by embeddings.
+type mediaRun struct{ start, n int }
+
+// writeMedia uploads the batch's input embeddings and attention positions
+// (made on first use) and lists the embedding rows' runs for EmbedInputs.
+func (m *GPUModel) writeMedia(b Batch) error {
+	m.mediaRuns, m.useAttnPos = m.mediaRuns[:0], b.AttnPos != nil
+	if b.Embeds == nil && b.AttnPos == nil {
+		return nil
+	}
+	E, B := m.o.Embd, m.cfg.BatchSize
+	if m.embIn == nil {
+		var err error
+		if m.embIn, err = m.newBuffer(4*uint64(B*E), vk.HostBuffer); err != nil {
+			return fmt.Errorf("engine: input embeddings: %w", err)
+		}
+		if m.attnPos, err = m.newBuffer(4*uint64(B), vk.HostBuffer); err != nil {
+			return fmt.Errorf("engine: attention positions: %w", err)
+		}
+	}
+	if b.AttnPos != nil {
+		if err := m.attnPos.Write(0, int32Bytes(b.AttnPos)); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < len(b.Embeds); i++ {
+		if b.Embeds[i] == nil {
+			continue
+		}
+		j := i
+		for ; j < len(b.Embeds) && b.Embeds[j] != nil; j++ {
+			if len(b.Embeds[j]) != E {
+				return fmt.Errorf("engine: batch row %d: an input embedding of %d values, want %d", j, len(b.Embeds[j]), E)
+			}
+			if err := m.embIn.Write(4*uint64(j*E), float32Bytes(b.Embeds[j])); err != nil {
+				return err
+			}
+		}
+		m.mediaRuns = append(m.mediaRuns, mediaRun{i, j - i})
+		i = j
+	}
+	return nil
 }

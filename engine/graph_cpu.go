@@ -304,3 +304,23 @@ func refRMSNorm(dst, src, weight []float32, rows, cols int, eps float32) {
 		}
 	}
 }
+
+func (g *cpuGraph) EmbedInputs(x Act) {
+	if g.b.Embeds == nil {
+		return
+	}
+	if x.Cols != g.m.o.Embd {
+		g.fail(fmt.Errorf("engine: EmbedInputs: width %d, want %d", x.Cols, g.m.o.Embd))
+		return
+	}
+	xv := g.v(x)
+	for i, e := range g.b.Embeds {
+		if e != nil {
+			if len(e) != x.Cols {
+				g.fail(fmt.Errorf("engine: batch row %d: an input embedding of %d values, want %d", i, len(e), x.Cols))
+				return
+			}
+			copy(xv[i*x.Cols:(i+1)*x.Cols], e)
+		}
+	}
+}

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/vkllm/vkllm/vk"
+
 	"github.com/vkllm/vkllm/engine/ops"
 	"github.com/vkllm/vkllm/gguf"
-	"github.com/vkllm/vkllm/vk"
 )
 
 // gpuGraph records an architecture's forward pass into a vk.Cmd (Graph's
@@ -610,5 +611,30 @@ func (g *gpuGraph) Logits(w *Tensor, h Act, softcap float32) {
 		ids, vals := g.m.logits.Range(g.m.topIDOff, n), g.m.logits.Range(g.m.topValOff, n)
 		g.deps([3]vk.Range{ids, vals}, src)
 		g.fail(g.m.k.TopK(g.c, ids, vals, src, g.out.top, V, g.out.topK))
+	}
+}
+
+// attnPos returns the attention's positions: Batch.AttnPos when the batch
+// has them, else pos.
+func (g *gpuGraph) attnPos(pos vk.Range) vk.Range {
+	if !g.m.useAttnPos {
+		return pos
+	}
+	return g.m.attnPos.Range(0, pos.Size)
+}
+
+func (g *gpuGraph) EmbedInputs(x Act) {
+	if x.Cols != g.m.o.Embd {
+		g.shapeErr("EmbedInputs", g.m.o.Embd, x.Cols)
+	}
+	if !g.live() {
+		return
+	}
+	row := 4 * uint64(x.Cols)
+	for _, r := range g.m.mediaRuns {
+		dst := g.r(x).Sub(uint64(r.start)*row, uint64(r.n)*row)
+		src := g.m.embIn.Range(uint64(r.start)*row, uint64(r.n)*row)
+		g.dep(dst, src)
+		g.c.Copy(dst, src)
 	}
 }

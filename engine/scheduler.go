@@ -49,102 +49,6 @@ type SchedulerConfig struct {
 	OnStep func(d time.Duration, decodeRows, prefillRows int)
 }
 
-// GenRequest is one sequence to generate.
-type GenRequest struct {
-	// Prompt is the tokenized prompt: at least one token, shorter than the
-	// context size.
-	Prompt []int32
-	// Chain samples the sequence's tokens: built for the model's
-	// vocabulary and primed with the prompt. It belongs to the sequence
-	// from Generate on, and the scheduler uses it from one goroutine at a
-	// time.
-	Chain *sampling.Chain
-	// MaxTokens is the most tokens to generate (>= 1).
-	MaxTokens int
-	// Logprobs asks for Event.Logprob; TopLogprobs for that many
-	// alternatives in Event.Top.
-	Logprobs    bool
-	TopLogprobs int
-	// Label names the sequence's request in Slots (a request id); opaque.
-	Label string
-	// Media are the prompt's images, in prompt order (see Media): their
-	// rows hold pseudo-ids. Candidates of one request share them.
-	Media []*Media
-	// PromptLogprobs asks for the log-probability of each prompt token
-	// after the first, given the tokens before it, with TopLogprobs
-	// alternatives each, in the first Event's Prompt (echo with
-	// logprobs). The prompt is then fed whole, none of it taken from a
-	// cache, at most promptLogitRows of it per step. It needs a Chain made
-	// with Logprobs or TopLogprobs.
-	PromptLogprobs bool
-}
-
-// PromptLogprob is a prompt token's log-probability given the tokens
-// before it, with the most likely alternatives at its position.
-type PromptLogprob struct {
-	Token   int32
-	Logprob float32
-	Top     []sampling.TokenLogprob
-}
-
-// promptLogitRows bounds the logits rows a PromptLogprobs sequence asks of
-// one step (each is a vocabulary-sized read-back).
-const promptLogitRows = 64
-
-// Event is one generated token of a Sequence.
-type Event struct {
-	// Token is the sampled token id; EOG reports that it ends generation.
-	Token int32
-	EOG   bool
-	// Logprob is Token's log-probability under the model distribution
-	// (GenRequest.Logprobs or TopLogprobs > 0).
-	Logprob float32
-	// Top holds the GenRequest.TopLogprobs most likely tokens, most likely
-	// first. The slice is reused for a later event of the same sequence
-	// once this one has been received and the consumer has received the
-	// sequence's next one: copy what you keep before receiving again.
-	Top []sampling.TokenLogprob
-	// Prompt is set on the first event of a GenRequest.PromptLogprobs
-	// sequence: its prompt tokens' log-probabilities, from the second
-	// token on. It belongs to the receiver.
-	Prompt []PromptLogprob
-	// Admitted and Reused are set on a sequence's first event: when it
-	// took its slot (after any queueing) and how many prompt tokens it
-	// took from the cache there (Sequence.Admission).
-	Admitted time.Time
-	Reused   int
-}
-
-// GroupEvent is one event on a Group's channel: the next token of
-// candidate Candidate, or with End set, that candidate's end.
-type GroupEvent struct {
-	// Candidate is the index of the event's sequence in Group.Seqs (and
-	// of its request in Generate's reqs).
-	Candidate int
-	// End reports that the candidate has ended: no event of it follows
-	// and its Sequence.Err is valid. Event is zero then.
-	End bool
-	Event
-}
-
-// Group is the sequences of one Generate call, the candidates of one
-// request. Their events come on one channel, each candidate's in order.
-// Receive them from one goroutine until the channel closes, which it does
-// after every candidate's End event.
-type Group struct {
-	seqs   []*Sequence
-	events <-chan GroupEvent
-}
-
-// Seqs returns the group's sequences, candidate i at index i. The slice
-// must not be modified.
-func (g *Group) Seqs() []*Sequence { return g.seqs }
-
-// Events returns the group's channel of events. A candidate whose
-// consumer is eventBuffer events behind sits out the steps (it keeps its
-// slot) until the consumer catches up; the others go on.
-func (g *Group) Events() <-chan GroupEvent { return g.events }
-
 // ErrContextFull ends a sequence that has used every position of its slot.
 var ErrContextFull = errors.New("engine: context full")
 
@@ -155,156 +59,6 @@ var ErrClosed = errors.New("engine: the scheduler is closed")
 // ErrCannotGenerate is Generate's error on an encoder (an embedding or
 // rerank model), which gives hidden states, not next-token logits.
 var ErrCannotGenerate = errors.New("engine: the model is an encoder (embeddings and rerank only); it cannot generate text")
-
-// eventBuffer bounds the events a sequence may have waiting for its
-// consumer; a sequence whose consumer is that far behind sits out the
-// steps (it keeps its slot) until the consumer catches up.
-const eventBuffer = 1024
-
-// Sequence is one generation or embedding run by a Scheduler. Its events
-// come on its Group's channel; read Err after its End event.
-type Sequence struct {
-	ctx    context.Context
-	stop   func() bool // unregisters the wake-up on ctx
-	grp    *group
-	prompt []int32
-	req    GenRequest
-	err    error // valid once its End event is sent
-	cancel atomic.Bool
-
-	// cand is its index in grp.members (GroupEvent.Candidate), room the
-	// most events it may have waiting (eventBuffer or fewer), pending
-	// those sent and not yet known to be received (under grp.mu).
-	cand, room, pending int
-
-	embed    bool
-	pool     pooler
-	embedOut []float32
-
-	// Owned by the scheduler goroutine (and the sampling worker during a
-	// step).
-	slot      int
-	fed       int   // prompt tokens whose keys and values the slot holds
-	pos       int   // the next position to write
-	last      int32 // the token to feed next, once decoding
-	decoding  bool
-	generated int
-	top       []sampling.TokenLogprob // ring of (room+2) rows of TopLogprobs
-	topNext   int
-	// promptLP holds the scored prompt tokens (PromptLogprobs) until the
-	// first event carries them.
-	promptLP []PromptLogprob
-	done     bool // finish at the end of the step (with doneErr)
-	doneErr  error
-
-	// Set when the sequence takes its slot, before its first event.
-	admitted time.Time
-	reused   int
-	order    uint64 // admission order (the most recent is preempted first)
-	resumed  bool   // preempted at least once: prompt holds its generated tokens too
-}
-
-// Err returns why the sequence ended, once its End event has been
-// received: nil after an EOG token or MaxTokens tokens, ErrContextFull,
-// the context's error, or the model's or sampler's error.
-func (q *Sequence) Err() error { return q.err }
-
-// Admission returns when the sequence took its slot and how many prompt
-// tokens it took from the cache there. It is valid once the first event has
-// been received (zero when the sequence never got a slot).
-func (q *Sequence) Admission() (at time.Time, reused int) { return q.admitted, q.reused }
-
-// Cancel ends the sequence at the scheduler's next step (its error is then
-// context.Canceled). It is safe from any goroutine and at any time.
-func (q *Sequence) Cancel() {
-	q.cancel.Store(true)
-	if q.grp != nil {
-		q.grp.s.poke()
-	}
-}
-
-func (q *Sequence) cancelled() error {
-	if err := q.ctx.Err(); err != nil {
-		return err
-	}
-	if q.cancel.Load() {
-		return context.Canceled
-	}
-	return nil
-}
-
-// group is the unit of the queue: the candidates of one request, which
-// share the prompt. The first is prefilled; the others are admitted once
-// its prompt is in the cache and share its pages.
-type group struct {
-	s       *Scheduler
-	members []*Sequence
-	next    int // members admitted (or dropped) so far
-
-	// events carries the members' events (Group.Events). It has room for
-	// every member's room and End event, so a send never blocks. sent
-	// records the candidate of each event sent and not yet known to be
-	// received, oldest at head: the consumer has received the oldest
-	// n-len(events) of them. mu orders the sends of the sampling workers
-	// with sent. (A preempted sequence is queued again in a group of its
-	// own without these; it keeps sending through its grp.)
-	events  chan GroupEvent
-	mu      sync.Mutex
-	sent    []int32
-	head, n int
-	open    int // members not ended yet (scheduler goroutine)
-}
-
-// newGroup makes the group of members, each of which has its room set.
-func newGroup(s *Scheduler, members []*Sequence) *group {
-	size := len(members)
-	for _, q := range members {
-		size += q.room
-	}
-	g := &group{s: s, members: members, events: make(chan GroupEvent, size), sent: make([]int32, size), open: len(members)}
-	for i, q := range members {
-		q.grp, q.cand = g, i
-	}
-	return g
-}
-
-// send puts ev on the group's channel; it never blocks (see events).
-func (g *group) send(ev GroupEvent) {
-	g.mu.Lock()
-	g.sent[(g.head+g.n)%len(g.sent)] = int32(ev.Candidate)
-	g.n++
-	g.members[ev.Candidate].pending++
-	g.events <- ev
-	g.mu.Unlock()
-}
-
-// end sends q's End event, and closes the channel after the last member's.
-func (g *group) end(q *Sequence) {
-	g.send(GroupEvent{Candidate: q.cand, End: true})
-	if g.open--; g.open == 0 {
-		close(g.events)
-	}
-}
-
-// backlogged reports whether q's consumer has q.room of its events still
-// to receive: q then sits out the steps until the consumer catches up.
-func (q *Sequence) backlogged() bool {
-	g := q.grp
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for ; g.n > len(g.events); g.n-- { // received since the last look
-		g.members[g.sent[g.head]].pending--
-		g.head = (g.head + 1) % len(g.sent)
-	}
-	return q.pending >= q.room
-}
-
-// leaderReady reports whether the followers may be admitted: the leader's
-// prompt (all but its last token) is in the cache, or the leader is gone.
-func (g *group) leaderReady() bool {
-	l := g.members[0]
-	return l.slot < 0 && g.next > 0 || l.fed >= len(l.prompt)-1
-}
 
 // Stats are a Scheduler's counters.
 type Stats struct {
@@ -433,101 +187,6 @@ type Scheduler struct {
 	wg       sync.WaitGroup
 	idle     *time.Timer
 	cost     stepCost
-}
-
-// stepCost learns what steps cost, for the automatic prefill chunks:
-// moving averages of decode-only steps, of the extra time per prompt row
-// in steps that decode too, and of the time per row of prompt-only steps
-// (which on GPUs run other kernels: tiled matrix products instead of
-// matvec passes).
-type stepCost struct {
-	decode float64 // seconds per decode-only step
-	row    float64 // seconds per prompt row beside decode rows
-	alone  float64 // seconds per prompt row in prompt-only steps
-	// mixed counts the steps with decode and prompt rows since the last
-	// decode-only one (see refreshEvery).
-	mixed int
-}
-
-// refreshEvery is how many steps that feed prompts beside decode rows may
-// follow each other: then one decode-only step renews the decode-only
-// time, which a stream of prompts would otherwise leave stale (decode
-// steps grow dearer as the sequences' contexts grow, and the machine's
-// speed changes), and with it every chunk. It costs a long prompt about
-// one step in refreshEvery.
-const refreshEvery = 16
-
-// minAutoChunk is the smallest automatic prefill chunk beside decode rows:
-// a long prompt always makes progress. Late rows of a long prompt attend
-// to many keys and may each cost a good part of a decode step (on
-// lavapipe, a row at position 800 of the 256x4 fixture about a third of a
-// step of 8 decode rows), so the floor is one row.
-const minAutoChunk = 1
-
-// minAloneChunk is the smallest prompt-only step PromptStepTime leaves:
-// narrower matrix products waste a GPU's width.
-const minAloneChunk = 64
-
-// observe records a step of decodeRows decode rows and prefillRows prompt
-// rows that took d.
-func (c *stepCost) observe(decodeRows, prefillRows int, d time.Duration) {
-	const w = 0.2 // weight of the newest step
-	sec := d.Seconds()
-	switch {
-	case prefillRows == 0:
-		c.decode = ewma(c.decode, sec, w)
-		c.mixed = 0
-	case decodeRows == 0:
-		c.alone = ewma(c.alone, sec/float64(prefillRows), w)
-		if c.row == 0 {
-			c.row = c.alone // a first guess until a mixed step is seen
-		}
-	case c.decode > 0:
-		c.row = ewma(c.row, max(sec-c.decode, 0)/float64(prefillRows), w)
-		c.mixed++
-	}
-}
-
-func ewma(avg, v, w float64) float64 {
-	if avg == 0 {
-		return v
-	}
-	return avg + w*(v-avg)
-}
-
-// chunk returns how many prompt rows keep a step within factor times a
-// decode-only step: 0 when the decode-only time is due for renewal
-// (refreshEvery).
-func (c *stepCost) chunk(factor float64) int {
-	if c.mixed >= refreshEvery {
-		return 0
-	}
-	if c.decode == 0 || c.row == 0 {
-		return minAutoChunk
-	}
-	return max(minAutoChunk, int((factor-1)*c.decode/c.row))
-}
-
-// prefillReserve splits a step's prompt budget between the oldest waiting
-// prompt, which has remaining rows left, and the others, when several
-// wait: the oldest keeps half of it (rounded up), and a budget of one row
-// grows to two where room (the rows the batch has left) allows, so that
-// neither a long oldest prompt nor the short ones behind it stall.
-func prefillReserve(budget, room, remaining int) (newBudget, reserve int) {
-	if budget == 1 && room >= 2 {
-		budget = 2
-	}
-	return budget, min((budget+1)/2, remaining)
-}
-
-// aloneChunk returns how many prompt rows a prompt-only step may feed to
-// take about d, at least minAloneChunk; 0 means no bound (d <= 0 or
-// nothing measured yet).
-func (c *stepCost) aloneChunk(d time.Duration) int {
-	if d <= 0 || c.alone == 0 {
-		return 0
-	}
-	return max(minAloneChunk, int(d.Seconds()/c.alone))
 }
 
 // NewScheduler starts the scheduler goroutine and the sampling workers of
@@ -1044,4 +703,39 @@ func (s *Scheduler) preempt(q *Sequence) {
 // reap ends the sequences marked done in this step.
 func (s *Scheduler) reap() {
 	s.retire(func(q *Sequence) (bool, error) { return q.done, q.doneErr })
+}
+
+// checkMediaPrompt checks a prompt with images: pseudo-ids (negative) only
+// on image rows, images inside the prompt, in order, each fitting one batch
+// (an image is one prefill unit), and the prompt ending in text.
+func (s *Scheduler) checkMediaPrompt(p []int32, media []*Media) error {
+	if len(media) == 0 {
+		return s.checkPrompt(p)
+	}
+	if len(p) == 0 || len(p) > s.m.CtxSize() {
+		return fmt.Errorf("engine: a prompt of %d tokens for a context of %d", len(p), s.m.CtxSize())
+	}
+	next := 0
+	for i, md := range media {
+		switch {
+		case md == nil || md.Encode == nil && md.embd == nil:
+			return fmt.Errorf("engine: image %d has no encoder", i)
+		case md.N <= 0 || md.Start < next || md.Start+md.N >= len(p):
+			return fmt.Errorf("engine: image %d at prompt rows %d..%d of %d: out of order or not followed by text", i, md.Start, md.Start+md.N-1, len(p))
+		case md.N > s.m.GPU.Config().BatchSize:
+			return fmt.Errorf("engine: image %d has %d tokens, more than the batch size %d (an image is fed in one batch)", i, md.N, s.m.GPU.Config().BatchSize)
+		}
+		for j := next; j < md.Start; j++ {
+			if p[j] < 0 || int(p[j]) >= s.m.Opts.Vocab {
+				return fmt.Errorf("engine: prompt token %d (index %d) outside the vocabulary of %d", p[j], j, s.m.Opts.Vocab)
+			}
+		}
+		next = md.Start + md.N
+	}
+	for j := next; j < len(p); j++ {
+		if p[j] < 0 || int(p[j]) >= s.m.Opts.Vocab {
+			return fmt.Errorf("engine: prompt token %d (index %d) outside the vocabulary of %d", p[j], j, s.m.Opts.Vocab)
+		}
+	}
+	return nil
 }

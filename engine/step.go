@@ -2,11 +2,13 @@ package engine
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
-	"github.com/vkllm/vkllm/engine/ops"
 	"github.com/vkllm/vkllm/sampling"
+
+	"github.com/vkllm/vkllm/engine/ops"
 )
 
 // A scheduler step builds one batch from the sequences that can advance
@@ -375,4 +377,143 @@ func (s *Scheduler) sample(e *stepSeq) {
 	case q.pos >= s.m.CtxSize():
 		q.done, q.doneErr = true, ErrContextFull
 	}
+}
+
+// mediaChunk cuts n prompt rows from q.fed so that no image is split: the
+// rows stop before an image that does not fit, and an image that starts at
+// q.fed is fed whole when the batch has room for it, even past the prefill
+// chunk (0: wait for a step with room). It encodes the images the rows
+// cover; an encoder error ends q.
+func (s *Scheduler) mediaChunk(q *Sequence, n int) int {
+	room := s.m.GPU.Config().BatchSize - s.batch.Len()
+	for _, md := range q.req.Media {
+		end := md.Start + md.N
+		switch {
+		case end <= q.fed || md.Start >= q.fed+n && md.Start > q.fed:
+			continue
+		case md.Start > q.fed:
+			if end > q.fed+n {
+				n = md.Start - q.fed // stop before the image
+			}
+		case md.Start == q.fed:
+			if md.N > room {
+				return 0
+			}
+			n = max(n, md.N)
+		default:
+			// q.fed inside an image: only a cache reuse could do that, and
+			// start() rounds reuse down to an image's start.
+			q.done, q.doneErr = true, fmt.Errorf("BUG: engine: prompt row %d inside an image (rows %d..%d)", q.fed, md.Start, end-1)
+			return 0
+		}
+	}
+	for _, md := range q.req.Media {
+		if md.Start >= q.fed && md.Start < q.fed+n && md.embd == nil {
+			e, err := md.Encode()
+			if err == nil && len(e) != md.N*s.m.Opts.Embd {
+				err = fmt.Errorf("engine: an image encoder gave %d values for %d tokens of %d", len(e), md.N, s.m.Opts.Embd)
+			}
+			if err != nil {
+				q.done, q.doneErr = true, fmt.Errorf("engine: encoding image at prompt row %d: %w", md.Start, err)
+				return 0
+			}
+			md.embd = e
+		}
+	}
+	return n
+}
+
+// stepCost learns what steps cost, for the automatic prefill chunks:
+// moving averages of decode-only steps, of the extra time per prompt row
+// in steps that decode too, and of the time per row of prompt-only steps
+// (which on GPUs run other kernels: tiled matrix products instead of
+// matvec passes).
+type stepCost struct {
+	decode float64 // seconds per decode-only step
+	row    float64 // seconds per prompt row beside decode rows
+	alone  float64 // seconds per prompt row in prompt-only steps
+	// mixed counts the steps with decode and prompt rows since the last
+	// decode-only one (see refreshEvery).
+	mixed int
+}
+
+// refreshEvery is how many steps that feed prompts beside decode rows may
+// follow each other: then one decode-only step renews the decode-only
+// time, which a stream of prompts would otherwise leave stale (decode
+// steps grow dearer as the sequences' contexts grow, and the machine's
+// speed changes), and with it every chunk. It costs a long prompt about
+// one step in refreshEvery.
+const refreshEvery = 16
+
+// minAutoChunk is the smallest automatic prefill chunk beside decode rows:
+// a long prompt always makes progress. Late rows of a long prompt attend
+// to many keys and may each cost a good part of a decode step (on
+// lavapipe, a row at position 800 of the 256x4 fixture about a third of a
+// step of 8 decode rows), so the floor is one row.
+const minAutoChunk = 1
+
+// minAloneChunk is the smallest prompt-only step PromptStepTime leaves:
+// narrower matrix products waste a GPU's width.
+const minAloneChunk = 64
+
+// observe records a step of decodeRows decode rows and prefillRows prompt
+// rows that took d.
+func (c *stepCost) observe(decodeRows, prefillRows int, d time.Duration) {
+	const w = 0.2 // weight of the newest step
+	sec := d.Seconds()
+	switch {
+	case prefillRows == 0:
+		c.decode = ewma(c.decode, sec, w)
+		c.mixed = 0
+	case decodeRows == 0:
+		c.alone = ewma(c.alone, sec/float64(prefillRows), w)
+		if c.row == 0 {
+			c.row = c.alone // a first guess until a mixed step is seen
+		}
+	case c.decode > 0:
+		c.row = ewma(c.row, max(sec-c.decode, 0)/float64(prefillRows), w)
+		c.mixed++
+	}
+}
+
+func ewma(avg, v, w float64) float64 {
+	if avg == 0 {
+		return v
+	}
+	return avg + w*(v-avg)
+}
+
+// chunk returns how many prompt rows keep a step within factor times a
+// decode-only step: 0 when the decode-only time is due for renewal
+// (refreshEvery).
+func (c *stepCost) chunk(factor float64) int {
+	if c.mixed >= refreshEvery {
+		return 0
+	}
+	if c.decode == 0 || c.row == 0 {
+		return minAutoChunk
+	}
+	return max(minAutoChunk, int((factor-1)*c.decode/c.row))
+}
+
+// prefillReserve splits a step's prompt budget between the oldest waiting
+// prompt, which has remaining rows left, and the others, when several
+// wait: the oldest keeps half of it (rounded up), and a budget of one row
+// grows to two where room (the rows the batch has left) allows, so that
+// neither a long oldest prompt nor the short ones behind it stall.
+func prefillReserve(budget, room, remaining int) (newBudget, reserve int) {
+	if budget == 1 && room >= 2 {
+		budget = 2
+	}
+	return budget, min((budget+1)/2, remaining)
+}
+
+// aloneChunk returns how many prompt rows a prompt-only step may feed to
+// take about d, at least minAloneChunk; 0 means no bound (d <= 0 or
+// nothing measured yet).
+func (c *stepCost) aloneChunk(d time.Duration) int {
+	if d <= 0 || c.alone == 0 {
+		return 0
+	}
+	return max(minAloneChunk, int(d.Seconds()/c.alone))
 }
