@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vkllm/vkllm/engine"
+	"github.com/vkllm/vkllm/sampling"
 	"github.com/vkllm/vkllm/vk"
 )
 
@@ -107,21 +108,31 @@ func bench(w io.Writer, args []string) error {
 		results = append(results, r)
 		return nil
 	}
-	if err := run(fmt.Sprintf("pp%d", *pp), *pp, func() error {
-		_, err := model.Prefill(ctx, 0, 0, randomTokens(*pp))
-		return err
-	}); err != nil {
+	// Both tests go through the scheduler, as the server's requests do:
+	// pp feeds a random prompt in batch-size chunks and samples one token,
+	// tg feeds one random token and generates the rest (end-of-generation
+	// tokens masked), tg forward passes in all.
+	s := engine.NewScheduler(model, engine.SchedulerConfig{PromptStepTime: -1})
+	defer s.Close()
+	generate := func(prompt []int32, tokens int) error {
+		p := sampling.DefaultParams()
+		p.Temperature, p.MinTokens = 0, tokens
+		chain, err := sampling.NewChain(p, sampling.Vocab{Size: model.Opts.Vocab, EOG: model.Tok.EOGIDs()}, nil)
+		if err != nil {
+			return err
+		}
+		g, err := s.Generate(ctx, []engine.GenRequest{{Prompt: prompt, MaxTokens: tokens, Chain: chain}})
+		if err != nil {
+			return err
+		}
+		for range g.Events() {
+		}
+		return g.Seqs()[0].Err()
+	}
+	if err := run(fmt.Sprintf("pp%d", *pp), *pp, func() error { return generate(randomTokens(*pp), 1) }); err != nil {
 		return err
 	}
-	if err := run(fmt.Sprintf("tg%d", *tg), *tg, func() error {
-		toks := randomTokens(*tg)
-		for i, t := range toks {
-			if _, err := model.Step(0, i, t); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
+	if err := run(fmt.Sprintf("tg%d", *tg), *tg, func() error { return generate(randomTokens(1), *tg) }); err != nil {
 		return err
 	}
 	if *asJSON {

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
 	"github.com/peterbourgon/ff/v4/ffval"
+	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/sampling"
 )
 
@@ -60,41 +62,39 @@ func cmdRun(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
+	// The prompt and the tokens go through the scheduler, the path every
+	// request of the server takes.
+	// The prompt's time runs to the end of its last step, the
+	// generation's from there (the first token is sampled after it).
+	var prefilled time.Time
+	s := engine.NewScheduler(model, engine.SchedulerConfig{PromptStepTime: -1, OnStep: func(_ time.Duration, _, prefillRows int) {
+		if prefillRows > 0 {
+			prefilled = time.Now()
+		}
+	}})
+	defer s.Close()
 	t0 := time.Now()
-	logits, err := model.Prefill(ctx, 0, 0, ids)
+	g, err := s.Generate(context.Background(), []engine.GenRequest{{Prompt: ids, MaxTokens: *n, Chain: chain}})
 	if err != nil {
 		return err
 	}
-	promptTime := time.Since(t0)
 	fmt.Print(text)
 	dec := tok.NewDecoder()
-	t1 := time.Now()
 	generated := 0
-	pos := len(ids)
-	for generated < *n && pos < model.CtxSize() {
-		next, err := chain.Sample(logits)
-		if err != nil {
-			return err
-		}
-		if err := chain.Accept(next); err != nil {
-			return err
+	for ev := range g.Events() { // closed after the last step
+		if ev.End {
+			continue
 		}
 		generated++
-		if tok.IsEOG(next) {
-			break
+		if !ev.EOG {
+			os.Stdout.Write(dec.Add(ev.Token))
 		}
-		os.Stdout.Write(dec.Add(next))
-		if generated == *n || pos+1 >= model.CtxSize() {
-			break
-		}
-		if logits, err = model.Step(0, pos, next); err != nil {
-			return err
-		}
-		pos++
+	}
+	if err := g.Seqs()[0].Err(); err != nil && !errors.Is(err, engine.ErrContextFull) {
+		return err
 	}
 	os.Stdout.Write(dec.Flush())
-	genTime := time.Since(t1)
+	promptTime, genTime := prefilled.Sub(t0), time.Since(prefilled)
 	fmt.Println()
 	fmt.Fprintf(os.Stderr, "prompt: %d tokens in %.3fs (%.2f tokens/s)\n", len(ids), promptTime.Seconds(), float64(len(ids))/promptTime.Seconds())
 	fmt.Fprintf(os.Stderr, "generation: %d tokens in %.3fs (%.2f tokens/s)\n", generated, genTime.Seconds(), float64(generated)/genTime.Seconds())
