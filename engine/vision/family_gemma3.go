@@ -57,11 +57,7 @@ func newGemma3(m *Model) (*gemma3, error) {
 	return f, nil
 }
 
-func (f *gemma3) Shape() engine.NetShape {
-	p := &f.m.P
-	s := p.PatchesPerSide()
-	return engine.NetShape{Rows: s * s, OutRows: (s / p.Merge) * (s / p.Merge), OutCols: p.OutEmbd}
-}
+func (f *gemma3) Shape() engine.NetShape { return mergedShape(&f.m.P) }
 
 func (f *gemma3) Forward(g engine.Graph) engine.Act {
 	p := &f.m.P

@@ -47,15 +47,19 @@ func newIdefics3(m *Model) (*idefics3, error) {
 	return f, nil
 }
 
-func (f *idefics3) Shape() engine.NetShape {
-	p := &f.m.P
-	s := p.PatchesPerSide()
-	return engine.NetShape{Rows: s * s, OutRows: (s / p.Merge) * (s / p.Merge), OutCols: p.OutEmbd}
-}
+func (f *idefics3) Shape() engine.NetShape { return mergedShape(&f.m.P) }
 
 func (f *idefics3) Forward(g engine.Graph) engine.Act {
 	p := &f.m.P
 	x := f.V.forward(g, p)
 	x = g.PixelShuffle(x, poolParams(p.PatchesPerSide(), p.Embd, p.Merge))
 	return g.MatMul(f.FC, x)
+}
+
+// mergedShape is the pass of a tower whose patch grid is merged in squares
+// of Merge x Merge (Gemma 3's average pool, Idefics3's pixel shuffle):
+// one input row per patch, one output row per square.
+func mergedShape(p *Params) engine.NetShape {
+	s := p.PatchesPerSide()
+	return engine.NetShape{Rows: s * s, OutRows: (s / p.Merge) * (s / p.Merge), OutCols: p.OutEmbd}
 }
