@@ -32,7 +32,7 @@ layout(binding = 2) writeonly buffer Y { float data_y[]; };
 
 #include "quant.glsl"
 
-// Params is mirrored by engine/ops getRowsParams.
+// Params is mirrored by engine/ops GetRowsPush.
 layout(push_constant) uniform Params {
 	uint K;          // elements per row
 	uint n_ids;      // ids to gather

@@ -1,7 +1,8 @@
 #version 450
 // matvec multiplies a weight matrix W (M rows of K elements, any GGML type,
-// see quant.glsl) by 1..8 activation columns in one pass, so a decode batch
-// reads each weight once: y[c][r] = sum_k W[r][k] * x[c][k]. TPR
+// see quant.glsl) by up to 16 activation columns in one pass (8 on GPUs;
+// NCOLS, a column bucket: see xcol), so a decode batch reads each weight
+// once: y[c][r] = sum_k W[r][k] * x[c][k]. TPR
 // invocations compute one row, or RPL consecutive rows, for every column
 // (WG/TPR groups of rows per workgroup), striding over the rows in
 // 32-element sub-blocks (quantized types, dequant32) or groups of four
@@ -119,7 +120,7 @@ void store_y(uint i, float v) {
 
 #include "quant.glsl"
 
-// Params is mirrored by engine/ops matvecParams.
+// Params is mirrored by engine/ops MatVecPush.
 layout(push_constant) uniform Params {
 	uint K;        // elements per row
 	uint M;        // rows

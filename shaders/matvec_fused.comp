@@ -117,7 +117,7 @@ void store_y(uint i, float v) {
 
 #include "quant.glsl"
 
-// Params is mirrored by engine/ops matvecParams.
+// Params is mirrored by engine/ops FusedPush (MatVecPush, then FUSED_PARAMS).
 layout(push_constant) uniform Params {
 	uint K;        // elements per row
 	uint M;        // rows

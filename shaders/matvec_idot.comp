@@ -123,7 +123,8 @@ void store_y(uint i, float v) {
 
 #include "quant.glsl"
 
-// Params is mirrored by engine/ops MatVecPush; x_off and x_stride count
+// Params is mirrored by engine/ops MatVecPush (FusedPush in the fused
+// variants, FUSED_PARAMS after it); x_off and x_stride count
 // 32-bit words of the Q8_1 buffer (multiples of 4, see quantize_q8_1.comp).
 layout(push_constant) uniform Params {
 	uint K;        // elements per row
