@@ -35,7 +35,8 @@ type Config struct {
 	// (vk.Options.ForceStaging): device-local buffers, inputs staged and
 	// results copied to host buffers. For tests of that path.
 	ForceStaging bool
-	// Verify also builds the CPU reference; Model.Verify compares them.
+	// Verify also builds the CPU reference; Model.ForwardInto then runs it
+	// beside the GPU and fails when their outputs differ (--verify).
 	Verify bool
 	// Progress is called while the weights are uploaded.
 	Progress func(done, total int64)

@@ -7,8 +7,8 @@ import (
 	"github.com/vkllm/vkllm/vk"
 )
 
-// FusedPush mirrors the push-constant block of the matvec_fused variants
-// of shaders/matvec.comp: MatVecPush, then the epilogue's fields (offsets
+// FusedPush mirrors the push-constant block of the fused matvec variants
+// (shaders/matvec_fused.comp): MatVecPush, then the epilogue's fields (offsets
 // and strides in f32 elements, PairOff in bytes).
 type FusedPush struct {
 	MatVecPush
