@@ -212,6 +212,16 @@ func TestRequestTokenCap(t *testing.T) {
 	if r.status != 400 || errorOf(t, r.body)["param"] != "max_tokens" {
 		t.Errorf("chat over the cap = %d %s, want 400 naming max_tokens", r.status, r.body)
 	}
+	for _, stream := range []bool{false, true} {
+		body := fmt.Sprintf(`{"input":"hello","max_output_tokens":90,"stream":%v}`, stream)
+		r = ts.post("/v1/responses", body)
+		if e := errorOf(t, r.body); r.status != 400 || e["param"] != "max_output_tokens" || !strings.Contains(e["message"].(string), "--max-request-tokens") {
+			t.Errorf("POST /v1/responses %s = %d %s, want 400 naming max_output_tokens and the flag", body, r.status, r.body)
+		}
+	}
+	if r := ts.post("/v1/responses", `{"input":"hello","max_output_tokens":20}`); r.status != 200 {
+		t.Errorf("responses under the cap = %d %s, want 200", r.status, r.body)
+	}
 }
 
 // TestBodyBudget: the bytes of bodies being read or served are bounded
