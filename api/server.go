@@ -229,15 +229,18 @@ func (s *Server) Ready(b Backend) error {
 	if s.cfg.ModelAlias != "" {
 		info.Name = s.cfg.ModelAlias
 	}
+	// The file's template replaces the model's before the default is
+	// chosen: a model without a template of its own is exactly when
+	// --chat-template-file is needed.
+	if s.cfg.ChatTemplateText != "" {
+		info.ChatTemplate = s.cfg.ChatTemplateText
+	}
 	name := s.cfg.ChatTemplate
 	if name == "" {
 		name = "plain"
 		if info.ChatTemplate != "" {
 			name = "jinja"
 		}
-	}
-	if s.cfg.ChatTemplateText != "" {
-		info.ChatTemplate = s.cfg.ChatTemplateText
 	}
 	t, err := newChatTemplate(name, info.ChatTemplate)
 	if err != nil {
