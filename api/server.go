@@ -631,13 +631,28 @@ func (s *Server) piece(id int32, tools bool) []byte {
 	return p
 }
 
-// promptTooLong is the 400 for a prompt that does not fit the context.
+// checkPrompt is the 400 for a generation prompt of n tokens that is empty
+// or leaves no position of the context for a generated token.
 func (s *Server) checkPrompt(param string, n int) *Error {
 	if n >= s.info.ContextSize {
 		return badRequest(param, "%s: the prompt is %d tokens, the context size is %d: at most %d prompt tokens fit", param, n, s.info.ContextSize, s.info.ContextSize-1)
 	}
 	if n == 0 {
 		return badRequest(param, "%s: the prompt is empty after tokenization", param)
+	}
+	return nil
+}
+
+// checkEmbedInput is the 400 for an embedding or rerank input of n tokens
+// that is empty or longer than the context. Nothing is generated after
+// it, so it may fill the context: a BERT input of exactly its 512
+// positions is embedded.
+func (s *Server) checkEmbedInput(param string, n int) *Error {
+	if n > s.info.ContextSize {
+		return badRequest(param, "%s: the input is %d tokens, the context size is %d: at most %d tokens fit", param, n, s.info.ContextSize, s.info.ContextSize)
+	}
+	if n == 0 {
+		return badRequest(param, "%s: the input is empty after tokenization", param)
 	}
 	return nil
 }
