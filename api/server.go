@@ -34,7 +34,10 @@ type Config struct {
 	AllowedHosts []string
 	// CORSOrigins are the web origins ("https://app.example") that may use
 	// the server from a browser and get CORS headers; "*" allows any.
-	// Requests from other origins, except the server's own, are a 403.
+	// Requests that may change state from other sites' pages (by
+	// Sec-Fetch-Site or Origin, see guard.go) are a 403; requests that
+	// carry neither header (curl, SDKs) are not browser pages' and pass.
+	// CheckCORSOrigins checks the values.
 	CORSOrigins []string
 	// MaxHeaderBytes caps the request line and headers (default 16 KiB);
 	// larger ones are answered 431.
