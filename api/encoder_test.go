@@ -145,8 +145,7 @@ func TestEncoderInputAtContextLimit(t *testing.T) {
 			}
 			if tc.status == 200 {
 				var resp struct {
-					Data  []struct{ Embedding []float64 } `json:"data"`
-					Usage struct{ PromptTokens int }      `json:"usage"`
+					Data []struct{ Embedding []float64 } `json:"data"`
 				}
 				if err := json.Unmarshal(r.body, &resp); err != nil || len(resp.Data) != 1 || len(resp.Data[0].Embedding) == 0 {
 					t.Errorf("POST /v1/embeddings of %d tokens = %.300s, want one embedding", tc.tokens, r.body)
