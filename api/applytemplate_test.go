@@ -83,3 +83,36 @@ func TestTemplateParseErrorAtStart(t *testing.T) {
 		t.Errorf("Ready(broken template, --chat-template chatml) = %v, want nil", err)
 	}
 }
+
+// TestChatTemplateFile checks that --chat-template-file (ChatTemplateText)
+// is the default template whether or not the model has one of its own,
+// and that a named --chat-template still wins.
+func TestChatTemplateFile(t *testing.T) {
+	const file = "{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}>"
+	const body = `{"messages": [{"role": "user", "content": "hi"}]}`
+	for _, tc := range []struct {
+		name, modelTemplate, chatTemplate, want string
+	}{
+		{"model without a template", "", "", "[user:hi]>"},
+		{"model with a template", "{% for m in messages %}{{ m.content }}{% endfor %}", "", "[user:hi]>"},
+		{"named jinja", "", "jinja", "[user:hi]>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.template = tc.modelTemplate
+			ts := newReadyServer(t, f, Config{ChatTemplate: tc.chatTemplate, ChatTemplateText: file})
+			r := ts.do("POST", "/apply-template", body)
+			var got applyTemplateBody
+			if err := json.Unmarshal(r.body, &got); r.status != 200 || err != nil || got.Prompt != tc.want {
+				t.Errorf("POST /apply-template %s = %d %s, want prompt %q", body, r.status, r.body, tc.want)
+			}
+		})
+	}
+	// Without the file, a model without a template is served with plain.
+	ts := newReadyServer(t, newFake(), Config{})
+	r := ts.do("POST", "/apply-template", body)
+	var got applyTemplateBody
+	if err := json.Unmarshal(r.body, &got); err != nil || got.Prompt != "user: hi\nassistant:" {
+		t.Errorf("POST /apply-template without a template = %d %s, want the plain prompt", r.status, r.body)
+	}
+}

@@ -47,7 +47,7 @@ func (s *Server) embedTokens(toks [][]int32, param string, multi bool) ([][]floa
 		if multi {
 			p = indexPath(param, i)
 		}
-		if e := s.checkPrompt(p, len(tk)); e != nil {
+		if e := s.checkEmbedInput(p, len(tk)); e != nil {
 			return nil, 0, e
 		}
 		n += len(tk)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -112,6 +113,49 @@ func TestEncoderEmbeddings(t *testing.T) {
 		if math.Abs(res.Score-c) > 1e-3 {
 			t.Errorf("rerank document %d: score %.5f, want the cosine of the reference's embeddings %.5f", res.Index, res.Score, c)
 		}
+	}
+}
+
+// TestEncoderInputAtContextLimit: an embedding input may fill the BERT
+// fixture's whole context (its trained positions): exactly that many
+// tokens are embedded, one more is a 400 naming the input.
+func TestEncoderInputAtContextLimit(t *testing.T) {
+	var ref struct{}
+	ts := loadArchFixture(t, "bert-bge-256x4-f16", &ref)
+	n := ts.s.info.ContextSize
+	if n != ts.s.info.TrainContextSize {
+		t.Fatalf("context size %d, want the model's trained %d (the limit under test)", n, ts.s.info.TrainContextSize)
+	}
+	ids := func(n int) string {
+		b, _ := json.Marshal(slices.Repeat([]int32{100}, n))
+		return `{"input":` + string(b) + `}`
+	}
+	for _, tc := range []struct {
+		name   string
+		tokens int
+		status int
+	}{
+		{"at the limit", n, 200},
+		{"one past the limit", n + 1, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ts.post("/v1/embeddings", ids(tc.tokens))
+			if r.status != tc.status {
+				t.Fatalf("POST /v1/embeddings of %d tokens (context %d) = %d %.300s, want %d", tc.tokens, n, r.status, r.body, tc.status)
+			}
+			if tc.status == 200 {
+				var resp struct {
+					Data []struct{ Embedding []float64 } `json:"data"`
+				}
+				if err := json.Unmarshal(r.body, &resp); err != nil || len(resp.Data) != 1 || len(resp.Data[0].Embedding) == 0 {
+					t.Errorf("POST /v1/embeddings of %d tokens = %.300s, want one embedding", tc.tokens, r.body)
+				}
+				return
+			}
+			if e := errorOf(t, r.body); e["param"] != "input" || !strings.Contains(e["message"].(string), fmt.Sprintf("at most %d tokens", n)) {
+				t.Errorf("POST /v1/embeddings of %d tokens = %s, want a 400 naming input and the limit", tc.tokens, r.body)
+			}
+		})
 	}
 }
 

@@ -4,25 +4,33 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"net"
+	"net/url"
 	"strings"
 
 	"github.com/valyala/fasthttp"
 )
 
 // The browser guard. A web page the user visits can send requests to a
-// local server: "simple" cross-origin requests (text/plain bodies, no
-// custom headers) go out without a CORS preflight, and DNS rebinding lets
-// a page read the answers under its own host name. So:
+// local server: "simple" cross-origin requests (text/plain or form bodies,
+// no custom headers) go out without a CORS preflight, and DNS rebinding
+// lets a page read the answers under its own host name. Browsers say where
+// a request comes from; other clients (curl, SDKs, scripts) say nothing and
+// are not a page's victims. So:
 //
-//   - POST bodies must be declared application/json, which a page can only
-//     send cross-origin after a preflight the server does not grant;
 //   - a server listening on a loopback address answers only requests whose
 //     Host is a loopback name (or one of Config.AllowedHosts), which a
 //     rebound host name is not;
-//   - a request from a browser page (an Origin header) must come from the
-//     server's own origin or one of Config.CORSOrigins, which alone get CORS
-//     headers and preflight answers.
+//   - a request that may change state (any method but GET, HEAD and
+//     OPTIONS) from another site's page is refused, by the rule of Go's
+//     net/http.CrossOriginProtection (crossOrigin below): Sec-Fetch-Site
+//     cross-site or same-site, or without it an Origin whose host is not
+//     the request's Host, unless the Origin is one of Config.CORSOrigins.
+//     A request with neither header is accepted whatever its content
+//     type, and its body is read as JSON: curl -d sends a form type;
+//   - the origins of Config.CORSOrigins alone get CORS headers and
+//     preflight answers; a preflight from another origin is refused.
 
 // loopbackHosts are the Host names of a loopback listener.
 var loopbackHosts = []string{"localhost", "127.0.0.1", "::1", "[::1]"}
@@ -64,26 +72,63 @@ func (s *Server) hostAllowed(host []byte) bool {
 	return false
 }
 
-// corsOrigin returns whether the request's Origin (if any) may use the
-// server, and whether to send CORS headers for it: an origin listed in
-// Config.CORSOrigins ("*" lists all) gets them; the server's own origin
-// (its Host) needs none.
-func (s *Server) corsOrigin(ctx *fasthttp.RequestCtx) (allowed, cors bool) {
-	origin := ctx.Request.Header.Peek("Origin")
+// trustedOrigin reports whether origin, a request's Origin header, is
+// listed in Config.CORSOrigins ("*" lists every origin).
+func (s *Server) trustedOrigin(origin []byte) bool {
 	if len(origin) == 0 {
-		return true, false
+		return false
 	}
 	for _, o := range s.cfg.CORSOrigins {
 		if o == "*" || strings.EqualFold(o, string(origin)) {
-			return true, true
+			return true
 		}
 	}
-	// Same origin: the page's authority is this server's Host.
-	o := string(origin)
-	if i := strings.Index(o, "://"); i >= 0 && strings.EqualFold(o[i+3:], string(ctx.Host())) {
-		return true, false
+	return false
+}
+
+// crossOrigin returns the 403 for a request from another site's page that
+// may change state, or nil. It is the rule of Go's
+// net/http.CrossOriginProtection.Check, with Config.CORSOrigins as its
+// trusted origins:
+//
+//   - GET, HEAD and OPTIONS are safe methods (no route changes state on
+//     them) and are always allowed;
+//   - Sec-Fetch-Site same-origin or none (the user's own action) is
+//     allowed; cross-site or same-site is refused unless the Origin is
+//     trusted;
+//   - without Sec-Fetch-Site (browsers before 2023), an Origin whose host
+//     is the request's Host is allowed, another one refused unless it is
+//     trusted ("null" included);
+//   - a request with neither header is same-origin or not from a browser,
+//     and allowed.
+func (s *Server) crossOrigin(ctx *fasthttp.RequestCtx) *Error {
+	if ctx.IsGet() || ctx.IsHead() || ctx.IsOptions() {
+		return nil
 	}
-	return false, false
+	origin := ctx.Request.Header.Peek("Origin")
+	switch site := ctx.Request.Header.Peek("Sec-Fetch-Site"); string(site) {
+	case "":
+		// Go on with Origin.
+	case "same-origin", "none":
+		return nil
+	default:
+		if s.trustedOrigin(origin) {
+			return nil
+		}
+		return errorf(403, "", "cross-origin request refused: the browser sent Sec-Fetch-Site: %s and the Origin %q is not in --cors-origins (requests from other sites' pages need their origin listed there)", site, origin)
+	}
+	if len(origin) == 0 {
+		return nil
+	}
+	if o, err := url.Parse(string(origin)); err == nil && o.Host == string(ctx.Host()) {
+		// The page is this server's own (without the scheme: an old
+		// browser's HTTP page calling HTTPS passes, as in Go).
+		return nil
+	}
+	if s.trustedOrigin(origin) {
+		return nil
+	}
+	return errorf(403, "", "cross-origin request refused: the Origin %q is neither this server (Host %q) nor in --cors-origins (requests from other sites' pages need their origin listed there)", origin, ctx.Host())
 }
 
 // guard applies the browser rules of this file before the router; it
@@ -94,37 +139,55 @@ func (s *Server) guard(ctx *fasthttp.RequestCtx) bool {
 		s.writeError(ctx, errorf(403, "", "this server does not answer for the host named in the Host header; it listens on a loopback address and answers loopback names and --allowed-hosts"))
 		return false
 	}
-	allowed, cors := s.corsOrigin(ctx)
-	if !allowed {
-		s.writeError(ctx, errorf(403, "", "requests from web pages of other origins are refused; allow an origin with --cors-origins"))
+	if e := s.crossOrigin(ctx); e != nil {
+		s.writeError(ctx, e)
 		return false
 	}
-	if cors {
-		h := &ctx.Response.Header
-		h.SetBytesV("Access-Control-Allow-Origin", ctx.Request.Header.Peek("Origin"))
-		h.Set("Vary", "Origin")
-		if ctx.IsOptions() {
-			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
-			h.Set("Access-Control-Max-Age", "600")
-			ctx.SetStatusCode(fasthttp.StatusNoContent)
+	origin := ctx.Request.Header.Peek("Origin")
+	if !s.trustedOrigin(origin) {
+		if ctx.IsOptions() && len(origin) > 0 && len(ctx.Request.Header.Peek("Access-Control-Request-Method")) > 0 {
+			// A CORS preflight: the browser asks whether the page may
+			// send its request. Only listed origins may.
+			s.writeError(ctx, errorf(403, "", "CORS preflight refused: the Origin %q is not in --cors-origins", origin))
 			return false
 		}
+		return true
 	}
-	if ctx.IsPost() && !isJSONContentType(ctx.Request.Header.ContentType()) {
-		s.writeError(ctx, errorf(415, "", "the request body must be sent with Content-Type: application/json"))
+	h := &ctx.Response.Header
+	h.SetBytesV("Access-Control-Allow-Origin", origin)
+	h.Set("Vary", "Origin")
+	if ctx.IsOptions() {
+		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+		h.Set("Access-Control-Max-Age", "600")
+		ctx.SetStatusCode(fasthttp.StatusNoContent)
 		return false
 	}
 	return true
 }
 
-// isJSONContentType reports whether ct is application/json, with or
-// without parameters (charset).
-func isJSONContentType(ct []byte) bool {
-	if i := bytes.IndexByte(ct, ';'); i >= 0 {
-		ct = ct[:i]
+// CheckCORSOrigins reports whether each of origins (--cors-origins) is an
+// origin a browser sends, "scheme://host[:port]" without a path, query or
+// fragment, or "*"; any other value would never match and is an error, as
+// in net/http.CrossOriginProtection.AddTrustedOrigin.
+func CheckCORSOrigins(origins []string) error {
+	for _, o := range origins {
+		if o == "*" {
+			continue
+		}
+		u, err := url.Parse(o)
+		switch {
+		case err != nil:
+			return fmt.Errorf("--cors-origins: invalid origin %q: %v", o, err)
+		case u.Scheme == "":
+			return fmt.Errorf("--cors-origins: invalid origin %q: the scheme is required (https://app.example)", o)
+		case u.Host == "":
+			return fmt.Errorf("--cors-origins: invalid origin %q: the host is required (https://app.example)", o)
+		case u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+			return fmt.Errorf("--cors-origins: invalid origin %q: an origin has no path, query or fragment (https://app.example)", o)
+		}
 	}
-	return bytes.EqualFold(bytes.TrimSpace(ct), []byte("application/json"))
+	return nil
 }
 
 // authorized reports whether the request carries the API key, when one is

@@ -158,9 +158,11 @@ func (ts *testServer) doHost(method, path, body, host, contentType string, hdr .
 }
 
 // TestBrowserGuard drives the server as a web page of another origin
-// would: text/plain bodies (sent without a preflight), a rebound Host name,
-// foreign Origin headers and preflights are refused; listed origins and
-// hosts get through, with CORS headers.
+// would: a rebound Host name, cross-origin POSTs (the text/plain and form
+// bodies a page sends without a preflight included) and foreign
+// preflights are refused; clients that are no browser page get through
+// whatever their content type; listed origins and hosts get through, with
+// CORS headers.
 func TestBrowserGuard(t *testing.T) {
 	const body = `{"prompt":"x","max_tokens":2}`
 	ts := newReadyServer(t, newFake(), Config{})
@@ -170,18 +172,26 @@ func TestBrowserGuard(t *testing.T) {
 		hdr                             []string
 		status                          int
 	}{
-		{"text/plain body", "POST", "/v1/completions", "", "text/plain", nil, 415},
-		{"form body", "POST", "/v1/completions", "", "application/x-www-form-urlencoded", nil, 415},
-		{"no content type", "POST", "/v1/completions", "", "", nil, 415},
+		// curl -d sends a form content type, other clients none or
+		// text/plain: without Origin or Sec-Fetch-Site the body is JSON.
+		{"text/plain body", "POST", "/v1/completions", "", "text/plain", nil, 200},
+		{"form body", "POST", "/v1/completions", "", "application/x-www-form-urlencoded", nil, 200},
+		{"no content type", "POST", "/v1/completions", "", "", nil, 200},
 		{"json with charset", "POST", "/v1/completions", "", "application/json; charset=utf-8", nil, 200},
+		// What a page of another site sends without a preflight.
+		{"cross-site text/plain body", "POST", "/v1/completions", "", "text/plain", []string{"Origin", "http://evil.example", "Sec-Fetch-Site", "cross-site"}, 403},
+		{"old browser's form body", "POST", "/v1/completions", "", "application/x-www-form-urlencoded", []string{"Origin", "http://evil.example"}, 403},
 		{"rebound host", "POST", "/v1/completions", "evil.example:8080", "application/json", nil, 403},
 		{"rebound host, health", "GET", "/health", "evil.example", "", nil, 403},
 		{"localhost", "POST", "/v1/completions", "localhost:1234", "application/json", nil, 200},
 		{"loopback ip", "GET", "/v1/models", "127.0.0.1", "", nil, 200},
 		{"foreign origin", "POST", "/v1/completions", "", "application/json", []string{"Origin", "http://evil.example"}, 403},
-		{"foreign origin get", "GET", "/v1/models", "", "", []string{"Origin", "http://evil.example"}, 403},
+		// A safe method passes (the page cannot read the answer: no
+		// CORS headers).
+		{"foreign origin get", "GET", "/v1/models", "", "", []string{"Origin", "http://evil.example", "Sec-Fetch-Site", "cross-site"}, 200},
 		{"foreign preflight", "OPTIONS", "/v1/completions", "", "", []string{"Origin", "http://evil.example", "Access-Control-Request-Method", "POST"}, 403},
 		{"same origin", "POST", "/v1/completions", "", "application/json", []string{"Origin", "http://" + self}, 200},
+		{"same origin text/plain", "POST", "/v1/completions", "", "text/plain", []string{"Origin", "http://" + self, "Sec-Fetch-Site", "same-origin"}, 200},
 	} {
 		r := ts.doHost(tc.method, tc.path, body, tc.host, tc.ctype, tc.hdr...)
 		if r.status != tc.status {

@@ -76,6 +76,14 @@ func imageServer(t *testing.T, pair, mediaDir string, cfg Config) (*testServer, 
 	return newReadyServer(t, be, cfg), dir, &ref
 }
 
+// docImageFixtureServer is the server of the documents' image examples
+// (TestDocExamples): the gemma3 pair, and the folder of its images, where
+// the examples run.
+func docImageFixtureServer(t *testing.T) (*testServer, string) {
+	ts, dir, _ := imageServer(t, "gemma3", "", Config{})
+	return ts, dir
+}
+
 func imageRequest(url string, stream bool) string {
 	return fmt.Sprintf(`{"messages": [{"role": "user", "content": [
 		{"type": "image_url", "image_url": {"url": %q}},

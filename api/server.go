@@ -34,7 +34,10 @@ type Config struct {
 	AllowedHosts []string
 	// CORSOrigins are the web origins ("https://app.example") that may use
 	// the server from a browser and get CORS headers; "*" allows any.
-	// Requests from other origins, except the server's own, are a 403.
+	// Requests that may change state from other sites' pages (by
+	// Sec-Fetch-Site or Origin, see guard.go) are a 403; requests that
+	// carry neither header (curl, SDKs) are not browser pages' and pass.
+	// CheckCORSOrigins checks the values.
 	CORSOrigins []string
 	// MaxHeaderBytes caps the request line and headers (default 16 KiB);
 	// larger ones are answered 431.
@@ -229,15 +232,18 @@ func (s *Server) Ready(b Backend) error {
 	if s.cfg.ModelAlias != "" {
 		info.Name = s.cfg.ModelAlias
 	}
+	// The file's template replaces the model's before the default is
+	// chosen: a model without a template of its own is exactly when
+	// --chat-template-file is needed.
+	if s.cfg.ChatTemplateText != "" {
+		info.ChatTemplate = s.cfg.ChatTemplateText
+	}
 	name := s.cfg.ChatTemplate
 	if name == "" {
 		name = "plain"
 		if info.ChatTemplate != "" {
 			name = "jinja"
 		}
-	}
-	if s.cfg.ChatTemplateText != "" {
-		info.ChatTemplate = s.cfg.ChatTemplateText
 	}
 	t, err := newChatTemplate(name, info.ChatTemplate)
 	if err != nil {
@@ -628,13 +634,28 @@ func (s *Server) piece(id int32, tools bool) []byte {
 	return p
 }
 
-// promptTooLong is the 400 for a prompt that does not fit the context.
+// checkPrompt is the 400 for a generation prompt of n tokens that is empty
+// or leaves no position of the context for a generated token.
 func (s *Server) checkPrompt(param string, n int) *Error {
 	if n >= s.info.ContextSize {
 		return badRequest(param, "%s: the prompt is %d tokens, the context size is %d: at most %d prompt tokens fit", param, n, s.info.ContextSize, s.info.ContextSize-1)
 	}
 	if n == 0 {
 		return badRequest(param, "%s: the prompt is empty after tokenization", param)
+	}
+	return nil
+}
+
+// checkEmbedInput is the 400 for an embedding or rerank input of n tokens
+// that is empty or longer than the context. Nothing is generated after
+// it, so it may fill the context: a BERT input of exactly its 512
+// positions is embedded.
+func (s *Server) checkEmbedInput(param string, n int) *Error {
+	if n > s.info.ContextSize {
+		return badRequest(param, "%s: the input is %d tokens, the context size is %d: at most %d tokens fit", param, n, s.info.ContextSize, s.info.ContextSize)
+	}
+	if n == 0 {
+		return badRequest(param, "%s: the input is empty after tokenization", param)
 	}
 	return nil
 }

@@ -48,7 +48,7 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	fs.IntVar(&f.queueSize, 0, "queue-size", 64, "`requests` that may wait for the model; more get 503 at once")
 	fs.StringVar(&f.apiKey, 0, "api-key", "", "require \"Authorization: Bearer `key`\" on every route but /health and the chat page (default none)")
 	fs.StringVar(&f.allowedHosts, 0, "allowed-hosts", "", "comma-separated Host `names` answered besides localhost and 127.0.0.1 when listening on loopback (other Hosts get 403, against DNS rebinding); when set, enforced on any address; * allows all")
-	fs.StringVar(&f.corsOrigins, 0, "cors-origins", "", "comma-separated web `origins` (https://app.example) allowed to call the server from a browser, with CORS headers; * allows any (default none: requests from other origins' pages get 403)")
+	fs.StringVar(&f.corsOrigins, 0, "cors-origins", "", "comma-separated web `origins` (https://app.example) allowed to call the server from a browser, with CORS headers; * allows any (default none: POSTs from other sites' pages get 403; clients that are no browser page are not concerned)")
 	fs.StringVar(&f.alias, 0, "model-alias", "", "model `id` in /v1/models and responses (default the file name)")
 	fs.StringVar(&f.template, 0, "chat-template", "", "default chat `template`: "+strings.Join(api.TemplateNames, ", ")+" (default jinja when the model or --chat-template-file has a template, else plain)")
 	fs.StringVar(&f.templateFile, 0, "chat-template-file", "", "Jinja chat template `file` used instead of the model's tokenizer.chat_template")
@@ -106,6 +106,9 @@ func serve(con *os.File, args []string) error {
 	}
 	templateText, err := f.chatTemplate()
 	if err != nil {
+		return err
+	}
+	if err := api.CheckCORSOrigins(splitList(f.corsOrigins)); err != nil {
 		return err
 	}
 	pool := engine.PoolNone // the model's own
