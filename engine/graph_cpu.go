@@ -130,25 +130,16 @@ func (g *cpuGraph) GLU(x Act, gate, up *Tensor, gelu bool) Act {
 }
 
 func (g *cpuGraph) Add(dst, a Act) {
-	d, av := g.v(dst), g.v(a)
-	for i := range d {
-		d[i] += av[i]
-	}
+	d := g.v(dst)
+	ops.RefAdd(d, d, g.v(a), len(d), len(d))
 }
 
 func (g *cpuGraph) AddBias(x Act, b *Tensor) {
 	xv, bv := g.v(x), g.w(b)
-	for i := range xv {
-		xv[i] += bv[i%len(bv)]
-	}
+	ops.RefAdd(xv, xv, bv, len(xv), len(bv))
 }
 
-func (g *cpuGraph) Scale(x Act, s float32) {
-	xv := g.v(x)
-	for i := range xv {
-		xv[i] *= s
-	}
-}
+func (g *cpuGraph) Scale(x Act, s float32) { ops.RefScale(g.v(x), g.v(x), s) }
 
 func (g *cpuGraph) RMSNorm(x Act, w *Tensor, eps float32) Act {
 	y := g.new(x.Rows, x.Cols)
