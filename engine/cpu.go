@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/vkllm/vkllm/engine/ops"
 	"github.com/vkllm/vkllm/gguf"
@@ -175,8 +174,10 @@ func (m *CPUModel) ForwardInto(b Batch, out *Output) error {
 	}
 	V, nArgmax, nTop, topK := m.o.Vocab, s.argmax, s.top, s.topK
 	out.Tokens = make([]int32, nArgmax)
-	for r := range nArgmax {
-		out.Tokens[r] = argmaxRow(g.logits[r*V : (r+1)*V])
+	picks := make([]uint32, nArgmax)
+	ops.RefArgmax(picks, g.logits, nArgmax, V)
+	for r, id := range picks {
+		out.Tokens[r] = int32(id) // ops.ArgmaxNone is -1
 	}
 	out.TopN = topK
 	out.TopIDs, out.TopLogits = make([]int32, nTop*topK), make([]float32, nTop*topK)
@@ -190,16 +191,4 @@ func (m *CPUModel) ForwardInto(b Batch, out *Output) error {
 	out.Logits, out.Hidden = g.logits[(nArgmax+nTop)*V:], g.hidden
 	out.ReadBytes = 4 * (len(out.Logits) + len(out.Tokens) + 2*len(ids) + len(out.Hidden))
 	return nil
-}
-
-// argmaxRow is OutArgmax's pick on the CPU: the first largest logit
-// above -Inf, -1 when there is none (ops.RefArgmax, sampling's greedy pick).
-func argmaxRow(x []float32) int32 {
-	best, id := float32(math.Inf(-1)), int32(-1)
-	for i, v := range x {
-		if v > best {
-			best, id = v, int32(i)
-		}
-	}
-	return id
 }

@@ -2,14 +2,15 @@ package engine
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/vkllm/vkllm/engine/ops"
 )
 
 // cpuGraph runs an architecture's forward pass in plain Go (Graph's CPU
 // reference): f32 values, sums in f64, the KV cache in f32. It mirrors
-// gpuGraph op by op; each op's math is its kernel's CPU reference.
+// gpuGraph op by op; each op's math is its kernel's CPU reference, called
+// from engine/ops (ops.MatMulF32Ref, ops.RefRMSNorm, ops.RefAttentionF32,
+// ...), not written again here.
 type cpuGraph struct {
 	m       *CPUModel
 	b       Batch
@@ -70,42 +71,40 @@ func (g *cpuGraph) rowsOf(t *Tensor, idx []int32) Act {
 func (g *cpuGraph) Embed(w *Tensor) Act          { return g.rowsOf(w, g.b.Tokens) }
 func (g *cpuGraph) EmbedPositions(w *Tensor) Act { return g.rowsOf(w, g.b.Pos) }
 
+// matmul writes (or with add adds) x's rows times t's transpose to y
+// ([x.Rows][t.Rows()]): ops.MatMulF32Ref, or with q8Act, for the weight
+// types of the integer-dot path, ops.MatVecQ8_1F32Ref of x's rows rounded
+// to Q8_1 (ops.QuantizeQ8_1Ref) as that path sees them.
 func (g *cpuGraph) matmul(y []float32, t *Tensor, x Act, add bool) {
 	w, xv := g.w(t), g.v(x)
-	R, C := t.Rows(), t.Cols()
+	R, C, n := t.Rows(), t.Cols(), x.Rows
 	if x.Cols != C {
 		g.fail(fmt.Errorf("engine: MatMul %s: width %d, want %d", t.Name, x.Cols, C))
 		return
 	}
-	var q []int8
-	var ds, xq []float32
-	if g.m.q8Act && ops.HasIntegerDot(t.Type) {
-		q, ds, xq = make([]int8, C), make([]float32, 2*C/32), make([]float32, C)
+	out := y[:n*R]
+	if add {
+		out = make([]float32, n*R)
 	}
-	for i := range x.Rows {
-		in := xv[i*C : (i+1)*C]
-		if q != nil {
-			// As the GPU's integer-dot path sees the activations.
-			if err := ops.QuantizeQ8_1Ref(in, q, ds); err != nil {
-				g.fail(fmt.Errorf("engine: MatMul %s: %w", t.Name, err))
-				return
-			}
-			for k := range xq {
-				xq[k] = ds[2*(k/32)] * float32(q[k])
-			}
-			in = xq
+	var err error
+	if g.m.q8Act && ops.HasIntegerDot(t.Type) {
+		q, ds := make([]int8, n*C), make([]float32, 2*n*C/32)
+		for i := 0; i < n && err == nil; i++ {
+			err = ops.QuantizeQ8_1Ref(xv[i*C:(i+1)*C], q[i*C:(i+1)*C], ds[2*i*C/32:2*(i+1)*C/32])
 		}
-		for r := range R {
-			row := w[r*C : (r+1)*C]
-			s := 0.0
-			for k, v := range in {
-				s += float64(row[k]) * float64(v)
-			}
-			if add {
-				y[i*R+r] += float32(s)
-			} else {
-				y[i*R+r] = float32(s)
-			}
+		if err == nil {
+			err = ops.MatVecQ8_1F32Ref(w, R, C, q, ds, n, out)
+		}
+	} else {
+		err = ops.MatMulF32Ref(w, R, C, xv, n, out)
+	}
+	if err != nil {
+		g.fail(fmt.Errorf("engine: MatMul %s: %w", t.Name, err))
+		return
+	}
+	if add {
+		for i, v := range out {
+			y[i] += v
 		}
 	}
 }
@@ -131,34 +130,25 @@ func (g *cpuGraph) GLU(x Act, gate, up *Tensor, gelu bool) Act {
 }
 
 func (g *cpuGraph) Add(dst, a Act) {
-	d, av := g.v(dst), g.v(a)
-	for i := range d {
-		d[i] += av[i]
-	}
+	d := g.v(dst)
+	ops.RefAdd(d, d, g.v(a), len(d), len(d))
 }
 
 func (g *cpuGraph) AddBias(x Act, b *Tensor) {
 	xv, bv := g.v(x), g.w(b)
-	for i := range xv {
-		xv[i] += bv[i%len(bv)]
-	}
+	ops.RefAdd(xv, xv, bv, len(xv), len(bv))
 }
 
-func (g *cpuGraph) Scale(x Act, s float32) {
-	xv := g.v(x)
-	for i := range xv {
-		xv[i] *= s
-	}
-}
+func (g *cpuGraph) Scale(x Act, s float32) { ops.RefScale(g.v(x), g.v(x), s) }
 
 func (g *cpuGraph) RMSNorm(x Act, w *Tensor, eps float32) Act {
 	y := g.new(x.Rows, x.Cols)
-	refRMSNorm(g.v(y), g.v(x), g.w(w), x.Rows, x.Cols, eps)
+	ops.RefRMSNorm(g.v(y), g.v(x), g.w(w), x.Rows, x.Cols, eps)
 	return y
 }
 
 func (g *cpuGraph) RMSNormInPlace(x Act, w *Tensor, eps float32) {
-	refRMSNorm(g.v(x), g.v(x), g.w(w), x.Rows, x.Cols, eps)
+	ops.RefRMSNorm(g.v(x), g.v(x), g.w(w), x.Rows, x.Cols, eps)
 }
 
 func (g *cpuGraph) LayerNorm(x Act, w, b *Tensor, eps float32) Act {
@@ -201,59 +191,29 @@ func (g *cpuGraph) Attention(q, k, v Act, a Attn) Act {
 		g.rope(rk, *a.Rope)
 		kv = g.v(rk)
 	}
-	kc, vc := g.m.kCache[a.Layer], g.m.vCache[a.Layer]
-	ctx := g.m.ctx
-	for i := range n {
-		at := g.m.row(g.b.Slots[i], g.b.Pos[i], kw)
-		storeKV(kc[at:at+kw], kv[i*kw:(i+1)*kw], g.m.kvTypes[0])
-		storeKV(vc[at:at+kw], vv[i*kw:(i+1)*kw], g.m.kvTypes[1])
+	if n == 0 {
+		return out
 	}
-	group := a.Heads / a.KVHeads
-	scores := make([]float64, ctx)
-	rowAt := make([]int, ctx) // each position's row in the pools
+	m := g.m
+	kc, vc := m.kCache[a.Layer], m.vCache[a.Layer]
 	for i := range n {
-		hi := int(g.b.Pos[i]) + 1
-		if g.b.AttnPos != nil {
-			hi = int(g.b.AttnPos[i]) + 1 // a non-causal image (Batch.AttnPos)
-		}
-		for p := range hi {
-			rowAt[p] = g.m.row(g.b.Slots[i], int32(p), kw)
-		}
-		lo := 0
-		if a.Window > 0 && hi > a.Window {
-			lo = hi - a.Window
-		}
-		for hd := range a.Heads {
-			kvh := hd / group
-			qh := qv[(i*a.Heads+hd)*D : (i*a.Heads+hd+1)*D]
-			maxS := math.Inf(-1)
-			for p := lo; p < hi; p++ {
-				kr := kc[rowAt[p]+kvh*D : rowAt[p]+(kvh+1)*D]
-				s := 0.0
-				for d := range D {
-					s += float64(qh[d]) * float64(kr[d])
-				}
-				scores[p] = s * float64(a.Scale)
-				if a.SoftCap > 0 {
-					scores[p] = float64(a.SoftCap) * math.Tanh(scores[p]/float64(a.SoftCap))
-				}
-				maxS = math.Max(maxS, scores[p])
-			}
-			sum := 0.0
-			for p := lo; p < hi; p++ {
-				scores[p] = math.Exp(scores[p] - maxS)
-				sum += scores[p]
-			}
-			dst := ov[(i*a.Heads+hd)*D : (i*a.Heads+hd+1)*D]
-			for d := range D {
-				acc := 0.0
-				for p := lo; p < hi; p++ {
-					acc += scores[p] * float64(vc[rowAt[p]+kvh*D+d])
-				}
-				dst[d] = float32(acc / sum)
-			}
-		}
+		at := m.row(g.b.Slots[i], g.b.Pos[i], kw)
+		storeKV(kc[at:at+kw], kv[i*kw:(i+1)*kw], m.kvTypes[0])
+		storeKV(vc[at:at+kw], vv[i*kw:(i+1)*kw], m.kvTypes[1])
 	}
+	// The f32 pools hold what the GPU's pools would (storeKV); attention
+	// reads them through the same page tables (as the GPU's inputs).
+	pos := g.b.Pos
+	if g.b.AttnPos != nil {
+		pos = g.b.AttnPos // a non-causal image (Batch.AttnPos)
+	}
+	cache := ops.KVParams{Slots: m.slots, NCtx: m.ctx, KVDim: kw, Pages: m.kv.pages, PageSize: m.kv.pageSize, Type: m.kvTypes[0]}
+	table := make([]int32, m.slots*cache.TablePages())
+	for s := range m.slots {
+		m.kv.tableRow(s, table[s*cache.TablePages():(s+1)*cache.TablePages()])
+	}
+	g.fail(ops.RefAttentionF32(ov, qv, kc, vc, g.b.Slots, pos, table, ops.AttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads,
+		HeadDim: D, Cache: cache, VType: m.kvTypes[1], Causal: true, Scale: a.Scale, Window: a.Window, SoftCap: a.SoftCap}))
 	return out
 }
 
@@ -281,27 +241,6 @@ func (g *cpuGraph) Logits(w *Tensor, h Act, softcap float32) {
 	g.matmul(g.logits, w, rows, false)
 	if softcap > 0 {
 		ops.RefSoftCap(g.logits, g.logits, softcap)
-	}
-}
-
-// refRMSNorm normalizes each of rows rows of cols values and multiplies by
-// weight (nil: 1; dst may be src), in f64.
-func refRMSNorm(dst, src, weight []float32, rows, cols int, eps float32) {
-	for r := range rows {
-		x := src[r*cols : (r+1)*cols]
-		ss := 0.0
-		for _, v := range x {
-			ss += float64(v) * float64(v)
-		}
-		scale := 1 / math.Sqrt(ss/float64(cols)+float64(eps))
-		d := dst[r*cols : (r+1)*cols]
-		for i, v := range x {
-			w := 1.0
-			if weight != nil {
-				w = float64(weight[i])
-			}
-			d[i] = float32(float64(v) * scale * w)
-		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/vkllm/vkllm/engine/ops"
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/internal/fixtures"
 	"github.com/vkllm/vkllm/sampling"
@@ -14,6 +15,14 @@ import (
 	"github.com/vkllm/vkllm/vk"
 	"github.com/vkllm/vkllm/vk/vktest"
 )
+
+// argmaxRow is OutArgmax's pick over one row of logits: ops.RefArgmax,
+// as CPUModel picks, -1 when no logit is above -Inf.
+func argmaxRow(x []float32) int32 {
+	var id [1]uint32
+	ops.RefArgmax(id[:], x, 1, len(x))
+	return int32(id[0])
+}
 
 // paths names the two ways results reach the host: in place on a UMA
 // device, and through device-local buffers and recorded copies

@@ -376,13 +376,29 @@ func (k *Kernels) attnTileFor(group, headDim int, wg uint32) (t attnTile, ok boo
 }
 
 // RefAttention is the CPU reference of Attention over paged pools viewed
-// as halfwords (see RefKVWrite), dequantized with gguf/quant: plain
-// two-pass softmax in float64.
+// as halfwords (see RefKVWrite): RefAttentionF32 over the pools
+// dequantized with gguf/quant.
 func RefAttention(out, q []float32, kq, vq []uint16, slot, pos, table []int32, p AttnParams) error {
 	if err := p.check(); err != nil {
 		return err
 	}
 	kc, vc := DequantizeKV(kq, p.Cache.Type, p.Cache.KVDim), DequantizeKV(vq, p.VType, p.Cache.KVDim)
+	return RefAttentionF32(out, q, kc, vc, slot, pos, table, p)
+}
+
+// RefAttentionF32 is Attention's math over paged pools of f32 values
+// ([Pages][PageSize][KVDim] each, laid out as KVParams describes; p's
+// element types only constrain the shapes, as they do the kernels'):
+// plain two-pass softmax in float64. It is the one attention reference
+// over a KV cache (RefAttention's, and the engine's CPU forward pass with
+// its f32 pools).
+func RefAttentionF32(out, q, kc, vc []float32, slot, pos, table []int32, p AttnParams) error {
+	if err := p.check(); err != nil {
+		return err
+	}
+	if n := p.Cache.Pages * p.Cache.pageSize() * p.Cache.KVDim; len(kc) < n || len(vc) < n {
+		return fmt.Errorf("ops: RefAttentionF32: pools of %d and %d values, want %d", len(kc), len(vc), n)
+	}
 	D := p.HeadDim
 	group := p.Heads / p.KVHeads
 	s := make([]float64, p.Cache.NCtx)
@@ -413,7 +429,7 @@ func RefAttention(out, q []float32, kq, vq []uint16, slot, pos, table []int32, p
 			for j := lo; j < nk; j++ {
 				base := kvRow(table, slot[r], int32(j), p.Cache)
 				if base < 0 {
-					return fmt.Errorf("ops: RefAttention: row %d: position %d of slot %d has no page", r, j, slot[r])
+					return fmt.Errorf("ops: RefAttentionF32: row %d: position %d of slot %d has no page", r, j, slot[r])
 				}
 				rowAt[j] = base + kvh
 				var dot float64

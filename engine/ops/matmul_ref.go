@@ -11,28 +11,41 @@ import (
 // weight matrix w of type t in GGUF layout (rows rows of cols elements,
 // block-packed along a row) and n activation columns x (column c is
 // x[c*cols : (c+1)*cols]), it writes y[c*rows+r] = sum_k W[r][k]*x[c][k],
-// dequantizing w as llama.cpp does (see dequantize) and accumulating in
-// float64.
+// dequantizing w as llama.cpp does (see dequantize) and multiplying with
+// MatMulF32Ref.
 func MatMulRef(t gguf.GGMLType, w []byte, rows, cols int, x []float32, n int, y []float32) error {
 	rowBytes, err := checkWeight(t, w, rows, cols)
 	if err != nil {
 		return err
 	}
-	if n < 0 || len(x) < n*cols {
-		return fmt.Errorf("ops: MatMulRef: x has %d elements, want %d columns of %d", len(x), n, cols)
-	}
-	if len(y) < n*rows {
-		return fmt.Errorf("ops: MatMulRef: y has %d elements, want %d columns of %d", len(y), n, rows)
-	}
-	row := make([]float32, cols)
+	wf := make([]float32, rows*cols)
 	for r := 0; r < rows; r++ {
-		if err := dequantize(t, w[r*rowBytes:(r+1)*rowBytes], row); err != nil {
+		if err := dequantize(t, w[r*rowBytes:(r+1)*rowBytes], wf[r*cols:(r+1)*cols]); err != nil {
 			return fmt.Errorf("ops: MatMulRef: row %d: %w", r, err)
 		}
-		for c := 0; c < n; c++ {
-			xc := x[c*cols : (c+1)*cols]
+	}
+	return MatMulF32Ref(wf, rows, cols, x, n, y)
+}
+
+// MatMulF32Ref is the product of MatMulRef over weights already in f32
+// (w holds rows rows of cols values): y[c*rows+r] = sum_k w[r][k]*x[c][k],
+// accumulated in float64 and rounded once to f32. It is the one reference
+// product of the project (the engine's CPU forward pass multiplies with it).
+func MatMulF32Ref(w []float32, rows, cols int, x []float32, n int, y []float32) error {
+	if rows < 0 || cols <= 0 || len(w) < rows*cols {
+		return fmt.Errorf("ops: MatMulF32Ref: %d weights for %d rows of %d", len(w), rows, cols)
+	}
+	if n < 0 || len(x) < n*cols {
+		return fmt.Errorf("ops: MatMulF32Ref: x has %d elements, want %d columns of %d", len(x), n, cols)
+	}
+	if len(y) < n*rows {
+		return fmt.Errorf("ops: MatMulF32Ref: y has %d elements, want %d columns of %d", len(y), n, rows)
+	}
+	for c := 0; c < n; c++ {
+		xc := x[c*cols : (c+1)*cols]
+		for r := 0; r < rows; r++ {
 			var s float64
-			for k, v := range row {
+			for k, v := range w[r*cols : (r+1)*cols] {
 				s += float64(v) * float64(xc[k])
 			}
 			y[c*rows+r] = float32(s)

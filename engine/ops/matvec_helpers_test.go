@@ -169,22 +169,24 @@ func dequantizeAll(t testing.TB, typ gguf.GGMLType, w []byte, rows, cols int) []
 	return out
 }
 
-// refProduct returns y[c*rows+r] = sum_k wf[r][k]*x[c][k] in float64 and the
-// magnitude sum_k |wf[r][k]*x[c][k]| that bounds the f32 rounding error.
+// refProduct returns y[c*rows+r] = sum_k wf[r][k]*x[c][k] (MatMulF32Ref's
+// product, widened to float64) and the magnitude sum_k |wf[r][k]*x[c][k]|
+// that bounds the f32 rounding error.
 func refProduct(wf []float32, rows, cols int, x []float32, n int) (y, mag []float64) {
+	yf := make([]float32, n*rows)
+	if err := MatMulF32Ref(wf, rows, cols, x, n, yf); err != nil {
+		panic("BUG: refProduct: " + err.Error())
+	}
 	y = make([]float64, n*rows)
 	mag = make([]float64, n*rows)
 	for c := 0; c < n; c++ {
 		xc := x[c*cols : (c+1)*cols]
 		for r := 0; r < rows; r++ {
-			wr := wf[r*cols : (r+1)*cols]
-			var s, m float64
-			for k, v := range wr {
-				p := float64(v) * float64(xc[k])
-				s += p
-				m += math.Abs(p)
+			var m float64
+			for k, v := range wf[r*cols : (r+1)*cols] {
+				m += math.Abs(float64(v) * float64(xc[k]))
 			}
-			y[c*rows+r], mag[c*rows+r] = s, m
+			y[c*rows+r], mag[c*rows+r] = float64(yf[c*rows+r]), m
 		}
 	}
 	return y, mag

@@ -368,13 +368,29 @@ func QuantizeQ8_1Ref(x []float32, q []int8, ds []float32) error {
 // rows rows of cols elements, see MatMulRef) with n activation columns
 // given as Q8_1 (column c's quants q[c*cols:], its blocks' (d, s) pairs
 // ds[2*c*cols/32:], as QuantizeQ8_1Ref writes them), that is with the
-// activations d*q, in float64: y[c*rows+r] = sum_b d_b * sum_{k in b}
-// W[r][k]*q[k]. The kernel computes the same sums from exact integer dot
-// products and f32 scales, so the two differ only by f32 rounding.
+// activations d*q: MatVecQ8_1F32Ref over w dequantized.
 func MatVecQ8_1Ref(t gguf.GGMLType, w []byte, rows, cols int, q []int8, ds []float32, n int, y []float32) error {
 	rowBytes, err := checkWeight(t, w, rows, cols)
 	if err != nil {
 		return err
+	}
+	wf := make([]float32, rows*cols)
+	for r := 0; r < rows; r++ {
+		if err := dequantize(t, w[r*rowBytes:(r+1)*rowBytes], wf[r*cols:(r+1)*cols]); err != nil {
+			return fmt.Errorf("ops: MatVecQ8_1Ref: row %d: %w", r, err)
+		}
+	}
+	return MatVecQ8_1F32Ref(wf, rows, cols, q, ds, n, y)
+}
+
+// MatVecQ8_1F32Ref is MatVecQ8_1Ref over weights already in f32 (w holds
+// rows rows of cols values), in float64: y[c*rows+r] = sum_b d_b *
+// sum_{k in b} w[r][k]*q[k]. The kernel computes the same sums from exact
+// integer dot products and f32 scales, so the two differ only by f32
+// rounding.
+func MatVecQ8_1F32Ref(w []float32, rows, cols int, q []int8, ds []float32, n int, y []float32) error {
+	if rows < 0 || cols <= 0 || len(w) < rows*cols {
+		return fmt.Errorf("ops: MatVecQ8_1F32Ref: %d weights for %d rows of %d", len(w), rows, cols)
 	}
 	if cols%32 != 0 || n < 0 || len(q) < n*cols || len(ds) < 2*n*cols/32 {
 		return fmt.Errorf("ops: MatVecQ8_1Ref: %d quants and %d scales for %d columns of %d", len(q), len(ds), n, cols)
@@ -382,11 +398,8 @@ func MatVecQ8_1Ref(t gguf.GGMLType, w []byte, rows, cols int, q []int8, ds []flo
 	if len(y) < n*rows {
 		return fmt.Errorf("ops: MatVecQ8_1Ref: y has %d elements, want %d columns of %d", len(y), n, rows)
 	}
-	row := make([]float32, cols)
 	for r := 0; r < rows; r++ {
-		if err := dequantize(t, w[r*rowBytes:(r+1)*rowBytes], row); err != nil {
-			return fmt.Errorf("ops: MatVecQ8_1Ref: row %d: %w", r, err)
-		}
+		row := w[r*cols : (r+1)*cols]
 		for c := 0; c < n; c++ {
 			var s float64
 			for b := 0; b < cols/32; b++ {

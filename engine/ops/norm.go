@@ -109,8 +109,10 @@ func (k *Kernels) RMSNorm(c *vk.Cmd, dst, src, weight vk.Range, rows, cols int, 
 	})
 }
 
-// RefRMSNorm is the CPU reference of RMSNorm (weight may be nil). The sum
-// of squares is accumulated in float64.
+// RefRMSNorm is the CPU reference of RMSNorm (weight may be nil; dst may
+// be src), the one the engine's CPU forward pass uses too. The sum of
+// squares is accumulated in float64; its mean and the scale are rounded to
+// f32 and applied in f32, as ggml's CPU op and the kernel do.
 func RefRMSNorm(dst, src, weight []float32, rows, cols int, eps float32) {
 	for r := 0; r < rows; r++ {
 		x := src[r*cols : (r+1)*cols]
@@ -157,7 +159,9 @@ func (k *Kernels) LayerNorm(c *vk.Cmd, dst, src, weight, bias vk.Range, rows, co
 	})
 }
 
-// RefLayerNorm is the CPU reference of LayerNorm (float64 accumulation).
+// RefLayerNorm is the CPU reference of LayerNorm (dst may be src), the
+// one the engine's CPU forward pass uses too: the mean, the variance and
+// each normalized value in float64, the weight and bias applied in f32.
 func RefLayerNorm(dst, src, weight, bias []float32, rows, cols int, eps float32) {
 	for r := 0; r < rows; r++ {
 		x := src[r*cols : (r+1)*cols]
