@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/vkllm/vkllm/internal/jinja"
 	"github.com/vkllm/vkllm/sampling/grammar"
@@ -190,6 +191,12 @@ func functionTool(fn any) *jinja.Dict {
 	return w
 }
 
+// reservedTemplateVars are the template variables the server sets from
+// the request's validated fields: chat_template_kwargs may not replace
+// them (its other keys override the server's defaults, as
+// enable_thinking).
+var reservedTemplateVars = []string{"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}
+
 // templateKwargs parses chat_template_kwargs (JSON, not null) into the
 // template variables it gives, their key order kept.
 func templateKwargs(raw []byte) (*jinja.Dict, *Error) {
@@ -200,6 +207,11 @@ func templateKwargs(raw []byte) (*jinja.Dict, *Error) {
 	d, ok := v.(*jinja.Dict)
 	if !ok {
 		return nil, badRequest("chat_template_kwargs", "chat_template_kwargs: want an object")
+	}
+	for _, k := range d.Keys() {
+		if name, _ := k.(string); slices.Contains(reservedTemplateVars, name) {
+			return nil, badRequest("chat_template_kwargs", "chat_template_kwargs: %q is set by the server from the request's validated fields; it cannot be given here", name)
+		}
 	}
 	return d, nil
 }

@@ -3,16 +3,20 @@ package api
 import (
 	"slices"
 	"strings"
+
+	"github.com/vkllm/vkllm/internal/jinja"
 )
 
 // Prompt injection through special tokens (issue 17 item 8). A chat prompt
 // is the template's markup around the conversation's texts; tokenizing it
 // with special-token parsing would turn "</s>" or "<|im_end|><|im_start|>
 // system" typed by a user into real control tokens. So only the markup is
-// parsed for special tokens, the message contents are tokenized as plain
-// text.
+// parsed for special tokens, the client's texts are tokenized as plain
+// text: the message contents, and the other texts a template prints
+// (earlier tool calls, the tools' names and descriptions, the values of
+// chat_template_kwargs) where they hold a special token's text.
 //
-// The common case costs one check: when no content holds the text of a
+// The common case costs one check: when no text holds the text of a
 // special token, the whole prompt is tokenized at once, exactly as before.
 // Otherwise the conversation is rendered again with each content between
 // two marker characters the texts do not hold, and the pieces are
@@ -29,42 +33,163 @@ func (s *Server) tokenizeText(text string) ([]int32, error) {
 	return s.backend.Tokenize(text, false, false)
 }
 
-// contentHasSpecial reports whether a text of the conversation tokenizes
-// differently with special-token parsing, that is, holds a special token's
-// text.
-func (s *Server) contentHasSpecial(msgs []message) bool {
-	holds := func(text string) bool {
-		if text == "" {
-			return false
-		}
-		a, errA := s.backend.Tokenize(text, false, true)
-		b, errB := s.tokenizeText(text)
-		return errA != nil || errB != nil || !slices.Equal(a, b)
-	}
-	for _, m := range msgs {
-		if holds(m.content) || holds(m.reasoning) {
-			return true
+// requestTexts returns every client text a chat request puts in its
+// prompt: the messages' contents and reasoning, the names and arguments
+// of earlier tool calls, the tools' names and descriptions (and every
+// string of the tools array as sent), and every string value of
+// chat_template_kwargs.
+func requestTexts(req *chatRequest) []string {
+	var texts []string
+	for _, m := range req.messages {
+		texts = append(texts, m.content, m.reasoning)
+		for _, c := range m.toolCalls {
+			texts = append(texts, c.name, c.arguments)
 		}
 	}
-	return false
+	for _, t := range req.tools {
+		texts = append(texts, t.name, t.description)
+	}
+	add := func(x string) string { texts = append(texts, x); return x }
+	if req.toolsValue != nil {
+		mapStrings(req.toolsValue, add)
+	}
+	if req.kwargs != nil {
+		mapStrings(req.kwargs, add)
+	}
+	return texts
 }
 
-// contentMarkers returns two private-use characters that no text of msgs
-// holds.
-func contentMarkers(msgs []message) (open, close string) {
+// mapStrings returns v (a template value: strings, lists, dicts, scalars)
+// with every string value (not dict keys) s replaced by f(s), copying only
+// the lists and dicts whose contents change.
+func mapStrings(v any, f func(string) string) any {
+	switch x := v.(type) {
+	case string:
+		return f(x)
+	case *jinja.List:
+		var c *jinja.List
+		for i, it := range x.Items {
+			if n := mapStrings(it, f); !sameValue(n, it) {
+				if c == nil {
+					c = &jinja.List{Items: slices.Clone(x.Items), Tuple: x.Tuple}
+				}
+				c.Items[i] = n
+			}
+		}
+		if c != nil {
+			return c
+		}
+	case *jinja.Dict:
+		var c *jinja.Dict
+		for _, k := range x.Keys() {
+			it, _ := x.Get(k)
+			if n := mapStrings(it, f); !sameValue(n, it) {
+				if c == nil {
+					c = jinja.NewDict()
+					for _, k := range x.Keys() {
+						v, _ := x.Get(k)
+						c.Set(k, v)
+					}
+				}
+				c.Set(k, n)
+			}
+		}
+		if c != nil {
+			return c
+		}
+	}
+	return v
+}
+
+// sameValue reports whether mapStrings left a value as it was: the same
+// string, or the same list or dict (mapStrings copies the ones it changes).
+func sameValue(a, b any) bool {
+	switch x := a.(type) {
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case *jinja.List:
+		y, ok := b.(*jinja.List)
+		return ok && x == y
+	case *jinja.Dict:
+		y, ok := b.(*jinja.Dict)
+		return ok && x == y
+	}
+	return true
+}
+
+// holdsSpecial reports whether text tokenizes differently with
+// special-token parsing, that is, holds a special token's text.
+func (s *Server) holdsSpecial(text string) bool {
+	if text == "" {
+		return false
+	}
+	a, errA := s.backend.Tokenize(text, false, true)
+	b, errB := s.tokenizeText(text)
+	return errA != nil || errB != nil || !slices.Equal(a, b)
+}
+
+// contentMarkers returns two private-use characters that no text holds.
+func contentMarkers(texts []string) (open, close string) {
 	for r := rune(0xE000); r < 0xF8FE; r += 2 {
 		open, close = string(r), string(r+1)
 		clash := false
-		for _, m := range msgs {
-			for _, t := range []string{m.content, m.reasoning} {
-				clash = clash || strings.Contains(t, open) || strings.Contains(t, close)
-			}
+		for _, t := range texts {
+			clash = clash || strings.Contains(t, open) || strings.Contains(t, close)
 		}
 		if !clash {
 			return open, close
 		}
 	}
 	return "\uFFF0", "\uFFF1"
+}
+
+// markedRequest returns req with its texts between open and close: every
+// message content and reasoning, and the other texts (tool calls, tools,
+// chat_template_kwargs values) where they hold a special token's text
+// (marking a string the template compares, as a tool's type, would change
+// the rendering; one that holds a special token must not reach the
+// tokenizer as markup whatever the template does with it).
+func (s *Server) markedRequest(req *chatRequest, open, close string) *chatRequest {
+	mark := func(x string) string {
+		if x == "" {
+			return x
+		}
+		return open + x + close
+	}
+	markSpecial := func(x string) string {
+		if s.holdsSpecial(x) {
+			return mark(x)
+		}
+		return x
+	}
+	marked := *req
+	marked.messages = make([]message, len(req.messages))
+	for i, m := range req.messages {
+		m.content, m.reasoning = mark(m.content), mark(m.reasoning)
+		if len(m.toolCalls) > 0 {
+			m.toolCalls = slices.Clone(m.toolCalls)
+			for j := range m.toolCalls {
+				c := &m.toolCalls[j]
+				c.name, c.arguments = markSpecial(c.name), markSpecial(c.arguments)
+			}
+		}
+		marked.messages[i] = m
+	}
+	if len(req.tools) > 0 {
+		marked.tools = slices.Clone(req.tools)
+		for i := range marked.tools {
+			t := &marked.tools[i]
+			t.name, t.description = markSpecial(t.name), markSpecial(t.description)
+		}
+	}
+	if req.toolsValue != nil {
+		marked.toolsValue = mapStrings(req.toolsValue, markSpecial)
+	}
+	if req.kwargs != nil {
+		marked.kwargs = mapStrings(req.kwargs, markSpecial).(*jinja.Dict)
+	}
+	return &marked
 }
 
 // tokenizeChat tokenizes the rendered prompt text of req (rendered with t)
@@ -100,25 +225,16 @@ func (s *Server) tokenizeChat(req *chatRequest, t *chatTemplate, text string, ad
 		}
 		return nil
 	}
-	if !s.contentHasSpecial(req.messages) {
+	texts := requestTexts(req)
+	if !slices.ContainsFunc(texts, s.holdsSpecial) {
 		if e := add(text, true, addSpecial); e != nil {
 			return nil, e
 		}
 		return toks, nil
 	}
-	open, close := contentMarkers(req.messages)
-	marked := *req
-	marked.messages = make([]message, len(req.messages))
-	for i, m := range req.messages {
-		if m.content != "" {
-			m.content = open + m.content + close
-		}
-		if m.reasoning != "" {
-			m.reasoning = open + m.reasoning + close
-		}
-		marked.messages[i] = m
-	}
-	out, e := t.renderRequest(&marked, s.info.BOSText, s.info.EOSText, s.cfg.Now(), 4*s.cfg.MaxRequestBytes+1<<20)
+	open, close := contentMarkers(texts)
+	marked := s.markedRequest(req, open, close)
+	out, e := t.renderRequest(marked, s.info.BOSText, s.info.EOSText, s.cfg.Now(), 4*s.cfg.MaxRequestBytes+1<<20)
 	if e != nil {
 		return nil, e
 	}
