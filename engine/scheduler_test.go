@@ -1046,3 +1046,43 @@ func TestSchedulerEncoderOldestFits(t *testing.T) {
 		t.Error("the second 8-token prompt was not read in the second step")
 	}
 }
+
+// TestSchedulerCostSkipsCompiles: a step that dispatched a pipeline for
+// the first time (on lavapipe, its compilation) is left out of the
+// step-cost model; the steps after it, of shapes seen before, are learned.
+func TestSchedulerCostSkipsCompiles(t *testing.T) {
+	m := schedModel(t, "llama", 1, 32)
+	s := newScheduler(m, SchedulerConfig{})
+	defer func() { close(s.quit); s.shutdown(); close(s.jobs) }()
+	p := testPrompt(m, 0, 5)
+	if _, err := s.Generate(context.Background(), []GenRequest{{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 8}}); err != nil {
+		t.Fatal(err)
+	}
+	s.admit()
+	dev := m.GPU.dev
+	before := dev.FirstDispatches()
+	s.step() // the prompt: the model's first pass
+	if dev.FirstDispatches() == before {
+		t.Fatal("the model's first pass dispatched no pipeline for the first time")
+	}
+	if s.cost.alone != 0 || s.cost.row != 0 {
+		t.Errorf("after a compiling prompt step: cost %+v, want nothing learned", s.cost)
+	}
+	learned := false
+	for range 4 {
+		fresh, decode := dev.FirstDispatches(), s.cost.decode
+		s.step()
+		compiled := dev.FirstDispatches() != fresh
+		switch {
+		case compiled && s.cost.decode != decode:
+			t.Errorf("a decode step that compiled moved the decode cost from %g to %g", decode, s.cost.decode)
+		case !compiled && s.cost.decode == decode:
+			t.Errorf("a decode step of a known shape left the decode cost at %g", decode)
+		case !compiled:
+			learned = true
+		}
+	}
+	if !learned || s.cost.decode <= 0 {
+		t.Errorf("no decode step was learned (cost %+v)", s.cost)
+	}
+}

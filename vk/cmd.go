@@ -238,6 +238,9 @@ func (c *Cmd) Dispatch(p *Pipeline, groups [3]uint32, push []byte, bindings ...R
 	if err != nil {
 		return c.fail(fmt.Errorf("vk: Dispatch(%s): %w", p.name, err))
 	}
+	if !p.core.used.Load() && p.core.used.CompareAndSwap(false, true) {
+		c.d.firstDispatches.Add(1)
+	}
 	c.before()
 	gv.CmdBindPipeline(c.cb, gv.PipelineBindPointCompute, p.pipe)
 	p.sets[0] = set

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	gv "github.com/goki/vulkan"
@@ -51,7 +52,18 @@ type Device struct {
 	idleCap   int                   // maxIdleCores; tests lower it
 	buffers   map[*Buffer]struct{}
 	closed    bool
+	// firstDispatches counts the compiled pipelines whose first dispatch
+	// was recorded (FirstDispatches).
+	firstDispatches atomic.Int64
 }
+
+// FirstDispatches returns how many compiled pipelines have had their first
+// dispatch recorded on d. Drivers that build a pipeline's machine code at
+// its first dispatch (lavapipe runs LLVM then) pay for it in the first
+// submit that runs it, so a pass that raised the count may have been
+// slowed by compilation: the scheduler leaves such a step out of its
+// step-cost model.
+func (d *Device) FirstDispatches() int64 { return d.firstDispatches.Load() }
 
 // Open creates a device chosen by o.Device (or $VKLLM_DEVICE, or the default
 // order). Close it when done.

@@ -108,6 +108,8 @@ type pipeCore struct {
 	setLayout gv.DescriptorSetLayout
 	layout    gv.PipelineLayout
 	pipe      gv.Pipeline
+	// used is set at the first recorded dispatch (Device.FirstDispatches).
+	used atomic.Bool
 }
 
 // maxIdleCores is how many compiled pipelines that no Pipeline uses a

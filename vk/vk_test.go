@@ -1083,3 +1083,44 @@ func TestPrecompile(t *testing.T) {
 	}
 	compiled("all in use", 5, 0)
 }
+
+// TestFirstDispatches: a compiled pipeline's first recorded dispatch
+// counts once, whatever Pipeline of its description records it and however
+// often; another specialization is another pipeline.
+func TestFirstDispatches(t *testing.T) {
+	d := vktest.Open(t, vk.Options{})
+	buf, err := d.NewBuffer(4*64, vk.DeviceBuffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := shaders.SPIRV("fill_f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := fillPush{N: 64, Value: 1}
+	dispatch := func(p *vk.Pipeline) {
+		t.Helper()
+		c, err := d.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Dispatch(p, [3]uint32{1, 1, 1}, vk.Bytes(&push), buf.All())
+		if err := c.Submit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := fillPipeline(t, d), fillPipeline(t, d) // the same description: one compiled pipeline
+	other, err := d.NewPipeline(vk.PipelineDesc{Name: "fill_f32", SPIRV: code, Bindings: 1, PushSize: 8, Spec: []uint32{32}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		p    *vk.Pipeline
+		want int64
+	}{{a, 1}, {a, 1}, {b, 1}, {other, 2}, {other, 2}} {
+		dispatch(step.p)
+		if got := d.FirstDispatches(); got != step.want {
+			t.Fatalf("FirstDispatches() = %d, want %d", got, step.want)
+		}
+	}
+}
