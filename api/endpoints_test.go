@@ -678,3 +678,31 @@ func waitListenerClosed(base string) {
 
 // tail returns the last n bytes of s.
 func tail(s string, n int) string { return s[max(0, len(s)-n):] }
+
+// TestDefaultMaxTokens: Config.DefaultMaxTokens (--n-predict) is the
+// max_tokens of requests that give none, on completions and chat; -1 is up
+// to the context; a request's own max_tokens still wins.
+func TestDefaultMaxTokens(t *testing.T) {
+	for _, tc := range []struct {
+		def  int
+		body string
+		want string
+	}{
+		{3, `{"prompt":"x"}`, "one"},
+		{3, `{"prompt":"x","max_tokens":5}`, "one t"},
+		{-1, `{"prompt":"x"}`, "one two three four five"},
+		{3, `{"messages":[{"role":"user","content":"x"}]}`, "one"},
+	} {
+		f := newFake()
+		f.reply = func(string) string { return "one two three four five" }
+		ts := newReadyServer(t, f, Config{DefaultMaxTokens: tc.def})
+		path, text := "/v1/completions", []any{"choices", 0, "text"}
+		if strings.Contains(tc.body, "messages") {
+			path, text = "/v1/chat/completions", []any{"choices", 0, "message", "content"}
+		}
+		r := ts.post(path, tc.body)
+		if got := jsonPath(decodeBody(t, r.body), text...); r.status != 200 || got != tc.want {
+			t.Errorf("DefaultMaxTokens %d, POST %s %s = %d %v, want %q", tc.def, path, tc.body, r.status, got, tc.want)
+		}
+	}
+}

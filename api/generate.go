@@ -265,10 +265,17 @@ func seedFor(g *genRequest, i int) int64 {
 // maxTokensFor returns the generation budget of a prompt of n tokens.
 func (s *Server) maxTokensFor(g *genRequest, n int) int {
 	left := s.info.ContextSize - n
-	if g.maxTokens < 0 || g.maxTokens > left {
+	want := g.maxTokens
+	if want == maxTokensUnset {
+		want = s.cfg.DefaultMaxTokens
+		if want == 0 {
+			want = 16
+		}
+	}
+	if want < 0 || want > left {
 		return left
 	}
-	return g.maxTokens
+	return want
 }
 
 // grammarConstraint returns a factory of fresh matchers for src (nil when

@@ -207,15 +207,19 @@ func (r *reader) readGen(m jsonObject, completion bool) *genRequest {
 	return g
 }
 
+// maxTokensUnset is a request's max_tokens when it gives none: the
+// server's default (Config.DefaultMaxTokens; Server.maxTokensFor).
+const maxTokensUnset = -2
+
 // maxTokens reads max_tokens and its newer name max_completion_tokens
-// (API-NOTES "Accepted OpenAI fields"): -1 when neither is given or null, 16
-// when absent, a 400 naming max_completion_tokens when both are given with
-// different values.
+// (API-NOTES "Accepted OpenAI fields"): -1 when either is null,
+// maxTokensUnset when both are absent, a 400 naming max_completion_tokens
+// when both are given with different values.
 func (r *reader) maxTokens(m jsonObject) int {
 	read := func(key string) (n int, given bool) {
 		v, ok := m[key]
 		if !ok {
-			return 16, false
+			return maxTokensUnset, false
 		}
 		if v == nil {
 			return -1, true

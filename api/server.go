@@ -74,6 +74,10 @@ type Config struct {
 	// for: prompts x candidates x (prompt + max_tokens) (default 16 x the
 	// context size).
 	MaxRequestTokens int
+	// DefaultMaxTokens is the max_tokens of a generation request that
+	// gives none (nor max_completion_tokens; --n-predict): 0 keeps the
+	// contract's default of 16, -1 means up to the context.
+	DefaultMaxTokens int
 	// GrammarSteps bounds the work of compiling one request's grammar,
 	// JSON Schema or tool grammar before it is admitted (grammar.Budget);
 	// more is a 400 naming the field (0: grammar.DefaultSteps).

@@ -30,7 +30,7 @@ type serveFlags struct {
 	host, apiKey, alias, template, templateFile, pooling string
 	allowedHosts, corsOrigins, memoryLimit               string
 	port, parallel, queueSize, maxBody, prefill          int
-	maxInflight, maxRequestTokens                        int
+	maxInflight, maxRequestTokens, nPredict              int
 	readTimeout, writeTimeout, shutdownTimeout           time.Duration
 	logJSON, version, propsFullPath                      bool
 	prefillSlowdown                                      float64
@@ -56,6 +56,7 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	fs.StringVar(&f.pooling, 0, "pooling", "", "embedding `pooling`: mean, cls or last (default the model's {arch}.pooling_type, mean when absent)")
 	fs.IntVar(&f.maxBody, 0, "max-request-bytes", 16<<20, "largest request body in `bytes`")
 	fs.IntVar(&f.maxInflight, 0, "max-inflight-bytes", 0, "most `bytes` of request bodies read or served at once; a body that does not fit is answered 503 before it is read (0: 4x --max-request-bytes)")
+	fs.IntVar(&f.nPredict, 'n', "n-predict", 0, "`tokens` a generation request without max_tokens may generate (0: 16, the API's default; -1: up to the context), as llama-server's -n")
 	fs.IntVar(&f.maxRequestTokens, 0, "max-request-tokens", 0, "most `tokens` one request may ask for: prompts x candidates (n, best_of) x (prompt + max_tokens); more is a 400 (0: 16x the context size)")
 	fs.StringVar(&f.memoryLimit, 0, "memory-limit", "", "soft limit of the Go heap, as GOMEMLIMIT (`size` like 4GiB or 512MiB): the collector works harder near it instead of letting request garbage grow the process (default none: $GOMEMLIMIT if set)")
 	fs.DurationVar(&f.readTimeout, 0, "read-timeout", 60*time.Second, "`time` to read a request")
@@ -146,7 +147,7 @@ func serve(con *os.File, args []string) error {
 		APIKey: f.apiKey, ModelAlias: f.alias, ChatTemplate: f.template, ChatTemplateText: templateText,
 		Parallel: f.parallel, QueueSize: f.queueSize, MaxRequestBytes: f.maxBody, ReadTimeout: f.readTimeout,
 		WriteTimeout: f.writeTimeout, Logger: log, Version: version, ModelPath: f.model, PropsFullPath: f.propsFullPath,
-		MaxBodyBytesInFlight: f.maxInflight, MaxRequestTokens: f.maxRequestTokens,
+		MaxBodyBytesInFlight: f.maxInflight, MaxRequestTokens: f.maxRequestTokens, DefaultMaxTokens: f.nPredict,
 		AllowedHosts: splitList(f.allowedHosts), CORSOrigins: splitList(f.corsOrigins),
 		HasProjector: f.mmproj != "", MediaDir: f.mediaDir, MaxImageBytes: int64(f.maxImageBytes),
 		MaxImagePixels: f.maxImagePixels, MaxImages: f.maxImagesPerRq,
@@ -310,6 +311,9 @@ func (f *serveFlags) validate() error {
 		if c.v < 0 {
 			return fmt.Errorf("%s: %d, want >= 0 (0: the default)", c.name, c.v)
 		}
+	}
+	if f.nPredict < -1 {
+		return fmt.Errorf("--n-predict: %d, want -1 (up to the context), 0 (the default, 16) or a count of tokens", f.nPredict)
 	}
 	if f.maxInflight > 0 && f.maxInflight < f.maxBody {
 		return fmt.Errorf("--max-inflight-bytes: %d is less than --max-request-bytes (%d): the largest body could never be read", f.maxInflight, f.maxBody)
