@@ -1,0 +1,140 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/vkllm/vkllm/sampling"
+)
+
+// Warm-up. Some drivers build a pipeline's machine code only at its first
+// dispatch (lavapipe runs LLVM then, for up to seconds per variant), and a
+// scheduler step that meets a new variant stalls every sequence of the
+// step. The variants a step uses depend on its shape: the rows' count in
+// column buckets (1, 2, 4, 8, 16 and 16-wide passes), and what the rows ask
+// for (argmax, top k, logits, hidden states). WarmUp runs one short
+// request group per shape through the scheduler before the server says it
+// is ready, so that no request pays for a compile: after it, prompts of any
+// length and any number of streams dispatch no pipeline for the first time
+// (TestWarmUpCoversShapes counts them with vk.Device.FirstDispatches).
+
+// warmBuckets returns the stream counts of the warm-up: the column
+// buckets up to the slots (a batch of more rows is 16-wide passes and a
+// bucket), at most 16.
+func warmBuckets(slots int) []int {
+	var bs []int
+	for b := 1; b <= min(slots, 16); b *= 2 {
+		bs = append(bs, b)
+	}
+	if last := bs[len(bs)-1]; last < min(slots, 16) {
+		bs = append(bs, min(slots, 16))
+	}
+	return bs
+}
+
+// WarmUp compiles the kernel variants the scheduler's steps use by running
+// short requests through it: for each stream-count bucket, that many
+// sequences of a short prompt, generating two tokens, once with greedy
+// sampling (argmax rows), once sampling from the top k (top-k rows where
+// the device selects them) and once with logprobs (whole logits rows); an
+// encoder embeds as many sequences instead. progress, when not nil, is
+// called with the groups done and their total. It must run before the
+// scheduler serves requests; the prompts it leaves in the prefix cache are
+// evicted as any other.
+func (s *Scheduler) WarmUp(ctx context.Context, progress func(done, total int)) error {
+	type group struct {
+		n, plen int
+		edit    func(*sampling.Params)
+	}
+	var groups []group
+	kinds := []func(*sampling.Params){
+		func(p *sampling.Params) { p.Temperature = 0 },
+		func(p *sampling.Params) { p.Temperature, p.TopK = 0.8, 40 },
+		func(p *sampling.Params) { p.Temperature, p.TopK, p.Logprobs = 0.8, 0, true },
+	}
+	if s.m.Opts.Encoder {
+		kinds = kinds[:1]
+	}
+	for _, n := range warmBuckets(s.m.Slots()) {
+		for _, edit := range kinds {
+			groups = append(groups, group{n, min(3, s.m.CtxSize()-2), edit})
+		}
+	}
+	// A pass of more than 16 rows multiplies in 16-wide passes and one of
+	// the rest, whose variants differ from a lone pass of as many rows:
+	// one prompt chunk of 16 + b rows for each bucket b.
+	for _, b := range warmBuckets(16) {
+		if l := 16 + b; l <= s.m.GPU.Config().BatchSize && l <= s.m.CtxSize()-2 {
+			for _, edit := range kinds {
+				groups = append(groups, group{1, l, edit})
+			}
+		}
+	}
+	if s.m.Opts.Encoder {
+		// An encoder attends within each sequence, which a batch holds
+		// whole: its attention takes other variants as sequences grow.
+		most := min(s.m.GPU.Config().BatchSize, s.m.CtxSize())
+		for l := 1; ; l *= 2 {
+			groups = append(groups, group{1, min(l, most), kinds[0]})
+			if l >= most {
+				break
+			}
+		}
+	}
+	for i, g := range groups {
+		if err := s.warmGroup(ctx, g.n, g.plen, g.edit); err != nil {
+			return fmt.Errorf("engine: warm-up with %d sequences of %d tokens: %w", g.n, g.plen, err)
+		}
+		if progress != nil {
+			progress(i+1, len(groups))
+		}
+	}
+	return nil
+}
+
+// warmGroup runs n sequences of a prompt of plen tokens together
+// (embeddings for an encoder), each generating two tokens sampled as edit
+// says.
+func (s *Scheduler) warmGroup(ctx context.Context, n, plen int, edit func(*sampling.Params)) error {
+	prompt := func(i int) []int32 {
+		p := make([]int32, plen)
+		for j := range p {
+			p[j] = int32((1 + 7*i + 13*j) % s.m.Opts.Vocab)
+		}
+		return p
+	}
+	if s.m.Opts.Encoder {
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { _, errs[i] = s.Embed(ctx, prompt(i)) })
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	groups := make([]*Group, n)
+	for i := range n {
+		p := sampling.DefaultParams()
+		p.Seed, p.MinTokens = int64(i), 2
+		edit(&p)
+		chain, err := sampling.NewChain(p, sampling.Vocab{Size: s.m.Opts.Vocab, EOG: s.m.Tok.EOGIDs()}, nil)
+		if err != nil {
+			return err
+		}
+		req := GenRequest{Prompt: prompt(i), MaxTokens: 2, Chain: chain, Logprobs: p.Logprobs}
+		if groups[i], err = s.Generate(ctx, []GenRequest{req}); err != nil {
+			return err
+		}
+	}
+	var err error
+	for _, g := range groups {
+		for range g.Events() {
+		}
+		if e := g.Seqs()[0].Err(); e != nil && !errors.Is(e, ErrContextFull) {
+			err = errors.Join(err, e)
+		}
+	}
+	return err
+}
