@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vkllm/vkllm/engine"
 )
@@ -525,5 +526,58 @@ func TestPropsModelPath(t *testing.T) {
 				t.Errorf("/props model_path = %v (status %d), want %q", got, r.status, tc.want)
 			}
 		})
+	}
+}
+
+// TestMultipartRefusedUnread: a multipart body is refused with a 415
+// naming its type before a byte of it is read, whether or not the request
+// carries the API key: the server answers while the client has sent only
+// the headers, and no body bytes are taken from the in-flight budget
+// (issue 34 item 4; fasthttp used to parse such bodies before any handler
+// ran).
+func TestMultipartRefusedUnread(t *testing.T) {
+	const limit = 1 << 20
+	ts := newReadyServer(t, newFake(), Config{APIKey: "k", MaxRequestBytes: limit})
+	part := "--xyz\r\nContent-Disposition: form-data; name=\"f\"; filename=\"f\"\r\n\r\n"
+	part += strings.Repeat("a", 8<<10-len(part))
+	for _, tc := range []struct{ name, ctype, framing, auth string }{
+		{"form-data without a key", "multipart/form-data; boundary=xyz", fmt.Sprintf("Content-Length: %d", limit), ""},
+		{"form-data with the key", "multipart/form-data; boundary=xyz", fmt.Sprintf("Content-Length: %d", limit), "Authorization: Bearer k\r\n"},
+		{"form-data chunked", "Multipart/Form-Data; boundary=xyz", "Transfer-Encoding: chunked", ""},
+		{"mixed", "multipart/mixed; boundary=xyz", fmt.Sprintf("Content-Length: %d", limit), "Authorization: Bearer k\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", strings.TrimPrefix(ts.base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// The headers and the 8 KiB fasthttp reads ahead of any
+			// handler: the rest of the body never comes, so an answer
+			// shows that nothing waited for it.
+			if _, err := fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Type: %s\r\n%s\r\n\r\n%s", tc.auth, tc.ctype, tc.framing, part); err != nil {
+				t.Fatal(err)
+			}
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("no answer before the body was sent: %v", err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			mediaType, _, _ := strings.Cut(tc.ctype, ";")
+			if msg, _ := errorOf(t, b)["message"].(string); resp.StatusCode != 415 || !strings.Contains(msg, mediaType) {
+				t.Errorf("POST with Content-Type %q = %d %s, want 415 naming %q", tc.ctype, resp.StatusCode, b, mediaType)
+			}
+			if !resp.Close {
+				t.Errorf("POST with Content-Type %q kept its connection with the body unread", tc.ctype)
+			}
+			if n := ts.s.bodyBytes.Load(); n != 0 {
+				t.Errorf("body bytes in flight after the refusal = %d, want 0", n)
+			}
+		})
+	}
+	// A JSON body still passes, whatever type curl -d declares.
+	if r := ts.do("POST", "/v1/completions", `{"prompt":"x","max_tokens":2}`, "Authorization", "Bearer k", "Content-Type", "application/x-www-form-urlencoded"); r.status != 200 {
+		t.Errorf("form-typed JSON body = %d %s, want 200", r.status, r.body)
 	}
 }

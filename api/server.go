@@ -186,13 +186,17 @@ func NewServer(cfg Config) *Server {
 		// passed the guard and authentication and its bytes fit
 		// MaxBodyBytesInFlight; fasthttp reads ahead at most 8 KiB.
 		StreamRequestBody: true,
-		ReadBufferSize:    cfg.MaxHeaderBytes,
-		ReadTimeout:       cfg.ReadTimeout,
-		WriteTimeout:      cfg.WriteTimeout,
-		CloseOnShutdown:   true,
-		Logger:            fasthttpLogger{cfg.Logger},
-		ErrorHandler:      s.readError,
-		ConnState:         s.conns.state,
+		// fasthttp would read and parse a multipart/form-data body of
+		// any length up to MaxRequestBodySize before the handler runs;
+		// the guard refuses multipart bodies unread instead.
+		DisablePreParseMultipartForm: true,
+		ReadBufferSize:               cfg.MaxHeaderBytes,
+		ReadTimeout:                  cfg.ReadTimeout,
+		WriteTimeout:                 cfg.WriteTimeout,
+		CloseOnShutdown:              true,
+		Logger:                       fasthttpLogger{cfg.Logger},
+		ErrorHandler:                 s.readError,
+		ConnState:                    s.conns.state,
 	}
 	return s
 }
