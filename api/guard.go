@@ -31,6 +31,9 @@ import (
 //     type, and its body is read as JSON: curl -d sends a form type;
 //   - the origins of Config.CORSOrigins alone get CORS headers and
 //     preflight answers; a preflight from another origin is refused.
+//
+// The guard also refuses multipart bodies (multipartBody below) before a
+// byte of them is read.
 
 // loopbackHosts are the Host names of a loopback listener.
 var loopbackHosts = []string{"localhost", "127.0.0.1", "::1", "[::1]"}
@@ -131,6 +134,23 @@ func (s *Server) crossOrigin(ctx *fasthttp.RequestCtx) *Error {
 	return errorf(403, "", "cross-origin request refused: the Origin %q is neither this server (Host %q) nor in --cors-origins (requests from other sites' pages need their origin listed there)", origin, ctx.Host())
 }
 
+// multipartBody returns the 415 for a request whose Content-Type is a
+// multipart type, or nil. No route reads multipart, and no body of parts
+// is JSON; refusing it here, before the API key check and readBody,
+// leaves it unread (fasthttp's pre-parsing of multipart/form-data is off,
+// Server.DisablePreParseMultipartForm), so a client without a key cannot
+// make the server read or buffer one.
+func multipartBody(ctx *fasthttp.RequestCtx) *Error {
+	ct := ctx.Request.Header.ContentType()
+	mediaType, _, _ := bytes.Cut(ct, []byte(";"))
+	mediaType = bytes.TrimSpace(mediaType)
+	const prefix = "multipart/"
+	if len(mediaType) < len(prefix) || !strings.EqualFold(string(mediaType[:len(prefix)]), prefix) {
+		return nil
+	}
+	return errorf(415, "", "unsupported Content-Type %q: request bodies are JSON, multipart bodies are not read", mediaType)
+}
+
 // guard applies the browser rules of this file before the router; it
 // answers the request itself and returns false when the request must not
 // go on.
@@ -140,6 +160,10 @@ func (s *Server) guard(ctx *fasthttp.RequestCtx) bool {
 		return false
 	}
 	if e := s.crossOrigin(ctx); e != nil {
+		s.writeError(ctx, e)
+		return false
+	}
+	if e := multipartBody(ctx); e != nil {
 		s.writeError(ctx, e)
 		return false
 	}

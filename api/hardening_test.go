@@ -15,7 +15,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/valyala/fasthttp"
 	"github.com/vkllm/vkllm/engine"
 )
 
@@ -221,6 +223,12 @@ func TestBrowserGuard(t *testing.T) {
 	}
 }
 
+// The WWW-Authenticate challenges of a 401 (RFC 6750 3).
+const (
+	bareChallenge         = `Bearer realm="vkllm"`
+	invalidTokenChallenge = `Bearer realm="vkllm", error="invalid_token", error_description="the API key is wrong"`
+)
+
 // TestAuthScheme checks the Bearer scheme in any letter case (RFC 7235),
 // wrong keys of every length, and /health open without a key.
 func TestAuthScheme(t *testing.T) {
@@ -236,15 +244,30 @@ func TestAuthScheme(t *testing.T) {
 		if r.status != tc.status {
 			t.Errorf("GET /v1/models with Authorization %q = %d, want %d", tc.auth, r.status, tc.status)
 		}
-		// A 401 says which scheme to use (RFC 6750 3).
-		if want := map[int]string{401: "Bearer"}[tc.status]; r.header.Get("WWW-Authenticate") != want {
+		// A 401 carries the Bearer challenge (RFC 6750 3): a wrong
+		// Bearer token is an invalid_token, no Bearer token none.
+		want := ""
+		if tc.status == 401 {
+			want = bareChallenge
+			if strings.HasPrefix(strings.ToLower(tc.auth), "bearer ") && strings.TrimSpace(tc.auth[len("bearer "):]) != "" {
+				want = invalidTokenChallenge
+			}
+		}
+		if r.header.Get("WWW-Authenticate") != want {
 			t.Errorf("GET /v1/models with Authorization %q: WWW-Authenticate %q, want %q", tc.auth, r.header.Get("WWW-Authenticate"), want)
 		}
 	}
-	for _, path := range []string{"/metrics", "/props"} {
-		if r := ts.do("GET", path, ""); r.status != 401 || r.header.Get("WWW-Authenticate") != "Bearer" {
-			t.Errorf("GET %s without a key = %d, WWW-Authenticate %q; want 401, Bearer", path, r.status, r.header.Get("WWW-Authenticate"))
+	for _, path := range []string{"/metrics", "/props", "/slots"} {
+		if r := ts.do("GET", path, ""); r.status != 401 || r.header.Get("WWW-Authenticate") != bareChallenge {
+			t.Errorf("GET %s without a key = %d, WWW-Authenticate %q; want 401, %s", path, r.status, r.header.Get("WWW-Authenticate"), bareChallenge)
 		}
+		if r := ts.do("GET", path, "", "Authorization", "Bearer nope"); r.status != 401 || r.header.Get("WWW-Authenticate") != invalidTokenChallenge {
+			t.Errorf("GET %s with a wrong key = %d, WWW-Authenticate %q; want 401, %s", path, r.status, r.header.Get("WWW-Authenticate"), invalidTokenChallenge)
+		}
+	}
+	r := ts.do("POST", "/v1/completions", `{"prompt":"x"}`, "Authorization", "Bearer nope")
+	if r.status != 401 || r.header.Get("WWW-Authenticate") != invalidTokenChallenge {
+		t.Errorf("POST /v1/completions with a wrong key = %d, WWW-Authenticate %q; want 401, %s", r.status, r.header.Get("WWW-Authenticate"), invalidTokenChallenge)
 	}
 	if r := ts.do("GET", "/health", ""); r.status != 200 {
 		t.Errorf("GET /health without a key = %d, want 200 (open)", r.status)
@@ -525,5 +548,108 @@ func TestPropsModelPath(t *testing.T) {
 				t.Errorf("/props model_path = %v (status %d), want %q", got, r.status, tc.want)
 			}
 		})
+	}
+}
+
+// TestMultipartRefusedUnread: a multipart body is refused with a 415
+// naming its type before a byte of it is read, whether or not the request
+// carries the API key: the server answers while the client has sent only
+// the headers, and no body bytes are taken from the in-flight budget
+// (issue 34 item 4; fasthttp used to parse such bodies before any handler
+// ran).
+func TestMultipartRefusedUnread(t *testing.T) {
+	const limit = 1 << 20
+	ts := newReadyServer(t, newFake(), Config{APIKey: "k", MaxRequestBytes: limit})
+	part := "--xyz\r\nContent-Disposition: form-data; name=\"f\"; filename=\"f\"\r\n\r\n"
+	part += strings.Repeat("a", 8<<10-len(part))
+	for _, tc := range []struct{ name, ctype, framing, auth string }{
+		{"form-data without a key", "multipart/form-data; boundary=xyz", fmt.Sprintf("Content-Length: %d", limit), ""},
+		{"form-data with the key", "multipart/form-data; boundary=xyz", fmt.Sprintf("Content-Length: %d", limit), "Authorization: Bearer k\r\n"},
+		{"form-data chunked", "Multipart/Form-Data; boundary=xyz", "Transfer-Encoding: chunked", ""},
+		{"mixed", "multipart/mixed; boundary=xyz", fmt.Sprintf("Content-Length: %d", limit), "Authorization: Bearer k\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", strings.TrimPrefix(ts.base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// The headers and the 8 KiB fasthttp reads ahead of any
+			// handler: the rest of the body never comes, so an answer
+			// shows that nothing waited for it.
+			if _, err := fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Type: %s\r\n%s\r\n\r\n%s", tc.auth, tc.ctype, tc.framing, part); err != nil {
+				t.Fatal(err)
+			}
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("no answer before the body was sent: %v", err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			mediaType, _, _ := strings.Cut(tc.ctype, ";")
+			if msg, _ := errorOf(t, b)["message"].(string); resp.StatusCode != 415 || !strings.Contains(msg, mediaType) {
+				t.Errorf("POST with Content-Type %q = %d %s, want 415 naming %q", tc.ctype, resp.StatusCode, b, mediaType)
+			}
+			if !resp.Close {
+				t.Errorf("POST with Content-Type %q kept its connection with the body unread", tc.ctype)
+			}
+			if n := ts.s.bodyBytes.Load(); n != 0 {
+				t.Errorf("body bytes in flight after the refusal = %d, want 0", n)
+			}
+		})
+	}
+	// A JSON body still passes, whatever type curl -d declares.
+	if r := ts.do("POST", "/v1/completions", `{"prompt":"x","max_tokens":2}`, "Authorization", "Bearer k", "Content-Type", "application/x-www-form-urlencoded"); r.status != 200 {
+		t.Errorf("form-typed JSON body = %d %s, want 200", r.status, r.body)
+	}
+}
+
+// TestRetryAfter: every 503 says when to try again (Retry-After): while
+// the model loads (/health, HEAD included, and every other route), and
+// for a full queue, a shutdown, a cancelled compile or generation and the
+// body budget (issue 34 item 16).
+func TestRetryAfter(t *testing.T) {
+	ts := startServer(t, Config{})
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/health"}, {"HEAD", "/health"}, {"GET", "/v1/models"}, {"GET", "/props"}, {"GET", "/slots"},
+		{"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"}, {"POST", "/v1/embeddings"},
+	} {
+		r := ts.do(c.method, c.path, `{}`)
+		if r.status != 503 || r.header.Get("Retry-After") != "1" {
+			t.Errorf("%s %s while loading = %d, Retry-After %q; want 503, 1", c.method, c.path, r.status, r.header.Get("Retry-After"))
+		}
+	}
+	s := NewServer(Config{MaxRequestBytes: 1 << 10})
+	for _, e := range []*Error{errShuttingDown, errQueueFull, errCompileCancelled, s.errBodyBudget(1), errorf(503, "", "generation cancelled: x")} {
+		var ctx fasthttp.RequestCtx
+		s.writeError(&ctx, e)
+		if got := string(ctx.Response.Header.Peek("Retry-After")); ctx.Response.StatusCode() != 503 || got != "1" {
+			t.Errorf("writeError(%q) = %d, Retry-After %q; want 503, 1", e.Message, ctx.Response.StatusCode(), got)
+		}
+	}
+}
+
+// TestHeadGetRoutes: every GET route answers HEAD as GET, with the same
+// status and Content-Type and no body, the API key checked alike (issue
+// 34 item 16).
+func TestHeadGetRoutes(t *testing.T) {
+	b := newFake()
+	ts := newReadyServer(t, b, Config{APIKey: "k"})
+	for _, path := range []string{"/health", "/v1/models", "/v1/models/" + b.Info().Name, "/v1/models/other", "/metrics", "/props", "/slots", "/", "/ui/app.js", "/ui/style.css"} {
+		get := ts.do("GET", path, "", "Authorization", "Bearer k")
+		head := ts.do("HEAD", path, "", "Authorization", "Bearer k")
+		if get.status == 404 && path != "/v1/models/other" {
+			t.Errorf("GET %s = 404, want a route", path)
+		}
+		if head.status != get.status || len(head.body) != 0 || head.header.Get("Content-Type") != get.header.Get("Content-Type") {
+			t.Errorf("HEAD %s = %d %q with %d body bytes; GET = %d %q; want the same status and type, no body",
+				path, head.status, head.header.Get("Content-Type"), len(head.body), get.status, get.header.Get("Content-Type"))
+		}
+		if path == "/health" || path == "/" || strings.HasPrefix(path, "/ui/") {
+			continue // open without a key
+		}
+		if r := ts.do("HEAD", path, ""); r.status != 401 || r.header.Get("WWW-Authenticate") != bareChallenge {
+			t.Errorf("HEAD %s without a key = %d, WWW-Authenticate %q; want 401, %s", path, r.status, r.header.Get("WWW-Authenticate"), bareChallenge)
+		}
 	}
 }

@@ -29,7 +29,7 @@ func (s *Server) opsRoutes(r *router.Router) {
 	// /metrics answers while the model loads too (its load progress is a
 	// metric); like every route but /health it needs the API key when one
 	// is set (Prometheus sends it with authorization.credentials).
-	r.GET("/metrics", func(ctx *fasthttp.RequestCtx) {
+	getRoute(r, "/metrics", func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
 		if !s.authorized(ctx) {
 			s.writeError(ctx, errorf(401, "", "missing or wrong API key: send Authorization: Bearer <key>"))
@@ -38,8 +38,8 @@ func (s *Server) opsRoutes(r *router.Router) {
 		}
 		s.logRequest(ctx, "metrics", start, 0)
 	})
-	r.GET("/props", s.wrap("props", s.handleProps))
-	r.GET("/slots", s.wrap("slots", s.handleSlots))
+	getRoute(r, "/props", s.wrap("props", s.handleProps))
+	getRoute(r, "/slots", s.wrap("slots", s.handleSlots))
 	s.webRoutes(r)
 }
 

@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -190,13 +191,17 @@ func NewServer(cfg Config) *Server {
 		// passed the guard and authentication and its bytes fit
 		// MaxBodyBytesInFlight; fasthttp reads ahead at most 8 KiB.
 		StreamRequestBody: true,
-		ReadBufferSize:    cfg.MaxHeaderBytes,
-		ReadTimeout:       cfg.ReadTimeout,
-		WriteTimeout:      cfg.WriteTimeout,
-		CloseOnShutdown:   true,
-		Logger:            fasthttpLogger{cfg.Logger},
-		ErrorHandler:      s.readError,
-		ConnState:         s.conns.state,
+		// fasthttp would read and parse a multipart/form-data body of
+		// any length up to MaxRequestBodySize before the handler runs;
+		// the guard refuses multipart bodies unread instead.
+		DisablePreParseMultipartForm: true,
+		ReadBufferSize:               cfg.MaxHeaderBytes,
+		ReadTimeout:                  cfg.ReadTimeout,
+		WriteTimeout:                 cfg.WriteTimeout,
+		CloseOnShutdown:              true,
+		Logger:                       fasthttpLogger{cfg.Logger},
+		ErrorHandler:                 s.readError,
+		ConnState:                    s.conns.state,
 	}
 	return s
 }
@@ -284,10 +289,9 @@ const drainTimeout = 30 * time.Second
 // Handler returns the request handler with every route of API.md 4.
 func (s *Server) Handler() fasthttp.RequestHandler {
 	r := router.New()
-	r.GET("/health", s.handleHealth)
-	r.HEAD("/health", s.handleHealth) // fasthttp sends HEAD answers without their body
-	r.GET("/v1/models", s.wrap("models", s.handleModels))
-	r.GET("/v1/models/{id:*}", s.wrap("model", s.handleModel))
+	getRoute(r, "/health", s.handleHealth)
+	getRoute(r, "/v1/models", s.wrap("models", s.handleModels))
+	getRoute(r, "/v1/models/{id:*}", s.wrap("model", s.handleModel))
 	r.POST("/v1/responses", s.wrap("responses", s.handleResponses))
 	r.POST("/v1/completions", s.wrap("completions", s.handleCompletions))
 	r.POST("/v1/chat/completions", s.wrap("chat", s.handleChat))
@@ -336,6 +340,14 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 			ctx.SetConnectionClose()
 		}
 	}
+}
+
+// getRoute registers h for GET and HEAD on path: every GET route answers
+// HEAD with the same status and headers (RFC 9110 9.3.2); fasthttp sends
+// a HEAD answer without its body.
+func getRoute(r *router.Router, path string, h fasthttp.RequestHandler) {
+	r.GET(path, h)
+	r.HEAD(path, h)
 }
 
 // bothFramingHeaders reports whether raw, a request's header lines as
@@ -408,9 +420,6 @@ func (s *Server) wrap(route string, h func(ctx *fasthttp.RequestCtx) handlerResu
 				// The rest of the body is unread: the connection
 				// cannot carry another request.
 				ctx.SetConnectionClose()
-				if e.Status == 503 {
-					ctx.Response.Header.Set("Retry-After", "1")
-				}
 				s.writeError(ctx, e)
 				s.logRequest(ctx, route, start, 0)
 				return
@@ -437,6 +446,7 @@ func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString(`{"status":"ok"}`)
 	case stateLoading:
 		ctx.SetStatusCode(503)
+		ctx.Response.Header.Set("Retry-After", retryAfter)
 		p := math.Float64frombits(s.progress.Load())
 		body := fmt.Sprintf(`{"status":"loading","progress":%.4g,`, p)
 		e := appendErrorBody(nil, errorf(503, "", "the model is still loading"))
@@ -449,23 +459,40 @@ func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {
 	s.logRequest(ctx, "health", start, 0)
 }
 
-// queueRetryAfter is the Retry-After, in seconds, of a 503 for a full
-// queue: about the time a short generation frees a place.
-const queueRetryAfter = "1"
+// retryAfter is the Retry-After, in seconds, of every 503: about the time
+// a short generation frees a place in the queue or the body budget, and
+// the pace at which a client may poll a server that loads its model or is
+// replaced after a shutdown.
+const retryAfter = "1"
 
-// writeError answers e as a JSON error body. A 401 names the scheme the
-// key goes in (WWW-Authenticate, RFC 6750) and a full queue says when to
-// try again (Retry-After).
+// authRealm is the realm of the WWW-Authenticate challenge of a 401.
+const authRealm = "vkllm"
+
+// writeError answers e as a JSON error body. A 401 carries the Bearer
+// challenge (WWW-Authenticate, RFC 6750 3) and every 503 says when to try
+// again (Retry-After, RFC 9110 10.2.3).
 func (s *Server) writeError(ctx *fasthttp.RequestCtx, e *Error) {
-	switch {
-	case e.Status == 401:
-		ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
-	case e == errQueueFull:
-		ctx.Response.Header.Set("Retry-After", queueRetryAfter)
+	switch e.Status {
+	case 401:
+		ctx.Response.Header.Set("WWW-Authenticate", bearerChallenge(ctx.Request.Header.Peek("Authorization")))
+	case 503:
+		ctx.Response.Header.Set("Retry-After", retryAfter)
 	}
 	ctx.SetStatusCode(e.Status)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(appendErrorBody(nil, e))
+}
+
+// bearerChallenge returns the WWW-Authenticate value of a 401 for a
+// request whose Authorization header is auth. RFC 6750 3.1: a request
+// without a Bearer token gets the bare challenge, one whose token is
+// wrong gets error="invalid_token" as well.
+func bearerChallenge(auth []byte) string {
+	const scheme = "bearer "
+	if len(auth) < len(scheme) || !strings.EqualFold(string(auth[:len(scheme)]), scheme) {
+		return `Bearer realm="` + authRealm + `"`
+	}
+	return `Bearer realm="` + authRealm + `", error="invalid_token", error_description="the API key is wrong"`
 }
 
 func writeJSON(ctx *fasthttp.RequestCtx, v any) {

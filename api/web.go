@@ -42,7 +42,7 @@ func (s *Server) webRoutes(r *router.Router) {
 			s.logRequest(ctx, "web", start, 0)
 		}
 	}
-	r.GET("/", serve("index.html"))
-	r.GET("/ui/app.js", serve("app.js"))
-	r.GET("/ui/style.css", serve("style.css"))
+	getRoute(r, "/", serve("index.html"))
+	getRoute(r, "/ui/app.js", serve("app.js"))
+	getRoute(r, "/ui/style.css", serve("style.css"))
 }
