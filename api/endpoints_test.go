@@ -23,8 +23,12 @@ func TestLoadingState(t *testing.T) {
 		t.Fatalf("GET /health while loading = %d, want 503", r.status)
 	}
 	m := decodeBody(t, r.body)
-	if m["status"] != "loading" || m["progress"] != 0.5 {
-		t.Errorf("GET /health while loading = %s, want status loading, progress 0.5", r.body)
+	if m["status"] != "loading" || m["progress"] != 0.5 || m["phase"] != nil {
+		t.Errorf("GET /health while loading = %s, want status loading, progress 0.5, no phase", r.body)
+	}
+	ts.s.SetPhase("compiling kernels (3 of 21)")
+	if m := decodeBody(t, ts.do("GET", "/health", "").body); m["phase"] != "compiling kernels (3 of 21)" || m["status"] != "loading" {
+		t.Errorf("GET /health while compiling = %v, want the phase", m)
 	}
 	for _, c := range []struct{ method, path string }{
 		{"GET", "/v1/models"}, {"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"},

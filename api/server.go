@@ -116,7 +116,8 @@ const (
 type Server struct {
 	cfg      Config
 	state    atomic.Int32
-	progress atomic.Uint64 // float64 bits
+	progress atomic.Uint64          // float64 bits
+	phase    atomic.Pointer[string] // SetPhase
 
 	// loopbackOnly says Serve listens on a loopback address, so that
 	// only loopback Host names are answered (set before serving).
@@ -233,6 +234,10 @@ func (f fasthttpLogger) Printf(format string, args ...any) {
 
 // SetProgress reports the load progress in [0, 1] for /health.
 func (s *Server) SetProgress(p float64) { s.progress.Store(math.Float64bits(p)) }
+
+// SetPhase names what the load is doing now ("compiling kernels (3 of
+// 21)"), for /health's phase while loading ("" leaves it out).
+func (s *Server) SetPhase(phase string) { s.phase.Store(&phase) }
 
 // Ready installs the loaded backend and starts answering requests. The
 // default chat template must compile; an error leaves the server loading.
@@ -449,6 +454,10 @@ func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("Retry-After", retryAfter)
 		p := math.Float64frombits(s.progress.Load())
 		body := fmt.Sprintf(`{"status":"loading","progress":%.4g,`, p)
+		if ph := s.phase.Load(); ph != nil && *ph != "" {
+			q, _ := json.Marshal(*ph)
+			body += `"phase":` + string(q) + ","
+		}
 		e := appendErrorBody(nil, errorf(503, "", "the model is still loading"))
 		ctx.SetBodyString(body + string(e[1:]))
 	default:

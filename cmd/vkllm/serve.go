@@ -209,6 +209,20 @@ func serve(con *os.File, args []string) error {
 			}
 			proj, closeProjector = p, closeProj
 		}
+		// Compile the kernels every step shape uses before the first
+		// request (lavapipe builds each at its first dispatch).
+		start := time.Now()
+		ws := engine.NewScheduler(m, engine.SchedulerConfig{})
+		err = ws.WarmUp(context.Background(), func(done, total int) {
+			srv.SetPhase(fmt.Sprintf("compiling kernels (%d of %d)", done, total))
+			fmt.Fprintf(con, "\rcompiling kernels (%d of %d)", done, total)
+		})
+		ws.Close()
+		fmt.Fprintf(con, " in %.1fs\n", time.Since(start).Seconds())
+		if err != nil {
+			loaded <- err
+			return
+		}
 		name := strings.TrimSuffix(filepath.Base(f.model), filepath.Ext(f.model))
 		backend = api.NewEngineBackend(m, name, pool, engine.SchedulerConfig{PrefillChunk: f.prefill, StepLatencyFactor: f.prefillSlowdown})
 		if proj != nil {
