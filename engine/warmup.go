@@ -64,9 +64,11 @@ func (s *Scheduler) WarmUp(ctx context.Context, progress func(done, total int)) 
 	}
 	// A pass of more than 16 rows multiplies in 16-wide passes and one of
 	// the rest, whose variants differ from a lone pass of as many rows:
-	// one prompt chunk of 16 + b rows for each bucket b.
-	for _, b := range warmBuckets(16) {
-		if l := 16 + b; l <= s.m.GPU.Config().BatchSize && l <= s.m.CtxSize()-2 {
+	// one prompt chunk of 16 + b rows for each bucket b. A whole batch of
+	// one prompt takes the tiled attention kernel where the device has it.
+	most := min(s.m.GPU.Config().BatchSize, s.m.CtxSize()-2)
+	for _, l := range append([]int{17, 18, 20, 24, 32}, most) {
+		if l <= most {
 			for _, edit := range kinds {
 				groups = append(groups, group{1, l, edit})
 			}
@@ -83,8 +85,9 @@ func (s *Scheduler) WarmUp(ctx context.Context, progress func(done, total int)) 
 			}
 		}
 	}
+	seqs := 0
 	for i, g := range groups {
-		if err := s.warmGroup(ctx, g.n, g.plen, g.edit); err != nil {
+		if err := s.warmGroup(ctx, g.n, g.plen, g.edit, &seqs); err != nil {
 			return fmt.Errorf("engine: warm-up with %d sequences of %d tokens: %w", g.n, g.plen, err)
 		}
 		if progress != nil {
@@ -96,12 +99,17 @@ func (s *Scheduler) WarmUp(ctx context.Context, progress func(done, total int)) 
 
 // warmGroup runs n sequences of a prompt of plen tokens together
 // (embeddings for an encoder), each generating two tokens sampled as edit
-// says.
-func (s *Scheduler) warmGroup(ctx context.Context, n, plen int, edit func(*sampling.Params)) error {
-	prompt := func(i int) []int32 {
+// says; seqs counts the warm-up's sequences.
+func (s *Scheduler) warmGroup(ctx context.Context, n, plen int, edit func(*sampling.Params), seqs *int) error {
+	// Each prompt starts with a token of its own, from the end of the
+	// vocabulary, so that no prompt shares a prefix with another (the
+	// prefix cache would feed fewer rows than the shape asks) or with a
+	// request's (BOS opens most).
+	prompt := func(int) []int32 {
 		p := make([]int32, plen)
+		*seqs++
 		for j := range p {
-			p[j] = int32((1 + 7*i + 13*j) % s.m.Opts.Vocab)
+			p[j] = int32(s.m.Opts.Vocab - 1 - (*seqs+13*j)%max(s.m.Opts.Vocab/2, 1))
 		}
 		return p
 	}
