@@ -38,8 +38,10 @@ func warmBuckets(slots int) []int {
 // short requests through it: for each stream-count bucket, that many
 // sequences of a short prompt, generating two tokens, once with greedy
 // sampling (argmax rows), once sampling from the top k (top-k rows where
-// the device selects them) and once with logprobs (whole logits rows); an
-// encoder embeds as many sequences instead. progress, when not nil, is
+// the device selects them) and once with logprobs (whole logits rows);
+// then one prompt of 16 + b rows for each bucket b and one of a whole
+// batch. An encoder embeds as many sequences instead, and one sequence of
+// each power-of-two length up to the batch. progress, when not nil, is
 // called with the groups done and their total. It must run before the
 // scheduler serves requests; the prompts it leaves in the prefix cache are
 // evicted as any other.
@@ -66,12 +68,11 @@ func (s *Scheduler) WarmUp(ctx context.Context, progress func(done, total int)) 
 	// the rest, whose variants differ from a lone pass of as many rows:
 	// one prompt chunk of 16 + b rows for each bucket b. A whole batch of
 	// one prompt takes the tiled attention kernel where the device has it.
+	// (Their one output row is a shape the groups above have met.)
 	most := min(s.m.GPU.Config().BatchSize, s.m.CtxSize()-2)
 	for _, l := range append([]int{17, 18, 20, 24, 32}, most) {
 		if l <= most {
-			for _, edit := range kinds {
-				groups = append(groups, group{1, l, edit})
-			}
+			groups = append(groups, group{1, l, kinds[0]})
 		}
 	}
 	if s.m.Opts.Encoder {
