@@ -94,6 +94,7 @@ func cpuPooled(t *testing.T, m *Model, cpu *CPUModel, tokens []int32, pool Pooli
 // and our pooled vectors (GPU and CPU reference) point the same way
 // (cosine >= 0.9999) with the same norm (within 0.1%).
 func TestEmbeddingParity(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	var ref struct {
 		Model      string `json:"model"`
 		Pooling    string `json:"pooling"`
@@ -161,6 +162,7 @@ const rerankTol = 1.5e-2
 // [SEP] document), the scores within rerankTol of its raw classifier
 // outputs and in the same order.
 func TestRerankParity(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	var ref struct {
 		Model  string `json:"model"`
 		Rerank []struct {

@@ -18,6 +18,7 @@ import (
 // logits are bit-identical, the decode steps reuse their graphs, and a
 // graph made stale (a bound buffer closed on the device) is recorded again.
 func TestKeptGraphs(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	dev := vktest.Open(t, vk.Options{})
 	for _, arch := range []string{"llama", "qwen2"} {
 		t.Run(arch, func(t *testing.T) {

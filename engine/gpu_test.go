@@ -242,6 +242,7 @@ func argmaxF32(x []float32) int32 {
 // TestGreedyIdentical decodes 32 tokens greedily on both paths from F32 and
 // F16 models and requires the same tokens.
 func TestGreedyIdentical(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	dev := vktest.Open(t, vk.Options{})
 	for _, typ := range []gguf.GGMLType{gguf.TypeF32, gguf.TypeF16} {
 		for _, arch := range []string{"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"} {

@@ -100,6 +100,7 @@ func TestKVQuantPerplexity(t *testing.T) {
 // reference (which quantizes what it caches alike) within 1e-2, and the
 // scheduler's paths (prefix sharing with copy-on-write) run over them.
 func TestKVQuantMatchesCPU(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	path := filepath.Join(fixtures.Dir(t, "models"), "llama-spm-256x4-q8_0.gguf")
 	for _, pair := range [][2]ops.KVType{{ops.KVQ8_0, ops.KVQ8_0}, {ops.KVQ4_0, ops.KVQ4_0}, {ops.KVQ8_0, ops.KVQ4_0}} {
 		t.Run(pair[0].String()+"_"+pair[1].String(), func(t *testing.T) {

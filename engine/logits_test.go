@@ -74,6 +74,7 @@ func logitsPass(t *testing.T, m *GPUModel, tokens []int32) Output {
 // staging path gives the direct path's bits, and a pass of 16 argmax rows
 // reads back 64 bytes.
 func TestForwardArgmax(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	for _, arch := range []string{"llama", "gemma2"} {
 		path := genModel(t, modelgen.Options{Arch: arch, Embd: 64, Layers: 2, Type: gguf.TypeQ8_0, Seed: 7})
 		o, w := openModel(t, path)

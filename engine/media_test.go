@@ -164,6 +164,7 @@ func TestMediaParityCPU(t *testing.T) {
 }
 
 func TestMediaParityGPU(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	dev := vktest.Open(t, vk.Options{})
 	for _, p := range mediaPairs {
 		t.Run(p.name, func(t *testing.T) {

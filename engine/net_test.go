@@ -71,6 +71,7 @@ func testTensor(rng *rand.Rand, name string, t gguf.GGMLType, dims ...uint64) *T
 // reference over the same random weights and input, on a UMA device and
 // on one that stages its inputs and read-backs as a discrete GPU does.
 func TestNetGPUMatchesCPU(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	for _, tc := range []struct {
 		name string
 		opts vk.Options

@@ -235,6 +235,7 @@ func checkTeacherForced(t *testing.T, m parityModel, fw forwarder, slot int32) {
 }
 
 func TestParityCPU(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	for _, m := range loadParityModels(t) {
 		t.Run(m.name, func(t *testing.T) {
 			cpu, err := NewCPUModel(m.opts, m.w, 64, 1)

@@ -158,6 +158,7 @@ func compareRuns(t *testing.T, what string, got, want genResult) {
 // lengths through the scheduler at once and checks each against the same
 // sequence run alone, for every architecture.
 func TestSchedulerMatchesSolo(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
 		t.Run(arch, func(t *testing.T) {
 			m := schedModel(t, arch, 16, 32)

@@ -34,6 +34,7 @@ func refTopRows(logits []float32, rows []int, V, k int) ([]int32, []float32) {
 // against ops.RefTopK of a logits-only pass: the same ids and the same
 // bits, k = the largest asked, and the bytes read back.
 func TestForwardTopK(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	for _, arch := range []string{"llama", "gemma2"} {
 		path := genModel(t, modelgen.Options{Arch: arch, Embd: 64, Layers: 2, Type: gguf.TypeQ8_0, Seed: 7})
 		o, w := openModel(t, path)
@@ -131,6 +132,7 @@ func sampledChain(t *testing.T, m *Model, prompt []int32, seed int64, topK int, 
 // token from the top k and reads back k ids and logits per token (the
 // step's largest k), the others none.
 func TestSchedulerTopKSampling(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	dir := fixtures.Dir(t, "models")
 	// Each fixture on one result path (the pairs cost CI time; the
 	// kernel's rows are checked on both paths by TestForwardTopK).

@@ -16,6 +16,7 @@ import (
 // decoder and on an encoder. The devices' top-k path is forced on, so the
 // GPUs' variants are covered too.
 func TestWarmUpCoversShapes(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	for _, arch := range []string{"llama", "bert"} {
 		t.Run(arch, func(t *testing.T) {
 			m := schedModel(t, arch, 16, 48)
