@@ -201,7 +201,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 		e = s.resolveLogitBias(&req.params)
 	}
 	if e == nil {
-		e = s.checkWork(req.genRequest, []int{len(pc.prompt)})
+		e = s.checkWork(req.genRequest, []int{len(pc.prompt)}, "max_tokens")
 	}
 	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
 	id := newID("chatcmpl-")

@@ -162,7 +162,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
 		for i, p := range prompts {
 			lens[i] = len(p.tokens)
 		}
-		e = s.checkWork(req.genRequest, lens)
+		e = s.checkWork(req.genRequest, lens, "max_tokens")
 	}
 	var factory constraintFactory
 	if e == nil {

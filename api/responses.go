@@ -735,12 +735,7 @@ func (s *Server) handleResponses(ctx *fasthttp.RequestCtx) handlerResult {
 		e = s.resolveLogitBias(&req.chat.params)
 	}
 	if e == nil {
-		// The work cap of chat and completions; the field that sets the
-		// generation budget is max_output_tokens here.
-		if e = s.checkWork(req.chat.genRequest, []int{len(pc.prompt)}); e != nil && e.Param == "max_tokens" {
-			e.Param = "max_output_tokens"
-			e.Message = strings.ReplaceAll(e.Message, "max_tokens", "max_output_tokens")
-		}
+		e = s.checkWork(req.chat.genRequest, []int{len(pc.prompt)}, "max_output_tokens")
 	}
 	// A request the server refuses is an HTTP error, as OpenAI answers
 	// it, streamed or not.

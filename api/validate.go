@@ -69,9 +69,10 @@ func (s *Server) maxRequestTokens() int {
 // checkWork caps the work of one generation request (issue 17 item 1): the
 // tokens it may make the model process, prompts x candidates x (prompt +
 // generation budget), must fit Config.MaxRequestTokens. The 400 names the
-// field that multiplies the work: the candidates, the prompts, or
-// max_tokens.
-func (s *Server) checkWork(g *genRequest, prompts []int) *Error {
+// field that multiplies the work: the candidates, the prompts, or budget,
+// the field that sets the generation budget (max_tokens; Responses'
+// max_output_tokens).
+func (s *Server) checkWork(g *genRequest, prompts []int, budget string) *Error {
 	total := 0
 	for _, n := range prompts {
 		total += g.bestOf * (n + s.maxTokensFor(g, n))
@@ -80,7 +81,7 @@ func (s *Server) checkWork(g *genRequest, prompts []int) *Error {
 	if total <= limit {
 		return nil
 	}
-	param := "max_tokens"
+	param := budget
 	switch {
 	case g.bestOf > g.n:
 		param = "best_of"
@@ -89,6 +90,6 @@ func (s *Server) checkWork(g *genRequest, prompts []int) *Error {
 	case len(prompts) > 1:
 		param = "prompt"
 	}
-	return badRequest(param, "%s: the request asks for up to %d tokens (%d prompts x %d candidates x prompt and max_tokens), more than the limit of %d per request (--max-request-tokens)",
-		param, total, len(prompts), g.bestOf, limit)
+	return badRequest(param, "%s: the request asks for up to %d tokens (%d prompts x %d candidates x prompt and %s), more than the limit of %d per request (--max-request-tokens)",
+		param, total, len(prompts), g.bestOf, budget, limit)
 }
