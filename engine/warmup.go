@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/vkllm/vkllm/engine/ops"
 	"github.com/vkllm/vkllm/sampling"
 )
 
@@ -13,23 +14,23 @@ import (
 // dispatch (lavapipe runs LLVM then, for up to seconds per variant), and a
 // scheduler step that meets a new variant stalls every sequence of the
 // step. The variants a step uses depend on its shape: the rows' count in
-// column buckets (1, 2, 4, 8, 16 and 16-wide passes), and what the rows ask
-// for (argmax, top k, logits, hidden states). WarmUp runs one short
+// column buckets (1, 2, 4, 8, 16 and passes of ops.MatVecMaxCols), and
+// what the rows ask for (argmax, top k, logits, hidden states). WarmUp runs one short
 // request group per shape through the scheduler before the server says it
 // is ready, so that no request pays for a compile: after it, prompts of any
 // length and any number of streams dispatch no pipeline for the first time
 // (TestWarmUpCoversShapes counts them with vk.Device.FirstDispatches).
 
-// warmBuckets returns the stream counts of the warm-up: the column
-// buckets up to the slots (a batch of more rows is 16-wide passes and a
-// bucket), at most 16.
-func warmBuckets(slots int) []int {
+// warmBuckets returns the row counts 1, 2, 4, ... up to most, and most
+// itself: the column buckets of passes of up to most rows (a batch of more
+// rows than ops.MatVecMaxCols is passes that wide and a bucket).
+func warmBuckets(most int) []int {
 	var bs []int
-	for b := 1; b <= min(slots, 16); b *= 2 {
+	for b := 1; b <= most; b *= 2 {
 		bs = append(bs, b)
 	}
-	if last := bs[len(bs)-1]; last < min(slots, 16) {
-		bs = append(bs, min(slots, 16))
+	if last := bs[len(bs)-1]; last < most {
+		bs = append(bs, most)
 	}
 	return bs
 }
@@ -39,8 +40,8 @@ func warmBuckets(slots int) []int {
 // sequences of a short prompt, generating two tokens, once with greedy
 // sampling (argmax rows), once sampling from the top k (top-k rows where
 // the device selects them) and once with logprobs (whole logits rows);
-// then one prompt of 16 + b rows for each bucket b and one of a whole
-// batch. An encoder embeds as many sequences instead, and one sequence of
+// then one prompt of ops.MatVecMaxCols + b rows for each bucket b and one
+// of a whole batch. An encoder embeds as many sequences instead, and one sequence of
 // each power-of-two length up to the batch. progress, when not nil, is
 // called with the groups done and their total. It must run before the
 // scheduler serves requests; the prompts it leaves in the prefix cache are
@@ -59,18 +60,23 @@ func (s *Scheduler) WarmUp(ctx context.Context, progress func(done, total int)) 
 	if s.m.Opts.Encoder {
 		kinds = kinds[:1]
 	}
-	for _, n := range warmBuckets(s.m.Slots()) {
+	for _, n := range warmBuckets(min(s.m.Slots(), ops.MatVecMaxCols)) {
 		for _, edit := range kinds {
 			groups = append(groups, group{n, min(3, s.m.CtxSize()-2), edit})
 		}
 	}
-	// A pass of more than 16 rows multiplies in 16-wide passes and one of
-	// the rest, whose variants differ from a lone pass of as many rows:
-	// one prompt chunk of 16 + b rows for each bucket b. A whole batch of
-	// one prompt takes the tiled attention kernel where the device has it.
-	// (Their one output row is a shape the groups above have met.)
+	// A product of more than ops.MatVecMaxCols rows runs in passes that
+	// wide and one of the rest, whose variants differ from a lone pass of
+	// as many rows: one prompt chunk of MatVecMaxCols + b rows for each
+	// bucket b. A whole batch of one prompt takes the tiled attention
+	// kernel where the device has it. (Their one output row is a shape the
+	// groups above have met.)
 	most := min(s.m.GPU.Config().BatchSize, s.m.CtxSize()-2)
-	for _, l := range append([]int{17, 18, 20, 24, 32}, most) {
+	var long []int
+	for _, b := range warmBuckets(ops.MatVecMaxCols) {
+		long = append(long, ops.MatVecMaxCols+b)
+	}
+	for _, l := range append(long, most) {
 		if l <= most {
 			groups = append(groups, group{1, l, kinds[0]})
 		}
