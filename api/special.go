@@ -60,16 +60,18 @@ func requestTexts(req *chatRequest) []string {
 }
 
 // mapStrings returns v (a template value: strings, lists, dicts, scalars)
-// with every string value (not dict keys) s replaced by f(s), copying only
-// the lists and dicts whose contents change.
-func mapStrings(v any, f func(string) string) any {
+// with every string value (not dict keys) s replaced by f(s), and whether
+// anything changed; it copies only the lists and dicts whose contents
+// change.
+func mapStrings(v any, f func(string) string) (any, bool) {
 	switch x := v.(type) {
 	case string:
-		return f(x)
+		n := f(x)
+		return n, n != x
 	case *jinja.List:
 		var c *jinja.List
 		for i, it := range x.Items {
-			if n := mapStrings(it, f); !sameValue(n, it) {
+			if n, changed := mapStrings(it, f); changed {
 				if c == nil {
 					c = &jinja.List{Items: slices.Clone(x.Items), Tuple: x.Tuple}
 				}
@@ -77,13 +79,13 @@ func mapStrings(v any, f func(string) string) any {
 			}
 		}
 		if c != nil {
-			return c
+			return c, true
 		}
 	case *jinja.Dict:
 		var c *jinja.Dict
 		for _, k := range x.Keys() {
 			it, _ := x.Get(k)
-			if n := mapStrings(it, f); !sameValue(n, it) {
+			if n, changed := mapStrings(it, f); changed {
 				if c == nil {
 					c = jinja.NewDict()
 					for _, k := range x.Keys() {
@@ -95,27 +97,10 @@ func mapStrings(v any, f func(string) string) any {
 			}
 		}
 		if c != nil {
-			return c
+			return c, true
 		}
 	}
-	return v
-}
-
-// sameValue reports whether mapStrings left a value as it was: the same
-// string, or the same list or dict (mapStrings copies the ones it changes).
-func sameValue(a, b any) bool {
-	switch x := a.(type) {
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case *jinja.List:
-		y, ok := b.(*jinja.List)
-		return ok && x == y
-	case *jinja.Dict:
-		y, ok := b.(*jinja.Dict)
-		return ok && x == y
-	}
-	return true
+	return v, false
 }
 
 // holdsSpecial reports whether text tokenizes differently with
@@ -184,10 +169,11 @@ func (s *Server) markedRequest(req *chatRequest, open, close string) *chatReques
 		}
 	}
 	if req.toolsValue != nil {
-		marked.toolsValue = mapStrings(req.toolsValue, markSpecial)
+		marked.toolsValue, _ = mapStrings(req.toolsValue, markSpecial)
 	}
 	if req.kwargs != nil {
-		marked.kwargs = mapStrings(req.kwargs, markSpecial).(*jinja.Dict)
+		kw, _ := mapStrings(req.kwargs, markSpecial)
+		marked.kwargs = kw.(*jinja.Dict)
 	}
 	return &marked
 }
