@@ -53,7 +53,7 @@ func (s *Scheduler) step() bool {
 		if !q.decoding || q.backlogged() || budget == 0 {
 			continue
 		}
-		e := s.stepSeq(q)
+		e := s.addSeq(q)
 		e.next = s.sampleOut(q)
 		e.at = s.addRow(e, q.last, nil, q.pos, q.pos, e.next)
 		budget--
@@ -99,8 +99,8 @@ func (s *Scheduler) step() bool {
 	return true
 }
 
-// stepSeq adds q to the step's table and returns its entry.
-func (s *Scheduler) stepSeq(q *Sequence) *stepSeq {
+// addSeq adds q to the step's table and returns its entry.
+func (s *Scheduler) addSeq(q *Sequence) *stepSeq {
 	s.stepSeqs = append(s.stepSeqs, stepSeq{q: q, fed: q.fed})
 	return &s.stepSeqs[len(s.stepSeqs)-1]
 }
@@ -215,7 +215,7 @@ func (s *Scheduler) feedPrompts(budget int) {
 // embedding pools asks for its hidden state, and a scored row for its
 // logits.
 func (s *Scheduler) feedPrompt(q *Sequence, n int) int {
-	e := s.stepSeq(q)
+	e := s.addSeq(q)
 	e.hid = s.outCount[OutHidden]
 	score := q.req.PromptLogprobs && !q.embed
 	if score {
