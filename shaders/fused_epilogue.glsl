@@ -29,6 +29,29 @@ layout(constant_id = EPI_ID) const uint EPI = EPI_SPLIT;
 #define GLU false
 #define FUSED_PARAMS
 #endif
+#if defined(MUL_MAT_ID)
+// The matvec_id variants: workgroup z = chunk * ne + e selects expert
+// e0 + e of the bound window and its pass of columns chunk*NCOLS.. of the
+// expert's column list. Binding 3 holds the routes (engine/ops MoERoutes):
+// the count of each expert's columns at [0, experts), then each expert's
+// list of pairs (row*k + slot, in ascending order) at list_off +
+// expert*list_stride. Binding 4 holds the experts' biases ([experts][M]
+// f32, added where has_bias).
+layout(binding = 3) readonly buffer IDS { uint data_ids[]; };
+layout(binding = 4) readonly buffer IB { float data_ib[]; };
+// The push constants of matvec_id, after MatVecPush's (engine/ops
+// IDPush):
+//   x_div: a pair's activation column is pair / x_div (k: one column per
+//     row shared by its k pairs; 1: one column per pair)
+//   list_off, list_stride: where the lists start and the distance between
+//     two experts' lists (the batch's rows)
+//   e0, ne: the window's first expert and its experts
+//   w_estride: bytes from one expert's matrix to the next
+//   has_bias: add binding 4's row of the expert
+#define ID_PARAMS uint x_div; uint list_off; uint list_stride; uint e0; uint ne; uint w_estride; uint has_bias;
+#else
+#define ID_PARAMS
+#endif
 #undef FUSED_DECLS
 #else
 
@@ -38,13 +61,56 @@ layout(constant_id = EPI_ID) const uint EPI = EPI_SPLIT;
 // min(c, N-1), always in the binding, and store_out and store_glu store
 // only columns below N. xcol returns where column c's activations start
 // (p.x_off and p.x_stride in the kernel's units).
+// w_base is the byte offset of the pass's matrix in the weight binding.
+uint w_base;
+
+#if defined(MUL_MAT_ID)
+uint id_e;          // the workgroup's expert (an index into the routes)
+uint id_n;          // its columns in this pass, 1..NCOLS
+uint id_pair[16];   // the pass's pairs (padding columns repeat the last)
+
+// id_setup reads the workgroup's expert and pairs; false when the expert
+// has no columns in this pass (the whole workgroup returns: an unused
+// expert's weights are never read).
+bool id_setup(uint ncols) {
+	const uint e = gl_WorkGroupID.z % p.ne;
+	const uint c0 = (gl_WorkGroupID.z / p.ne) * ncols;
+	id_e = p.e0 + e;
+	const uint cnt = data_ids[id_e];
+	if (c0 >= cnt) {
+		return false;
+	}
+	id_n = min(cnt - c0, ncols);
+	const uint base = p.list_off + id_e * p.list_stride + c0;
+	for (uint c = 0u; c < ncols; c++) {
+		id_pair[c] = data_ids[base + min(c, id_n - 1u)];
+	}
+	w_base = p.w_off + e * p.w_estride;
+	return true;
+}
+
+uint xcol(uint c) {
+	return p.x_off + (id_pair[c] / p.x_div) * p.x_stride;
+}
+#else
 uint xcol(uint c) {
 	return p.x_off + min(c, p.N - 1u) * p.x_stride;
 }
+#endif
 
 // store_out stores row's value v of column c (the split epilogue's
 // outputs and bias in the fused variants).
 void store_out(uint row, uint c, float v) {
+#if defined(MUL_MAT_ID)
+	if (c >= id_n) {
+		return; // a padding column
+	}
+	if (p.has_bias != 0u) {
+		v += data_ib[id_e * p.M + row];
+	}
+	store_y(p.y_off + id_pair[c] * p.y_stride + row, v);
+	return;
+#endif
 	if (c >= p.N) {
 		return; // a padding column
 	}

@@ -9,7 +9,10 @@
 // (plain types), then reduce (subgroup adds where the device has them and
 // a group of rows fills the workgroup, otherwise shared memory). The _s16
 // variants read the weight blocks through 16- and 8-bit storage views
-// (quant.glsl, A_16BIT). CPU reference: engine/ops MatMulRef.
+// (quant.glsl, A_16BIT). The matvec_id variants (MUL_MAT_ID, a mixture of
+// experts' products) multiply each expert's matrix by the activation
+// columns routed to it: see fused_epilogue.glsl. CPU reference: engine/ops
+// MatMulRef (matvec_id: RefMatVecID).
 // variant: matvec_f32_f32 -DDATA_A_F32
 // variant: matvec_f16_f32 -DDATA_A_F16
 // variant: matvec_bf16_f32 -DDATA_A_BF16
@@ -80,6 +83,36 @@
 // variant: matvec_q4_k_f32_sg_s16 -DDATA_A_Q4_K -DUSE_SUBGROUP=1 -DA_16BIT=1
 // variant: matvec_q5_k_f32_sg_s16 -DDATA_A_Q5_K -DUSE_SUBGROUP=1 -DA_16BIT=1
 // variant: matvec_q6_k_f32_sg_s16 -DDATA_A_Q6_K -DUSE_SUBGROUP=1 -DA_16BIT=1
+// variant: matvec_id_f32_f32 -DDATA_A_F32 -DMUL_MAT_ID=1
+// variant: matvec_id_f16_f32 -DDATA_A_F16 -DMUL_MAT_ID=1
+// variant: matvec_id_bf16_f32 -DDATA_A_BF16 -DMUL_MAT_ID=1
+// variant: matvec_id_q4_0_f32 -DDATA_A_Q4_0 -DMUL_MAT_ID=1
+// variant: matvec_id_q4_1_f32 -DDATA_A_Q4_1 -DMUL_MAT_ID=1
+// variant: matvec_id_q5_0_f32 -DDATA_A_Q5_0 -DMUL_MAT_ID=1
+// variant: matvec_id_q5_1_f32 -DDATA_A_Q5_1 -DMUL_MAT_ID=1
+// variant: matvec_id_q8_0_f32 -DDATA_A_Q8_0 -DMUL_MAT_ID=1
+// variant: matvec_id_q2_k_f32 -DDATA_A_Q2_K -DMUL_MAT_ID=1
+// variant: matvec_id_q3_k_f32 -DDATA_A_Q3_K -DMUL_MAT_ID=1
+// variant: matvec_id_q4_k_f32 -DDATA_A_Q4_K -DMUL_MAT_ID=1
+// variant: matvec_id_q5_k_f32 -DDATA_A_Q5_K -DMUL_MAT_ID=1
+// variant: matvec_id_q6_k_f32 -DDATA_A_Q6_K -DMUL_MAT_ID=1
+// variant: matvec_id_iq4_nl_f32 -DDATA_A_IQ4_NL -DMUL_MAT_ID=1
+// variant: matvec_id_iq4_xs_f32 -DDATA_A_IQ4_XS -DMUL_MAT_ID=1
+// variant: matvec_id_f32_f32_sg -DDATA_A_F32 -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_f16_f32_sg -DDATA_A_F16 -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_bf16_f32_sg -DDATA_A_BF16 -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_q4_0_f32_sg -DDATA_A_Q4_0 -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_q4_1_f32_sg -DDATA_A_Q4_1 -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_q5_0_f32_sg -DDATA_A_Q5_0 -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_q5_1_f32_sg -DDATA_A_Q5_1 -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_q8_0_f32_sg -DDATA_A_Q8_0 -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_q2_k_f32_sg -DDATA_A_Q2_K -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_q3_k_f32_sg -DDATA_A_Q3_K -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_q4_k_f32_sg -DDATA_A_Q4_K -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_q5_k_f32_sg -DDATA_A_Q5_K -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_q6_k_f32_sg -DDATA_A_Q6_K -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_iq4_nl_f32_sg -DDATA_A_IQ4_NL -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_iq4_xs_f32_sg -DDATA_A_IQ4_XS -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
 #extension GL_EXT_control_flow_attributes : enable
 #if defined(USE_SUBGROUP)
 #extension GL_KHR_shader_subgroup_basic : enable
@@ -132,6 +165,7 @@ layout(push_constant) uniform Params {
 	uint y_off;    // element offset of (row 0, column 0) in Y
 	uint y_stride; // elements from one output column to the next
 	FUSED_PARAMS
+	ID_PARAMS
 } p;
 
 #include "fused_epilogue.glsl"
@@ -187,7 +221,7 @@ void main_rows() {
 	const uint base = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG * RPL + gl_LocalInvocationID.x;
 	uint wrow[MAX_RPL];
 	[[unroll]] for (uint j = 0u; j < RPL; j++) {
-		wrow[j] = p.w_off + min(base + j * WG, p.M - 1u) * p.w_stride;
+		wrow[j] = w_base + min(base + j * WG, p.M - 1u) * p.w_stride;
 	}
 	float acc[MAX_RPL * MAX_COLS];
 	[[unroll]] for (uint i = 0u; i < RPL * NCOLS; i++) {
@@ -257,6 +291,13 @@ void main_rows() {
 }
 
 void main() {
+#if defined(MUL_MAT_ID)
+	if (!id_setup(NCOLS)) {
+		return; // uniform: the expert has no columns in this pass
+	}
+#else
+	w_base = p.w_off;
+#endif
 	if (TPR == 1u && RPL > 1u) {
 		main_rows();
 		return;
@@ -272,7 +313,7 @@ void main() {
 	const bool live = row0 < p.M;
 	uint wrow[MAX_GR];
 	[[unroll]] for (uint j = 0u; j < GR; j++) {
-		wrow[j] = p.w_off + min(row0 + j, p.M - 1u) * p.w_stride;
+		wrow[j] = w_base + min(row0 + j, p.M - 1u) * p.w_stride;
 	}
 	const uint ngroups = live ? (p.K + 3u) / 4u : 0u;
 

@@ -1,0 +1,216 @@
+package ops
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vkllm/vkllm/gguf"
+	"github.com/vkllm/vkllm/vk"
+)
+
+// moeShapes are the routing cases of the MoE kernel tests: expert counts
+// 8, 32 and 128, 1 to 8 used, 1 to 64 rows.
+var moeShapes = []MoEShape{
+	{Rows: 1, Experts: 8, Used: 2, Gating: GatingSoftmax, Norm: true},
+	{Rows: 7, Experts: 8, Used: 1, Gating: GatingSoftmax},
+	{Rows: 16, Experts: 32, Used: 4, Gating: GatingSoftmaxWeight},
+	{Rows: 17, Experts: 128, Used: 8, Gating: GatingSoftmax, Norm: true},
+	{Rows: 64, Experts: 8, Used: 8, Gating: GatingSoftmaxWeight},
+	{Rows: 64, Experts: 32, Used: 2, Gating: GatingSoftmax, Norm: true},
+}
+
+func TestMoERoute(t *testing.T) {
+	g := newRig(t)
+	for _, s := range moeShapes {
+		t.Run(fmt.Sprintf("%dx%d_k%d_g%d", s.Rows, s.Experts, s.Used, s.Gating), func(t *testing.T) {
+			logits := g.randn(s.Rows*s.Experts, 2)
+			lr, sr, wr := g.upF32(logits), g.buf(4*s.Pairs()), g.buf(4*s.Pairs())
+			g.run(func(c *vk.Cmd) error { return g.k.MoERoute(c, lr, s, sr, wr) })
+			sel, w := make([]int32, s.Pairs()), make([]float32, s.Pairs())
+			if err := RefMoERoute(logits, s, sel, w); err != nil {
+				t.Fatal(err)
+			}
+			got := g.downU32(sr, s.Pairs())
+			for i := range sel {
+				if got[i] != uint32(sel[i]) {
+					t.Fatalf("pair %d: expert %d, want %d (row %v)", i, got[i], sel[i], logits[i/s.Used*s.Experts:(i/s.Used+1)*s.Experts])
+				}
+			}
+			closeTo(t, "weights", g.downF32(wr, s.Pairs()), w, 1e-5)
+			for r := range s.Rows {
+				var sum float64
+				for _, v := range w[r*s.Used : (r+1)*s.Used] {
+					sum += float64(v)
+				}
+				if normed := s.Gating == GatingSoftmaxWeight || s.Norm; normed && (sum < 0.9999 || sum > 1.0001) {
+					t.Errorf("row %d: weights sum to %g, want 1", r, sum)
+				}
+			}
+		})
+	}
+}
+
+// randomRoutes returns each row's Used distinct experts, drawn from the
+// first half of the experts only (so some experts are unused and others
+// shared by many rows).
+func randomRoutes(rng *rand.Rand, s MoEShape) []int32 {
+	sel := make([]int32, s.Pairs())
+	pool := max(s.Used, s.Experts/2)
+	for r := range s.Rows {
+		perm := rng.Perm(pool)
+		for j := range s.Used {
+			sel[r*s.Used+j] = int32(perm[j])
+		}
+	}
+	return sel
+}
+
+func TestMoEGroup(t *testing.T) {
+	g := newRig(t)
+	for _, s := range moeShapes {
+		t.Run(fmt.Sprintf("%dx%d_k%d", s.Rows, s.Experts, s.Used), func(t *testing.T) {
+			sel := randomRoutes(g.r, s)
+			rr := g.buf(4 * s.RoutesLen())
+			g.run(func(c *vk.Cmd) error { return g.k.MoEGroup(c, g.upI32(sel), s, rr) })
+			want, err := RefMoEGroup(sel, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := g.downU32(rr, s.RoutesLen())
+			for e := range s.Experts {
+				if got[e] != want[e] {
+					t.Fatalf("expert %d: %d pairs, want %d", e, got[e], want[e])
+				}
+				base := s.Experts + e*s.Rows
+				for i := range int(want[e]) {
+					if got[base+i] != want[base+i] {
+						t.Fatalf("expert %d pair %d: %d, want %d", e, i, got[base+i], want[base+i])
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestMatVecID(t *testing.T) {
+	g := newRig(t)
+	t.Parallel()
+	type tc struct {
+		typ  gguf.GGMLType
+		s    MoEShape
+		rows int
+		bias bool
+	}
+	var cases []tc
+	// Every format on one shape; the shapes on two formats.
+	for _, typ := range weightTypes {
+		cases = append(cases, tc{typ, MoEShape{Rows: 5, Experts: 8, Used: 2}, 24, false})
+	}
+	for _, s := range moeShapes {
+		for _, typ := range []gguf.GGMLType{gguf.TypeQ8_0, gguf.TypeF32} {
+			cases = append(cases, tc{typ, s, 40, s.Rows%2 == 0})
+		}
+	}
+	for i, c := range cases {
+		cols := testCols(c.typ)
+		if c.typ == gguf.TypeF32 {
+			cols = 68
+		}
+		for _, perPair := range []bool{false, true} {
+			name := fmt.Sprintf("%v_%dx%d_k%d_%dx%d_pair%v", c.typ, c.s.Rows, c.s.Experts, c.s.Used, c.rows, cols, perPair)
+			bothSampled(t, g, i, func(t *testing.T) {
+				t.Run(name, func(t *testing.T) { g.checkMatVecID(t, c.typ, c.s, c.rows, cols, perPair, c.bias) })
+			})
+		}
+	}
+}
+
+func (g0 *rig) checkMatVecID(t *testing.T, typ gguf.GGMLType, s MoEShape, rows, cols int, perPair, withBias bool) {
+	g := *g0
+	g.t = t
+	wb := randomWeights(g.r, typ, s.Experts*rows, cols)
+	wf := dequantizeAll(t, typ, wb, s.Experts*rows, cols)
+	w := g.upWeight(typ, wb, rows, cols, 0)
+	sel := randomRoutes(g.r, s)
+	routes, err := RefMoEGroup(sel, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xDiv, xCols := s.Used, s.Rows
+	if perPair {
+		xDiv, xCols = 1, s.Pairs()
+	}
+	x := randomVector(g.r, xCols*cols)
+	var bias []float32
+	var br vk.Range
+	if withBias {
+		bias = randomVector(g.r, s.Experts*rows)
+		br = g.upF32(bias)
+	}
+	rr := g.upI32(u32sToI32(routes))
+	y := g.buf(4 * s.Pairs() * rows)
+	g.run(func(c *vk.Cmd) error { return g.k.MatVecID(c, w, s, g.upF32(x), xDiv, rr, br, y) })
+	want := make([]float32, s.Pairs()*rows)
+	if err := RefMatVecID(wf, rows, cols, s, sel, x, xDiv, bias, want); err != nil {
+		t.Fatal(err)
+	}
+	// The error bound of each output: the pair's product magnitude.
+	mag := make([]float64, len(want))
+	wantD := make([]float64, len(want))
+	for p := range s.Pairs() {
+		e, xc := int(sel[p]), p/xDiv
+		_, m := refProduct(wf[e*rows*cols:(e+1)*rows*cols], rows, cols, x[xc*cols:(xc+1)*cols], 1)
+		for r := range rows {
+			mag[p*rows+r] = m[r] + 1e-3
+			wantD[p*rows+r] = float64(want[p*rows+r])
+		}
+	}
+	checkProduct(t, "MatVecID", g.downF32(y, len(want)), wantD, mag, rows)
+}
+
+func u32sToI32(x []uint32) []int32 {
+	out := make([]int32, len(x))
+	for i, v := range x {
+		out[i] = int32(v)
+	}
+	return out
+}
+
+func TestMoESum(t *testing.T) {
+	g := newRig(t)
+	for _, s := range moeShapes[:3] {
+		for _, acc := range []bool{false, true} {
+			n := 37
+			x, w := g.randn(s.Pairs()*n, 1), g.randn(s.Pairs(), 0.5)
+			y0 := g.randn(s.Rows*n, 1)
+			yr := g.upF32(y0)
+			g.run(func(c *vk.Cmd) error { return g.k.MoESum(c, g.upF32(x), g.upF32(w), s, n, yr, acc) })
+			want := append([]float32(nil), y0...)
+			RefMoESum(x, w, s, n, want, acc)
+			closeTo(t, fmt.Sprintf("MoESum %d rows acc %v", s.Rows, acc), g.downF32(yr, s.Rows*n), want, 1e-5)
+		}
+	}
+}
+
+func TestSwiGLUOAI(t *testing.T) {
+	g := newRig(t)
+	n := 1000
+	gate, up := g.randn(n, 6), g.randn(n, 6) // many past the clamps at ±7
+	gate[0], up[0], gate[1], up[1] = 60, -60, -60, 60
+	gr, ur, dr := g.upF32(gate), g.upF32(up), g.buf(4*n)
+	g.run(func(c *vk.Cmd) error { return g.k.SwiGLUOAI(c, dr, gr, ur, n) })
+	want := make([]float32, n)
+	RefSwiGLUOAI(want, gate, up)
+	in := make([]float32, n)
+	for i := range in {
+		in[i] = min(gate[i], 7) * 8
+	}
+	closeToInput(t, "SwiGLUOAI", g.downF32(dr, n), want, in, 1e-5)
+	// Independent values: the clamps and the formula at a few points.
+	for i, c := range []struct{ g, u, want float64 }{{60, -60, -6 * 7 / (1 + 1.5e-6)}, {-60, 60, 0}} {
+		if d := float64(want[i]) - c.want; d > 1e-3 || d < -1e-3 {
+			t.Errorf("RefSwiGLUOAI(%g, %g) = %g, want %g", c.g, c.u, want[i], c.want)
+		}
+	}
+}
