@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/vkllm/vkllm/engine/ops"
 	"github.com/vkllm/vkllm/gguf"
 )
 
 // llamaModel is the Llama decoder (Llama 2 and 3.x, Mistral, TinyLlama,
 // SmolLM, ...) and the two that differ from it only in their attention
 // inputs: Qwen 2 (q/k/v biases, NeoX RoPE) and Qwen 3 (per-head q/k
-// RMSNorm, NeoX RoPE). Pre-norm blocks: RMSNorm, attention added to the
+// RMSNorm, NeoX RoPE), and Qwen3-MoE, Qwen 3 with a mixture-of-experts FFN
+// (softmax gating, the picked weights renormalised). Pre-norm blocks: RMSNorm, attention added to the
 // residual stream, RMSNorm, SwiGLU FFN added to it; the output reuses
 // token_embd.weight when output.weight is absent.
 type llamaModel struct {
@@ -39,9 +41,16 @@ type llamaBlock struct {
 	KNorm    *Tensor `gguf:"attn_k_norm.weight,optional"`
 	Out      *Tensor `gguf:"attn_output.weight"`
 	FFNNorm  *Tensor `gguf:"ffn_norm.weight"`
-	Gate     *Tensor `gguf:"ffn_gate.weight"`
-	Up       *Tensor `gguf:"ffn_up.weight"`
-	Down     *Tensor `gguf:"ffn_down.weight"`
+	Gate     *Tensor `gguf:"ffn_gate.weight,optional"`
+	Up       *Tensor `gguf:"ffn_up.weight,optional"`
+	Down     *Tensor `gguf:"ffn_down.weight,optional"`
+	// The mixture-of-experts FFN (qwen3moe) in place of Gate, Up and
+	// Down: the router and the experts' 3-D tensors.
+	GateInp  *Tensor `gguf:"ffn_gate_inp.weight,optional"`
+	GateExps *Tensor `gguf:"ffn_gate_exps.weight,optional"`
+	UpExps   *Tensor `gguf:"ffn_up_exps.weight,optional"`
+	DownExps *Tensor `gguf:"ffn_down_exps.weight,optional"`
+	moe      *MoE
 	// QKV, QKVBias and GateUp join Q|K|V, their biases and Gate|Up for
 	// the fused kernels (fuseRows; nil where they do not fuse).
 	QKV, QKVBias, GateUp *Tensor
@@ -64,10 +73,22 @@ func loadLlama(f *gguf.File, o Options) (archModel, error) {
 			if err := require(o.Arch, []string{p + "attn_q.bias", p + "attn_k.bias", p + "attn_v.bias"}, b.QBias, b.KBias, b.VBias); err != nil {
 				return nil, err
 			}
-		case "qwen3":
+		case "qwen3", "qwen3moe":
 			if err := require(o.Arch, []string{p + "attn_q_norm.weight", p + "attn_k_norm.weight"}, b.QNorm, b.KNorm); err != nil {
 				return nil, err
 			}
+		}
+		if o.Arch == "qwen3moe" {
+			if err := require(o.Arch, []string{p + "ffn_gate_inp.weight", p + "ffn_gate_exps.weight", p + "ffn_up_exps.weight", p + "ffn_down_exps.weight"},
+				b.GateInp, b.GateExps, b.UpExps, b.DownExps); err != nil {
+				return nil, err
+			}
+			b.moe = &MoE{Router: b.GateInp, Gate: b.GateExps, Up: b.UpExps, Down: b.DownExps, Used: o.ExpertsUsed, Gating: ops.GatingSoftmax, Norm: true}
+			if err := checkMoE(b.moe, E, o.ExpertFFN, o.Experts); err != nil {
+				return nil, err
+			}
+		} else if err := require(o.Arch, []string{p + "ffn_gate.weight", p + "ffn_up.weight", p + "ffn_down.weight"}, b.Gate, b.Up, b.Down); err != nil {
+			return nil, err
 		}
 		want = append(want,
 			shape{b.AttnNorm, E, 1}, shape{b.Q, E, q}, shape{b.K, E, kv}, shape{b.V, E, o.KVHeads * o.HeadDimV},
@@ -122,8 +143,13 @@ func (b *llamaBlock) attention(g Graph, x Act, m *llamaModel, layer int) {
 	g.MatMulAdd(x, b.Out, g.Attention(q, k, v, a))
 }
 
-// feedForward adds the SwiGLU FFN of the normed x to x.
+// feedForward adds the SwiGLU FFN (or the mixture of experts) of the normed
+// x to x.
 func (b *llamaBlock) feedForward(g Graph, x Act, m *llamaModel) {
 	h := g.RMSNorm(x, b.FFNNorm, m.eps)
+	if b.moe != nil {
+		g.MoEAdd(x, h, b.moe)
+		return
+	}
 	g.MatMulAdd(x, b.Down, g.GLU(h, b.Gate, b.Up, false))
 }

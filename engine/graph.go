@@ -115,6 +115,9 @@ type Graph interface {
 	// (GeGLU). Where gate and up were fused at load, decode-shaped batches
 	// take one dispatch.
 	GLU(x Act, gate, up *Tensor, gelu bool) Act
+	// MoEAdd adds the mixture-of-experts FFN f of x to dst ([rows][Embd]
+	// each; see MoE): only the experts each row's router picks are read.
+	MoEAdd(dst, x Act, f *MoE)
 	// MatMulAdd adds x times w transposed to dst (a residual connection).
 	MatMulAdd(dst Act, w *Tensor, x Act)
 	// Add adds a to dst (same shape).

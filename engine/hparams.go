@@ -45,6 +45,10 @@ type Options struct {
 	Encoder bool
 	// Pooling is {arch}.pooling_type (PoolNone when absent).
 	Pooling Pooling
+	// Experts, ExpertsUsed and ExpertFFN are a mixture of experts'
+	// expert_count, expert_used_count and expert_feed_forward_length
+	// (default FFN); 0 experts: a dense FFN.
+	Experts, ExpertsUsed, ExpertFFN int
 }
 
 // YaRN are the settings of YaRN RoPE scaling, as the reference's defaults.
@@ -66,7 +70,7 @@ type archSpec struct {
 // its struct, loader and forward pass, and a case here.
 func archFor(name string) (archSpec, error) {
 	switch name {
-	case "llama", "qwen2", "qwen3":
+	case "llama", "qwen2", "qwen3", "qwen3moe":
 		return archSpec{load: loadLlama}, nil
 	case "gemma2":
 		return archSpec{load: loadGemma2}, nil
@@ -81,7 +85,7 @@ func archFor(name string) (archSpec, error) {
 }
 
 // supportedArchs lists the architectures archFor knows, for errors.
-const supportedArchs = "llama, qwen2, qwen3, gemma2, gemma3, phi3, bert"
+const supportedArchs = "llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, bert"
 
 // ReadOptions reads the hyper-parameters of f.
 func ReadOptions(f *gguf.File) (Options, error) {
@@ -135,6 +139,24 @@ func ReadOptions(f *gguf.File) (Options, error) {
 		}
 		*r.dst = int(v)
 	}
+	for _, r := range []struct {
+		key string
+		dst *int
+	}{{p + "expert_count", &o.Experts}, {p + "expert_used_count", &o.ExpertsUsed}, {p + "expert_feed_forward_length", &o.ExpertFFN}} {
+		v, err := f.Int(r.key)
+		switch {
+		case errors.Is(err, gguf.ErrKeyNotFound):
+			v = 0
+		case err != nil:
+			return Options{}, err
+		case v < 0 || v > 1<<24:
+			return Options{}, fmt.Errorf("engine: %s = %d is out of range", r.key, v)
+		}
+		*r.dst = int(v)
+	}
+	if o.ExpertFFN == 0 {
+		o.ExpertFFN = o.FFN
+	}
 	o.HeadDimV = o.HeadDim
 	if v, err := f.Int(p + "attention.value_length"); err == nil {
 		o.HeadDimV = int(v)
@@ -174,6 +196,8 @@ func ReadOptions(f *gguf.File) (Options, error) {
 	switch {
 	case o.Heads%o.KVHeads != 0:
 		return Options{}, fmt.Errorf("engine: %d heads is not a multiple of %d KV heads", o.Heads, o.KVHeads)
+	case o.Experts > 0 && (o.ExpertsUsed <= 0 || o.ExpertsUsed > min(o.Experts, maxExpertsUsed)):
+		return Options{}, fmt.Errorf("engine: %sexpert_used_count %d must be 1..%d for %d experts", p, o.ExpertsUsed, min(o.Experts, maxExpertsUsed), o.Experts)
 	case o.RopeDim > o.HeadDim || o.RopeDim%2 != 0:
 		return Options{}, fmt.Errorf("engine: rope dimension %d must be even and at most the head width %d", o.RopeDim, o.HeadDim)
 	}
