@@ -304,6 +304,9 @@ func TestParityGPU(t *testing.T) {
 			defer gpu.Close()
 			checkPromptTokens(t, m)
 			checkTeacherForced(t, m, gpu, 1)
+			if m.greedy {
+				checkGreedy(t, m, gpu, 0)
+			}
 			checkPerplexity(t, m, gpu)
 		})
 	}

@@ -44,6 +44,9 @@ type parityModel struct {
 	w      *Weights
 	tol    float64 // log-probability tolerance for prompts of at most 8 tokens
 	pplTol float64
+	// greedy: the GPU's own greedy continuation must decode to the
+	// reference's text (checkGreedy).
+	greedy bool
 }
 
 // archDecoders are the decoder models of fixtures/archs (the architectures
@@ -114,7 +117,8 @@ func loadParityModels(t *testing.T) []parityModel {
 		if err != nil {
 			t.Fatalf("%s: %v", ref.Model, err)
 		}
-		m := parityModel{name: strings.TrimSuffix(ref.Model, ".gguf"), ref: ref, file: f, opts: o, w: w, tol: shortPromptTol, pplTol: 0.005}
+		m := parityModel{name: strings.TrimSuffix(ref.Model, ".gguf"), ref: ref, file: f, opts: o, w: w, tol: shortPromptTol, pplTol: 0.005,
+			greedy: dir != filepath.Clean(fixtures.Dir(t, "models")) && dir != filepath.Clean(archs)}
 		if !highPrecision(w) {
 			m.tol, m.pplTol = 5e-2, 0.02
 		}
@@ -245,6 +249,36 @@ func checkTeacherForced(t *testing.T, m parityModel, fw forwarder, slot int32) {
 			pos++
 		}
 		t.Logf("prompt %d (%q, %d tokens): worst logprob difference %.2g", gi, g.Prompt, len(prompt), worst)
+	}
+}
+
+// checkGreedy generates each reference prompt's continuation greedily
+// (argmax of our own logits, fed back) and requires its text to equal the
+// reference's greedy text, as far as the reference recorded steps.
+func checkGreedy(t *testing.T, m parityModel, fw forwarder, slot int32) {
+	pieces, err := tokenizer.New(m.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for gi, g := range m.ref.Greedy {
+		b := Batch{}
+		for i, tok := range g.PromptTokens {
+			b.Tokens, b.Slots, b.Pos = append(b.Tokens, tok), append(b.Slots, slot), append(b.Pos, int32(i))
+			b.Out = append(b.Out, logitsIf(i == len(g.PromptTokens)-1))
+		}
+		var text []byte
+		for step := range g.Steps {
+			logits, err := fw.Forward(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := argmaxF32(logits)
+			text = append(text, pieces.Piece(next)...)
+			b = Batch{Tokens: []int32{next}, Slots: []int32{slot}, Pos: []int32{int32(len(g.PromptTokens) + step)}, Out: []RowOut{{Kind: OutLogits}}}
+		}
+		if got := completeUTF8(text); got != g.Content {
+			t.Errorf("prompt %d (%q): greedy text %q, want the reference's %q", gi, g.Prompt, got, g.Content)
+		}
 	}
 }
 
