@@ -88,10 +88,8 @@ func (g *gpuGraph) MoEAdd(dst, x Act, f *MoE) {
 	if !g.live() || x.Rows == 0 {
 		return
 	}
-	g.deps([3]vk.Range{g.r(sel), g.r(wts)}, g.r(logits))
-	g.fail(g.m.k.MoERoute(g.c, g.r(logits), s, g.r(sel), g.r(wts)))
-	g.dep(g.r(routes), g.r(sel))
-	g.fail(g.m.k.MoEGroup(g.c, g.r(sel), s, g.r(routes)))
+	g.deps([3]vk.Range{g.r(sel), g.r(wts), g.r(routes)}, g.r(logits))
+	g.fail(g.m.k.MoERoute(g.c, g.r(logits), s, g.r(sel), g.r(wts), g.r(routes)))
 	g.label(f.Gate)
 	g.dep(g.r(gate), g.r(x), g.r(routes))
 	g.fail(g.m.k.MatVecID(g.c, g.weight(f.Gate), s, g.r(x), k, g.r(routes), g.vec(f.GateBias), g.r(gate)))

@@ -3,25 +3,26 @@
 // (engine/ops moe.go; the expert products are matvec.comp's matvec_id
 // variants). CPU references: engine/ops RefMoERoute, RefMoEGroup,
 // RefMoESum.
-//   moe_route: one invocation per row: the row's k experts from its router
-//     logits and their weights. Mode 0 (softmax): softmax over every
-//     expert, the k largest probabilities, their weights the probabilities,
-//     renormalised to sum 1 where norm is set. Mode 1 (softmax_weight):
-//     the k largest logits, their weights a softmax over those k. Ties go
-//     to the lower expert index.
-//   moe_group: one invocation per expert: how many of the batch's pairs
-//     (row*k + slot) chose it and their list, in ascending order.
+//   moe_route: one workgroup. First one invocation per row: the row's k
+//     experts from its router logits and their weights. Mode 0 (softmax):
+//     softmax over every expert, the k largest probabilities, their
+//     weights the probabilities, renormalised to sum 1 where norm is set.
+//     Mode 1 (softmax_weight): the k largest logits, their weights a
+//     softmax over those k. Ties go to the lower expert index. Then one
+//     invocation per expert: how many of the batch's pairs
+//     (row*k + slot) chose it and their list, in ascending order (the
+//     routes).
 //   moe_sum: one invocation per output value: y[row][j] (+)= sum over the
 //     row's slots of weight * expert output.
 // variant: moe_route -DROUTE=1
-// variant: moe_group -DGROUP=1
 // variant: moe_sum -DSUM=1
 #include "common.glsl"
 
 #if defined(ROUTE)
 layout(binding = 0) readonly buffer L { float data_l[]; };
-layout(binding = 1) writeonly buffer S { uint data_sel[]; };
+layout(binding = 1) coherent buffer S { uint data_sel[]; };
 layout(binding = 2) writeonly buffer W { float data_w[]; };
+layout(binding = 3) writeonly buffer IDS { uint data_ids[]; };
 
 // Params is mirrored by engine/ops moeRoutePush.
 layout(push_constant) uniform Params {
@@ -30,15 +31,14 @@ layout(push_constant) uniform Params {
 	uint k;
 	uint mode;
 	uint norm;
+	uint list_off;    // where the lists start in IDS
+	uint list_stride; // entries per expert's list (the batch's rows)
 } p;
 
 #define MAX_K 32u
 
-void main() {
-	const uint row = group_id() * WG + gl_LocalInvocationID.x;
-	if (row >= p.rows) {
-		return;
-	}
+// route picks row's experts and weights.
+void route(uint row) {
 	const uint base = row * p.experts;
 	float m = NEG_INF;
 	for (uint e = 0u; e < p.experts; e++) {
@@ -97,34 +97,28 @@ void main() {
 		data_w[row * p.k + s] = val[s];
 	}
 }
-#endif
 
-#if defined(GROUP)
-layout(binding = 0) readonly buffer S { uint data_sel[]; };
-layout(binding = 1) writeonly buffer IDS { uint data_ids[]; };
-
-// Params is mirrored by engine/ops moeGroupPush.
-layout(push_constant) uniform Params {
-	uint pairs;       // rows * k
-	uint experts;
-	uint list_off;    // where the lists start in IDS
-	uint list_stride; // entries per expert's list (the batch's rows)
-} p;
-
+// One workgroup: each invocation routes rows tid, tid+WG, ..., then (after
+// a barrier) lists the pairs of experts tid, tid+WG, ...
 void main() {
-	const uint e = group_id() * WG + gl_LocalInvocationID.x;
-	if (e >= p.experts) {
-		return;
+	const uint tid = gl_LocalInvocationID.x;
+	for (uint row = tid; row < p.rows; row += WG) {
+		route(row);
 	}
-	uint n = 0u;
-	const uint base = p.list_off + e * p.list_stride;
-	for (uint i = 0u; i < p.pairs; i++) {
-		if (data_sel[i] == e) {
-			data_ids[base + n] = i;
-			n++;
+	memoryBarrierBuffer();
+	barrier();
+	const uint pairs = p.rows * p.k;
+	for (uint e = tid; e < p.experts; e += WG) {
+		uint n = 0u;
+		const uint base = p.list_off + e * p.list_stride;
+		for (uint i = 0u; i < pairs; i++) {
+			if (data_sel[i] == e) {
+				data_ids[base + n] = i;
+				n++;
+			}
 		}
+		data_ids[e] = n;
 	}
-	data_ids[e] = n;
 }
 #endif
 

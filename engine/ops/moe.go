@@ -11,12 +11,12 @@ import (
 // Used of Experts experts (a "pair" is one token's slot: index row*Used +
 // slot):
 //
-//  1. MoERoute turns the router logits into each row's experts and weights.
-//  2. MoEGroup lists, per expert, the pairs routed to it (the routes).
-//  3. MatVecID multiplies each expert's matrix by the columns of its pairs
+//  1. MoERoute turns the router logits into each row's experts and weights
+//     and lists, per expert, the pairs routed to it (the routes).
+//  2. MatVecID multiplies each expert's matrix by the columns of its pairs
 //     only: an expert nobody chose is never read, and an expert chosen by
 //     many rows reads its weights once per pass of columns.
-//  4. SwiGLU or SwiGLUOAI on the pairs' gate and up products, MatVecID by
+//  3. SwiGLU or SwiGLUOAI on the pairs' gate and up products, MatVecID by
 //     the down experts, and MoESum adds each row's weighted pairs.
 
 // MoEGating is how router logits become expert weights.
@@ -42,7 +42,7 @@ type MoEShape struct {
 // Pairs returns Rows*Used.
 func (s MoEShape) Pairs() int { return s.Rows * s.Used }
 
-// RoutesLen is the uint32 entries of a routes buffer (MoEGroup): the
+// RoutesLen is the uint32 entries of a routes buffer (MoERoute): the
 // count of each expert's pairs, then each expert's list of up to Rows
 // pairs.
 func (s MoEShape) RoutesLen() int { return s.Experts + s.Experts*s.Rows }
@@ -61,11 +61,7 @@ func (s MoEShape) check(op string) error {
 const moeMaxUsed = 32
 
 type moeRoutePush struct {
-	Rows, Experts, K, Mode, Norm uint32
-}
-
-type moeGroupPush struct {
-	Pairs, Experts, ListOff, ListStride uint32
+	Rows, Experts, K, Mode, Norm, ListOff, ListStride uint32
 }
 
 type moeSumPush struct {
@@ -81,8 +77,11 @@ type IDPush struct {
 
 // MoERoute records the routing of s.Rows rows of router logits ([Rows]
 // [Experts] f32): each row's Used experts into sel ([Pairs] uint32) and
-// their weights into w ([Pairs] f32), slot 0 the largest.
-func (k *Kernels) MoERoute(c *vk.Cmd, logits vk.Range, s MoEShape, sel, w vk.Range) error {
+// their weights into w ([Pairs] f32), slot 0 the largest; then the routes
+// ([RoutesLen] uint32): routes[e] is how many pairs chose expert e and
+// routes[Experts + e*Rows + i] the i-th of them, in ascending order. One
+// workgroup does both, so the whole routing is one dispatch.
+func (k *Kernels) MoERoute(c *vk.Cmd, logits vk.Range, s MoEShape, sel, w, routes vk.Range) error {
 	if err := s.check("MoERoute"); err != nil {
 		return err
 	}
@@ -90,34 +89,16 @@ func (k *Kernels) MoERoute(c *vk.Cmd, logits vk.Range, s MoEShape, sel, w vk.Ran
 		what string
 		r    vk.Range
 		n    int
-	}{{"logits", logits, s.Rows * s.Experts}, {"sel", sel, s.Pairs()}, {"weights", w, s.Pairs()}} {
+	}{{"logits", logits, s.Rows * s.Experts}, {"sel", sel, s.Pairs()}, {"weights", w, s.Pairs()}, {"routes", routes, s.RoutesLen()}} {
 		if err := k.oneBinding("MoERoute", b.what, b.r, 4*uint64(b.n)); err != nil {
 			return err
 		}
 	}
-	push := moeRoutePush{Rows: uint32(s.Rows), Experts: uint32(s.Experts), K: uint32(s.Used), Mode: uint32(s.Gating), Norm: b2u(s.Norm)}
-	wg := min(k.wg, 64)
-	return Record(k, c, "moe_route", []uint32{wg}, k.Groups(ceilDiv(uint32(s.Rows), wg)), &push,
-		k.window(logits, 0, 4*uint64(s.Rows*s.Experts)), k.window(sel, 0, 4*uint64(s.Pairs())), k.window(w, 0, 4*uint64(s.Pairs())))
-}
-
-// MoEGroup records the routes of sel (MoERoute's) into routes
-// ([RoutesLen] uint32): routes[e] is how many pairs chose expert e and
-// routes[Experts + e*Rows + i] the i-th of them, in ascending order.
-func (k *Kernels) MoEGroup(c *vk.Cmd, sel vk.Range, s MoEShape, routes vk.Range) error {
-	if err := s.check("MoEGroup"); err != nil {
-		return err
-	}
-	if err := k.oneBinding("MoEGroup", "sel", sel, 4*uint64(s.Pairs())); err != nil {
-		return err
-	}
-	if err := k.oneBinding("MoEGroup", "routes", routes, 4*uint64(s.RoutesLen())); err != nil {
-		return err
-	}
-	push := moeGroupPush{Pairs: uint32(s.Pairs()), Experts: uint32(s.Experts), ListOff: uint32(s.Experts), ListStride: uint32(s.Rows)}
-	wg := min(k.wg, 64)
-	return Record(k, c, "moe_group", []uint32{wg}, k.Groups(ceilDiv(uint32(s.Experts), wg)), &push,
-		k.window(sel, 0, 4*uint64(s.Pairs())), k.window(routes, 0, 4*uint64(s.RoutesLen())))
+	push := moeRoutePush{Rows: uint32(s.Rows), Experts: uint32(s.Experts), K: uint32(s.Used), Mode: uint32(s.Gating), Norm: b2u(s.Norm),
+		ListOff: uint32(s.Experts), ListStride: uint32(s.Rows)}
+	return Record(k, c, "moe_route", []uint32{min(k.wg, 64)}, [3]uint32{1, 1, 1}, &push,
+		k.window(logits, 0, 4*uint64(s.Rows*s.Experts)), k.window(sel, 0, 4*uint64(s.Pairs())), k.window(w, 0, 4*uint64(s.Pairs())),
+		k.window(routes, 0, 4*uint64(s.RoutesLen())))
 }
 
 // MoESum records y[row] = sum over the row's slots of w[pair] * x[pair]
@@ -217,7 +198,7 @@ func matvecIDKernels(t gguf.GGMLType) (plain, sg string, ok bool) {
 
 // MatVecID records the expert products of a mixture of experts: w holds
 // s.Experts matrices of w.Rows x w.Cols, one after another (a GGUF 3-D
-// expert tensor), routes is MoEGroup's output, and for every pair p
+// expert tensor), routes is MoERoute's, and for every pair p
 // (row*Used + slot) routed to expert e, y[p] = W_e x[p / xDiv] (+ bias[e]
 // where bias is not empty: [Experts][w.Rows] f32). xDiv is s.Used when x
 // holds one column per row ([Rows][Cols]: the gate and up products) or 1

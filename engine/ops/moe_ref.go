@@ -76,7 +76,7 @@ func RefMoERoute(logits []float32, s MoEShape, sel []int32, w []float32) error {
 	return nil
 }
 
-// RefMoEGroup is the CPU reference of MoEGroup: the routes of sel.
+// RefMoEGroup is the CPU reference of MoERoute's routes: those of sel.
 func RefMoEGroup(sel []int32, s MoEShape) ([]uint32, error) {
 	if err := s.check("RefMoEGroup"); err != nil {
 		return nil, err
