@@ -2,6 +2,12 @@
 // the architectures vkllm supports, in any weight format the CPU quantizers
 // produce, with a built-in vocabulary. Tests use it to make the model they
 // need in t.TempDir(); tools/mkmodel is its command-line front end.
+//
+// Which tensors a model has, their shapes and how their values are drawn
+// come from the tags of the engine's architecture structs (package
+// engine/tensortag), copied into archs.go by
+// go test ./tools/modelgen -run TestArchTable -update: the engine's tests
+// import this package, so it cannot import the engine.
 package modelgen
 
 import (
@@ -11,9 +17,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
+	"github.com/vkllm/vkllm/engine/tensortag"
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/gguf/quant"
 )
@@ -21,7 +29,7 @@ import (
 // Options describes the model to generate. Zero fields take the defaults
 // listed beside them.
 type Options struct {
-	Arch      string        // llama (default), qwen2, qwen3, gemma2, gemma3, phi3 or bert
+	Arch      string        // an architecture of archs.go: llama (default), qwen2, qwen3, gemma2, gemma3, phi3, bert
 	Vocab     string        // bpe (default), spm; bert always uses its WordPiece vocabulary
 	VocabSize int           // at most this many tokens (default 1024; the built-in corpus supports about 700 BPE and 850 SPM tokens)
 	Type      gguf.GGMLType // format of the 2-D weights (default F32)
@@ -37,7 +45,7 @@ type Options struct {
 	Seed      uint64        // weights' random seed
 	Name      string        // general.name (default "tiny-<arch>")
 	// RopeFreqs adds Llama 3.1's rope_freqs.weight (per-pair divisors from
-	// 1 to 8) to a llama model.
+	// 1 to 8) to a model of the llama struct (llama, qwen2, qwen3).
 	RopeFreqs bool
 	// Window is gemma2's and gemma3's attention.sliding_window (default 4,
 	// so short tests cross it; every other layer is local).
@@ -69,13 +77,20 @@ func (o *Options) fill() error {
 	if o.Arch == "" {
 		o.Arch = "llama"
 	}
-	switch o.Arch {
-	case "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "bert":
-	default:
-		return fmt.Errorf("modelgen: unsupported architecture %q (want llama, qwen2, qwen3, gemma2, gemma3, phi3 or bert)", o.Arch)
+	decls := archDeclsOf(o.Arch)
+	if decls == nil {
+		return fmt.Errorf("modelgen: unsupported architecture %q (want one of %s)", o.Arch, archNames())
 	}
-	if o.RopeFreqs && o.Arch != "llama" || o.Rerank && o.Arch != "bert" {
-		return fmt.Errorf("modelgen: RopeFreqs is for llama and Rerank for bert, not %s", o.Arch)
+	for _, opt := range []struct {
+		set        bool
+		name, when string
+	}{{o.RopeFreqs, "RopeFreqs", "rope_freqs"}, {o.Rerank, "Rerank", "rerank"}} {
+		if opt.set && !slices.ContainsFunc(decls, func(d tensortag.Decl) bool {
+			g, err := tensortag.ParseGen(d.Gen)
+			return err == nil && g.When == opt.when
+		}) {
+			return fmt.Errorf("modelgen: %s declares no tensor that %s adds (gen:%q)", o.Arch, opt.name, opt.when)
+		}
 	}
 	if o.Window == 0 {
 		o.Window = 4
@@ -254,19 +269,93 @@ func (g *generator) parallel(typ gguf.GGMLType, mean, std float64, cols, rows in
 	return out, errors.Join(errs...)
 }
 
-// divisors adds an F32 vector of n RoPE frequency divisors rising from 1 to
-// 8 (to 40 when long).
-func (g *generator) divisors(name string, n int, long bool) error {
-	top := 8.0
-	if long {
-		top = 40
+// generate adds the tensor d declares (named prefix+d.Name) if the model
+// opts describes has it: a required one, an optional one its need tag asks
+// for in this architecture, or one its gen tag's condition selects. Values
+// follow d's gen tag, else the rule of its kind: norms 1 +- 0.1, biases
+// 0 +- 0.1, other weights normal with a deviation of 1/sqrt(row length).
+func (g *generator) generate(d tensortag.Decl, prefix string, opts Options, env tensortag.Env) error {
+	name := prefix + d.Name
+	gen, err := tensortag.ParseGen(d.Gen)
+	if err != nil {
+		return fmt.Errorf("modelgen: tensor %s: %w", name, err)
 	}
+	if !d.Needed(opts.Arch) && !when(gen.When, opts) {
+		return nil
+	}
+	shape, err := tensortag.ParseShape(d.Shape)
+	if err != nil {
+		return fmt.Errorf("modelgen: tensor %s: %w", name, err)
+	}
+	dims, err := shape.Generate(env)
+	if err != nil {
+		return fmt.Errorf("modelgen: tensor %s: %w", name, err)
+	}
+	if gen.Divisors > 0 {
+		return g.divisors(name, dims[0], gen.Divisors)
+	}
+	mean, std := 0.0, 1/math.Sqrt(float64(dims[0]))
+	switch {
+	case gen.Std > 0:
+		std = gen.Std
+	case strings.HasSuffix(name, ".bias"):
+		std = 0.1
+	case strings.Contains(name, "norm"):
+		mean, std = 1, 0.1
+	}
+	return g.tensor(name, mean, std, dims...)
+}
+
+// when reports whether the gen tag condition c (tensortag.Whens) holds
+// for opts; "" never does.
+func when(c string, opts Options) bool {
+	switch c {
+	case "always":
+		return true
+	case "untied":
+		return !opts.Tied
+	case "rope_freqs":
+		return opts.RopeFreqs
+	case "rerank":
+		return opts.Rerank
+	}
+	return false
+}
+
+// divisors adds an F32 vector of n RoPE frequency divisors rising from 1 to
+// top, like the real files'.
+func (g *generator) divisors(name string, n int, top float64) error {
 	vals := make([]float32, n)
 	for i := range vals {
 		vals[i] = float32(1 + (top-1)*float64(i)/float64(max(n-1, 1)))
 	}
 	data, _ := encode(gguf.TypeF32, vals)
 	return g.w.AddTensor(name, gguf.TypeF32, []uint64{uint64(n)}, data)
+}
+
+// archDecls are the tensors an architecture declares.
+type archDecls struct {
+	arch  string
+	decls []tensortag.Decl
+}
+
+// archDeclsOf returns the tensors arch declares; nil if it is unknown.
+func archDeclsOf(arch string) []tensortag.Decl {
+	for _, a := range archTable() {
+		if a.arch == arch {
+			return a.decls
+		}
+	}
+	return nil
+}
+
+// archNames lists the architectures of archTable.
+func archNames() string {
+	var names []string
+	for _, a := range archTable() {
+		names = append(names, a.arch)
+	}
+	return strings.Join(names, ", ")
 }
 
 // ropeDims is the rotated width: three quarters of a head for phi3 (a
@@ -374,110 +463,35 @@ func Generate(opts Options) (*gguf.Writer, error) {
 	w.MustSet(a+".vocab_size", uint32(nVocab))
 	vocab.set(w)
 
-	E, F, D := opts.Embd, opts.FFN, opts.HeadDim
-	q, kv := opts.Heads*D, opts.KVHeads*D
+	E := opts.Embd
+	q, kv := opts.Heads*opts.HeadDim, opts.KVHeads*opts.HeadDim
 	if a == "bert" {
-		q, kv = E, E
+		q, kv = E, E // no grouped heads: the file has no head_count_kv
 	}
-	inv := func(n int) float64 { return 1 / math.Sqrt(float64(n)) }
-	type step struct {
-		name      string
-		mean, std float64
-		dims      []int
-	}
-	var steps []step
-	add := func(name string, mean, std float64, dims ...int) {
-		steps = append(steps, step{name, mean, std, dims})
-	}
-	add("token_embd.weight", 0, 1, E, nVocab)
-	if a == "bert" {
-		add("token_types.weight", 0, 0.1, E, 2)
-	}
-	if opts.RopeFreqs {
-		add("rope_freqs.weight", 0, 0, ropeDims(opts)/2)
-	}
-	if a == "phi3" {
-		add("rope_factors_short.weight", 0, 0, ropeDims(opts)/2)
-		add("rope_factors_long.weight", 0, 0, ropeDims(opts)/2)
-	}
-	if a == "bert" {
-		add("position_embd.weight", 0, 0.1, E, opts.Context)
-		add("token_embd_norm.weight", 1, 0.1, E)
-		add("token_embd_norm.bias", 0, 0.1, E)
-	}
-	for i := range opts.Layers {
-		p := fmt.Sprintf("blk.%d.", i)
-		if a != "bert" {
-			add(p+"attn_norm.weight", 1, 0.1, E)
-		}
-		if a == "phi3" {
-			// Fused: the rows of q, then k, then v; gate then up.
-			add(p+"attn_qkv.weight", 0, inv(E), E, q+2*kv)
-			add(p+"attn_output.weight", 0, inv(q), q, E)
-			add(p+"ffn_norm.weight", 1, 0.1, E)
-			add(p+"ffn_up.weight", 0, inv(E), E, 2*F)
-			add(p+"ffn_down.weight", 0, inv(F), F, E)
+	env := tensortag.Env{"E": E, "V": nVocab, "F": opts.FFN, "D": opts.HeadDim, "q": q, "kv": kv, "qv": q, "kvv": kv,
+		"R": ropeDims(opts), "C": opts.Context}
+	decls := archDeclsOf(a)
+	for i := 0; i < len(decls); {
+		if !decls[i].Block {
+			if err := g.generate(decls[i], "", opts, env); err != nil {
+				return nil, err
+			}
+			i++
 			continue
 		}
-		add(p+"attn_q.weight", 0, inv(E), E, q)
-		add(p+"attn_k.weight", 0, inv(E), E, kv)
-		add(p+"attn_v.weight", 0, inv(E), E, kv)
-		if a == "qwen2" || a == "bert" {
-			add(p+"attn_q.bias", 0, 0.1, q)
-			add(p+"attn_k.bias", 0, 0.1, kv)
-			add(p+"attn_v.bias", 0, 0.1, kv)
+		// The block struct's tensors, for each layer.
+		j := i
+		for j < len(decls) && decls[j].Block {
+			j++
 		}
-		if a == "qwen3" || a == "gemma3" {
-			add(p+"attn_q_norm.weight", 1, 0.1, D)
-			add(p+"attn_k_norm.weight", 1, 0.1, D)
+		for l := range opts.Layers {
+			for _, d := range decls[i:j] {
+				if err := g.generate(d, fmt.Sprintf("blk.%d.", l), opts, env); err != nil {
+					return nil, err
+				}
+			}
 		}
-		add(p+"attn_output.weight", 0, inv(q), q, E)
-		if a == "gemma2" || a == "gemma3" {
-			add(p+"post_attention_norm.weight", 1, 0.1, E)
-			add(p+"post_ffw_norm.weight", 1, 0.1, E)
-		}
-		if a == "bert" {
-			add(p+"attn_output.bias", 0, 0.1, E)
-			add(p+"attn_output_norm.weight", 1, 0.1, E)
-			add(p+"attn_output_norm.bias", 0, 0.1, E)
-			add(p+"ffn_up.weight", 0, inv(E), E, F)
-			add(p+"ffn_up.bias", 0, 0.1, F)
-			add(p+"ffn_down.weight", 0, inv(F), F, E)
-			add(p+"ffn_down.bias", 0, 0.1, E)
-			add(p+"layer_output_norm.weight", 1, 0.1, E)
-			add(p+"layer_output_norm.bias", 0, 0.1, E)
-			continue
-		}
-		add(p+"ffn_norm.weight", 1, 0.1, E)
-		add(p+"ffn_gate.weight", 0, inv(E), E, F)
-		add(p+"ffn_up.weight", 0, inv(E), E, F)
-		add(p+"ffn_down.weight", 0, inv(F), F, E)
-	}
-	if a != "bert" {
-		add("output_norm.weight", 1, 0.1, E)
-		if !opts.Tied {
-			add("output.weight", 0, inv(E), E, nVocab)
-		}
-	}
-	if opts.Rerank {
-		add("cls.weight", 0, inv(E), E, E)
-		add("cls.bias", 0, 0.1, E)
-		add("cls.output.weight", 0, inv(E), E) // 1-D, as llama-quantize leaves it
-		add("cls.output.bias", 0, 0.1, 1)
-	}
-	for _, s := range steps {
-		var err error
-		switch {
-		case strings.HasPrefix(s.name, "rope_"):
-			// Frequency divisors from 1 to 8 (the long LongRoPE factors
-			// larger), as the real files'.
-			err = g.divisors(s.name, s.dims[0], strings.HasSuffix(s.name, "long.weight"))
-		default:
-			err = g.tensor(s.name, s.mean, s.std, s.dims...)
-		}
-		if err != nil {
-			return nil, err
-		}
+		i = j
 	}
 	w.MustSet("general.file_type", fileType(opts.Type))
 	return w, nil
