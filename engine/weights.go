@@ -201,7 +201,7 @@ func checkTensors(m any, o Options) error {
 	})
 }
 
-// shapeEnv gives the names of shape tags (tensortag.Names) their values
+// shapeEnv gives the names of shape tags (see tensortag.Env) their values
 // for o.
 func (o Options) shapeEnv() tensortag.Env {
 	return tensortag.Env{

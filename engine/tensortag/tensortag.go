@@ -24,15 +24,18 @@ import (
 	"strings"
 )
 
-// Names are the hyper-parameters a shape expression may use:
+// names are the hyper-parameters a shape expression may use (see Env).
+var names = []string{"E", "V", "F", "D", "q", "kv", "qv", "kvv", "R", "C", "X"}
+
+// Env gives the names a shape expression may use their values for one
+// model:
 //
 //	E embedding width, V vocabulary, F feed-forward width, D head width,
 //	q query width (heads*D), kv key width (KV heads*D), qv and kvv the
 //	value widths (heads and KV heads times the value head width),
 //	R rotated dimensions, C training context, X experts.
-var Names = []string{"E", "V", "F", "D", "q", "kv", "qv", "kvv", "R", "C", "X"}
-
-// Env gives each name of Names its value for one model.
+//
+// A shape whose name has no value in the Env fails to evaluate.
 type Env map[string]int
 
 // Decl is one tensor a struct declares: the tags of one *Tensor field.
@@ -102,7 +105,7 @@ func list(t reflect.Type, block bool) ([]Decl, error) {
 // Dim is one dimension of a Shape: exactly Expr, at least Expr, or any
 // size.
 type Dim struct {
-	Expr    string // a sum of products and quotients of integers and Names
+	Expr    string // a sum of products and quotients of integers and names
 	AtLeast bool   // ">=Expr"
 	Any     bool   // "*" or "*N"
 	// Gen is an Any dimension's size in generated models ("*N"); 0 ("*",
@@ -213,7 +216,7 @@ func (s Shape) Generate(env Env) ([]int, error) {
 
 // eval evaluates a sum of terms, each integers and names multiplied and
 // divided left to right. With env nil it only checks the syntax and that
-// every name is one of Names.
+// every name is one of names.
 func eval(expr string, env Env) (int, error) {
 	if expr == "" {
 		return 0, fmt.Errorf("empty dimension")
@@ -232,8 +235,8 @@ func eval(expr string, env Env) (int, error) {
 			f := term[:i]
 			n, err := strconv.Atoi(f)
 			if err != nil {
-				if !slices.Contains(Names, f) {
-					return 0, fmt.Errorf("dimension %q: %q is not a number or a name (%s)", expr, f, strings.Join(Names, " "))
+				if !slices.Contains(names, f) {
+					return 0, fmt.Errorf("dimension %q: %q is not a number or a name (%s)", expr, f, strings.Join(names, " "))
 				}
 				if env != nil {
 					var ok bool
@@ -280,8 +283,8 @@ type Gen struct {
 	Divisors float64 // 0: random values
 }
 
-// Whens are the conditions a gen tag may name.
-var Whens = []string{"always", "untied", "rope_freqs", "rerank"}
+// whens are the conditions a gen tag may name.
+var whens = []string{"always", "untied", "rope_freqs", "rerank"}
 
 // ParseGen parses a gen tag.
 func ParseGen(s string) (Gen, error) {
@@ -292,7 +295,7 @@ func ParseGen(s string) (Gen, error) {
 	for _, f := range strings.Split(s, ",") {
 		key, val, isKV := strings.Cut(f, "=")
 		switch {
-		case !isKV && slices.Contains(Whens, f) && g.When == "":
+		case !isKV && slices.Contains(whens, f) && g.When == "":
 			g.When = f
 		case isKV && (key == "std" || key == "divisors"):
 			v, err := strconv.ParseFloat(val, 64)
@@ -305,7 +308,7 @@ func ParseGen(s string) (Gen, error) {
 				g.Divisors = v
 			}
 		default:
-			return g, fmt.Errorf("gen %q: unknown choice %q (want one of %s, std=S or divisors=T)", s, f, strings.Join(Whens, ", "))
+			return g, fmt.Errorf("gen %q: unknown choice %q (want one of %s, std=S or divisors=T)", s, f, strings.Join(whens, ", "))
 		}
 	}
 	return g, nil

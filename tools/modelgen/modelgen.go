@@ -306,7 +306,7 @@ func (g *generator) generate(d tensortag.Decl, prefix string, opts Options, env 
 	return g.tensor(name, mean, std, dims...)
 }
 
-// when reports whether the gen tag condition c (tensortag.Whens) holds
+// when reports whether the gen tag condition c (see tensortag.Gen) holds
 // for opts; "" never does.
 func when(c string, opts Options) bool {
 	switch c {
