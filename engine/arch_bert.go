@@ -15,17 +15,20 @@ import (
 // no KV cache and gives hidden states, which Embed pools; a reranker's
 // classification head (cls.*) scores the first token's (Classifier).
 type bertModel struct {
-	TokenEmbd    *Tensor     `gguf:"token_embd.weight"`
-	TokenTypes   *Tensor     `gguf:"token_types.weight,optional"`
-	Positions    *Tensor     `gguf:"position_embd.weight"`
-	EmbdNorm     *Tensor     `gguf:"token_embd_norm.weight"`
-	EmbdNormBias *Tensor     `gguf:"token_embd_norm.bias"`
+	TokenEmbd *Tensor `gguf:"token_embd.weight" shape:"E,V" gen:"std=1"`
+	// TokenTypes has a row per token type (read: row 0).
+	TokenTypes *Tensor `gguf:"token_types.weight,optional" shape:"E,*2" gen:"always,std=0.1"`
+	// Positions has a row per position, at least context_length.
+	Positions    *Tensor     `gguf:"position_embd.weight" shape:"E,>=C" gen:"std=0.1"`
+	EmbdNorm     *Tensor     `gguf:"token_embd_norm.weight" shape:"E"`
+	EmbdNormBias *Tensor     `gguf:"token_embd_norm.bias" shape:"E"`
 	Blocks       []bertBlock `gguf:"blk"`
-	// The classification head of cross-encoders (pooling type rank).
-	Cls        *Tensor `gguf:"cls.weight,optional"`
-	ClsBias    *Tensor `gguf:"cls.bias,optional"`
-	ClsOut     *Tensor `gguf:"cls.output.weight,optional"`
-	ClsOutBias *Tensor `gguf:"cls.output.bias,optional"`
+	// The classification head of cross-encoders (pooling type rank);
+	// loadBert checks ClsOut and ClsOutBias further for rank pooling.
+	Cls        *Tensor `gguf:"cls.weight,optional" shape:"E,E" gen:"rerank"`
+	ClsBias    *Tensor `gguf:"cls.bias,optional" shape:"E" gen:"rerank"`
+	ClsOut     *Tensor `gguf:"cls.output.weight,optional" shape:"E,*" gen:"rerank"`
+	ClsOutBias *Tensor `gguf:"cls.output.bias,optional" shape:"*1" gen:"rerank"`
 	// Type0 is row 0 of TokenTypes (every token is of type 0).
 	Type0 *Tensor
 
@@ -34,22 +37,22 @@ type bertModel struct {
 }
 
 type bertBlock struct {
-	Q               *Tensor `gguf:"attn_q.weight"`
-	QBias           *Tensor `gguf:"attn_q.bias"`
-	K               *Tensor `gguf:"attn_k.weight"`
-	KBias           *Tensor `gguf:"attn_k.bias"`
-	V               *Tensor `gguf:"attn_v.weight"`
-	VBias           *Tensor `gguf:"attn_v.bias"`
-	Out             *Tensor `gguf:"attn_output.weight"`
-	OutBias         *Tensor `gguf:"attn_output.bias"`
-	AttnOutNorm     *Tensor `gguf:"attn_output_norm.weight"`
-	AttnOutNormBias *Tensor `gguf:"attn_output_norm.bias"`
-	Up              *Tensor `gguf:"ffn_up.weight"`
-	UpBias          *Tensor `gguf:"ffn_up.bias"`
-	Down            *Tensor `gguf:"ffn_down.weight"`
-	DownBias        *Tensor `gguf:"ffn_down.bias"`
-	OutNorm         *Tensor `gguf:"layer_output_norm.weight"`
-	OutNormBias     *Tensor `gguf:"layer_output_norm.bias"`
+	Q               *Tensor `gguf:"attn_q.weight" shape:"E,E"`
+	K               *Tensor `gguf:"attn_k.weight" shape:"E,kv"`
+	V               *Tensor `gguf:"attn_v.weight" shape:"E,kv"`
+	QBias           *Tensor `gguf:"attn_q.bias" shape:"E"`
+	KBias           *Tensor `gguf:"attn_k.bias" shape:"kv"`
+	VBias           *Tensor `gguf:"attn_v.bias" shape:"kv"`
+	Out             *Tensor `gguf:"attn_output.weight" shape:"E,E"`
+	OutBias         *Tensor `gguf:"attn_output.bias" shape:"E"`
+	AttnOutNorm     *Tensor `gguf:"attn_output_norm.weight" shape:"E"`
+	AttnOutNormBias *Tensor `gguf:"attn_output_norm.bias" shape:"E"`
+	Up              *Tensor `gguf:"ffn_up.weight" shape:"E,F"`
+	UpBias          *Tensor `gguf:"ffn_up.bias" shape:"F"`
+	Down            *Tensor `gguf:"ffn_down.weight" shape:"F,E"`
+	DownBias        *Tensor `gguf:"ffn_down.bias" shape:"E"`
+	OutNorm         *Tensor `gguf:"layer_output_norm.weight" shape:"E"`
+	OutNormBias     *Tensor `gguf:"layer_output_norm.bias" shape:"E"`
 }
 
 func loadBert(f *gguf.File, o Options) (archModel, error) {
@@ -60,16 +63,11 @@ func loadBert(f *gguf.File, o Options) (archModel, error) {
 	if err := bindTensors(f, "", m); err != nil {
 		return nil, err
 	}
-	E, F := o.Embd, o.FFN
-	want := []shape{{m.TokenEmbd, E, o.Vocab}, {m.EmbdNorm, E, 1}, {m.EmbdNormBias, E, 1}, {m.Cls, E, E}, {m.ClsBias, E, 1}}
-	if m.Positions.Cols() != E || m.Positions.Rows() < o.CtxTrain {
-		return nil, fmt.Errorf("engine: tensor %s has dims %v, want [%d %d] (%s.context_length positions)",
-			m.Positions.Name, m.Positions.Dims, E, o.CtxTrain, o.Arch)
+	if err := checkTensors(m, o); err != nil {
+		return nil, err
 	}
+	E := o.Embd
 	if m.TokenTypes != nil {
-		if m.TokenTypes.Cols() != E {
-			return nil, fmt.Errorf("engine: tensor %s has dims %v, want [%d types]", m.TokenTypes.Name, m.TokenTypes.Dims, E)
-		}
 		// Row 0 as an F32 vector (a bias added to every token).
 		row, err := rowRange(m.TokenTypes, "token_types.weight[0]", 0, 1)
 		if err != nil {
@@ -81,17 +79,6 @@ func loadBert(f *gguf.File, o Options) (archModel, error) {
 		}
 		m.Type0 = &Tensor{Name: row.Name, Type: gguf.TypeF32, Dims: []uint64{uint64(E)}, Data: float32Bytes(vals)}
 		m.TokenTypes = nil // only its row 0 is read
-	}
-	for i := range m.Blocks {
-		b := &m.Blocks[i]
-		want = append(want,
-			shape{b.Q, E, E}, shape{b.QBias, E, 1}, shape{b.K, E, o.KVHeads * o.HeadDim}, shape{b.KBias, o.KVHeads * o.HeadDim, 1},
-			shape{b.V, E, o.KVHeads * o.HeadDim}, shape{b.VBias, o.KVHeads * o.HeadDim, 1}, shape{b.Out, E, E}, shape{b.OutBias, E, 1},
-			shape{b.AttnOutNorm, E, 1}, shape{b.AttnOutNormBias, E, 1}, shape{b.Up, E, F}, shape{b.UpBias, F, 1},
-			shape{b.Down, F, E}, shape{b.DownBias, E, 1}, shape{b.OutNorm, E, 1}, shape{b.OutNormBias, E, 1})
-	}
-	if err := checkShapes(want); err != nil {
-		return nil, err
 	}
 	if o.Heads*o.HeadDim != E {
 		return nil, fmt.Errorf("engine: %s: %d heads of %d do not make the embedding width %d", o.Arch, o.Heads, o.HeadDim, E)

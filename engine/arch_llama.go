@@ -16,13 +16,13 @@ import (
 // residual stream, RMSNorm, SwiGLU FFN added to it; the output reuses
 // token_embd.weight when output.weight is absent.
 type llamaModel struct {
-	TokenEmbd  *Tensor `gguf:"token_embd.weight"`
-	OutputNorm *Tensor `gguf:"output_norm.weight"`
-	Output     *Tensor `gguf:"output.weight,optional"`
+	TokenEmbd *Tensor `gguf:"token_embd.weight" shape:"E,V" gen:"std=1"`
 	// RopeFreqs divides the RoPE frequencies per dimension pair: Llama
 	// 3.1-3.3 files carry their llama3 rope scaling so.
-	RopeFreqs *Tensor      `gguf:"rope_freqs.weight,optional"`
-	Blocks    []llamaBlock `gguf:"blk"`
+	RopeFreqs  *Tensor      `gguf:"rope_freqs.weight,optional" shape:"R/2" gen:"rope_freqs,divisors=8"`
+	Blocks     []llamaBlock `gguf:"blk"`
+	OutputNorm *Tensor      `gguf:"output_norm.weight" shape:"E"`
+	Output     *Tensor      `gguf:"output.weight,optional" shape:"E,V" gen:"untied"`
 
 	eps  float32
 	rope Rope
@@ -30,26 +30,26 @@ type llamaModel struct {
 }
 
 type llamaBlock struct {
-	AttnNorm *Tensor `gguf:"attn_norm.weight"`
-	Q        *Tensor `gguf:"attn_q.weight"`
-	K        *Tensor `gguf:"attn_k.weight"`
-	V        *Tensor `gguf:"attn_v.weight"`
-	QBias    *Tensor `gguf:"attn_q.bias,optional"`
-	KBias    *Tensor `gguf:"attn_k.bias,optional"`
-	VBias    *Tensor `gguf:"attn_v.bias,optional"`
-	QNorm    *Tensor `gguf:"attn_q_norm.weight,optional"`
-	KNorm    *Tensor `gguf:"attn_k_norm.weight,optional"`
-	Out      *Tensor `gguf:"attn_output.weight"`
-	FFNNorm  *Tensor `gguf:"ffn_norm.weight"`
-	Gate     *Tensor `gguf:"ffn_gate.weight,optional"`
-	Up       *Tensor `gguf:"ffn_up.weight,optional"`
-	Down     *Tensor `gguf:"ffn_down.weight,optional"`
+	AttnNorm *Tensor `gguf:"attn_norm.weight" shape:"E"`
+	Q        *Tensor `gguf:"attn_q.weight" shape:"E,q"`
+	K        *Tensor `gguf:"attn_k.weight" shape:"E,kv"`
+	V        *Tensor `gguf:"attn_v.weight" shape:"E,kvv"`
+	QBias    *Tensor `gguf:"attn_q.bias,optional" shape:"q" need:"qwen2"`
+	KBias    *Tensor `gguf:"attn_k.bias,optional" shape:"kv" need:"qwen2"`
+	VBias    *Tensor `gguf:"attn_v.bias,optional" shape:"kvv" need:"qwen2"`
+	QNorm    *Tensor `gguf:"attn_q_norm.weight,optional" shape:"D" need:"qwen3"`
+	KNorm    *Tensor `gguf:"attn_k_norm.weight,optional" shape:"D" need:"qwen3"`
+	Out      *Tensor `gguf:"attn_output.weight" shape:"qv,E"`
+	FFNNorm  *Tensor `gguf:"ffn_norm.weight" shape:"E"`
+	Gate     *Tensor `gguf:"ffn_gate.weight,optional" shape:"E,F" need:"llama,qwen2,qwen3"`
+	Up       *Tensor `gguf:"ffn_up.weight,optional" shape:"E,F" need:"llama,qwen2,qwen3"`
+	Down     *Tensor `gguf:"ffn_down.weight,optional" shape:"F,E" need:"llama,qwen2,qwen3"`
 	// The mixture-of-experts FFN (qwen3moe) in place of Gate, Up and
 	// Down: the router and the experts' 3-D tensors.
-	GateInp  *Tensor `gguf:"ffn_gate_inp.weight,optional"`
-	GateExps *Tensor `gguf:"ffn_gate_exps.weight,optional"`
-	UpExps   *Tensor `gguf:"ffn_up_exps.weight,optional"`
-	DownExps *Tensor `gguf:"ffn_down_exps.weight,optional"`
+	GateInp  *Tensor `gguf:"ffn_gate_inp.weight,optional" shape:"E,X" need:"qwen3moe"`
+	GateExps *Tensor `gguf:"ffn_gate_exps.weight,optional" shape:"E,FX,X" need:"qwen3moe"`
+	UpExps   *Tensor `gguf:"ffn_up_exps.weight,optional" shape:"E,FX,X" need:"qwen3moe"`
+	DownExps *Tensor `gguf:"ffn_down_exps.weight,optional" shape:"FX,E,X" need:"qwen3moe"`
 	moe      *MoE
 	// QKV, QKVBias and GateUp join Q|K|V, their biases and Gate|Up for
 	// the fused kernels (fuseRows; nil where they do not fuse).
@@ -61,43 +61,19 @@ func loadLlama(f *gguf.File, o Options) (archModel, error) {
 	if err := bindTensors(f, "", m); err != nil {
 		return nil, err
 	}
+	if err := checkTensors(m, o); err != nil {
+		return nil, err
+	}
 	if m.Output == nil {
 		m.Output = m.TokenEmbd
 	}
-	E, q, kv := o.Embd, o.Heads*o.HeadDim, o.KVHeads*o.HeadDim
-	want := []shape{{m.TokenEmbd, E, o.Vocab}, {m.OutputNorm, E, 1}, {m.Output, E, o.Vocab}, {m.RopeFreqs, o.RopeDim / 2, 1}}
 	for i := range m.Blocks {
-		b, p := &m.Blocks[i], fmt.Sprintf("blk.%d.", i)
-		switch o.Arch {
-		case "qwen2":
-			if err := require(o.Arch, []string{p + "attn_q.bias", p + "attn_k.bias", p + "attn_v.bias"}, b.QBias, b.KBias, b.VBias); err != nil {
-				return nil, err
-			}
-		case "qwen3", "qwen3moe":
-			if err := require(o.Arch, []string{p + "attn_q_norm.weight", p + "attn_k_norm.weight"}, b.QNorm, b.KNorm); err != nil {
-				return nil, err
-			}
-		}
-		if o.Arch == "qwen3moe" {
-			if err := require(o.Arch, []string{p + "ffn_gate_inp.weight", p + "ffn_gate_exps.weight", p + "ffn_up_exps.weight", p + "ffn_down_exps.weight"},
-				b.GateInp, b.GateExps, b.UpExps, b.DownExps); err != nil {
-				return nil, err
-			}
+		if b := &m.Blocks[i]; b.GateExps != nil {
 			b.moe = &MoE{Router: b.GateInp, Gate: b.GateExps, Up: b.UpExps, Down: b.DownExps, Used: o.ExpertsUsed, Gating: ops.GatingSoftmax, Norm: true}
-			if err := checkMoE(b.moe, E, o.ExpertFFN, o.Experts); err != nil {
+			if err := checkMoE(b.moe, o.Experts); err != nil {
 				return nil, err
 			}
-		} else if err := require(o.Arch, []string{p + "ffn_gate.weight", p + "ffn_up.weight", p + "ffn_down.weight"}, b.Gate, b.Up, b.Down); err != nil {
-			return nil, err
 		}
-		want = append(want,
-			shape{b.AttnNorm, E, 1}, shape{b.Q, E, q}, shape{b.K, E, kv}, shape{b.V, E, o.KVHeads * o.HeadDimV},
-			shape{b.QBias, q, 1}, shape{b.KBias, kv, 1}, shape{b.VBias, o.KVHeads * o.HeadDimV, 1},
-			shape{b.QNorm, o.HeadDim, 1}, shape{b.KNorm, o.HeadDim, 1}, shape{b.Out, o.Heads * o.HeadDimV, E},
-			shape{b.FFNNorm, E, 1}, shape{b.Gate, E, o.FFN}, shape{b.Up, E, o.FFN}, shape{b.Down, o.FFN, E})
-	}
-	if err := checkShapes(want); err != nil {
-		return nil, err
 	}
 	for i := range m.Blocks {
 		b, p := &m.Blocks[i], fmt.Sprintf("blk.%d.", i)

@@ -16,12 +16,12 @@ import (
 // rope.scaling.attn_factor multiplying cos and sin). The reference ignores
 // Phi-3's attention.sliding_window, and so do we.
 type phi3Model struct {
-	TokenEmbd    *Tensor     `gguf:"token_embd.weight"`
-	OutputNorm   *Tensor     `gguf:"output_norm.weight"`
-	Output       *Tensor     `gguf:"output.weight,optional"`
-	FactorsLong  *Tensor     `gguf:"rope_factors_long.weight,optional"`
-	FactorsShort *Tensor     `gguf:"rope_factors_short.weight,optional"`
+	TokenEmbd    *Tensor     `gguf:"token_embd.weight" shape:"E,V" gen:"std=1"`
+	FactorsShort *Tensor     `gguf:"rope_factors_short.weight,optional" shape:"R/2" gen:"always,divisors=8"`
+	FactorsLong  *Tensor     `gguf:"rope_factors_long.weight,optional" shape:"R/2" gen:"always,divisors=40"`
 	Blocks       []phi3Block `gguf:"blk"`
+	OutputNorm   *Tensor     `gguf:"output_norm.weight" shape:"E"`
+	Output       *Tensor     `gguf:"output.weight,optional" shape:"E,V" gen:"untied"`
 
 	eps     float32
 	origCtx int
@@ -33,16 +33,18 @@ type phi3Model struct {
 }
 
 type phi3Block struct {
-	AttnNorm *Tensor `gguf:"attn_norm.weight"`
-	QKV      *Tensor `gguf:"attn_qkv.weight,optional"` // split into Q, K, V at load
-	Q        *Tensor `gguf:"attn_q.weight,optional"`
-	K        *Tensor `gguf:"attn_k.weight,optional"`
-	V        *Tensor `gguf:"attn_v.weight,optional"`
-	Out      *Tensor `gguf:"attn_output.weight"`
-	FFNNorm  *Tensor `gguf:"ffn_norm.weight"`
-	Up       *Tensor `gguf:"ffn_up.weight"` // gate|up, split at load
-	Down     *Tensor `gguf:"ffn_down.weight"`
-	Gate     *Tensor
+	AttnNorm *Tensor `gguf:"attn_norm.weight" shape:"E"`
+	// QKV is q|k|v (what the generator writes), split into Q, K and V
+	// at load; files may carry the three instead.
+	QKV     *Tensor `gguf:"attn_qkv.weight,optional" shape:"E,q+2*kv" gen:"always"`
+	Q       *Tensor `gguf:"attn_q.weight,optional" shape:"E,q"`
+	K       *Tensor `gguf:"attn_k.weight,optional" shape:"E,kv"`
+	V       *Tensor `gguf:"attn_v.weight,optional" shape:"E,kv"`
+	Out     *Tensor `gguf:"attn_output.weight" shape:"q,E"`
+	FFNNorm *Tensor `gguf:"ffn_norm.weight" shape:"E"`
+	Up      *Tensor `gguf:"ffn_up.weight" shape:"E,2*F"` // gate|up, split at load
+	Down    *Tensor `gguf:"ffn_down.weight" shape:"F,E"`
+	Gate    *Tensor
 	// QKVJoined and GateUp join Q|K|V and Gate|Up again for the fused
 	// kernels (fuseRows; the file's fused tensors are split above so
 	// that prefill multiplies by the parts).
@@ -54,19 +56,17 @@ func loadPhi3(f *gguf.File, o Options) (archModel, error) {
 	if err := bindTensors(f, "", m); err != nil {
 		return nil, err
 	}
+	if err := checkTensors(m, o); err != nil {
+		return nil, err
+	}
 	if m.Output == nil {
 		m.Output = m.TokenEmbd
 	}
-	E, q, kv, F := o.Embd, o.Heads*o.HeadDim, o.KVHeads*o.HeadDim, o.FFN
-	want := []shape{{m.TokenEmbd, E, o.Vocab}, {m.OutputNorm, E, 1}, {m.Output, E, o.Vocab},
-		{m.FactorsLong, o.RopeDim / 2, 1}, {m.FactorsShort, o.RopeDim / 2, 1}}
+	q, kv, F := o.Heads*o.HeadDim, o.KVHeads*o.HeadDim, o.FFN
 	for i := range m.Blocks {
 		b, p := &m.Blocks[i], fmt.Sprintf("blk.%d.", i)
 		var err error
 		if b.QKV != nil {
-			if err := checkShapes([]shape{{b.QKV, E, q + 2*kv}}); err != nil {
-				return nil, err
-			}
 			if b.Q, err = rowRange(b.QKV, p+"attn_qkv.weight[q]", 0, q); err != nil {
 				return nil, err
 			}
@@ -78,11 +78,13 @@ func loadPhi3(f *gguf.File, o Options) (archModel, error) {
 			}
 			b.QKV = nil
 		}
-		if err := require(o.Arch, []string{p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"}, b.Q, b.K, b.V); err != nil {
-			return nil, fmt.Errorf("%w (or the fused %sattn_qkv.weight)", err, p)
-		}
-		if err := checkShapes([]shape{{b.Up, E, 2 * F}}); err != nil {
-			return nil, fmt.Errorf("%w: the gate and up projections, fused", err)
+		for _, t := range []struct {
+			t    *Tensor
+			name string
+		}{{b.Q, "attn_q.weight"}, {b.K, "attn_k.weight"}, {b.V, "attn_v.weight"}} {
+			if t.t == nil {
+				return nil, fmt.Errorf("engine: tensor %s%s is missing; %s needs it (or the fused %sattn_qkv.weight)", p, t.name, o.Arch, p)
+			}
 		}
 		up := b.Up
 		if b.Gate, err = rowRange(up, p+"ffn_up.weight[gate]", 0, F); err != nil {
@@ -91,11 +93,6 @@ func loadPhi3(f *gguf.File, o Options) (archModel, error) {
 		if b.Up, err = rowRange(up, p+"ffn_up.weight[up]", F, 2*F); err != nil {
 			return nil, err
 		}
-		want = append(want, shape{b.AttnNorm, E, 1}, shape{b.Q, E, q}, shape{b.K, E, kv}, shape{b.V, E, kv},
-			shape{b.Out, q, E}, shape{b.FFNNorm, E, 1}, shape{b.Down, F, E})
-	}
-	if err := checkShapes(want); err != nil {
-		return nil, err
 	}
 	for i := range m.Blocks {
 		b, p := &m.Blocks[i], fmt.Sprintf("blk.%d.", i)

@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
+	"strings"
 
+	"github.com/vkllm/vkllm/engine/tensortag"
 	"github.com/vkllm/vkllm/gguf"
 )
 
@@ -64,28 +67,45 @@ type archSpec struct {
 	encoder   bool
 	// load binds the architecture's tensors and reads its own settings.
 	load func(f *gguf.File, o Options) (archModel, error)
+	// weights is the struct load binds, whose tags declare the tensors.
+	weights reflect.Type
 }
 
 // archFor returns the architecture called name. Adding one is a file with
-// its struct, loader and forward pass, and a case here.
+// its struct (its tensors declared in tags: package tensortag), loader
+// and forward pass, and a case here.
 func archFor(name string) (archSpec, error) {
 	switch name {
 	case "llama", "qwen2", "qwen3", "qwen3moe":
-		return archSpec{load: loadLlama}, nil
+		return archSpec{load: loadLlama, weights: reflect.TypeFor[llamaModel]()}, nil
 	case "gemma2":
-		return archSpec{load: loadGemma2}, nil
+		return archSpec{load: loadGemma2, weights: reflect.TypeFor[gemmaModel]()}, nil
 	case "gemma3":
-		return archSpec{load: loadGemma3}, nil
+		return archSpec{load: loadGemma3, weights: reflect.TypeFor[gemmaModel]()}, nil
 	case "phi3":
-		return archSpec{load: loadPhi3}, nil
+		return archSpec{load: loadPhi3, weights: reflect.TypeFor[phi3Model]()}, nil
 	case "bert":
-		return archSpec{load: loadBert, layerNorm: true, encoder: true}, nil
+		return archSpec{load: loadBert, weights: reflect.TypeFor[bertModel](), layerNorm: true, encoder: true}, nil
 	}
 	return archSpec{}, fmt.Errorf("engine: unsupported architecture %q (supported: %s)", name, supportedArchs)
 }
 
 // supportedArchs lists the architectures archFor knows, for errors.
 const supportedArchs = "llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, bert"
+
+// Architectures returns the names of the architectures the engine loads.
+func Architectures() []string { return strings.Split(supportedArchs, ", ") }
+
+// ArchTensors returns the tensors the architecture arch declares in the
+// tags of its weight struct (package tensortag), in declaration order;
+// tools/modelgen writes models from them.
+func ArchTensors(arch string) ([]tensortag.Decl, error) {
+	spec, err := archFor(arch)
+	if err != nil {
+		return nil, err
+	}
+	return tensortag.List(spec.weights)
+}
 
 // ReadOptions reads the hyper-parameters of f.
 func ReadOptions(f *gguf.File) (Options, error) {

@@ -62,6 +62,27 @@ func TestLoadErrors(t *testing.T) {
 		{"missing bias", func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool {
 			return ti == nil || ti.Name != "blk.0.attn_k.bias"
 		}, "blk.0.attn_k.bias"},
+		{"bias of the wrong width", func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool {
+			if ti != nil && ti.Name == "blk.0.attn_q.bias" {
+				w.AddTensor(ti.Name, gguf.TypeF32, []uint64{32}, make([]byte, 4*32))
+				return false
+			}
+			return true
+		}, "blk.0.attn_q.bias has dims [32], want [64 1]"},
+		{"matrix of the wrong shape", func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool {
+			if ti != nil && ti.Name == "blk.0.ffn_down.weight" {
+				w.AddTensor(ti.Name, gguf.TypeF32, []uint64{ti.Dims[1], ti.Dims[0]}, make([]byte, 4*ti.Dims[0]*ti.Dims[1]))
+				return false
+			}
+			return true
+		}, "blk.0.ffn_down.weight has dims [64 192], want [192 64]"},
+		{"F16 norm", func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool {
+			if ti != nil && ti.Name == "output_norm.weight" {
+				w.AddTensor(ti.Name, gguf.TypeF16, ti.Dims, make([]byte, 2*ti.Dims[0]))
+				return false
+			}
+			return true
+		}, "vector output_norm.weight has type F16"},
 		{"unimplemented rope scaling", func(w *gguf.Writer, f *gguf.File, ti *gguf.TensorInfo) bool {
 			if ti == nil {
 				w.MustSet("qwen2.rope.scaling.type", "su")
@@ -293,5 +314,39 @@ func TestWeightKind(t *testing.T) {
 		if got := weightKind(in); got != want {
 			t.Errorf("weightKind(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestArchTensors checks the tensor tags of every architecture: they
+// parse, no name is declared twice at one level, and each need tag names
+// an architecture that shares the struct.
+func TestArchTensors(t *testing.T) {
+	for _, arch := range Architectures() {
+		t.Run(arch, func(t *testing.T) {
+			decls, err := ArchTensors(arch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec, _ := archFor(arch)
+			seen := map[string]bool{}
+			for _, d := range decls {
+				key := d.Name
+				if d.Block {
+					key = "blk." + key
+				}
+				if seen[key] {
+					t.Errorf("%s declared twice", key)
+				}
+				seen[key] = true
+				for _, a := range strings.Split(d.Need, ",") {
+					if other, err := archFor(a); a != "" && (err != nil || other.weights != spec.weights) {
+						t.Errorf("%s: need tag names %q, which does not share %v", key, a, spec.weights)
+					}
+				}
+			}
+			if !seen["token_embd.weight"] {
+				t.Error("no token_embd.weight")
+			}
+		})
 	}
 }

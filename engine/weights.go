@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/vkllm/vkllm/engine/tensortag"
 	"github.com/vkllm/vkllm/gguf"
 )
 
@@ -112,11 +113,12 @@ var supportedTypes = map[gguf.GGMLType]bool{
 	gguf.TypeIQ4_NL: true, gguf.TypeIQ4_XS: true,
 }
 
-// bindTensors fills the *Tensor fields of the struct dst points to from f,
-// by their gguf tags prefixed with prefix ("name" or "name,optional"), and
-// recurses into slice-of-struct fields tagged gguf:"blk" with the prefix
-// "blk.N." for element N (the slice is made by the caller).
-func bindTensors(f *gguf.File, prefix string, dst any) error {
+// eachTensor calls fn for each *Tensor field of the struct dst points to
+// that has a gguf tag, with the tensor's name (prefixed with prefix) and
+// the field's tags, recursing into the slice-of-struct field tagged
+// gguf:"blk" with the prefix "blk.N." for element N (the slice is made by
+// the caller). See package tensortag for the tags.
+func eachTensor(dst any, prefix string, fn func(field reflect.Value, name string, tag reflect.StructTag) error) error {
 	v := reflect.ValueOf(dst).Elem()
 	t := v.Type()
 	for i := range t.NumField() {
@@ -127,18 +129,30 @@ func bindTensors(f *gguf.File, prefix string, dst any) error {
 		if tag == "blk" {
 			s := v.Field(i)
 			for j := range s.Len() {
-				if err := bindTensors(f, fmt.Sprintf("%sblk.%d.", prefix, j), s.Index(j).Addr().Interface()); err != nil {
+				if err := eachTensor(s.Index(j).Addr().Interface(), fmt.Sprintf("%sblk.%d.", prefix, j), fn); err != nil {
 					return err
 				}
 			}
 			continue
 		}
-		name, opt, _ := strings.Cut(tag, ",")
-		name = prefix + name
+		name, _, _ := strings.Cut(tag, ",")
+		if err := fn(v.Field(i), prefix+name, t.Field(i).Tag); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindTensors fills the *Tensor fields of the struct dst points to from f,
+// by their gguf tags ("name" or "name,optional") prefixed with prefix (see
+// eachTensor). A missing optional tensor stays nil; checkTensors then
+// checks what was bound.
+func bindTensors(f *gguf.File, prefix string, dst any) error {
+	return eachTensor(dst, prefix, func(field reflect.Value, name string, tag reflect.StructTag) error {
 		info, ok := f.Tensor(name)
 		if !ok {
-			if opt == "optional" {
-				continue
+			if strings.HasSuffix(tag.Get("gguf"), ",optional") {
+				return nil
 			}
 			return fmt.Errorf("engine: tensor %s is missing", name)
 		}
@@ -149,9 +163,54 @@ func bindTensors(f *gguf.File, prefix string, dst any) error {
 		if err != nil {
 			return err
 		}
-		v.Field(i).Set(reflect.ValueOf(&Tensor{Name: name, Type: info.Type, Dims: info.Dims, Data: data}))
+		field.Set(reflect.ValueOf(&Tensor{Name: name, Type: info.Type, Dims: info.Dims, Data: data}))
+		return nil
+	})
+}
+
+// checkTensors checks the tensors bindTensors bound to the struct m points
+// to against their tags: an optional tensor whose need tag names o.Arch is
+// present, and each present tensor has its shape tag's dimensions for o
+// (a vector, of one dimension, in F32). Loaders call it before they
+// split, join or alias tensors.
+func checkTensors(m any, o Options) error {
+	env := o.shapeEnv()
+	return eachTensor(m, "", func(field reflect.Value, name string, tag reflect.StructTag) error {
+		t := field.Interface().(*Tensor)
+		if t == nil {
+			if d := (tensortag.Decl{Optional: true, Need: tag.Get("need")}); d.Needed(o.Arch) {
+				return fmt.Errorf("engine: tensor %s is missing; %s needs it", name, o.Arch)
+			}
+			return nil
+		}
+		s, err := tensortag.ParseShape(tag.Get("shape"))
+		if err != nil {
+			return fmt.Errorf("BUG: tensor %s: %v", name, err)
+		}
+		ok, want, err := s.Check(t.Dims, env)
+		if err != nil {
+			return fmt.Errorf("BUG: tensor %s: %v", name, err)
+		}
+		if !ok {
+			return fmt.Errorf("engine: tensor %s has dims %v, want %s", t.Name, t.Dims, want)
+		}
+		if len(s) == 1 && t.Type != gguf.TypeF32 {
+			return fmt.Errorf("engine: vector %s has type %v; only F32 norms and biases are supported", t.Name, t.Type)
+		}
+		return nil
+	})
+}
+
+// shapeEnv gives the names of shape tags (see tensortag.Env) their values
+// for o.
+func (o Options) shapeEnv() tensortag.Env {
+	return tensortag.Env{
+		"E": o.Embd, "V": o.Vocab, "F": o.FFN, "D": o.HeadDim,
+		"q": o.Heads * o.HeadDim, "kv": o.KVHeads * o.HeadDim,
+		"qv": o.Heads * o.HeadDimV, "kvv": o.KVHeads * o.HeadDimV,
+		"R": o.RopeDim, "C": o.CtxTrain,
+		"X": o.Experts, "FX": o.ExpertFFN,
 	}
-	return nil
 }
 
 // collectTensors lists every non-nil exported *Tensor field of the struct
@@ -210,39 +269,4 @@ func LoadWeights(f *gguf.File, o Options) (*Weights, error) {
 		return nil, err
 	}
 	return &Weights{Arch: o.Arch, model: model, Tensors: collectTensors(model)}, nil
-}
-
-// shape is one expected tensor shape: a matrix of cols x rows, or a vector
-// of cols (rows 1), which must be F32.
-type shape struct {
-	t          *Tensor
-	cols, rows int
-}
-
-// checkShapes checks each present tensor of want; an absent one (nil) was
-// optional, since binding fails on a missing required tensor.
-func checkShapes(want []shape) error {
-	for _, x := range want {
-		if x.t == nil {
-			continue
-		}
-		if x.t.Cols() != x.cols || x.t.Rows() != x.rows || len(x.t.Dims) > 2 {
-			return fmt.Errorf("engine: tensor %s has dims %v, want [%d %d]", x.t.Name, x.t.Dims, x.cols, x.rows)
-		}
-		if x.rows == 1 && x.t.Type != gguf.TypeF32 {
-			return fmt.Errorf("engine: vector %s has type %v; only F32 norms and biases are supported", x.t.Name, x.t.Type)
-		}
-	}
-	return nil
-}
-
-// require fails naming the first tensor of ts that is missing, for tensors
-// an architecture needs only in some configurations.
-func require(arch string, names []string, ts ...*Tensor) error {
-	for i, t := range ts {
-		if t == nil {
-			return fmt.Errorf("engine: tensor %s is missing; %s needs it", names[i], arch)
-		}
-	}
-	return nil
 }

@@ -2,6 +2,12 @@
 // the architectures vkllm supports, in any weight format the CPU quantizers
 // produce, with a built-in vocabulary. Tests use it to make the model they
 // need in t.TempDir(); tools/mkmodel is its command-line front end.
+//
+// Which tensors a model has, their shapes and how their values are drawn
+// come from the tags of the engine's architecture structs (package
+// engine/tensortag), copied into archs.go by
+// go test ./tools/modelgen -run TestArchTable -update: the engine's tests
+// import this package, so it cannot import the engine.
 package modelgen
 
 import (
@@ -11,9 +17,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
+	"github.com/vkllm/vkllm/engine/tensortag"
 	"github.com/vkllm/vkllm/gguf"
 	"github.com/vkllm/vkllm/gguf/quant"
 )
@@ -21,7 +29,7 @@ import (
 // Options describes the model to generate. Zero fields take the defaults
 // listed beside them.
 type Options struct {
-	Arch      string        // llama (default), qwen2, qwen3, gemma2, gemma3, phi3 or bert
+	Arch      string        // an architecture of archs.go: llama (default), qwen2, qwen3, gemma2, gemma3, phi3, bert
 	Vocab     string        // bpe (default), spm; bert always uses its WordPiece vocabulary
 	VocabSize int           // at most this many tokens (default 1024; the built-in corpus supports about 700 BPE and 850 SPM tokens)
 	Type      gguf.GGMLType // format of the 2-D weights (default F32)
@@ -37,7 +45,7 @@ type Options struct {
 	Seed      uint64        // weights' random seed
 	Name      string        // general.name (default "tiny-<arch>")
 	// RopeFreqs adds Llama 3.1's rope_freqs.weight (per-pair divisors from
-	// 1 to 8) to a llama model.
+	// 1 to 8) to a model of the llama struct (llama, qwen2, qwen3).
 	RopeFreqs bool
 	// Window is gemma2's and gemma3's attention.sliding_window (default 4,
 	// so short tests cross it; every other layer is local).
@@ -59,6 +67,13 @@ type Options struct {
 	// and attn_v and ffn_down in the layers llama-quantize gives more
 	// bits, Q6_K. Empty: every 2-D weight is Type.
 	Mix string
+	// Experts, ExpertsUsed and ExpertFFN shape the mixture-of-experts FFN
+	// of qwen3moe and gpt-oss (defaults 8, 2 and FFN/2 rounded to the
+	// format's block); ExpertType is the format of the experts' 3-D
+	// tensors (default Type: gpt-oss files carry MXFP4 experts beside
+	// Q8_0 matrices).
+	Experts, ExpertsUsed, ExpertFFN int
+	ExpertType                      gguf.GGMLType
 	// Workers > 1 generates each large tensor in parallel, its rows in
 	// chunks with random streams of their own: deterministic, but other
 	// values than the sequential generator's. For benchmark-sized models.
@@ -69,13 +84,20 @@ func (o *Options) fill() error {
 	if o.Arch == "" {
 		o.Arch = "llama"
 	}
-	switch o.Arch {
-	case "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "bert":
-	default:
-		return fmt.Errorf("modelgen: unsupported architecture %q (want llama, qwen2, qwen3, gemma2, gemma3, phi3 or bert)", o.Arch)
+	decls := archDeclsOf(o.Arch)
+	if decls == nil {
+		return fmt.Errorf("modelgen: unsupported architecture %q (want one of %s)", o.Arch, archNames())
 	}
-	if o.RopeFreqs && o.Arch != "llama" || o.Rerank && o.Arch != "bert" {
-		return fmt.Errorf("modelgen: RopeFreqs is for llama and Rerank for bert, not %s", o.Arch)
+	for _, opt := range []struct {
+		set        bool
+		name, when string
+	}{{o.RopeFreqs, "RopeFreqs", "rope_freqs"}, {o.Rerank, "Rerank", "rerank"}} {
+		if opt.set && !slices.ContainsFunc(decls, func(d tensortag.Decl) bool {
+			g, err := tensortag.ParseGen(d.Gen)
+			return err == nil && g.When == opt.when
+		}) {
+			return fmt.Errorf("modelgen: %s declares no tensor that %s adds (gen:%q)", o.Arch, opt.name, opt.when)
+		}
 	}
 	if o.Window == 0 {
 		o.Window = 4
@@ -107,6 +129,32 @@ func (o *Options) fill() error {
 	}
 	if o.Context == 0 {
 		o.Context = 2048
+	}
+	if moeArch(o.Arch) {
+		if o.Experts == 0 {
+			o.Experts = 8
+		}
+		if o.ExpertsUsed == 0 {
+			o.ExpertsUsed = min(2, o.Experts)
+		}
+		if o.ExpertType == gguf.TypeF32 {
+			o.ExpertType = o.Type
+		}
+		if ebs := max(o.ExpertType.BlockSize(), 1); o.ExpertFFN == 0 {
+			o.ExpertFFN = max((o.FFN/2+ebs-1)/ebs*ebs, ebs)
+		}
+		if o.ExpertsUsed > o.Experts {
+			return fmt.Errorf("modelgen: %d experts used of %d", o.ExpertsUsed, o.Experts)
+		}
+		if o.ExpertType != gguf.TypeF32 && !quant.CanQuantize(o.ExpertType) {
+			return fmt.Errorf("modelgen: no quantizer for %v", o.ExpertType)
+		}
+		ebs := max(o.ExpertType.BlockSize(), 1)
+		if o.Embd%ebs != 0 || o.ExpertFFN%ebs != 0 {
+			return fmt.Errorf("modelgen: widths %d and %d are not multiples of the %v block size %d", o.Embd, o.ExpertFFN, o.ExpertType, ebs)
+		}
+	} else if o.Experts != 0 || o.ExpertsUsed != 0 || o.ExpertFFN != 0 {
+		return fmt.Errorf("modelgen: %s has no experts", o.Arch)
 	}
 	if o.RopeBase == 0 {
 		o.RopeBase = 10000
@@ -149,13 +197,23 @@ type generator struct {
 	seed    uint64
 	workers int
 	n       uint64 // tensors generated, for the parallel streams
+	// expertTyp is the format of the experts' 3-D tensors.
+	expertTyp gguf.GGMLType
 }
 
-// typeOf returns the type of the 2-D weight name: g.typ, or what the
-// mix gives it, as llama.cpp's llama_tensor_get_type does for Q4_K_M.
+// moeArch reports whether arch has a mixture-of-experts FFN.
+func moeArch(arch string) bool { return arch == "qwen3moe" || arch == "gpt-oss" }
+
+// typeOf returns the type of the 2-D weight or 3-D expert tensor name:
+// g.typ (g.expertTyp for experts), or what the mix gives it, as
+// llama.cpp's llama_tensor_get_type does for Q4_K_M.
 func (g *generator) typeOf(name string) gguf.GGMLType {
+	typ := g.typ
+	if strings.Contains(name, "_exps.") {
+		typ = g.expertTyp
+	}
 	if g.mix != "Q4_K_M" {
-		return g.typ
+		return typ
 	}
 	// use_more_bits: the first and last eighth of the layers and every
 	// third between.
@@ -167,15 +225,16 @@ func (g *generator) typeOf(name string) gguf.GGMLType {
 	switch {
 	case name == "output.weight":
 		return gguf.TypeQ6_K
-	case layer >= 0 && (strings.HasSuffix(name, ".attn_v.weight") || strings.HasSuffix(name, ".ffn_down.weight")) && moreBits(layer, g.layers):
+	case layer >= 0 && (strings.HasSuffix(name, ".attn_v.weight") || strings.HasSuffix(name, ".ffn_down.weight") ||
+		strings.HasSuffix(name, ".ffn_down_exps.weight")) && moreBits(layer, g.layers):
 		return gguf.TypeQ6_K
 	}
-	return g.typ
+	return typ
 }
 
 // tensor adds a tensor of normally distributed values with the given mean
-// and standard deviation. dims are fastest-varying first; 2-D tensors take
-// the model's weight format, others stay F32.
+// and standard deviation. dims are fastest-varying first; 2-D tensors and
+// 3-D expert tensors take the model's weight format, others stay F32.
 func (g *generator) tensor(name string, mean, std float64, dims ...int) error {
 	n := 1
 	udims := make([]uint64, len(dims))
@@ -184,12 +243,12 @@ func (g *generator) tensor(name string, mean, std float64, dims ...int) error {
 		udims[i] = uint64(d)
 	}
 	typ := gguf.TypeF32
-	if len(dims) == 2 {
+	if len(dims) >= 2 && !strings.HasSuffix(name, ".bias") {
 		typ = g.typeOf(name)
 	}
 	g.n++
-	if g.workers > 1 && len(dims) == 2 && n >= 1<<16 {
-		data, err := g.parallel(typ, mean, std, dims[0], dims[1])
+	if g.workers > 1 && len(dims) >= 2 && n >= 1<<16 {
+		data, err := g.parallel(typ, mean, std, dims[0], n/dims[0])
 		if err != nil {
 			return fmt.Errorf("modelgen: tensor %s: %w", name, err)
 		}
@@ -254,19 +313,93 @@ func (g *generator) parallel(typ gguf.GGMLType, mean, std float64, cols, rows in
 	return out, errors.Join(errs...)
 }
 
-// divisors adds an F32 vector of n RoPE frequency divisors rising from 1 to
-// 8 (to 40 when long).
-func (g *generator) divisors(name string, n int, long bool) error {
-	top := 8.0
-	if long {
-		top = 40
+// generate adds the tensor d declares (named prefix+d.Name) if the model
+// opts describes has it: a required one, an optional one its need tag asks
+// for in this architecture, or one its gen tag's condition selects. Values
+// follow d's gen tag, else the rule of its kind: norms 1 +- 0.1, biases
+// 0 +- 0.1, other weights normal with a deviation of 1/sqrt(row length).
+func (g *generator) generate(d tensortag.Decl, prefix string, opts Options, env tensortag.Env) error {
+	name := prefix + d.Name
+	gen, err := tensortag.ParseGen(d.Gen)
+	if err != nil {
+		return fmt.Errorf("modelgen: tensor %s: %w", name, err)
 	}
+	if !d.Needed(opts.Arch) && !when(gen.When, opts) {
+		return nil
+	}
+	shape, err := tensortag.ParseShape(d.Shape)
+	if err != nil {
+		return fmt.Errorf("modelgen: tensor %s: %w", name, err)
+	}
+	dims, err := shape.Generate(env)
+	if err != nil {
+		return fmt.Errorf("modelgen: tensor %s: %w", name, err)
+	}
+	if gen.Divisors > 0 {
+		return g.divisors(name, dims[0], gen.Divisors)
+	}
+	mean, std := 0.0, 1/math.Sqrt(float64(dims[0]))
+	switch {
+	case gen.Std > 0:
+		std = gen.Std
+	case strings.HasSuffix(name, ".bias"):
+		std = 0.1
+	case strings.Contains(name, "norm"):
+		mean, std = 1, 0.1
+	}
+	return g.tensor(name, mean, std, dims...)
+}
+
+// when reports whether the gen tag condition c (see tensortag.Gen) holds
+// for opts; "" never does.
+func when(c string, opts Options) bool {
+	switch c {
+	case "always":
+		return true
+	case "untied":
+		return !opts.Tied
+	case "rope_freqs":
+		return opts.RopeFreqs
+	case "rerank":
+		return opts.Rerank
+	}
+	return false
+}
+
+// divisors adds an F32 vector of n RoPE frequency divisors rising from 1 to
+// top, like the real files'.
+func (g *generator) divisors(name string, n int, top float64) error {
 	vals := make([]float32, n)
 	for i := range vals {
 		vals[i] = float32(1 + (top-1)*float64(i)/float64(max(n-1, 1)))
 	}
 	data, _ := encode(gguf.TypeF32, vals)
 	return g.w.AddTensor(name, gguf.TypeF32, []uint64{uint64(n)}, data)
+}
+
+// archDecls are the tensors an architecture declares.
+type archDecls struct {
+	arch  string
+	decls []tensortag.Decl
+}
+
+// archDeclsOf returns the tensors arch declares; nil if it is unknown.
+func archDeclsOf(arch string) []tensortag.Decl {
+	for _, a := range archTable() {
+		if a.arch == arch {
+			return a.decls
+		}
+	}
+	return nil
+}
+
+// archNames lists the architectures of archTable.
+func archNames() string {
+	var names []string
+	for _, a := range archTable() {
+		names = append(names, a.arch)
+	}
+	return strings.Join(names, ", ")
 }
 
 // ropeDims is the rotated width: three quarters of a head for phi3 (a
@@ -327,7 +460,7 @@ func Generate(opts Options) (*gguf.Writer, error) {
 	nVocab := len(vocab.Tokens)
 	w := gguf.NewWriter()
 	g := &generator{w: w, rng: rand.New(rand.NewPCG(opts.Seed, 0x766b6c6c6d)), typ: opts.Type,
-		mix: opts.Mix, layers: opts.Layers, seed: opts.Seed, workers: opts.Workers}
+		mix: opts.Mix, layers: opts.Layers, seed: opts.Seed, workers: opts.Workers, expertTyp: opts.ExpertType}
 	a := opts.Arch
 	w.MustSet("general.architecture", a)
 	w.MustSet("general.name", opts.Name)
@@ -370,114 +503,51 @@ func Generate(opts Options) (*gguf.Writer, error) {
 	case "phi3":
 		w.MustSet(a+".rope.scaling.original_context_length", uint32(opts.Context))
 		w.MustSet(a+".rope.scaling.attn_factor", float32(1.19))
+	case "gpt-oss":
+		// As the real files: every other layer windowed, YaRN ×32 over an
+		// original context of 4096.
+		w.MustSet(a+".attention.sliding_window", uint32(opts.Window))
+		w.MustSet(a+".rope.scaling.type", "yarn")
+		w.MustSet(a+".rope.scaling.factor", float32(32))
+		w.MustSet(a+".rope.scaling.original_context_length", uint32(4096))
+	}
+	if moeArch(a) {
+		w.MustSet(a+".expert_count", uint32(opts.Experts))
+		w.MustSet(a+".expert_used_count", uint32(opts.ExpertsUsed))
+		w.MustSet(a+".expert_feed_forward_length", uint32(opts.ExpertFFN))
 	}
 	w.MustSet(a+".vocab_size", uint32(nVocab))
 	vocab.set(w)
 
-	E, F, D := opts.Embd, opts.FFN, opts.HeadDim
-	q, kv := opts.Heads*D, opts.KVHeads*D
+	E := opts.Embd
+	q, kv := opts.Heads*opts.HeadDim, opts.KVHeads*opts.HeadDim
 	if a == "bert" {
-		q, kv = E, E
+		q, kv = E, E // no grouped heads: the file has no head_count_kv
 	}
-	inv := func(n int) float64 { return 1 / math.Sqrt(float64(n)) }
-	type step struct {
-		name      string
-		mean, std float64
-		dims      []int
-	}
-	var steps []step
-	add := func(name string, mean, std float64, dims ...int) {
-		steps = append(steps, step{name, mean, std, dims})
-	}
-	add("token_embd.weight", 0, 1, E, nVocab)
-	if a == "bert" {
-		add("token_types.weight", 0, 0.1, E, 2)
-	}
-	if opts.RopeFreqs {
-		add("rope_freqs.weight", 0, 0, ropeDims(opts)/2)
-	}
-	if a == "phi3" {
-		add("rope_factors_short.weight", 0, 0, ropeDims(opts)/2)
-		add("rope_factors_long.weight", 0, 0, ropeDims(opts)/2)
-	}
-	if a == "bert" {
-		add("position_embd.weight", 0, 0.1, E, opts.Context)
-		add("token_embd_norm.weight", 1, 0.1, E)
-		add("token_embd_norm.bias", 0, 0.1, E)
-	}
-	for i := range opts.Layers {
-		p := fmt.Sprintf("blk.%d.", i)
-		if a != "bert" {
-			add(p+"attn_norm.weight", 1, 0.1, E)
-		}
-		if a == "phi3" {
-			// Fused: the rows of q, then k, then v; gate then up.
-			add(p+"attn_qkv.weight", 0, inv(E), E, q+2*kv)
-			add(p+"attn_output.weight", 0, inv(q), q, E)
-			add(p+"ffn_norm.weight", 1, 0.1, E)
-			add(p+"ffn_up.weight", 0, inv(E), E, 2*F)
-			add(p+"ffn_down.weight", 0, inv(F), F, E)
+	env := tensortag.Env{"E": E, "V": nVocab, "F": opts.FFN, "D": opts.HeadDim, "q": q, "kv": kv, "qv": q, "kvv": kv,
+		"R": ropeDims(opts), "C": opts.Context, "X": opts.Experts, "FX": opts.ExpertFFN}
+	decls := archDeclsOf(a)
+	for i := 0; i < len(decls); {
+		if !decls[i].Block {
+			if err := g.generate(decls[i], "", opts, env); err != nil {
+				return nil, err
+			}
+			i++
 			continue
 		}
-		add(p+"attn_q.weight", 0, inv(E), E, q)
-		add(p+"attn_k.weight", 0, inv(E), E, kv)
-		add(p+"attn_v.weight", 0, inv(E), E, kv)
-		if a == "qwen2" || a == "bert" {
-			add(p+"attn_q.bias", 0, 0.1, q)
-			add(p+"attn_k.bias", 0, 0.1, kv)
-			add(p+"attn_v.bias", 0, 0.1, kv)
+		// The block struct's tensors, for each layer.
+		j := i
+		for j < len(decls) && decls[j].Block {
+			j++
 		}
-		if a == "qwen3" || a == "gemma3" {
-			add(p+"attn_q_norm.weight", 1, 0.1, D)
-			add(p+"attn_k_norm.weight", 1, 0.1, D)
+		for l := range opts.Layers {
+			for _, d := range decls[i:j] {
+				if err := g.generate(d, fmt.Sprintf("blk.%d.", l), opts, env); err != nil {
+					return nil, err
+				}
+			}
 		}
-		add(p+"attn_output.weight", 0, inv(q), q, E)
-		if a == "gemma2" || a == "gemma3" {
-			add(p+"post_attention_norm.weight", 1, 0.1, E)
-			add(p+"post_ffw_norm.weight", 1, 0.1, E)
-		}
-		if a == "bert" {
-			add(p+"attn_output.bias", 0, 0.1, E)
-			add(p+"attn_output_norm.weight", 1, 0.1, E)
-			add(p+"attn_output_norm.bias", 0, 0.1, E)
-			add(p+"ffn_up.weight", 0, inv(E), E, F)
-			add(p+"ffn_up.bias", 0, 0.1, F)
-			add(p+"ffn_down.weight", 0, inv(F), F, E)
-			add(p+"ffn_down.bias", 0, 0.1, E)
-			add(p+"layer_output_norm.weight", 1, 0.1, E)
-			add(p+"layer_output_norm.bias", 0, 0.1, E)
-			continue
-		}
-		add(p+"ffn_norm.weight", 1, 0.1, E)
-		add(p+"ffn_gate.weight", 0, inv(E), E, F)
-		add(p+"ffn_up.weight", 0, inv(E), E, F)
-		add(p+"ffn_down.weight", 0, inv(F), F, E)
-	}
-	if a != "bert" {
-		add("output_norm.weight", 1, 0.1, E)
-		if !opts.Tied {
-			add("output.weight", 0, inv(E), E, nVocab)
-		}
-	}
-	if opts.Rerank {
-		add("cls.weight", 0, inv(E), E, E)
-		add("cls.bias", 0, 0.1, E)
-		add("cls.output.weight", 0, inv(E), E) // 1-D, as llama-quantize leaves it
-		add("cls.output.bias", 0, 0.1, 1)
-	}
-	for _, s := range steps {
-		var err error
-		switch {
-		case strings.HasPrefix(s.name, "rope_"):
-			// Frequency divisors from 1 to 8 (the long LongRoPE factors
-			// larger), as the real files'.
-			err = g.divisors(s.name, s.dims[0], strings.HasSuffix(s.name, "long.weight"))
-		default:
-			err = g.tensor(s.name, s.mean, s.std, s.dims...)
-		}
-		if err != nil {
-			return nil, err
-		}
+		i = j
 	}
 	w.MustSet("general.file_type", fileType(opts.Type))
 	return w, nil

@@ -20,7 +20,11 @@ func TestGenerate(t *testing.T) {
 		{Options{Arch: "llama", Vocab: "spm"}, []string{"output.weight", "blk.1.ffn_gate.weight"}, []string{"blk.0.attn_q.bias"}},
 		{Options{Arch: "qwen2", Tied: true, Type: gguf.TypeQ8_0}, []string{"blk.0.attn_q.bias", "blk.0.attn_v.bias"}, []string{"output.weight"}},
 		{Options{Arch: "qwen3", Type: gguf.TypeF16}, []string{"blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight"}, nil},
-		{Options{Arch: "bert"}, []string{"position_embd.weight", "blk.0.layer_output_norm.bias"}, []string{"output.weight"}},
+		{Options{Arch: "bert"}, []string{"position_embd.weight", "blk.0.layer_output_norm.bias"}, []string{"output.weight", "cls.weight"}},
+		{Options{Arch: "bert", Rerank: true}, []string{"cls.weight", "cls.output.bias"}, nil},
+		{Options{Arch: "phi3"}, []string{"blk.1.attn_qkv.weight", "rope_factors_long.weight"}, []string{"blk.0.attn_q.weight", "rope_freqs.weight"}},
+		{Options{Arch: "gemma3", Tied: true}, []string{"blk.0.attn_q_norm.weight", "blk.1.post_ffw_norm.weight"}, []string{"output.weight"}},
+		{Options{Arch: "gemma2"}, []string{"output.weight"}, []string{"blk.0.attn_q_norm.weight"}},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/%v", c.opts.Arch, c.opts.Type), func(t *testing.T) {
@@ -106,6 +110,8 @@ func TestOptionErrors(t *testing.T) {
 		{Heads: 4, KVHeads: 3},
 		{Type: gguf.TypeQ4_K, Embd: 64},
 		{Vocab: "wordpiece"},
+		{Arch: "gemma2", RopeFreqs: true},
+		{Arch: "llama", Rerank: true},
 	} {
 		if _, err := Generate(o); err == nil {
 			t.Errorf("Generate(%+v) succeeded, want an error", o)
