@@ -26,7 +26,10 @@
 #           pp512 and tg128 on one sequence, then --parallel 1,16 --profile
 #           (-p 64 -n 64) for the decode rates and the weights' GB/s against
 #           the measured copy bandwidth. It prints one Markdown table and
-#           the profiles, and writes report.md, tests.log, bench.log and
+#           the profiles. --classes a3b,oss20b --formats Q4_K_M,Q8_0 runs
+#           the mixture-of-experts shapes instead (Qwen3-30B-A3B, qwen3moe
+#           2048 x 48, 128 experts of 768, 8 used; gpt-oss-20b, 2880 x 24,
+#           32 experts of 2880, 4 used, MXFP4 experts); it writes report.md, tests.log, bench.log and
 #           results.tar.gz (the bench JSON) to $OUT (.gpucheck/out when
 #           unset). The binaries travel gzipped and are unpacked into
 #           /tmp/gpucheck-bin; `/tmp/gpucheck-bin/gpucheck DIR...` merges
@@ -41,6 +44,9 @@
 #   bash tools/gpucheck/gpucheck.sh device --classes 1b
 #   bash tools/gpucheck/gpucheck.sh device --no-tests --classes 8b --formats Q4_0,Q4_K_M
 #   bash tools/gpucheck/gpucheck.sh device --no-tests --classes 8b --formats Q8_0,F16
+# and for the mixture-of-experts shapes:
+#   bash tools/gpucheck/gpucheck.sh device --no-tests --classes a3b --formats Q4_K_M
+#   bash tools/gpucheck/gpucheck.sh device --no-tests --classes oss20b --formats Q8_0
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -67,7 +73,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 if [ $small = 1 ]; then
-	classes=small
+	classes=small,moe-small
 fi
 
 say() { printf '\n== %s\n' "$*"; }
@@ -175,7 +181,12 @@ shape() {
 	small) echo "-embd 256 -layers 2 -heads 4 -kv-heads 2 -ffn 768 -vocab-pad 2048" ;;
 	1b) echo "-embd 2048 -layers 16 -heads 32 -kv-heads 8 -ffn 8192 -vocab-pad 128256" ;;
 	8b) echo "-embd 4096 -layers 32 -heads 32 -kv-heads 8 -ffn 14336 -vocab-pad 128256" ;;
-	*) echo "gpucheck: unknown size class $1 (small, 1b, 8b)" >&2; exit 2 ;;
+	# Mixture-of-experts shapes: Qwen3-30B-A3B (128 experts, 8 used) and
+	# gpt-oss-20b (32 experts, 4 used, MXFP4 experts whatever -type says).
+	moe-small) echo "-arch qwen3moe -embd 256 -layers 2 -heads 4 -kv-heads 2 -head-dim 64 -ffn 768 -experts 16 -experts-used 4 -expert-ffn 256 -vocab-pad 2048" ;;
+	a3b) echo "-arch qwen3moe -embd 2048 -layers 48 -heads 32 -kv-heads 4 -head-dim 128 -ffn 6144 -experts 128 -experts-used 8 -expert-ffn 768 -vocab-pad 151936" ;;
+	oss20b) echo "-arch gpt-oss -embd 2880 -layers 24 -heads 64 -kv-heads 8 -head-dim 64 -ffn 2880 -experts 32 -experts-used 4 -expert-ffn 2880 -expert-type MXFP4 -vocab-pad 201088" ;;
+	*) echo "gpucheck: unknown size class $1 (small, 1b, 8b, moe-small, a3b, oss20b)" >&2; exit 2 ;;
 	esac
 }
 
@@ -193,7 +204,7 @@ benchModel() {
 	desc=$(echo "$flags" | sed -E 's/-embd ([0-9]+) -layers ([0-9]+) -heads ([0-9]+) -kv-heads ([0-9]+) -ffn ([0-9]+) -vocab-pad ([0-9]+)/\1x\2, \3\/\4 heads, ffn \5, vocab \6/')
 	printf '{"name":"%s","class":"%s","format":"%s","shape":"%s","bytes":%d,"gen":"%ds"}\n' "$name" "$class" "$format" "$desc" "$bytes" "$gen" >"$R/$name.info.json"
 	local single parallel
-	if [ $small = 1 ]; then
+	if [ $small = 1 ] || [ "$class" = moe-small ]; then
 		single=(-p 32 -n 8 -r 2)
 		parallel=(-p 8 -n 4 -r 1)
 	else
@@ -284,6 +295,8 @@ build)
 		echo 'bash tools/gpucheck/gpucheck.sh device --classes 1b'
 		echo 'bash tools/gpucheck/gpucheck.sh device --no-tests --classes 8b --formats Q4_0,Q4_K_M'
 		echo 'bash tools/gpucheck/gpucheck.sh device --no-tests --classes 8b --formats Q8_0,F16'
+		echo 'bash tools/gpucheck/gpucheck.sh device --no-tests --classes a3b --formats Q4_K_M'
+		echo 'bash tools/gpucheck/gpucheck.sh device --no-tests --classes oss20b --formats Q8_0'
 		echo "then: tar xzf each call's results.tar.gz into its own folder and run gunzip -c $G/bin/gpucheck.gz >/tmp/gpucheck; /tmp/gpucheck on the folders for one table"
 	fi
 	;;

@@ -21,9 +21,9 @@ import (
 
 func main() {
 	var o modelgen.Options
-	var typ, out string
+	var typ, expertTyp, out string
 	var pad int
-	flag.StringVar(&o.Arch, "arch", "llama", "architecture: llama, qwen2, qwen3, gemma2, gemma3, phi3 or bert")
+	flag.StringVar(&o.Arch, "arch", "llama", "architecture: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, gpt-oss or bert")
 	flag.StringVar(&o.Vocab, "vocab", "bpe", "built-in vocabulary: bpe (byte-level BPE) or spm (SentencePiece); bert uses WordPiece")
 	flag.IntVar(&o.VocabSize, "vocab-size", 1024, "at most this many tokens (the built-in corpus supports about 700 BPE, 850 SPM)")
 	flag.StringVar(&typ, "type", "F32", "format of the 2-D weights: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, ..., or the mix Q4_K_M (Q4_K, some tensors Q6_K as llama-quantize does)")
@@ -38,6 +38,10 @@ func main() {
 	flag.IntVar(&o.Context, "ctx", 2048, "training context length written to the metadata")
 	flag.BoolVar(&o.Tied, "tied", false, "omit output.weight (the output reuses token_embd.weight)")
 	flag.Uint64Var(&o.Seed, "seed", 1, "random seed of the weights")
+	flag.IntVar(&o.Experts, "experts", 0, "qwen3moe, gpt-oss: experts per layer (default 8)")
+	flag.IntVar(&o.ExpertsUsed, "experts-used", 0, "qwen3moe, gpt-oss: experts each token uses (default 2)")
+	flag.IntVar(&o.ExpertFFN, "expert-ffn", 0, "qwen3moe, gpt-oss: an expert's feed-forward width (default ffn/2 rounded to the format's block)")
+	flag.StringVar(&expertTyp, "expert-type", "", "qwen3moe, gpt-oss: format of the experts' 3-D tensors (default -type; gpt-oss files use MXFP4)")
 	flag.StringVar(&out, "o", "", "output file (required)")
 	flag.Parse()
 	if out == "" {
@@ -50,6 +54,9 @@ func main() {
 	t, err := ParseType(typ)
 	if err == nil && pad > 0 {
 		o.Specials, err = padding(o, pad)
+	}
+	if err == nil && expertTyp != "" {
+		o.ExpertType, err = ParseType(expertTyp)
 	}
 	if err == nil {
 		o.Type = t
