@@ -21,6 +21,7 @@
 // variant: get_rows_q6_k_f32 -DDATA_A_Q6_K
 // variant: get_rows_iq4_nl_f32 -DDATA_A_IQ4_NL
 // variant: get_rows_iq4_xs_f32 -DDATA_A_IQ4_XS
+// variant: get_rows_mxfp4_f32 -DDATA_A_MXFP4
 layout(constant_id = 0) const uint WG = 64;
 // FAST says that plain-type rows are 16-byte aligned and K a multiple of 4
 // (quant.glsl's wide path).

@@ -22,6 +22,7 @@
 // variant: matmul_q6_k_f32 -DDATA_A_Q6_K
 // variant: matmul_iq4_nl_f32 -DDATA_A_IQ4_NL
 // variant: matmul_iq4_xs_f32 -DDATA_A_IQ4_XS
+// variant: matmul_mxfp4_f32 -DDATA_A_MXFP4
 #extension GL_EXT_control_flow_attributes : enable
 
 #define BM 64u

@@ -31,6 +31,7 @@
 // variant: matmul_coop_q6_k_f32_nv -DDATA_A_Q6_K
 // variant: matmul_coop_iq4_nl_f32_nv -DDATA_A_IQ4_NL
 // variant: matmul_coop_iq4_xs_f32_nv -DDATA_A_IQ4_XS
+// variant: matmul_coop_mxfp4_f32_nv -DDATA_A_MXFP4
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require

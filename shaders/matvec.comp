@@ -28,6 +28,7 @@
 // variant: matvec_q6_k_f32 -DDATA_A_Q6_K
 // variant: matvec_iq4_nl_f32 -DDATA_A_IQ4_NL
 // variant: matvec_iq4_xs_f32 -DDATA_A_IQ4_XS
+// variant: matvec_mxfp4_f32 -DDATA_A_MXFP4
 // variant: matvec_f32_f32_sg -DDATA_A_F32 -DUSE_SUBGROUP=1
 // variant: matvec_f16_f32_sg -DDATA_A_F16 -DUSE_SUBGROUP=1
 // variant: matvec_bf16_f32_sg -DDATA_A_BF16 -DUSE_SUBGROUP=1
@@ -43,6 +44,7 @@
 // variant: matvec_q6_k_f32_sg -DDATA_A_Q6_K -DUSE_SUBGROUP=1
 // variant: matvec_iq4_nl_f32_sg -DDATA_A_IQ4_NL -DUSE_SUBGROUP=1
 // variant: matvec_iq4_xs_f32_sg -DDATA_A_IQ4_XS -DUSE_SUBGROUP=1
+// variant: matvec_mxfp4_f32_sg -DDATA_A_MXFP4 -DUSE_SUBGROUP=1
 // variant: matvec_f32_f32_xu -DDATA_A_F32 -DX_UNIFORM=1
 // variant: matvec_f16_f32_xu -DDATA_A_F16 -DX_UNIFORM=1
 // variant: matvec_bf16_f32_xu -DDATA_A_BF16 -DX_UNIFORM=1
@@ -58,6 +60,7 @@
 // variant: matvec_q6_k_f32_xu -DDATA_A_Q6_K -DX_UNIFORM=1
 // variant: matvec_iq4_nl_f32_xu -DDATA_A_IQ4_NL -DX_UNIFORM=1
 // variant: matvec_iq4_xs_f32_xu -DDATA_A_IQ4_XS -DX_UNIFORM=1
+// variant: matvec_mxfp4_f32_xu -DDATA_A_MXFP4 -DX_UNIFORM=1
 // variant: matvec_f32_f32_xt -DDATA_A_F32 -DX_UNIFORM=1 -DA_TEXEL=1
 // variant: matvec_f16_f32_xt -DDATA_A_F16 -DX_UNIFORM=1 -DA_TEXEL=1
 // variant: matvec_bf16_f32_xt -DDATA_A_BF16 -DX_UNIFORM=1 -DA_TEXEL=1
@@ -73,6 +76,7 @@
 // variant: matvec_q6_k_f32_xt -DDATA_A_Q6_K -DX_UNIFORM=1 -DA_TEXEL=1
 // variant: matvec_iq4_nl_f32_xt -DDATA_A_IQ4_NL -DX_UNIFORM=1 -DA_TEXEL=1
 // variant: matvec_iq4_xs_f32_xt -DDATA_A_IQ4_XS -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_mxfp4_f32_xt -DDATA_A_MXFP4 -DX_UNIFORM=1 -DA_TEXEL=1
 // variant: matvec_q4_0_f32_s16 -DDATA_A_Q4_0 -DA_16BIT=1
 // variant: matvec_q8_0_f32_s16 -DDATA_A_Q8_0 -DA_16BIT=1
 // variant: matvec_q4_k_f32_s16 -DDATA_A_Q4_K -DA_16BIT=1

@@ -26,6 +26,7 @@
 // variant: matvec_fused_q6_k_f32 -DDATA_A_Q6_K -DFUSED=1
 // variant: matvec_fused_iq4_nl_f32 -DDATA_A_IQ4_NL -DFUSED=1
 // variant: matvec_fused_iq4_xs_f32 -DDATA_A_IQ4_XS -DFUSED=1
+// variant: matvec_fused_mxfp4_f32 -DDATA_A_MXFP4 -DFUSED=1
 // variant: matvec_fused_f32_f32_sg -DDATA_A_F32 -DUSE_SUBGROUP=1 -DFUSED=1
 // variant: matvec_fused_f16_f32_sg -DDATA_A_F16 -DUSE_SUBGROUP=1 -DFUSED=1
 // variant: matvec_fused_bf16_f32_sg -DDATA_A_BF16 -DUSE_SUBGROUP=1 -DFUSED=1
@@ -41,6 +42,7 @@
 // variant: matvec_fused_q6_k_f32_sg -DDATA_A_Q6_K -DUSE_SUBGROUP=1 -DFUSED=1
 // variant: matvec_fused_iq4_nl_f32_sg -DDATA_A_IQ4_NL -DUSE_SUBGROUP=1 -DFUSED=1
 // variant: matvec_fused_iq4_xs_f32_sg -DDATA_A_IQ4_XS -DUSE_SUBGROUP=1 -DFUSED=1
+// variant: matvec_fused_mxfp4_f32_sg -DDATA_A_MXFP4 -DUSE_SUBGROUP=1 -DFUSED=1
 // variant: matvec_fused_f32_f32_xu -DDATA_A_F32 -DX_UNIFORM=1 -DFUSED=1
 // variant: matvec_fused_f16_f32_xu -DDATA_A_F16 -DX_UNIFORM=1 -DFUSED=1
 // variant: matvec_fused_bf16_f32_xu -DDATA_A_BF16 -DX_UNIFORM=1 -DFUSED=1
@@ -56,6 +58,7 @@
 // variant: matvec_fused_q6_k_f32_xu -DDATA_A_Q6_K -DX_UNIFORM=1 -DFUSED=1
 // variant: matvec_fused_iq4_nl_f32_xu -DDATA_A_IQ4_NL -DX_UNIFORM=1 -DFUSED=1
 // variant: matvec_fused_iq4_xs_f32_xu -DDATA_A_IQ4_XS -DX_UNIFORM=1 -DFUSED=1
+// variant: matvec_fused_mxfp4_f32_xu -DDATA_A_MXFP4 -DX_UNIFORM=1 -DFUSED=1
 // variant: matvec_fused_f32_f32_xt -DDATA_A_F32 -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
 // variant: matvec_fused_f16_f32_xt -DDATA_A_F16 -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
 // variant: matvec_fused_bf16_f32_xt -DDATA_A_BF16 -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
@@ -71,6 +74,7 @@
 // variant: matvec_fused_q6_k_f32_xt -DDATA_A_Q6_K -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
 // variant: matvec_fused_iq4_nl_f32_xt -DDATA_A_IQ4_NL -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
 // variant: matvec_fused_iq4_xs_f32_xt -DDATA_A_IQ4_XS -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
+// variant: matvec_fused_mxfp4_f32_xt -DDATA_A_MXFP4 -DX_UNIFORM=1 -DFUSED=1 -DA_TEXEL=1
 #extension GL_EXT_control_flow_attributes : enable
 #if defined(USE_SUBGROUP)
 #extension GL_KHR_shader_subgroup_basic : enable

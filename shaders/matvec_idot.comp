@@ -32,6 +32,7 @@
 // variant: matvec_q6_k_q8_1_f32 -DDATA_A_Q6_K
 // variant: matvec_iq4_nl_q8_1_f32 -DDATA_A_IQ4_NL
 // variant: matvec_iq4_xs_q8_1_f32 -DDATA_A_IQ4_XS
+// variant: matvec_mxfp4_q8_1_f32 -DDATA_A_MXFP4
 // variant: matvec_q4_0_q8_1_f32_sg -DDATA_A_Q4_0 -DUSE_SUBGROUP=1
 // variant: matvec_q4_1_q8_1_f32_sg -DDATA_A_Q4_1 -DUSE_SUBGROUP=1
 // variant: matvec_q5_0_q8_1_f32_sg -DDATA_A_Q5_0 -DUSE_SUBGROUP=1
@@ -44,6 +45,7 @@
 // variant: matvec_q6_k_q8_1_f32_sg -DDATA_A_Q6_K -DUSE_SUBGROUP=1
 // variant: matvec_iq4_nl_q8_1_f32_sg -DDATA_A_IQ4_NL -DUSE_SUBGROUP=1
 // variant: matvec_iq4_xs_q8_1_f32_sg -DDATA_A_IQ4_XS -DUSE_SUBGROUP=1
+// variant: matvec_mxfp4_q8_1_f32_sg -DDATA_A_MXFP4 -DUSE_SUBGROUP=1
 // variant: matvec_q4_0_q8_1_f32_s16 -DDATA_A_Q4_0 -DA_16BIT=1
 // variant: matvec_q8_0_q8_1_f32_s16 -DDATA_A_Q8_0 -DA_16BIT=1
 // variant: matvec_q4_k_q8_1_f32_s16 -DDATA_A_Q4_K -DA_16BIT=1
@@ -66,6 +68,7 @@
 // variant: matvec_fused_q6_k_q8_1_f32 -DDATA_A_Q6_K -DFUSED=1
 // variant: matvec_fused_iq4_nl_q8_1_f32 -DDATA_A_IQ4_NL -DFUSED=1
 // variant: matvec_fused_iq4_xs_q8_1_f32 -DDATA_A_IQ4_XS -DFUSED=1
+// variant: matvec_fused_mxfp4_q8_1_f32 -DDATA_A_MXFP4 -DFUSED=1
 // variant: matvec_fused_q4_0_q8_1_f32_sg -DDATA_A_Q4_0 -DUSE_SUBGROUP=1 -DFUSED=1
 // variant: matvec_fused_q4_1_q8_1_f32_sg -DDATA_A_Q4_1 -DUSE_SUBGROUP=1 -DFUSED=1
 // variant: matvec_fused_q5_0_q8_1_f32_sg -DDATA_A_Q5_0 -DUSE_SUBGROUP=1 -DFUSED=1
@@ -78,6 +81,7 @@
 // variant: matvec_fused_q6_k_q8_1_f32_sg -DDATA_A_Q6_K -DUSE_SUBGROUP=1 -DFUSED=1
 // variant: matvec_fused_iq4_nl_q8_1_f32_sg -DDATA_A_IQ4_NL -DUSE_SUBGROUP=1 -DFUSED=1
 // variant: matvec_fused_iq4_xs_q8_1_f32_sg -DDATA_A_IQ4_XS -DUSE_SUBGROUP=1 -DFUSED=1
+// variant: matvec_fused_mxfp4_q8_1_f32_sg -DDATA_A_MXFP4 -DUSE_SUBGROUP=1 -DFUSED=1
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_EXT_spirv_intrinsics : enable
 #if defined(USE_SUBGROUP)
@@ -166,6 +170,18 @@ uint iq4_bytes(uint v) {
 	[[unroll]] for (uint b = 0u; b < 4u; b++) {
 		const uint i = (v >> (8u * b)) & 0xFu;
 		r |= ((kvalues_iq4nl[i >> 2] >> (8u * (i & 3u))) & 0xFFu) << (8u * b);
+	}
+	return r;
+}
+#endif
+#if defined(DATA_A_MXFP4)
+// mxfp4_bytes maps the four nibbles of v (one per byte) to their doubled
+// E2M1 values as four signed bytes.
+uint mxfp4_bytes(uint v) {
+	uint r = 0u;
+	[[unroll]] for (uint b = 0u; b < 4u; b++) {
+		const uint i = (v >> (8u * b)) & 0xFu;
+		r |= ((kvalues_mxfp4[i >> 2] >> (8u * (i & 3u))) & 0xFFu) << (8u * b);
 	}
 	return r;
 }
@@ -297,6 +313,14 @@ void wquant32(uint blk, uint sub, out uint q[8], out vec2 d, out vec2 m) {
 		const uint w = ld32(qs + 4u * i);
 		q[i] = iq4_bytes(w & 0x0F0F0F0Fu);
 		q[4u + i] = iq4_bytes((w >> 4) & 0x0F0F0F0Fu);
+	}
+
+#elif defined(DATA_A_MXFP4)
+	uint qw[4];
+	d = vec2(e8m0_half(mxfp4_block(blk, qw)));
+	[[unroll]] for (uint i = 0u; i < 4u; i++) {
+		q[i] = mxfp4_bytes(qw[i] & 0x0F0F0F0Fu);
+		q[4u + i] = mxfp4_bytes((qw[i] >> 4) & 0x0F0F0F0Fu);
 	}
 
 #else

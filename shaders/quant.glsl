@@ -124,6 +124,54 @@ vec4 iq4_lookup(uint v) {
 }
 #endif
 
+#if defined(DATA_A_MXFP4)
+// kvalues_mxfp4, the E2M1 values doubled as ggml keeps them (0, 1, 2, 3, 4,
+// 6, 8, 12, then their negatives, code 8 being 0), as signed bytes in four
+// words like kvalues_iq4nl. The block scale is halved to match
+// (e8m0_half).
+const uvec4 kvalues_mxfp4 = uvec4(0x03020100u, 0x0C080604u, 0xFDFEFF00u, 0xF4F8FAFCu);
+
+float mxfp4_value(uint i) {
+	return float(bitfieldExtract(int(kvalues_mxfp4[i >> 2]), int(8u * (i & 3u)), 8));
+}
+
+vec4 mxfp4_lookup(uint v) {
+	return vec4(mxfp4_value(v & 0xFu), mxfp4_value((v >> 8) & 0xFu),
+		mxfp4_value((v >> 16) & 0xFu), mxfp4_value((v >> 24) & 0xFu));
+}
+
+// e8m0_half returns 2^(e-128), half the E8M0 exponent byte e, with the bit
+// patterns of ggml's ggml_e8m0_to_fp32_half (gguf/quant e8m0ToFP32Half):
+// subnormals for e < 2, and 2^127 for e = 255.
+float e8m0_half(uint e) {
+	return uintBitsToFloat(e < 2u ? (0x00200000u << e) : ((e - 1u) << 23));
+}
+
+// mxfp4_block returns the exponent byte of the 17-byte block at any byte
+// offset blk and its 16 code bytes in q, loading the five words that hold
+// the block once each (a 17-byte block always spans five) and no word past
+// them.
+uint mxfp4_block(uint blk, out uint q[4]) {
+	const uint w0 = blk >> 2;
+	uint wd[6];
+	[[unroll]] for (uint i = 0u; i < 5u; i++) {
+		wd[i] = AW(w0 + i);
+	}
+	wd[5] = wd[4];
+	// The codes start at blk + 1: in word w0 at byte (blk + 1) % 4, or at
+	// the start of word w0 + 1 when blk % 4 is 3.
+	const bool next = (blk & 3u) == 3u;
+	const uint s = ((blk + 1u) & 3u) << 3;
+	[[unroll]] for (uint i = 0u; i < 4u; i++) {
+		const uint lo = next ? wd[i + 1u] : wd[i];
+		const uint hi = next ? wd[i + 2u] : wd[i + 1u];
+		// (hi << 1) << (31 - s) is hi << (32 - s), and 0 when s is 0.
+		q[i] = (lo >> s) | ((hi << 1) << (31u - s));
+	}
+	return (wd[0] >> ((blk & 3u) << 3)) & 0xFFu;
+}
+#endif
+
 #if defined(DATA_A_F32)
 #define QK 4u
 #define QS 16u
@@ -326,6 +374,16 @@ vec4 dequant4(uint blk, uint j) {
 	const uint ls = ((ld8(blk + 4u + (ib >> 1)) >> (4u * (ib & 1u))) & 0xFu) | (((ld16(blk + 2u) >> (2u * ib)) & 3u) << 4);
 	const uint q = (ld32(blk + 8u + 16u * ib + (l & 15u)) >> (l >= 16u ? 4u : 0u)) & 0x0F0F0F0Fu;
 	return ldh(blk) * float(int(ls) - 32) * iq4_lookup(q);
+}
+
+#elif defined(DATA_A_MXFP4)
+// block_mxfp4: u8 e (E8M0); u8 qs[16]; like Q4_0 through the kvalues_mxfp4
+// book, scaled by 2^(e-128). Blocks are 17 bytes, so at any byte offset.
+#define QK 32u
+#define QS 17u
+vec4 dequant4(uint blk, uint j) {
+	const uint q = (ld32(blk + 1u + 4u * (j & 3u)) >> (j >= 4u ? 4u : 0u)) & 0x0F0F0F0Fu;
+	return e8m0_half(ld8(blk)) * mxfp4_lookup(q);
 }
 
 #else
@@ -541,6 +599,14 @@ void dequant32(uint blk, uint sub, out vec4 v[8]) {
 		const uint q = ld32(qs + 4u * i);
 		v[i] = d * iq4_lookup(q & 0x0F0F0F0Fu);
 		v[4u + i] = d * iq4_lookup((q >> 4) & 0x0F0F0F0Fu);
+	}
+
+#elif defined(DATA_A_MXFP4)
+	uint qw[4];
+	const float d = e8m0_half(mxfp4_block(blk, qw));
+	[[unroll]] for (uint i = 0u; i < 4u; i++) {
+		v[i] = d * mxfp4_lookup(qw[i] & 0x0F0F0F0Fu);
+		v[4u + i] = d * mxfp4_lookup((qw[i] >> 4) & 0x0F0F0F0Fu);
 	}
 #endif
 }

@@ -78,11 +78,16 @@ func TestDequantizeRowKnownBlocks(t *testing.T) {
 	for j := 0; j < 16; j++ {
 		q5 = append(q5, byte(j)|byte(15-j)<<4)
 	}
+	// MXFP4: exponent 129 is a scale of 4, halved to 2 for the doubled
+	// E2M1 book.
+	mx := q4(0, nil)[1:]
+	mx[0] = 129
 	tests := []struct {
 		typ   gguf.GGMLType
 		block []byte
 		want  func(j int) float32
 	}{
+		{gguf.TypeMXFP4, mx, func(j int) float32 { return 2 * dqMXFP4[int(nib(j))] }},
 		{gguf.TypeQ4_0, q4(half05, nil), func(j int) float32 { return 0.5 * (nib(j) - 8) }},
 		{gguf.TypeQ4_1, q4(half05, []byte{byte(half2), byte(half2 >> 8)}), func(j int) float32 { return 0.5*nib(j) + 2 }},
 		{gguf.TypeIQ4_NL, q4(half2, nil), func(j int) float32 { return 2 * dqIQ4NL[int(nib(j))] }},

@@ -38,6 +38,9 @@ func dqHalfToFloat(h uint16) float32 {
 // dqIQ4NL is ggml's kvalues_iq4nl code book.
 var dqIQ4NL = [16]float32{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
 
+// dqMXFP4 is ggml's kvalues_mxfp4, the E2M1 values doubled.
+var dqMXFP4 = [16]float32{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+
 // dqScaleMinK4 unpacks the 6-bit scale and min j of a Q4_K/Q5_K block
 // (ggml's get_scale_min_k4).
 func dqScaleMinK4(j int, q []byte) (float32, float32) {
@@ -74,6 +77,13 @@ func dequantizeRow(t gguf.GGMLType, x []byte, y []float32) error {
 					out[j] = d * dqIQ4NL[qs[j]&0xF]
 					out[j+16] = d * dqIQ4NL[qs[j]>>4]
 				}
+			}
+		case gguf.TypeMXFP4:
+			// E8M0 exponent e, halved for the doubled book: 2^(e-128).
+			d, qs := float32(math.Ldexp(1, int(blk[0])-128)), blk[1:]
+			for j := 0; j < 16; j++ {
+				out[j] = dqMXFP4[qs[j]&0xF] * d
+				out[j+16] = dqMXFP4[qs[j]>>4] * d
 			}
 		case gguf.TypeQ4_1:
 			d, m, qs := dqHalf(blk), dqHalf(blk[2:]), blk[4:]

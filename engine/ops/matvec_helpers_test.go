@@ -16,7 +16,7 @@ var weightTypes = []gguf.GGMLType{
 	gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16,
 	gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ8_0,
 	gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K,
-	gguf.TypeIQ4_NL, gguf.TypeIQ4_XS,
+	gguf.TypeIQ4_NL, gguf.TypeIQ4_XS, gguf.TypeMXFP4,
 }
 
 // sampled reports whether case i of a test's cases over the weight types
@@ -108,7 +108,8 @@ func randomHalf(rng *rand.Rand, lo, hi int) uint16 {
 
 // randomWeights returns a rows x cols matrix of type t in GGUF layout: plain
 // types hold values in about [-1, 1]; quantized types hold random valid
-// blocks (random bits everywhere but the f16 scales, which are finite).
+// blocks (random bits everywhere but the f16 scales, which are finite, and
+// MXFP4's exponent bytes, which give scales like theirs).
 func randomWeights(rng *rand.Rand, t gguf.GGMLType, rows, cols int) []byte {
 	rb, err := t.RowSize(uint64(cols))
 	if err != nil {
@@ -136,6 +137,9 @@ func randomWeights(rng *rand.Rand, t gguf.GGMLType, rows, cols int) []byte {
 		for b := 0; b < len(w); b += bs {
 			for _, off := range halfFields[t] {
 				putU16(w[b+off:], randomHalf(rng, -10, -4))
+			}
+			if t == gguf.TypeMXFP4 {
+				w[b] = byte(127 - 10 + rng.IntN(7)) // 2^-10 .. 2^-4, halved
 			}
 		}
 	}

@@ -106,6 +106,8 @@ func idotBase(t gguf.GGMLType) (idotNames, bool) {
 		return idotNames{plain: "matvec_iq4_nl_q8_1_f32", sg: "matvec_iq4_nl_q8_1_f32_sg"}, true
 	case gguf.TypeIQ4_XS:
 		return idotNames{plain: "matvec_iq4_xs_q8_1_f32", sg: "matvec_iq4_xs_q8_1_f32_sg"}, true
+	case gguf.TypeMXFP4:
+		return idotNames{plain: "matvec_mxfp4_q8_1_f32", sg: "matvec_mxfp4_q8_1_f32_sg"}, true
 	}
 	return idotNames{}, false
 }
@@ -133,7 +135,7 @@ func HasIntegerDot(t gguf.GGMLType) bool {
 
 // IntegerDot reports whether MulMat and MatVec take the integer-dot path
 // for the types that have one (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
-// Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS: every quantized type the float kernels
+// Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4: every quantized type the float kernels
 // take): on by default on GPUs with shaderIntegerDotProduct, off on CPU
 // devices, where the float kernels are faster.
 func (k *Kernels) IntegerDot() bool { return k.intDot }

@@ -120,6 +120,8 @@ func kernelsFor(t gguf.GGMLType) (weightKernels, bool) {
 		return weightKernels{"get_rows_q6_k_f32", "matvec_q6_k_f32", "matvec_q6_k_f32_sg", "matmul_q6_k_f32", "matvec_q6_k_f32_xu", "matvec_q6_k_f32_xt", "matvec_fused_q6_k_f32", "matvec_fused_q6_k_f32_sg", "matvec_fused_q6_k_f32_xu", "matvec_fused_q6_k_f32_xt"}, true
 	case gguf.TypeIQ4_NL:
 		return weightKernels{"get_rows_iq4_nl_f32", "matvec_iq4_nl_f32", "matvec_iq4_nl_f32_sg", "matmul_iq4_nl_f32", "matvec_iq4_nl_f32_xu", "matvec_iq4_nl_f32_xt", "matvec_fused_iq4_nl_f32", "matvec_fused_iq4_nl_f32_sg", "matvec_fused_iq4_nl_f32_xu", "matvec_fused_iq4_nl_f32_xt"}, true
+	case gguf.TypeMXFP4:
+		return weightKernels{"get_rows_mxfp4_f32", "matvec_mxfp4_f32", "matvec_mxfp4_f32_sg", "matmul_mxfp4_f32", "matvec_mxfp4_f32_xu", "matvec_mxfp4_f32_xt", "matvec_fused_mxfp4_f32", "matvec_fused_mxfp4_f32_sg", "matvec_fused_mxfp4_f32_xu", "matvec_fused_mxfp4_f32_xt"}, true
 	case gguf.TypeIQ4_XS:
 		return weightKernels{"get_rows_iq4_xs_f32", "matvec_iq4_xs_f32", "matvec_iq4_xs_f32_sg", "matmul_iq4_xs_f32", "matvec_iq4_xs_f32_xu", "matvec_iq4_xs_f32_xt", "matvec_fused_iq4_xs_f32", "matvec_fused_iq4_xs_f32_sg", "matvec_fused_iq4_xs_f32_xu", "matvec_fused_iq4_xs_f32_xt"}, true
 	}

@@ -13,7 +13,7 @@ var dequantTypes = []gguf.GGMLType{
 	gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16,
 	gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ8_0,
 	gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K,
-	gguf.TypeIQ4_NL, gguf.TypeIQ4_XS,
+	gguf.TypeIQ4_NL, gguf.TypeIQ4_XS, gguf.TypeMXFP4,
 }
 
 func TestSupport(t *testing.T) {
@@ -53,6 +53,9 @@ func TestErrors(t *testing.T) {
 		{"f16 odd bytes", gguf.TypeF16, 7, 4, []string{"F16", "7", "8"}},
 		{"f32 short", gguf.TypeF32, 12, 4, []string{"F32", "12", "16"}},
 		{"empty input for one block", gguf.TypeIQ4_XS, 0, 256, []string{"IQ4_XS", "0", "136"}},
+		{"MXFP4 partial block", gguf.TypeMXFP4, 17, 48, []string{"MXFP4", "48", "32"}},
+		{"MXFP4 short input", gguf.TypeMXFP4, 33, 64, []string{"MXFP4", "33", "64", "34"}},
+		{"MXFP4 long input", gguf.TypeMXFP4, 18, 32, []string{"MXFP4", "18", "32", "17"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +78,7 @@ func TestErrors(t *testing.T) {
 	}{
 		{"unsupported", gguf.TypeIQ3_S, 256, []string{"IQ3_S", "unsupported"}},
 		{"partial block", gguf.TypeQ5_1, 33, []string{"Q5_1", "33", "32"}},
+		{"MXFP4 partial block", gguf.TypeMXFP4, 40, []string{"MXFP4", "40", "32"}},
 		{"partial super block", gguf.TypeQ6_K, 512 + 32, []string{"Q6_K", "544", "256"}},
 	}
 	for _, tt := range quantTests {

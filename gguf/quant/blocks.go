@@ -20,6 +20,7 @@ import (
 //	Q5_K   d, dmin, scales[12], qh[32], qs[128] 256 elements, 176 bytes
 //	Q6_K   ql[128], qh[64], scales[16] (int8), d 256 elements, 210 bytes
 //	IQ4_XS d, scales_h (u16), scales_l[4], qs[128] 256 elements, 136 bytes
+//	MXFP4  e (E8M0 byte), qs[16]           32 elements, 17 bytes (mxfp4.go)
 //
 // The 32-element formats store element j in the low nibble of qs[j] and
 // element j+16 in the high nibble.
@@ -55,6 +56,8 @@ func codecForQuant(t gguf.GGMLType) codec {
 		return codec{dequantIQ4_NL, quantIQ4_NL}
 	case gguf.TypeIQ4_XS:
 		return codec{dequantIQ4_XS, quantIQ4_XS}
+	case gguf.TypeMXFP4:
+		return codec{dequantMXFP4, quantMXFP4}
 	}
 	return codec{}
 }

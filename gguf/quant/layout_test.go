@@ -72,6 +72,13 @@ var layoutCases = []layoutCase{
 	{gguf.TypeIQ4_NL, []int{0}, func(b []byte, i int) float64 {
 		return f16f(b, 0) * float64(kvaluesIQ4NL[nibble(b[2+i%16], i >= 16)])
 	}},
+	// MXFP4 has no f16 field: every exponent byte, 0 (subnormal scales)
+	// and 255 (scales of 2^127, whose large codes overflow to infinity)
+	// among them, is exact in float64 and rounds to float32 as the
+	// reference's one multiply does.
+	{gguf.TypeMXFP4, nil, func(b []byte, i int) float64 {
+		return e2m1[nibble(b[1+i%16], i >= 16)] * math.Ldexp(1, int(b[0])-127)
+	}},
 	{gguf.TypeQ2_K, []int{80, 82}, func(b []byte, i int) float64 {
 		h, r := i/128, i%128
 		q := int(b[16+32*h+r%32]>>(2*(r/32))) & 3

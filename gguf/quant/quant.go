@@ -6,9 +6,9 @@
 // explicit float32 conversions wherever the reference rounds, so that no
 // multiply-add is fused on architectures where Go would fuse one (arm64,
 // s390x, riscv64, loong64). Quantize reproduces llama.cpp's reference
-// quantizers (quantize_row_*_ref, and quantize_iq4_nl/quantize_iq4_xs
-// without an importance matrix) byte for byte, which is what llama-quantize
-// writes when it is given no imatrix.
+// quantizers (quantize_row_*_ref, MXFP4's among them, and
+// quantize_iq4_nl/quantize_iq4_xs without an importance matrix) byte for
+// byte, which is what llama-quantize writes when it is given no imatrix.
 //
 // Both functions are safe for concurrent use and keep no state; Dequantize
 // and QuantizeTo allocate nothing.
