@@ -1,6 +1,11 @@
 package engine
 
-import "github.com/vkllm/vkllm/engine/ops"
+import (
+	"fmt"
+
+	"github.com/vkllm/vkllm/engine/ops"
+	"github.com/vkllm/vkllm/gguf"
+)
 
 // Act is an activation of a forward pass: Rows x Cols f32 values, row-major,
 // held by the Graph that made it. Acts are values; copying one does not copy
@@ -67,12 +72,26 @@ type Attn struct {
 	// SoftCap > 0 turns each scaled score s into SoftCap*tanh(s/SoftCap)
 	// (Gemma 2).
 	SoftCap float32
+	// Sinks, when not nil, holds one f32 attention-sink logit per query
+	// head (Heads values; gpt-oss's attn_sinks.weight): head h's softmax
+	// also counts Sinks[h] in its max and denominator, as is (after the
+	// scores' Scale and SoftCap, neither applied to it), with no value,
+	// so the head's weights over its keys sum to less than one.
+	Sinks *Tensor
 	// Rope, when not nil, rotates q and k by each row's position first
 	// (Causal only): q in place, k only as it goes into the cache (the k
 	// Act keeps its values; nothing may read it afterwards for the
 	// rotated keys). The GPU does the rotations and both cache writes in
 	// one dispatch.
 	Rope *Rope
+}
+
+// checkSinks reports a Sinks tensor that is not one f32 logit per head.
+func (a *Attn) checkSinks() error {
+	if s := a.Sinks; s != nil && (s.Type != gguf.TypeF32 || len(s.Dims) != 1 || s.Cols() != a.Heads || len(s.Data) < 4*a.Heads) {
+		return fmt.Errorf("engine: attention sinks %s: type %v, dims %v; want %d f32 values, one per head", s.Name, s.Type, s.Dims, a.Heads)
+	}
+	return nil
 }
 
 // Graph is what an architecture's forward pass is written against. Two

@@ -174,12 +174,16 @@ func (g *cpuGraph) Attention(q, k, v Act, a Attn) Act {
 	out := g.new(n, a.Heads*D)
 	qv, kv, vv, ov := g.v(q), g.v(k), g.v(v), g.v(out)
 	kw := a.KVHeads * D
+	if err := a.checkSinks(); err != nil {
+		g.fail(err)
+		return out
+	}
 	if a.Kind == Bidirectional {
 		if a.Rope != nil {
 			g.fail(fmt.Errorf("engine: Attention: a RoPE fused into bidirectional attention"))
 			return out
 		}
-		g.fail(ops.RefAttentionBatch(ov, qv, kv, vv, g.b.Pos, g.ends,
+		g.fail(ops.RefAttentionBatch(ov, qv, kv, vv, g.b.Pos, g.ends, g.w(a.Sinks),
 			ops.BatchAttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: D, Scale: a.Scale}))
 		return out
 	}
@@ -212,7 +216,7 @@ func (g *cpuGraph) Attention(q, k, v Act, a Attn) Act {
 	for s := range m.slots {
 		m.kv.tableRow(s, table[s*cache.TablePages():(s+1)*cache.TablePages()])
 	}
-	g.fail(ops.RefAttentionF32(ov, qv, kc, vc, g.b.Slots, pos, table, ops.AttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads,
+	g.fail(ops.RefAttentionF32(ov, qv, kc, vc, g.b.Slots, pos, table, g.w(a.Sinks), ops.AttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads,
 		HeadDim: D, Cache: cache, VType: m.kvTypes[1], Causal: true, Scale: a.Scale, Window: a.Window, SoftCap: a.SoftCap}))
 	return out
 }

@@ -451,6 +451,10 @@ func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
 	if q.Cols != a.Heads*a.HeadDim || k.Cols != a.KVHeads*a.HeadDim || v.Cols != k.Cols {
 		g.shapeErr("Attention", a.Heads*a.HeadDim, q.Cols)
 	}
+	if err := a.checkSinks(); err != nil {
+		g.fail(err)
+		return out
+	}
 	m := g.m
 	if g.c == nil && g.err == nil && a.Kind != Bidirectional {
 		// The dry run: the split attention of any batch up to this one,
@@ -472,7 +476,7 @@ func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
 		}
 		g.dep(g.r(out), g.r(q), g.r(k), g.r(v))
 		g.fail(m.k.AttentionBatch(c, g.r(out), g.r(q), g.r(k), g.r(v), pos, m.input(inSeqEnd, n),
-			ops.BatchAttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Scale: a.Scale}))
+			ops.BatchAttnParams{Rows: n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Scale: a.Scale, Sinks: g.vec(a.Sinks)}))
 		return out
 	}
 	if a.Layer < 0 || a.Layer >= len(m.kCache) {
@@ -481,6 +485,7 @@ func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
 	}
 	kc, vc := m.kCache[a.Layer], m.vCache[a.Layer]
 	p := g.attnParams(n, k.Cols, a)
+	p.Sinks = g.vec(a.Sinks)
 	vCache := p.Cache
 	vCache.Type = m.cfg.TypeV
 	table := m.input(inTable, m.cfg.Slots*m.kv.tableLen)
@@ -519,7 +524,8 @@ func (g *gpuGraph) Attention(q, k, v Act, a Attn) Act {
 
 // attnParams are the parameters of a causal attention over the KV cache
 // for rows rows of a (kvDim values per position), the rows attending to
-// at most g.keys positions; no splits yet.
+// at most g.keys positions; no splits and no sinks yet (the dry run has
+// no weights on the device).
 func (g *gpuGraph) attnParams(rows, kvDim int, a Attn) ops.AttnParams {
 	m := g.m
 	cache := ops.KVParams{Slots: m.cfg.Slots, NCtx: m.cfg.CtxSize, KVDim: kvDim, Pages: m.cfg.Pages, PageSize: m.cfg.PageSize, Type: m.cfg.TypeK}

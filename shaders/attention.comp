@@ -7,7 +7,9 @@
 // 0..pos[row] (with a sliding window of w > 0 positions only
 // pos[row]-w+1..pos[row]); non-causal rows see 0..n_kv-1; rows with an
 // out-of-range slot get zeros. With softcap > 0 each scaled score s becomes
-// softcap * tanh(s / softcap) (Gemma 2).
+// softcap * tanh(s / softcap) (Gemma 2). With sinks != 0 each head's
+// softmax also counts its sink logit (attention.glsl; split 0 of the
+// _split variants carries it).
 //
 // One workgroup serves one row and GPW query heads that share a kv head,
 // so each K and V row is read once for all of them. It walks the keys in
@@ -227,6 +229,17 @@ void main() {
 		m[g] = NEG_INF;
 		l[g] = 0.0;
 		acc4[g] = vec4(0.0);
+	}
+#ifdef SPLIT
+	if (p.sinks != 0 && split == 0) {
+#else
+	if (p.sinks != 0) {
+#endif
+		// The sink as a key of value zero seen first (attention.glsl).
+		[[unroll]] for (uint g = 0; g < GPW; g++) {
+			m[g] = data_sinks[h0 + g];
+			l[g] = 1.0;
+		}
 	}
 	for (uint j0 = kbeg; j0 < kend; j0 += WG) {
 		const uint j = j0 + t;

@@ -2,6 +2,13 @@
 // (attention.comp) and flash_attn_rows (attention_rows.comp) share, mirrored
 // by engine/ops AttnPush, the page-table lookup and the test for rows that
 // flash_attn_tiled serves.
+//
+// Attention sinks (gpt-oss): with sinks != 0 query head h's softmax also
+// counts the logit data_sinks[h], as is (neither scaled nor soft-capped),
+// in its max and its denominator, with no value: every kernel starts that
+// head's online softmax from max = sink, sum = 1 and zero accumulators, as
+// if the sink were a key of value zero seen first (the split kernels in
+// split 0 only, so that attn_combine merges it once).
 
 layout(binding = 0) readonly buffer Q { float data_q[]; };
 #include "kv_types.glsl" // bindings 1 and 2: the K and V pools
@@ -9,6 +16,7 @@ layout(binding = 3) readonly buffer S { int data_slot[]; };
 layout(binding = 4) readonly buffer P { int data_pos[]; };
 layout(binding = 5) writeonly buffer O { float data_o[]; };
 layout(binding = 6) readonly buffer T { int data_table[]; };
+layout(binding = 7) readonly buffer Sk { float data_sinks[]; }; // [heads] when sinks != 0
 
 layout(push_constant) uniform Params {
 	uint rows;
@@ -28,6 +36,7 @@ layout(push_constant) uniform Params {
 	uint page_shift;   // log2 of the positions per page
 	uint table_stride; // page-table entries per slot
 	uint n_pages;      // pages in the K and V pools
+	uint sinks;        // 1: data_sinks holds one logit per query head
 } p;
 
 // kv_row returns the element offset of position j of slot in the paged

@@ -8,8 +8,8 @@
 // so flash_attn's tiles of keys, reductions and shared q cost it far more
 // than the arithmetic of a decode row. Same bindings, push constants and
 // results as flash_attn (rows with an out-of-range slot get zeros; sliding
-// window and soft-capping as there; with tile_rows > 0 it leaves the rows
-// of flash_attn_tiled's tiles alone).
+// window, soft-capping and attention sinks as there; with tile_rows > 0 it
+// leaves the rows of flash_attn_tiled's tiles alone).
 // The loops over the head dimension are unrolled: lavapipe ends a shader's
 // loops after 65535 iterations in all, which the key loop alone must stay
 // under (engine/ops cpuRowsMaxKeys; TestAttentionLongContext).
@@ -72,6 +72,10 @@ void main() {
 		}
 		m[g] = NEG_INF;
 		l[g] = 0.0;
+		if (p.sinks != 0) { // the sink as a key of value zero seen first (attention.glsl)
+			m[g] = data_sinks[h0 + g];
+			l[g] = 1.0;
+		}
 	}
 	const uint stride = p.kv_heads * HEAD_DIM; // elements per position
 	const uint page_mask = (1u << p.page_shift) - 1u;

@@ -22,6 +22,8 @@
 //  3. accumulate: each invocation owns QK queries times DM vec4s of the
 //     output in registers (acc), rescales them by alpha and adds P V.
 // No reduction crosses invocations, so nothing assumes a subgroup size.
+// Attention sinks (sinks != 0) start each query's running max and sum at
+// its head's sink logit and 1, as in attention.glsl.
 // q, out: [row][head][head_dim] f32. CPU reference: engine/ops RefAttention.
 // variant: flash_attn_tiled_f32_f16 -DUSE_F16=1
 // variant: flash_attn_tiled_f32_f16_q8_0 -DUSE_F16=1 -DV_Q8_0=1
@@ -49,6 +51,7 @@ layout(binding = 3) readonly buffer S { int data_slot[]; };
 layout(binding = 4) readonly buffer P { int data_pos[]; };
 layout(binding = 5) writeonly buffer O { float data_o[]; };
 layout(binding = 6) readonly buffer T { int data_table[]; };
+layout(binding = 7) readonly buffer Sk { float data_sinks[]; }; // [heads] when sinks != 0
 
 // The push-constant block of attention.comp (AttnPush).
 layout(push_constant) uniform Params {
@@ -69,6 +72,7 @@ layout(push_constant) uniform Params {
 	uint page_shift;   // log2 of the positions per page
 	uint table_stride; // page-table entries per slot
 	uint n_pages;      // pages in the K and V pools
+	uint sinks;        // 1: data_sinks holds one logit per query head
 } p;
 
 // kv_row is attention.glsl's: the element offset of position j of slot in
@@ -314,6 +318,11 @@ void main() {
 	const uint kvoff = kvh * HEAD_DIM; // the kv head within a position
 	const uint d0 = t % TD, qb = t / TD; // phase-3 vec4s and queries
 	float m = NEG_INF, l = 0.0;          // of query t (t < Q)
+	if (p.sinks != 0 && t < Q) {
+		// The sink as a key of value zero seen first (attention.glsl).
+		m = data_sinks[h0 + t % GPW];
+		l = 1.0;
+	}
 	vec4 acc[MAX_ACC];
 	[[unroll]] for (uint i = 0; i < DM * QK; i++) {
 		acc[i] = vec4(0.0);

@@ -23,6 +23,7 @@ layout(binding = 2) readonly buffer V { float data_v[]; };
 layout(binding = 3) readonly buffer P { int data_pos[]; };
 layout(binding = 4) readonly buffer E { int data_end[]; };
 layout(binding = 5) writeonly buffer O { float data_o[]; };
+layout(binding = 6) readonly buffer Sk { float data_sinks[]; }; // [heads] when sinks != 0
 
 layout(push_constant) uniform Params {
 	uint rows;
@@ -30,6 +31,7 @@ layout(push_constant) uniform Params {
 	uint kv_heads;
 	uint head_dim; // at most MAX_D
 	float scale;
+	uint sinks; // 1: data_sinks holds one logit per query head
 } p;
 
 #define MAX_D 256
@@ -60,6 +62,13 @@ void main() {
 		acc[i] = 0.0;
 	}
 	float m = NEG_INF, l = 0.0;
+	if (p.sinks != 0) {
+		// Attention sinks: the head's logit data_sinks[h] counts in the
+		// softmax's max and denominator with no value, as a key of value
+		// zero seen first (attention.glsl).
+		m = data_sinks[h];
+		l = 1.0;
+	}
 	for (uint j0 = beg; j0 < end; j0 += WG) {
 		const uint j = j0 + t;
 		float s = NEG_INF;

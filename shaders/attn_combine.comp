@@ -3,8 +3,9 @@
 // ([row][head][split][max, sum, acc[head_dim]]) into the attention output
 // [row][head][head_dim]: with M the largest split max,
 //   out = sum_s acc_s * exp(max_s - M) / sum_s sum_s * exp(max_s - M).
-// Splits that saw no keys have max = -inf and sum 0. One workgroup per
-// (row, head). CPU reference: engine/ops RefAttention.
+// Splits that saw no keys have max = -inf and sum 0. An attention sink
+// needs nothing here: split 0 counted it in its max and sum. One workgroup
+// per (row, head). CPU reference: engine/ops RefAttention.
 // variant: attn_combine_f32
 #include "common.glsl"
 

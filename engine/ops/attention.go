@@ -39,6 +39,11 @@ type AttnParams struct {
 	// A row that sees more still gets all of its keys (the last split
 	// takes the rest), only more slowly.
 	Keys int
+	// Sinks, when it has a buffer, holds Heads f32 attention-sink logits
+	// (gpt-oss): query head h's softmax also counts Sinks[h] in its max
+	// and denominator, as is (not scaled nor soft-capped), with no value,
+	// so a row's weights sum to less than one. Without a buffer, none.
+	Sinks vk.Range
 }
 
 // SplitKeys is the most keys one row of the dispatch attends to, which
@@ -163,6 +168,7 @@ type AttnPush struct {
 	SplitLen, NSplit, TileRows, Window                       uint32
 	SoftCap                                                  float32
 	PageShift, TableStride, NPages                           uint32
+	Sinks                                                    uint32 // 1: binding 7 holds the sinks
 }
 
 // AttnCombinePush mirrors the push-constant block of attn_combine.comp.
@@ -193,7 +199,9 @@ func (p *AttnParams) check() error {
 // the page ids), with GQA (query head h reads kv head h / (Heads/KVHeads)).
 // q and out are [Rows][Heads][HeadDim] f32; slot and pos are int32 per row.
 // Rows with an out-of-range slot produce zeros; every position a row sees
-// must have a page in the pool.
+// must have a page in the pool. With p.Sinks each head's softmax also
+// counts its sink logit (see AttnParams.Sinks; split dispatches count it
+// once, in split 0).
 //
 // Without splits, a batch of at least two query tiles (see attnTileFor)
 // also dispatches flash_attn_tiled, which serves every tile of rows whose
@@ -226,6 +234,13 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos, table vk.Range
 		NCtx: uint32(p.Cache.NCtx), NSlots: uint32(p.Cache.Slots), NKV: uint32(p.NKV), Scale: p.Scale,
 		PageShift: p.Cache.pageShift(), TableStride: uint32(p.Cache.TablePages()), NPages: uint32(p.Cache.Pages)}
 	tb := k.window(table, 0, tableBytes)
+	sinks := k.window(slot, 0, 4*uint64(p.Rows)) // bound, unread, without sinks
+	if p.Sinks.Buf != nil {
+		if err := sized("Attention", "sinks", p.Sinks, 4*uint64(p.Heads)); err != nil {
+			return err
+		}
+		sinks, push.Sinks = k.window(p.Sinks, 0, 4*uint64(p.Heads)), 1
+	}
 	if p.Causal {
 		push.Causal, push.Window = 1, uint32(p.Window)
 	}
@@ -251,7 +266,7 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos, table vk.Range
 			if err := Record(k, c, names.tiled, []uint32{wg, uint32(tile.GPW), uint32(p.HeadDim), uint32(tile.Rows)},
 				k.Groups(ceilDiv(uint32(p.Rows), uint32(tile.Rows))*uint32(p.Heads/tile.GPW)), &push,
 				k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, vBytes),
-				k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn), tb); err != nil {
+				k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn), tb, sinks); err != nil {
 				return err
 			}
 		}
@@ -264,7 +279,7 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos, table vk.Range
 		}
 		return Record(k, c, name, spec, groups, &push,
 			k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, vBytes),
-			k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn), tb)
+			k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), k.window(out, 0, qn), tb, sinks)
 	}
 	sb := AttentionScratchBytes(p)
 	if err := sized("Attention", "scratch", p.Scratch, sb); err != nil {
@@ -279,7 +294,7 @@ func (k *Kernels) Attention(c *vk.Cmd, out, q, kc, vc, slot, pos, table vk.Range
 	if err := Record(k, c, k.pick(names.split, names.splitSG), spec,
 		k.Groups(uint32(p.Rows*p.Heads/gpw*p.Splits)), &push,
 		k.window(q, 0, qn), k.window(kc, 0, cacheBytes), k.window(vc, 0, vBytes),
-		k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), scratch, tb); err != nil {
+		k.window(slot, 0, 4*uint64(p.Rows)), k.window(pos, 0, 4*uint64(p.Rows)), scratch, tb, sinks); err != nil {
 		return err
 	}
 	comb := AttnCombinePush{RowsHeads: uint32(p.Rows * p.Heads), HeadDim: uint32(p.HeadDim), NSplit: uint32(p.Splits)}
@@ -378,12 +393,12 @@ func (k *Kernels) attnTileFor(group, headDim int, wg uint32) (t attnTile, ok boo
 // RefAttention is the CPU reference of Attention over paged pools viewed
 // as halfwords (see RefKVWrite): RefAttentionF32 over the pools
 // dequantized with gguf/quant.
-func RefAttention(out, q []float32, kq, vq []uint16, slot, pos, table []int32, p AttnParams) error {
+func RefAttention(out, q []float32, kq, vq []uint16, slot, pos, table []int32, sinks []float32, p AttnParams) error {
 	if err := p.check(); err != nil {
 		return err
 	}
 	kc, vc := DequantizeKV(kq, p.Cache.Type, p.Cache.KVDim), DequantizeKV(vq, p.VType, p.Cache.KVDim)
-	return RefAttentionF32(out, q, kc, vc, slot, pos, table, p)
+	return RefAttentionF32(out, q, kc, vc, slot, pos, table, sinks, p)
 }
 
 // RefAttentionF32 is Attention's math over paged pools of f32 values
@@ -391,10 +406,16 @@ func RefAttention(out, q []float32, kq, vq []uint16, slot, pos, table []int32, p
 // element types only constrain the shapes, as they do the kernels'):
 // plain two-pass softmax in float64. It is the one attention reference
 // over a KV cache (RefAttention's, and the engine's CPU forward pass with
-// its f32 pools).
-func RefAttentionF32(out, q, kc, vc []float32, slot, pos, table []int32, p AttnParams) error {
+// its f32 pools). sinks, when not nil, holds p.Heads attention-sink logits
+// (AttnParams.Sinks), p.Sinks being ignored: each joins its head's max and
+// denominator as the reference's flash attention applies it, after the
+// scores' scale and soft-cap.
+func RefAttentionF32(out, q, kc, vc []float32, slot, pos, table []int32, sinks []float32, p AttnParams) error {
 	if err := p.check(); err != nil {
 		return err
+	}
+	if sinks != nil && len(sinks) != p.Heads {
+		return fmt.Errorf("ops: RefAttentionF32: %d sinks, want one per head (%d)", len(sinks), p.Heads)
 	}
 	if n := p.Cache.Pages * p.Cache.pageSize() * p.Cache.KVDim; len(kc) < n || len(vc) < n {
 		return fmt.Errorf("ops: RefAttentionF32: pools of %d and %d values, want %d", len(kc), len(vc), n)
@@ -426,6 +447,9 @@ func RefAttentionF32(out, q, kc, vc []float32, slot, pos, table []int32, p AttnP
 			qv := q[(r*p.Heads+h)*D:]
 			kvh := (h / group) * D
 			m := math.Inf(-1)
+			if sinks != nil {
+				m = float64(sinks[h])
+			}
 			for j := lo; j < nk; j++ {
 				base := kvRow(table, slot[r], int32(j), p.Cache)
 				if base < 0 {
@@ -443,6 +467,9 @@ func RefAttentionF32(out, q, kc, vc []float32, slot, pos, table []int32, p AttnP
 				m = math.Max(m, s[j])
 			}
 			var sum float64
+			if sinks != nil {
+				sum = math.Exp(float64(sinks[h]) - m) // a weight with no value
+			}
 			clear(acc)
 			for j := lo; j < nk; j++ {
 				w := math.Exp(s[j] - m)

@@ -60,7 +60,7 @@ func TestPagedAttentionShared(t *testing.T) {
 					}
 				}
 				want := make([]float32, len(q))
-				if err := RefAttention(want, q, kc, vc, slot, pos, table, p); err != nil {
+				if err := RefAttention(want, q, kc, vc, slot, pos, table, nil, p); err != nil {
 					t.Fatal(err)
 				}
 				closeTo(t, fmt.Sprintf("Attention (per-row kernel %v)", rows), got, want, 1e-4)
@@ -272,7 +272,7 @@ func TestDecodeStep(t *testing.T) {
 	RefKVWrite(kc, kRef, slot, pos, table, rows, kv)
 	RefKVWrite(vc, v, slot, pos, table, rows, kv)
 	want := make([]float32, len(q))
-	if err := RefAttention(want, qRef, kc, vc, slot, pos, table, ap); err != nil {
+	if err := RefAttention(want, qRef, kc, vc, slot, pos, table, nil, ap); err != nil {
 		t.Fatal(err)
 	}
 	// f16 rounding of k in the cache may differ by an ulp where the GPU's
@@ -482,6 +482,16 @@ func TestAttentionLongContextCPU(t *testing.T) {
 // and compares it with RefAttention.
 func checkAttention(t *testing.T, g *rig, p AttnParams, slot, pos []int32) {
 	t.Helper()
+	checkAttentionSinks(t, g, p, slot, pos, nil)
+}
+
+// checkAttentionSinks is checkAttention with the attention-sink logits
+// sinks (one per head; nil: none).
+func checkAttentionSinks(t *testing.T, g *rig, p AttnParams, slot, pos []int32, sinks []float32) {
+	t.Helper()
+	if sinks != nil {
+		p.Sinks = g.upF32(sinks)
+	}
 	table := scatteredTable(g, &p.Cache, 5)
 	p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))
 	if p.Splits > 1 {
@@ -499,10 +509,115 @@ func checkAttention(t *testing.T, g *rig, p AttnParams, slot, pos []int32) {
 	tr := g.upI32(table)
 	g.run(func(c *vk.Cmd) error { return g.k.Attention(c, out, qr, kr, vr, sr, pr, tr, p) })
 	want := make([]float32, len(q))
-	if err := RefAttention(want, q, kc, vc, slot, pos, table, p); err != nil {
+	if err := RefAttention(want, q, kc, vc, slot, pos, table, sinks, p); err != nil {
 		t.Fatal(err)
 	}
 	closeTo(t, "Attention", g.downF32(out, len(q)), want, 1e-4)
+}
+
+// sinkSets are the attention-sink logits of TestAttentionSinks and
+// TestAttentionBatchSinks for heads heads: mixed per head (far below, near
+// and far above the scores, which are about N(0, 4) here), all far above
+// (the weights of the keys nearly vanish) and all far below (plain
+// softmax, nearly).
+func sinkSets(heads int) []struct {
+	name  string
+	sinks []float32
+} {
+	mixed, high, low := make([]float32, heads), make([]float32, heads), make([]float32, heads)
+	for h := range heads {
+		mixed[h] = []float32{-20, 0.5, 3, 25, -1.5}[h%5]
+		high[h], low[h] = 30, -30
+	}
+	return []struct {
+		name  string
+		sinks []float32
+	}{{"mixed", mixed}, {"high", high}, {"low", low}}
+}
+
+// TestAttentionSinks runs every attention kernel with attention sinks
+// (gpt-oss) against RefAttention: the per-row GPU kernel (decode, GQA,
+// odd head sizes, an out-of-range slot, sliding windows, soft-capping,
+// non-causal rows), its split variants with the combine (3 and 7 splits:
+// the sink enters once), the tiled prefill kernel beside the per-row one
+// (tiles of several slots), and the CPU devices' flash_attn_rows.
+func TestAttentionSinks(t *testing.T) {
+	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
+	g := newRig(t)
+	cases := []struct {
+		name      string
+		p         AttnParams
+		pos, slot []int32
+	}{
+		{"decode-gqa", AttnParams{Rows: 3, Heads: 8, KVHeads: 2, HeadDim: 64, Causal: true}, []int32{0, 130, 299}, []int32{0, 1, 2}},
+		{"odd-dim-bad-slot", AttnParams{Rows: 3, Heads: 3, KVHeads: 1, HeadDim: 40, Causal: true}, []int32{4, 250, 5}, []int32{2, 0, 9}},
+		{"window16", AttnParams{Rows: 5, Heads: 8, KVHeads: 2, HeadDim: 64, Causal: true, Window: 16}, []int32{0, 10, 15, 16, 300}, []int32{1, 1, 1, 0, 2}},
+		{"noncausal", AttnParams{Rows: 4, Heads: 4, KVHeads: 4, HeadDim: 32, NKV: 23}, []int32{0, 1, 2, 3}, []int32{1, 1, 1, 1}},
+		{"prefill37", AttnParams{Rows: 37, Heads: 8, KVHeads: 4, HeadDim: 32, Causal: true}, run(37, 0), fill(37, 1)},
+		{"prefill-mixed", AttnParams{Rows: 45, Heads: 8, KVHeads: 4, HeadDim: 32, Causal: true},
+			append(append([]int32{290, 17, 5}, run(39, 0)...), 250, 60, 299), append(append([]int32{0, 2, 9}, fill(39, 1)...), 2, -1, 0)},
+		{"softcap-window", AttnParams{Rows: 36, Heads: 4, KVHeads: 2, HeadDim: 64, Causal: true, Window: 9, SoftCap: 1.5}, run(36, 0), fill(36, 2)},
+	}
+	defer func(wg uint32, rows bool) { g.k.attnWG, g.k.rowKernels = wg, rows }(g.k.attnWG, g.k.rowKernels)
+	for _, cfg := range []struct {
+		wg   uint32
+		rows bool
+	}{{min(g.k.wg, cpuAttnWG), false}, {min(g.k.wg, 128), false}, {min(g.k.wg, cpuAttnWG), true}} {
+		g.k.attnWG, g.k.rowKernels = cfg.wg, cfg.rows
+		for _, tc := range cases {
+			for _, splits := range []int{0, 3, 7} {
+				if cfg.rows && splits > 1 {
+					continue // the split kernels serve both
+				}
+				for _, set := range sinkSets(tc.p.Heads) {
+					t.Run(fmt.Sprintf("wg%d/rows=%v/%s/splits=%d/%s", cfg.wg, cfg.rows, tc.name, splits, set.name), func(t *testing.T) {
+						p := tc.p
+						p.Cache = KVParams{Slots: 3, NCtx: 301, KVDim: p.KVHeads * p.HeadDim, PageSize: 16}
+						p.Splits = splits
+						checkAttentionSinks(t, g, p, tc.slot, tc.pos, set.sinks)
+					})
+				}
+			}
+		}
+	}
+	// A sinks buffer short of one logit per head is refused, naming it.
+	p := AttnParams{Rows: 1, Heads: 4, KVHeads: 2, HeadDim: 32, Causal: true, Scale: 1,
+		Cache: KVParams{Slots: 1, NCtx: 16, KVDim: 64, Pages: 1, PageSize: 16}, Sinks: g.buf(12)}
+	var err error
+	g.run(func(c *vk.Cmd) error {
+		kv := g.buf(int(p.Cache.PoolBytes()))
+		err = g.k.Attention(c, g.buf(4*4*32), g.buf(4*4*32), kv, kv, g.upI32([]int32{0}), g.upI32([]int32{3}), g.upI32([]int32{0}), p)
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "sinks") {
+		t.Errorf("Attention with 3 sinks for 4 heads: %v, want an error naming the sinks", err)
+	}
+}
+
+// TestRefAttentionSinks checks the reference's sinks against the formula
+// written out for one row and head over two keys: out = sum_j e^(s_j - m)
+// v_j / (e^(sink - m) + sum_j e^(s_j - m)), m the largest of the sink and
+// the scores, the sink neither scaled nor soft-capped.
+func TestRefAttentionSinks(t *testing.T) {
+	p := AttnParams{Rows: 1, Heads: 1, KVHeads: 1, HeadDim: 1, Causal: true, Scale: 0.5, SoftCap: 2,
+		Cache: KVParams{Slots: 1, NCtx: 2, KVDim: 1, Pages: 1, PageSize: 2}}
+	q, kc, vc := []float32{2}, []float32{1, -3}, []float32{4, -1}
+	for _, sink := range []float32{-50, -1, 0.7, 5, 60} {
+		s0, s1 := 2*math.Tanh(1/2.0), 2*math.Tanh(-3/2.0) // softcap(scale * q * k)
+		m := max(float64(sink), s0, s1)
+		e0, e1, es := math.Exp(s0-m), math.Exp(s1-m), math.Exp(float64(sink)-m)
+		want := (4*e0 - e1) / (es + e0 + e1)
+		got := make([]float32, 1)
+		if err := RefAttentionF32(got, q, kc, vc, []int32{0}, []int32{1}, []int32{0}, []float32{sink}, p); err != nil {
+			t.Fatal(err)
+		}
+		if d := math.Abs(float64(got[0]) - want); d > 1e-6*math.Abs(want) {
+			t.Errorf("RefAttentionF32(sink %g) = %g, want %g", sink, got[0], want)
+		}
+	}
+	if err := RefAttentionF32(make([]float32, 1), q, kc, vc, []int32{0}, []int32{1}, []int32{0}, []float32{1, 2}, p); err == nil {
+		t.Errorf("RefAttentionF32 with 2 sinks for 1 head = nil error, want one")
+	}
 }
 
 // TestAttentionQuant runs the attention kernels over q8_0 and q4_0 pools
@@ -569,7 +684,7 @@ func TestAttentionQuant(t *testing.T) {
 							return g.k.Attention(c, out, g.upF32(q), g.upF16(kc), g.upF16(vc), g.upI32(tc.slot), g.upI32(tc.pos), g.upI32(table), p)
 						})
 						want := make([]float32, len(q))
-						if err := RefAttention(want, q, kc, vc, tc.slot, tc.pos, table, p); err != nil {
+						if err := RefAttention(want, q, kc, vc, tc.slot, tc.pos, table, nil, p); err != nil {
 							t.Fatal(err)
 						}
 						closeTo(t, "Attention", g.downF32(out, len(q)), want, 1e-4)

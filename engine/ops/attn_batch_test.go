@@ -39,25 +39,35 @@ func TestAttentionBatch(t *testing.T) {
 	for _, wg := range []uint32{min(g.k.wg, cpuAttnWG), min(g.k.wg, 128)} {
 		g.k.attnWG = wg
 		for _, tc := range cases {
-			t.Run(fmt.Sprintf("wg%d/%s", wg, tc.name), func(t *testing.T) {
-				both(t, g, func(t *testing.T) {
-					p := tc.p
-					pos, end := seqs(tc.lens...)
-					p.Rows = len(pos)
-					p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))
-					q := g.randn(p.Rows*p.Heads*p.HeadDim, 1)
-					k := g.randn(p.Rows*p.KVHeads*p.HeadDim, 2)
-					v := g.randn(p.Rows*p.KVHeads*p.HeadDim, 1)
-					out := g.buf(4 * len(q))
-					qr, kr, vr, pr, er := g.upF32(q), g.upF32(k), g.upF32(v), g.upI32(pos), g.upI32(end)
-					g.run(func(c *vk.Cmd) error { return g.k.AttentionBatch(c, out, qr, kr, vr, pr, er, p) })
-					want := make([]float32, len(q))
-					if err := RefAttentionBatch(want, q, k, v, pos, end, p); err != nil {
-						t.Fatal(err)
-					}
-					closeTo(t, "AttentionBatch", g.downF32(out, len(q)), want, 1e-4)
+			// Without attention sinks, then with each of sinkSets.
+			sets := append([]struct {
+				name  string
+				sinks []float32
+			}{{"no-sinks", nil}}, sinkSets(tc.p.Heads)...)
+			for _, set := range sets {
+				t.Run(fmt.Sprintf("wg%d/%s/%s", wg, tc.name, set.name), func(t *testing.T) {
+					both(t, g, func(t *testing.T) {
+						p := tc.p
+						pos, end := seqs(tc.lens...)
+						p.Rows = len(pos)
+						p.Scale = float32(1 / math.Sqrt(float64(p.HeadDim)))
+						if set.sinks != nil {
+							p.Sinks = g.upF32(set.sinks)
+						}
+						q := g.randn(p.Rows*p.Heads*p.HeadDim, 1)
+						k := g.randn(p.Rows*p.KVHeads*p.HeadDim, 2)
+						v := g.randn(p.Rows*p.KVHeads*p.HeadDim, 1)
+						out := g.buf(4 * len(q))
+						qr, kr, vr, pr, er := g.upF32(q), g.upF32(k), g.upF32(v), g.upI32(pos), g.upI32(end)
+						g.run(func(c *vk.Cmd) error { return g.k.AttentionBatch(c, out, qr, kr, vr, pr, er, p) })
+						want := make([]float32, len(q))
+						if err := RefAttentionBatch(want, q, k, v, pos, end, set.sinks, p); err != nil {
+							t.Fatal(err)
+						}
+						closeTo(t, "AttentionBatch", g.downF32(out, len(q)), want, 1e-4)
+					})
 				})
-			})
+			}
 		}
 	}
 }
