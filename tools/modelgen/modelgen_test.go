@@ -21,6 +21,7 @@ func TestGenerate(t *testing.T) {
 		{Options{Arch: "qwen2", Tied: true, Type: gguf.TypeQ8_0}, []string{"blk.0.attn_q.bias", "blk.0.attn_v.bias"}, []string{"output.weight"}},
 		{Options{Arch: "qwen3", Type: gguf.TypeF16}, []string{"blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight"}, nil},
 		{Options{Arch: "bert"}, []string{"position_embd.weight", "blk.0.layer_output_norm.bias"}, []string{"output.weight"}},
+		{Options{Arch: "llama", Type: gguf.TypeMXFP4}, []string{"output.weight", "blk.1.ffn_down.weight"}, nil},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/%v", c.opts.Arch, c.opts.Type), func(t *testing.T) {
@@ -54,6 +55,12 @@ func TestGenerate(t *testing.T) {
 			}
 			if emb.Type != want {
 				t.Errorf("token_embd.weight type %v, want %v", emb.Type, want)
+			}
+			if c.opts.Type == gguf.TypeMXFP4 {
+				// llama.cpp's LLAMA_FTYPE_MOSTLY_MXFP4_MOE.
+				if ft, err := f.Uint32("general.file_type"); err != nil || ft != 38 {
+					t.Errorf("general.file_type = %d, %v, want 38", ft, err)
+				}
 			}
 			tok, err := tokenizer.New(f)
 			if err != nil {
