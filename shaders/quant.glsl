@@ -41,7 +41,8 @@ layout(binding = 0) readonly buffer A4 { uvec4 data_a4[]; };
 // the same binding: an f16 scale is one load converted to f32 and a byte is
 // one load, where the word view shifts and masks halves and bytes out of
 // 32-bit words. Every offset is even (mulMat takes the variants only for
-// weights at an even byte offset; every block size is even).
+// weights at an even byte offset, and only the types of even block size,
+// not MXFP4's 17 bytes, have them).
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_8bit_storage : require
 layout(binding = 0) readonly buffer A16 { uint16_t data_a16[]; };

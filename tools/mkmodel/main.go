@@ -26,7 +26,7 @@ func main() {
 	flag.StringVar(&o.Arch, "arch", "llama", "architecture: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, gpt-oss or bert")
 	flag.StringVar(&o.Vocab, "vocab", "bpe", "built-in vocabulary: bpe (byte-level BPE) or spm (SentencePiece); bert uses WordPiece")
 	flag.IntVar(&o.VocabSize, "vocab-size", 1024, "at most this many tokens (the built-in corpus supports about 700 BPE, 850 SPM)")
-	flag.StringVar(&typ, "type", "F32", "format of the 2-D weights: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, ..., or the mix Q4_K_M (Q4_K, some tensors Q6_K as llama-quantize does)")
+	flag.StringVar(&typ, "type", "F32", "format of the 2-D weights: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, MXFP4, ..., or the mix Q4_K_M (Q4_K, some tensors Q6_K as llama-quantize does)")
 	flag.IntVar(&pad, "vocab-pad", 0, "pad the vocabulary to this many tokens with reserved control tokens (a real vocabulary's size for benchmarks: 128256)")
 	flag.IntVar(&o.Workers, "workers", 1, "goroutines generating the weights (more than 1: other random values than the sequential generator's)")
 	flag.IntVar(&o.Embd, "embd", 64, "embedding width")

@@ -586,6 +586,8 @@ func fileType(t gguf.GGMLType) uint32 {
 		return 30
 	case gguf.TypeBF16:
 		return 32
+	case gguf.TypeMXFP4:
+		return 38 // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
 	}
 	return 0
 }

@@ -25,6 +25,7 @@ func TestGenerate(t *testing.T) {
 		{Options{Arch: "phi3"}, []string{"blk.1.attn_qkv.weight", "rope_factors_long.weight"}, []string{"blk.0.attn_q.weight", "rope_freqs.weight"}},
 		{Options{Arch: "gemma3", Tied: true}, []string{"blk.0.attn_q_norm.weight", "blk.1.post_ffw_norm.weight"}, []string{"output.weight"}},
 		{Options{Arch: "gemma2"}, []string{"output.weight"}, []string{"blk.0.attn_q_norm.weight"}},
+		{Options{Arch: "llama", Type: gguf.TypeMXFP4}, []string{"output.weight", "blk.1.ffn_down.weight"}, nil},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/%v", c.opts.Arch, c.opts.Type), func(t *testing.T) {
@@ -58,6 +59,12 @@ func TestGenerate(t *testing.T) {
 			}
 			if emb.Type != want {
 				t.Errorf("token_embd.weight type %v, want %v", emb.Type, want)
+			}
+			if c.opts.Type == gguf.TypeMXFP4 {
+				// llama.cpp's LLAMA_FTYPE_MOSTLY_MXFP4_MOE.
+				if ft, err := f.Uint32("general.file_type"); err != nil || ft != 38 {
+					t.Errorf("general.file_type = %d, %v, want 38", ft, err)
+				}
 			}
 			tok, err := tokenizer.New(f)
 			if err != nil {
