@@ -102,6 +102,7 @@
 // variant: matvec_id_q6_k_f32 -DDATA_A_Q6_K -DMUL_MAT_ID=1
 // variant: matvec_id_iq4_nl_f32 -DDATA_A_IQ4_NL -DMUL_MAT_ID=1
 // variant: matvec_id_iq4_xs_f32 -DDATA_A_IQ4_XS -DMUL_MAT_ID=1
+// variant: matvec_id_mxfp4_f32 -DDATA_A_MXFP4 -DMUL_MAT_ID=1
 // variant: matvec_id_f32_f32_sg -DDATA_A_F32 -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
 // variant: matvec_id_f16_f32_sg -DDATA_A_F16 -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
 // variant: matvec_id_bf16_f32_sg -DDATA_A_BF16 -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
@@ -117,6 +118,7 @@
 // variant: matvec_id_q6_k_f32_sg -DDATA_A_Q6_K -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
 // variant: matvec_id_iq4_nl_f32_sg -DDATA_A_IQ4_NL -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
 // variant: matvec_id_iq4_xs_f32_sg -DDATA_A_IQ4_XS -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_mxfp4_f32_sg -DDATA_A_MXFP4 -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
 #extension GL_EXT_control_flow_attributes : enable
 #if defined(USE_SUBGROUP)
 #extension GL_KHR_shader_subgroup_basic : enable

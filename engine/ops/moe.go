@@ -192,6 +192,8 @@ func matvecIDKernels(t gguf.GGMLType) (plain, sg string, ok bool) {
 		return "matvec_id_iq4_nl_f32", "matvec_id_iq4_nl_f32_sg", true
 	case gguf.TypeIQ4_XS:
 		return "matvec_id_iq4_xs_f32", "matvec_id_iq4_xs_f32_sg", true
+	case gguf.TypeMXFP4:
+		return "matvec_id_mxfp4_f32", "matvec_id_mxfp4_f32_sg", true
 	}
 	return "", "", false
 }
