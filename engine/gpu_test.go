@@ -85,7 +85,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 		ropeFreqs   bool
 	}{{"llama", "spm", false, false}, {"qwen2", "bpe", true, false}, {"qwen3", "bpe", false, false},
 		{"llama", "bpe", true, true}, {"gemma2", "spm", true, false}, {"gemma3", "spm", true, false}, {"phi3", "spm", false, false},
-		{"qwen3moe", "bpe", false, false}}
+		{"qwen3moe", "bpe", false, false}, {"gpt-oss", "bpe", false, false}}
 	types := []gguf.GGMLType{gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_1,
 		gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeMXFP4}
 	few := []gguf.GGMLType{gguf.TypeF32, gguf.TypeQ8_0, gguf.TypeQ4_K}
@@ -246,7 +246,7 @@ func TestGreedyIdentical(t *testing.T) {
 	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	dev := vktest.Open(t, vk.Options{})
 	for _, typ := range []gguf.GGMLType{gguf.TypeF32, gguf.TypeF16} {
-		for _, arch := range []string{"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen3moe"} {
+		for _, arch := range []string{"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen3moe", "gpt-oss"} {
 			t.Run(fmt.Sprintf("%s/%v", arch, typ), func(t *testing.T) {
 				path := genModel(t, modelgen.Options{Arch: arch, Type: typ, Embd: 64, Layers: 2, Seed: 3})
 				o, w := openModel(t, path)

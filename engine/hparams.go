@@ -84,6 +84,8 @@ func archFor(name string) (archSpec, error) {
 		return archSpec{load: loadGemma3, weights: reflect.TypeFor[gemmaModel]()}, nil
 	case "phi3":
 		return archSpec{load: loadPhi3, weights: reflect.TypeFor[phi3Model]()}, nil
+	case "gpt-oss":
+		return archSpec{load: loadGptOss, weights: reflect.TypeFor[gptossModel]()}, nil
 	case "bert":
 		return archSpec{load: loadBert, weights: reflect.TypeFor[bertModel](), layerNorm: true, encoder: true}, nil
 	}
@@ -91,7 +93,7 @@ func archFor(name string) (archSpec, error) {
 }
 
 // supportedArchs lists the architectures archFor knows, for errors.
-const supportedArchs = "llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, bert"
+const supportedArchs = "llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, gpt-oss, bert"
 
 // Architectures returns the names of the architectures the engine loads.
 func Architectures() []string { return strings.Split(supportedArchs, ", ") }

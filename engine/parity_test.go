@@ -56,7 +56,7 @@ var archDecoders = []string{"llama3rf-gpt2-256x4-q8_0", "gemma3-spm-256x4-q8_0",
 
 // nextDecoders are the decoder models of fixtures/archs-next (the
 // mixture-of-experts and hybrid architectures), by their path there.
-var nextDecoders = []string{"moe/qwen3moe-spm-256x4-q8_0"}
+var nextDecoders = []string{"moe/qwen3moe-spm-256x4-q8_0", "moe/gpt-oss-gpt2-192x4-mxfp4"}
 
 // measuredTol widens the bounds for the two models with RoPE frequency
 // factors, whose differences were measured larger. On llama3rf the
@@ -72,7 +72,9 @@ var nextDecoders = []string{"moe/qwen3moe-spm-256x4-q8_0"}
 // On qwen3moe short prompts differ by up to 0.0082 (CPU reference) and
 // 0.0104 (GPU, at the 14th greedy step of the second prompt), perplexity
 // by 0.06%: each row's output sums two experts' FFNs with router weights,
-// one more rounding stage than a dense FFN.
+// one more rounding stage than a dense FFN. gpt-oss (MXFP4 experts, so a
+// 4-bit model by highPrecision's rule) differs by up to 0.0097 and 0.13%:
+// its bounds are these measured ones, tighter than the 4-bit defaults.
 var measuredTol = map[string]struct{ short, ppl float64 }{
 	"llama3rf-gpt2-256x4-q8_0": {1.5e-2, 0.01},
 	"qwen3moe-spm-256x4-q8_0":  {1.5e-2, 0.005},
@@ -253,31 +255,44 @@ func checkTeacherForced(t *testing.T, m parityModel, fw forwarder, slot int32) {
 }
 
 // checkGreedy generates each reference prompt's continuation greedily
-// (argmax of our own logits, fed back) and requires its text to equal the
-// reference's greedy text, as far as the reference recorded steps.
+// (argmax of our own logits, fed back) and requires its text to stay a
+// prefix of the reference's greedy text up to the last recorded step, or
+// up to a step where the reference's own top two tokens were nearer than
+// twice the log-probability tolerance (a near tie that either side's
+// rounding may break either way: the teacher-forced check's rule for top-1
+// agreement).
 func checkGreedy(t *testing.T, m parityModel, fw forwarder, slot int32) {
 	pieces, err := tokenizer.New(m.file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for gi, g := range m.ref.Greedy {
+		tol := m.tol
+		if len(g.PromptTokens) > 8 {
+			tol = longPromptTol
+		}
 		b := Batch{}
 		for i, tok := range g.PromptTokens {
 			b.Tokens, b.Slots, b.Pos = append(b.Tokens, tok), append(b.Slots, slot), append(b.Pos, int32(i))
 			b.Out = append(b.Out, logitsIf(i == len(g.PromptTokens)-1))
 		}
 		var text []byte
-		for step := range g.Steps {
+		for si, step := range g.Steps {
 			logits, err := fw.Forward(b)
 			if err != nil {
 				t.Fatal(err)
 			}
 			next := argmaxF32(logits)
 			text = append(text, pieces.Piece(next)...)
-			b = Batch{Tokens: []int32{next}, Slots: []int32{slot}, Pos: []int32{int32(len(g.PromptTokens) + step)}, Out: []RowOut{{Kind: OutLogits}}}
-		}
-		if got := completeUTF8(text); got != g.Content {
-			t.Errorf("prompt %d (%q): greedy text %q, want the reference's %q", gi, g.Prompt, got, g.Content)
+			if !strings.HasPrefix(g.Content, completeUTF8(text)) {
+				if len(step.Top) > 1 && step.Top[0][1]-step.Top[1][1] <= 2*tol {
+					t.Logf("prompt %d: greedy texts agree up to step %d, where the reference's top two differ by %.4f (near tie)", gi, si, step.Top[0][1]-step.Top[1][1])
+					break
+				}
+				t.Errorf("prompt %d (%q) step %d: greedy text %q is not a prefix of the reference's %q", gi, g.Prompt, si, completeUTF8(text), g.Content)
+				break
+			}
+			b = Batch{Tokens: []int32{next}, Slots: []int32{slot}, Pos: []int32{int32(len(g.PromptTokens) + si)}, Out: []RowOut{{Kind: OutLogits}}}
 		}
 	}
 }

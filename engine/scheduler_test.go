@@ -156,11 +156,11 @@ func compareRuns(t *testing.T, what string, got, want genResult) {
 
 // TestSchedulerMatchesSolo runs 16 greedy sequences of different prompt
 // lengths through the scheduler at once and checks each against the same
-// sequence run alone, for every architecture (qwen3moe: the rows of a step
-// route to different experts, an expert's rows share its passes).
+// sequence run alone, for every architecture (qwen3moe, gpt-oss: the rows
+// of a step route to different experts, an expert's rows share its passes).
 func TestSchedulerMatchesSolo(t *testing.T) {
 	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
-	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen3moe"} {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen3moe", "gpt-oss"} {
 		t.Run(arch, func(t *testing.T) {
 			m := schedModel(t, arch, 16, 32)
 			const n, maxTokens = 16, 12

@@ -209,7 +209,7 @@ func (o Options) shapeEnv() tensortag.Env {
 		"q": o.Heads * o.HeadDim, "kv": o.KVHeads * o.HeadDim,
 		"qv": o.Heads * o.HeadDimV, "kvv": o.KVHeads * o.HeadDimV,
 		"R": o.RopeDim, "C": o.CtxTrain,
-		"X": o.Experts, "FX": o.ExpertFFN,
+		"X": o.Experts, "FX": o.ExpertFFN, "H": o.Heads,
 	}
 }
 

@@ -74,9 +74,10 @@ void route(uint row) {
 	}
 	if (p.mode == 1u) {
 		// softmax over the selected logits (val[0] is their largest)
+		const float top = val[0];
 		float ws = 0.0;
 		for (uint s = 0u; s < p.k; s++) {
-			val[s] = exp(val[s] - val[0]);
+			val[s] = exp(val[s] - top);
 			ws += val[s];
 		}
 		for (uint s = 0u; s < p.k; s++) {

@@ -52,8 +52,9 @@ func RefMoERoute(logits []float32, s MoEShape, sel []int32, w []float32) error {
 		switch {
 		case s.Gating == GatingSoftmaxWeight:
 			var ws float64
+			top := picked[0] // the largest
 			for j := range picked {
-				picked[j] = math.Exp(picked[j] - picked[0])
+				picked[j] = math.Exp(picked[j] - top)
 				ws += picked[j]
 			}
 			for j := range picked {

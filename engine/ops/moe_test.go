@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -38,6 +39,7 @@ func TestMoERoute(t *testing.T) {
 				}
 			}
 			closeTo(t, "weights", g.downF32(wr, s.Pairs()), w, 1e-5)
+			closeTo(t, "reference weights", w, routeWeights(logits, s, sel), 1e-6)
 			for r := range s.Rows {
 				var sum float64
 				for _, v := range w[r*s.Used : (r+1)*s.Used] {
@@ -70,6 +72,34 @@ func TestMoERoute(t *testing.T) {
 			t.Logf("%d of %d experts unused", unused, s.Experts)
 		})
 	}
+}
+
+// routeWeights computes the weights of the picked experts sel from the
+// definition, independently of RefMoERoute: p = softmax over every
+// expert's logit; the weight of a picked expert is its p, divided by the
+// sum of the picked ones' where the gating normalises (a softmax over the
+// picked logits equals that).
+func routeWeights(logits []float32, s MoEShape, sel []int32) []float32 {
+	out := make([]float32, s.Pairs())
+	for r := range s.Rows {
+		row := logits[r*s.Experts : (r+1)*s.Experts]
+		var z float64
+		for _, v := range row {
+			z += math.Exp(float64(v))
+		}
+		var picked float64
+		for j := range s.Used {
+			picked += math.Exp(float64(row[sel[r*s.Used+j]])) / z
+		}
+		for j := range s.Used {
+			p := math.Exp(float64(row[sel[r*s.Used+j]])) / z
+			if s.Gating == GatingSoftmaxWeight || s.Norm {
+				p /= picked
+			}
+			out[r*s.Used+j] = float32(p)
+		}
+	}
+	return out
 }
 
 // randomRoutes returns each row's Used distinct experts, drawn from the

@@ -525,7 +525,7 @@ func Generate(opts Options) (*gguf.Writer, error) {
 		q, kv = E, E // no grouped heads: the file has no head_count_kv
 	}
 	env := tensortag.Env{"E": E, "V": nVocab, "F": opts.FFN, "D": opts.HeadDim, "q": q, "kv": kv, "qv": q, "kvv": kv,
-		"R": ropeDims(opts), "C": opts.Context, "X": opts.Experts, "FX": opts.ExpertFFN}
+		"R": ropeDims(opts), "C": opts.Context, "X": opts.Experts, "FX": opts.ExpertFFN, "H": opts.Heads}
 	decls := archDeclsOf(a)
 	for i := 0; i < len(decls); {
 		if !decls[i].Block {
