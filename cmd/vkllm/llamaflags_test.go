@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// parseServe parses args with serve's real flag set.
+func parseServe(t *testing.T, args []string) (*serveFlags, error, string) {
+	t.Helper()
+	fs := newFlagSet("serve")
+	f := &serveFlags{}
+	f.register(fs)
+	err := parseFlags(fs, args, true)
+	var log bytes.Buffer
+	if err == nil {
+		f.llamaFlags.logNoEffect(fs, slog.New(slog.NewTextHandler(&log, nil)))
+	}
+	return f, err, log.String()
+}
+
+// TestLlamaServerFlags parses llama-server command lines with serve's flag
+// set: the flags whose meaning matches set vkllm's, the ones that change
+// nothing here are accepted and named once in the log, and flags vkllm
+// does not know are errors naming them and the vkllm equivalent.
+func TestLlamaServerFlags(t *testing.T) {
+	type want struct {
+		ctx, parallel, threads, nPredict int
+		alias, fa, ngl                   string
+		jinja, embedding, rerank, logOff bool
+	}
+	for _, tc := range []struct {
+		name string
+		args string
+		want want
+		rest string
+	}{
+		{"usual", "-m x.gguf -c 2048 -np 2 -t 8 -a mine -fa on -ngl 99 --jinja --embedding --reranking --metrics --log-disable -n 128",
+			want{2048, 2, 8, 128, "mine", "on", "99", true, true, true, true}, ""},
+		{"long names", "--ctx-size 512 --parallel 3 --threads 4 --alias other --flash-attn off --n-gpu-layers=all --embeddings --rerank",
+			want{512, 3, 4, 0, "other", "off", "all", false, true, true, false}, ""},
+		{"bare -fa", "-fa -ngl auto -c4096",
+			want{4096, 4, 0, 0, "", "on", "auto", false, false, false, false}, ""},
+		{"-fa then a value flag", "-fa --gpu-layers 10 -n -1",
+			want{0, 4, 0, -1, "", "on", "10", false, false, false, false}, ""},
+		{"none", "", want{0, 4, 0, 0, "", "auto", "", false, false, false, false}, ""},
+		{"rest after --", "-np 1 -- -ngl", want{0, 1, 0, 0, "", "auto", "", false, false, false, false}, "-ngl"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err, log := parseServe(t, strings.Fields(tc.args))
+			if err != nil {
+				t.Fatalf("parse %q: %v", tc.args, err)
+			}
+			got := want{f.ctxSize, f.parallel, f.threads, f.nPredict, f.alias, string(f.flashAttn), string(f.gpuLayers),
+				f.jinja, f.embedding, f.reranking, f.logDisable}
+			if got != tc.want {
+				t.Errorf("parse %q = %+v, want %+v", tc.args, got, tc.want)
+			}
+			if tc.want.ngl != "" && !strings.Contains(log, "all layers run on the Vulkan device") {
+				t.Errorf("parse %q: log %q does not say the layers all run on the device", tc.args, log)
+			}
+			if tc.want.ngl == "" && tc.want.fa == "auto" && log != "" {
+				t.Errorf("parse %q: log %q, want nothing for a vkllm command line", tc.args, log)
+			}
+		})
+	}
+
+	for _, tc := range []struct{ args, want string }{
+		{"-ctk q8_0", `unknown flag "-ctk" (llama-server's; in vkllm: --cache-type-k)`},
+		{"-m x.gguf --ubatch-size 512", `unknown flag "--ubatch-size" (llama-server's; in vkllm: --batch-size)`},
+		{"--mlock", `unknown flag "--mlock" (llama-server's; vkllm has no equivalent)`},
+		{"-cb", `unknown flag "-cb" (llama-server's; in vkllm: continuous batching is always on)`},
+		{"-xyz", `unknown flag "-xyz"`},
+		{"--nope=1", `unknown flag "--nope"`},
+		{"-ngl lots", `n-gpu-layers`},
+		{"-fa=maybe", `flash-attn`},
+		{"-t many", `threads`},
+		{"--c 5", `unknown flag "--c"`},
+		{"-m x.gguf -ngl", `--n-gpu-layers: missing value`},
+	} {
+		t.Run(tc.args, func(t *testing.T) {
+			_, err, _ := parseServe(t, strings.Fields(tc.args))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("parse %q = %v, want an error containing %s", tc.args, err, tc.want)
+			}
+		})
+	}
+}
