@@ -52,6 +52,10 @@ var infillFields = []string{"input_prefix", "input_suffix", "input_extra"}
 var nativeSamplers = []string{"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "typical_p", "top_p", "min_p",
 	"xtc", "temperature", "infill"}
 
+// defaultSamplers is vkllm's chain as llama-server names its samplers, in
+// its order (sampling's package comment): what samplers means when absent.
+var defaultSamplers = []string{"penalties", "top_k", "typ_p", "top_p", "min_p", "temperature"}
+
 // nativeRequest is a decoded /completion or /infill body.
 type nativeRequest struct {
 	*genRequest
@@ -191,7 +195,9 @@ func (s *Server) decodeNative(b grammar.Budget, body []byte, infill bool) (*nati
 	if r.err != nil {
 		return nil, r.err
 	}
-	if samplers != nil {
+	if samplers == nil {
+		samplers = defaultSamplers
+	} else {
 		// A sampler left out of the list is not used.
 		p := &req.params
 		has := func(names ...string) bool {
@@ -312,7 +318,9 @@ type nativeCompletion struct {
 	StoppingWord       *string        `json:"stopping_word,omitempty"`
 	TokensCached       *int           `json:"tokens_cached,omitempty"`
 	Timings            *timings       `json:"timings,omitempty"`
-	Probs              []nativeProb   `json:"completion_probabilities,omitempty"`
+	// Probs is a []nativeProb, nil when n_probs is 0 (an empty list is
+	// still sent).
+	Probs any `json:"completion_probabilities,omitempty"`
 }
 
 // nativeProbs converts logprobs to completion_probabilities. Token ids
@@ -448,7 +456,13 @@ func (s *Server) nativeRun(gctx contextT, req *nativeRequest, p preparedPrompt, 
 }
 
 // nativeFinal returns the last (or only) object of prompt i's answer.
-func (s *Server) nativeFinal(gctx contextT, req *nativeRequest, i int, p preparedPrompt, c *candidate, content string) nativeCompletion {
+// whole says it is a whole answer, not a stream's last event, which
+// carries no content.
+func (s *Server) nativeFinal(gctx contextT, req *nativeRequest, i int, p preparedPrompt, c *candidate, whole bool) nativeCompletion {
+	content := ""
+	if whole {
+		content = c.text
+	}
 	stopType, word := "limit", ""
 	if c.finish == "stop" {
 		stopType = "eos"
@@ -473,7 +487,8 @@ func (s *Server) nativeFinal(gctx contextT, req *nativeRequest, i int, p prepare
 	out := nativeCompletion{Index: i, Content: content, Tokens: []int32{}, IDSlot: req.idSlot, Stop: true, Model: s.info.Name,
 		TokensPredicted: &predicted, TokensEvaluated: &evaluated, GenerationSettings: req.settings, Prompt: &prompt,
 		HasNewLine: &newline, Truncated: &truncated, StopType: stopType, StoppingWord: &word, TokensCached: &cached, Timings: tm}
-	if req.nProbs > 0 && content != "" {
+	if req.nProbs > 0 && whole {
+		// A stream sent them with its pieces.
 		out.Probs = s.nativeProbs(c.logprobs)
 	}
 	return out
@@ -489,7 +504,7 @@ func (s *Server) nativeWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *nativ
 			return handlerResult{}
 		}
 		tokens += len(p.tokens) + c.tokens
-		outs = append(outs, s.nativeFinal(gctx, req, i, p, c, c.text))
+		outs = append(outs, s.nativeFinal(gctx, req, i, p, c, true))
 	}
 	if req.multi {
 		writeJSON(ctx, outs)
@@ -524,7 +539,7 @@ func (s *Server) nativeStream(gctx contextT, cancel func(), sse *sseWriter, req 
 			return generated, e.Status
 		}
 		generated += c.tokens
-		if sse.json(s.nativeFinal(gctx, req, i, p, c, "")) != nil {
+		if sse.json(s.nativeFinal(gctx, req, i, p, c, false)) != nil {
 			return generated, 499
 		}
 	}
