@@ -67,6 +67,22 @@ func TestNativeAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("n_predict 0 and /completions", func(t *testing.T) {
+		c := decodeBody(t, ts.post("/completion", `{"prompt":"`+prompt+`","n_predict":0}`).body)
+		if c["content"] != "" || c["tokens_predicted"] != 0.0 || c["stop_type"] != "limit" || c["tokens_evaluated"] != float64(len(toks)) {
+			t.Errorf("/completion n_predict 0 = %v, want nothing generated from %d prompt tokens", c, len(toks))
+		}
+		c = decodeBody(t, ts.post("/completions", `{"prompt":"`+prompt+`","n_predict":8,"temperature":0}`).body)
+		if c["content"] != validText(want) {
+			t.Errorf("/completions = %v, want /completion's %q", c, want)
+		}
+		var arr []map[string]any
+		decodeJSON(t, ts.post("/completion", `{"prompt":["`+prompt+`","x"],"n_predict":8,"temperature":0}`).body, &arr)
+		if len(arr) != 2 || arr[0]["content"] != validText(want) || arr[1]["index"] != 1.0 {
+			t.Errorf("/completion of two prompts = %v, want two answers, the first %q", arr, want)
+		}
+	})
+
 	t.Run("n_probs", func(t *testing.T) {
 		r := ts.post("/completion", `{"prompt":"`+prompt+`","n_predict":8,"temperature":0,"n_probs":3}`)
 		c := decodeBody(t, r.body)
