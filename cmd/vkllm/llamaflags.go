@@ -27,16 +27,16 @@ var llamaAliases = map[string]string{
 	"alias":      "model-alias",
 	"embeddings": "embedding",
 	"rerank":     "reranking",
+	"b":          "batch-size",
+	"ctk":        "cache-type-k",
+	"ctv":        "cache-type-v",
 }
 
 // llamaEquivalents names, for llama-server flags vkllm does not take, the
 // vkllm flag or behaviour that does their job ("" when there is none).
 var llamaEquivalents = map[string]string{
-	"b":                    "--batch-size",
 	"ub":                   "--batch-size",
 	"ubatch-size":          "--batch-size",
-	"ctk":                  "--cache-type-k",
-	"ctv":                  "--cache-type-v",
 	"dev":                  "--device",
 	"mg":                   "--device",
 	"main-gpu":             "--device",
@@ -46,6 +46,11 @@ var llamaEquivalents = map[string]string{
 	"cont-batching":        "continuous batching is always on",
 	"no-cont-batching":     "",
 	"cache-prompt":         "prompt caching is always on",
+	"cache-reuse":          "cached prefixes are always reused",
+	"context-shift":        "",
+	"no-context-shift":     "the context never shifts: a prompt over it is a 400",
+	"list-devices":         "vkllm devices",
+	"s":                    "seed in the request",
 	"hf":                   "",
 	"hf-repo":              "",
 	"hf-file":              "",

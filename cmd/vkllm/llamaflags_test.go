@@ -27,7 +27,7 @@ func parseServe(t *testing.T, args []string) (*serveFlags, error, string) {
 // does not know are errors naming them and the vkllm equivalent.
 func TestLlamaServerFlags(t *testing.T) {
 	type want struct {
-		ctx, parallel, threads, nPredict int
+		ctx, parallel, threads, nPredict, batch int
 		alias, fa, ngl                   string
 		jinja, embedding, rerank, logOff bool
 	}
@@ -38,24 +38,24 @@ func TestLlamaServerFlags(t *testing.T) {
 		rest string
 	}{
 		{"usual", "-m x.gguf -c 2048 -np 2 -t 8 -a mine -fa on -ngl 99 --jinja --embedding --reranking --metrics --log-disable -n 128",
-			want{2048, 2, 8, 128, "mine", "on", "99", true, true, true, true}, ""},
-		{"long names", "--ctx-size 512 --parallel 3 --threads 4 --alias other --flash-attn off --n-gpu-layers=all --embeddings --rerank",
-			want{512, 3, 4, 0, "other", "off", "all", false, true, true, false}, ""},
+			want{2048, 2, 8, 128, 512, "mine", "on", "99", true, true, true, true}, ""},
+		{"long names", "--ctx-size 512 -b 256 -ctk q8_0 --parallel 3 --threads 4 --alias other --flash-attn off --n-gpu-layers=all --embeddings --rerank",
+			want{512, 3, 4, 0, 256, "other", "off", "all", false, true, true, false}, ""},
 		{"bare -fa", "-fa -ngl auto -c4096",
-			want{4096, 4, 0, 0, "", "on", "auto", false, false, false, false}, ""},
+			want{4096, 4, 0, 0, 512, "", "on", "auto", false, false, false, false}, ""},
 		{"-fa then a value flag", "-fa --gpu-layers 10 -n -1",
-			want{0, 4, 0, -1, "", "on", "10", false, false, false, false}, ""},
-		{"none", "", want{0, 4, 0, 0, "", "auto", "", false, false, false, false}, ""},
-		{"rest after --", "-np 1 -- -ngl", want{0, 1, 0, 0, "", "auto", "", false, false, false, false}, "-ngl"},
+			want{0, 4, 0, -1, 512, "", "on", "10", false, false, false, false}, ""},
+		{"none", "", want{0, 4, 0, 0, 512, "", "auto", "", false, false, false, false}, ""},
+		{"rest after --", "-np 1 -- -ngl", want{0, 1, 0, 0, 512, "", "auto", "", false, false, false, false}, "-ngl"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err, log := parseServe(t, strings.Fields(tc.args))
 			if err != nil {
 				t.Fatalf("parse %q: %v", tc.args, err)
 			}
-			got := want{f.ctxSize, f.parallel, f.threads, f.nPredict, f.alias, string(f.flashAttn), string(f.gpuLayers),
+			got := want{f.ctxSize, f.parallel, f.threads, f.nPredict, f.batchSize, f.alias, string(f.flashAttn), string(f.gpuLayers),
 				f.jinja, f.embedding, f.reranking, f.logDisable}
-			if got != tc.want {
+			if got != tc.want || tc.name == "long names" && f.cacheTypeK != "q8_0" {
 				t.Errorf("parse %q = %+v, want %+v", tc.args, got, tc.want)
 			}
 			if tc.want.ngl != "" && !strings.Contains(log, "all layers run on the Vulkan device") {
@@ -68,7 +68,8 @@ func TestLlamaServerFlags(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ args, want string }{
-		{"-ctk q8_0", `unknown flag "-ctk" (llama-server's; in vkllm: --cache-type-k)`},
+		{"-ub 512", `unknown flag "-ub" (llama-server's; in vkllm: --batch-size)`},
+		{"--list-devices", `unknown flag "--list-devices" (llama-server's; in vkllm: vkllm devices)`},
 		{"-m x.gguf --ubatch-size 512", `unknown flag "--ubatch-size" (llama-server's; in vkllm: --batch-size)`},
 		{"--mlock", `unknown flag "--mlock" (llama-server's; vkllm has no equivalent)`},
 		{"-cb", `unknown flag "-cb" (llama-server's; in vkllm: continuous batching is always on)`},
