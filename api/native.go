@@ -67,6 +67,9 @@ type nativeRequest struct {
 	// zero: n_predict 0, which evaluates the prompt and generates nothing.
 	zero     bool
 	settings map[string]any // generation_settings, echoed
+	// pieceIDs maps token pieces to the lowest id with them, for n_probs
+	// (nativeProbs).
+	pieceIDs map[string]int32
 
 	// /infill
 	prefix, suffix string
@@ -325,20 +328,12 @@ type nativeCompletion struct {
 
 // nativeProbs converts logprobs to completion_probabilities. Token ids
 // are found by their text in the vocabulary (the lowest id with that
-// piece).
-func (s *Server) nativeProbs(lps []tokenLogprob) []nativeProb {
-	want := map[string]int32{}
-	for _, lp := range lps {
-		want[lp.text] = -1
-		for _, t := range lp.top {
-			want[t.text] = -1
-		}
-	}
-	left := len(want)
-	for id := int32(0); id < int32(s.info.VocabSize) && left > 0; id++ {
-		if v, ok := want[string(s.backend.Piece(id))]; ok && v < 0 {
-			want[string(s.backend.Piece(id))] = id
-			left--
+// piece), through req's map of pieces, built on first use.
+func (s *Server) nativeProbs(req *nativeRequest, lps []tokenLogprob) []nativeProb {
+	if req.pieceIDs == nil {
+		req.pieceIDs = make(map[string]int32, s.info.VocabSize)
+		for id := int32(s.info.VocabSize) - 1; id >= 0; id-- {
+			req.pieceIDs[string(s.backend.Piece(id))] = id
 		}
 	}
 	prob := func(text string, lp float32) nativeProb {
@@ -346,7 +341,11 @@ func (s *Server) nativeProbs(lps []tokenLogprob) []nativeProb {
 		for i := range len(text) {
 			b[i] = int(text[i])
 		}
-		return nativeProb{ID: want[text], Token: validText(text), Logprob: lp, Bytes: b}
+		id, ok := req.pieceIDs[text]
+		if !ok {
+			id = -1
+		}
+		return nativeProb{ID: id, Token: validText(text), Logprob: lp, Bytes: b}
 	}
 	out := make([]nativeProb, len(lps))
 	for i, lp := range lps {
@@ -489,7 +488,7 @@ func (s *Server) nativeFinal(gctx contextT, req *nativeRequest, i int, p prepare
 		HasNewLine: &newline, Truncated: &truncated, StopType: stopType, StoppingWord: &word, TokensCached: &cached, Timings: tm}
 	if req.nProbs > 0 && whole {
 		// A stream sent them with its pieces.
-		out.Probs = s.nativeProbs(c.logprobs)
+		out.Probs = s.nativeProbs(req, c.logprobs)
 	}
 	return out
 }
@@ -523,7 +522,7 @@ func (s *Server) nativeStream(gctx contextT, cancel func(), sse *sseWriter, req 
 		c, e := s.nativeRun(gctx, req, p, factory, func(text []byte, lps []tokenLogprob) error {
 			ev := nativeCompletion{Index: i, Content: string(text), Tokens: []int32{}, IDSlot: req.idSlot}
 			if req.nProbs > 0 {
-				ev.Probs = s.nativeProbs(lps)
+				ev.Probs = s.nativeProbs(req, lps)
 			}
 			err := sse.json(&ev)
 			if err != nil {

@@ -114,12 +114,24 @@ func TestNativeAPI(t *testing.T) {
 	})
 
 	t.Run("stream", func(t *testing.T) {
-		r := ts.post("/completion", `{"prompt":"`+prompt+`","n_predict":8,"temperature":0,"stream":true}`)
+		r := ts.post("/completion", `{"prompt":"`+prompt+`","n_predict":8,"temperature":0,"stream":true,"n_probs":2}`)
 		evs := parseSSE(t, r.body)
 		var text strings.Builder
 		for i, ev := range evs {
 			c := decodeBody(t, []byte(ev.data))
 			last := i == len(evs)-1
+			if !last {
+				var toks strings.Builder
+				for _, p := range c["completion_probabilities"].([]any) {
+					toks.WriteString(jsonPath(p, "token").(string))
+					if len(jsonPath(p, "top_logprobs").([]any)) != 2 {
+						t.Errorf("event %d: %v, want 2 alternatives per token", i, p)
+					}
+				}
+				if toks.String() != c["content"] {
+					t.Errorf("event %d: probabilities' tokens %q, want its content %q", i, toks.String(), c["content"])
+				}
+			}
 			if c["stop"] != last {
 				t.Errorf("event %d of %d: stop = %v, want %v", i, len(evs), c["stop"], last)
 			}
