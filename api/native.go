@@ -126,10 +126,13 @@ func (s *Server) decodeNative(b grammar.Budget, body []byte, infill bool) (*nati
 			gm[k] = x
 		}
 	}
+	// Renamed fields are checked here, so that an error names them as sent.
 	if x, ok := m["repeat_last_n"]; ok {
+		r.intRange(m, "", "repeat_last_n", 0, -1, math.MaxInt32)
 		gm["penalty_last_n"] = x
 	}
 	if x, ok := m["mirostat"]; ok {
+		r.intRange(m, "", "mirostat", 0, 0, 2)
 		gm["mirostat_mode"] = x
 	}
 	// n_predict: -1 (llama-server's default) runs to the context or EOS;
