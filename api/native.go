@@ -10,6 +10,7 @@ import (
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
+	"github.com/vkllm/vkllm/sampling"
 	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
@@ -140,6 +141,7 @@ func (s *Server) decodeNative(b grammar.Budget, body []byte, infill bool) (*nati
 	n := r.intRange(m, "", "n_predict", -1, -1, math.MaxInt32)
 	switch _, given := m["n_predict"]; {
 	case !given && s.cfg.DefaultMaxTokens != 0:
+		n = int64(s.cfg.DefaultMaxTokens)
 	case n == 0:
 		req.zero = true
 		gm["max_tokens"] = jsonValue("1")
@@ -148,7 +150,7 @@ func (s *Server) decodeNative(b grammar.Budget, body []byte, infill bool) (*nati
 	default:
 		gm["max_tokens"] = jsonValue(strconv.FormatInt(n, 10))
 	}
-	req.nProbs = int(r.intRange(m, "", "n_probs", 0, 0, 20))
+	req.nProbs = int(r.intRange(m, "", "n_probs", 0, 0, sampling.MaxTopLogprobs))
 	if req.nProbs > 0 {
 		gm["logprobs"] = jsonValue("true")
 		gm["top_logprobs"] = jsonValue(strconv.Itoa(req.nProbs))
