@@ -174,12 +174,20 @@ func rewriteLlama(fs *ff.FlagSet, args []string) ([]string, error) {
 		out = append(out, a)
 		// A flag takes a value when ff gives it a placeholder; bool flags
 		// have none, but for --flash-attn, whose value type names itself.
-		if f != nil && !hasVal && f.GetPlaceholder() != "" && name != "flash-attn" {
+		switch {
+		case f == nil || hasVal:
+		case f.GetPlaceholder() != "" && name != "flash-attn":
 			if i+1 == len(args) {
 				return nil, fmt.Errorf("%s: missing value", a)
 			}
 			i++
 			out = append(out, args[i])
+		case long && i+1 < len(args):
+			// ff lets a long bool flag take a following true or false.
+			if _, err := strconv.ParseBool(args[i+1]); err == nil {
+				i++
+				out = append(out, args[i])
+			}
 		}
 	}
 	return out, nil

@@ -45,6 +45,8 @@ func TestLlamaServerFlags(t *testing.T) {
 			want{4096, 4, 0, 0, 512, "", "on", "auto", false, false, false, false}, ""},
 		{"-fa then a value flag", "-fa --gpu-layers 10 -n -1",
 			want{0, 4, 0, -1, 512, "", "on", "10", false, false, false, false}, ""},
+		{"bool with a value", "--jinja true -ngl 5 --metrics=false -np 2",
+			want{0, 2, 0, 0, 512, "", "auto", "5", true, false, false, false}, ""},
 		{"none", "", want{0, 4, 0, 0, 512, "", "auto", "", false, false, false, false}, ""},
 		{"rest after --", "-np 1 -- -ngl", want{0, 1, 0, 0, 512, "", "auto", "", false, false, false, false}, "-ngl"},
 	} {
