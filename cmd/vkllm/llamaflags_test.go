@@ -28,8 +28,8 @@ func parseServe(t *testing.T, args []string) (*serveFlags, error, string) {
 func TestLlamaServerFlags(t *testing.T) {
 	type want struct {
 		ctx, parallel, threads, nPredict, batch int
-		alias, fa, ngl                   string
-		jinja, embedding, rerank, logOff bool
+		alias, fa, ngl                          string
+		jinja, embedding, rerank, logOff        bool
 	}
 	for _, tc := range []struct {
 		name string
