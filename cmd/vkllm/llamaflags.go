@@ -104,6 +104,9 @@ var llamaEquivalents = map[string]string{
 // the flag and, for a llama-server flag, the vkllm way to the same end.
 func unknownFlag(arg, name string) error {
 	eq, isLlama := llamaEquivalents[name]
+	if target, ok := llamaAliases[name]; ok {
+		return fmt.Errorf("unknown flag %q (llama-server's --%s, which this command does not take)", arg, target)
+	}
 	switch {
 	case isLlama && eq != "":
 		return fmt.Errorf("unknown flag %q (llama-server's; in vkllm: %s)", arg, eq)
@@ -163,7 +166,9 @@ func rewriteLlama(fs *ff.FlagSet, args []string) ([]string, error) {
 			// unknown.
 			r, _ := utf8.DecodeRuneInString(name)
 			sf, ok := fs.GetFlag(string(r))
-			if _, isLlama := llamaEquivalents[name]; ok && !isLlama && sf.GetPlaceholder() != "" {
+			_, isLlama := llamaEquivalents[name]
+			_, isAlias := llamaAliases[name]
+			if ok && !isLlama && !isAlias && sf.GetPlaceholder() != "" {
 				out = append(out, a)
 				continue
 			}

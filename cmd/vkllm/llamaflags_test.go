@@ -21,6 +21,24 @@ func parseServe(t *testing.T, args []string) (*serveFlags, error, string) {
 	return f, err, log.String()
 }
 
+// TestLlamaServerFlagsOtherCommands checks that llama-server's spellings
+// of serve-only flags are errors naming them on a command without them,
+// not short flags with a value attached (-ngl read as -n "gl").
+func TestLlamaServerFlagsOtherCommands(t *testing.T) {
+	fs := newFlagSet("bench")
+	var mf modelFlags
+	mf.register(fs, 0, false)
+	fs.IntShort('n', 128, "`tokens` to generate")
+	fs.IntShort('p', 512, "prompt `tokens`")
+	err := parseFlags(fs, []string{"-m", "x.gguf", "-p", "8", "-ngl", "99"}, false)
+	if want := `unknown flag "-ngl" (llama-server's --n-gpu-layers, which this command does not take)`; err == nil || err.Error() != want {
+		t.Errorf("bench -ngl 99 = %v, want %s", err, want)
+	}
+	if err := parseFlags(fs, []string{"-m", "x.gguf", "-b", "64", "-n4"}, false); err != nil || mf.batchSize != 64 {
+		t.Errorf("bench -b 64 -n4 = %v, batch %d; want -b read as --batch-size", err, mf.batchSize)
+	}
+}
+
 // TestLlamaServerFlags parses llama-server command lines with serve's flag
 // set: the flags whose meaning matches set vkllm's, the ones that change
 // nothing here are accepted and named once in the log, and flags vkllm
