@@ -45,6 +45,17 @@ type ModelInfo struct {
 	// document) pair (RerankTokens) returns one value, its relevance score,
 	// which /v1/rerank reports instead of a cosine similarity.
 	Reranker bool
+	// FIM is the model's fill-in-the-middle tokens (GGUF
+	// tokenizer.ggml.fim_*_token_id, or found by their texts), which
+	// /infill needs; nil when the model lacks the prefix, suffix or middle
+	// token.
+	FIM *FIMTokens
+}
+
+// FIMTokens are a model's fill-in-the-middle token ids; Rep and Sep (the
+// repository-level pattern's) are -1 when absent.
+type FIMTokens struct {
+	Pre, Suf, Mid, Rep, Sep int32
 }
 
 // RerankTokenizer is implemented by backends whose model is a

@@ -65,8 +65,9 @@ type chatRequest struct {
 	marker string
 }
 
-var chatFields = append([]string{"messages", "template", "chat_template", "tools", "tool_choice",
-	"function_call", "functions", "parallel_tool_calls", "chat_template_kwargs"}, genFields...)
+var chatFields = append(append([]string{"messages", "template", "chat_template", "tools", "tool_choice",
+	"function_call", "functions", "parallel_tool_calls", "chat_template_kwargs", "reasoning_effort"},
+	outputNeutralFields...), genFields...)
 
 func decodeChat(b grammar.Budget, body []byte) (*chatRequest, *Error) {
 	v, e := parseJSON(body)
@@ -121,6 +122,8 @@ func decodeChat(b grammar.Budget, body []byte) (*chatRequest, *Error) {
 			r.typeErr("chat_template_kwargs", "object (template variables)", kw)
 		}
 	}
+	r.readOutputNeutral(m)
+	effort := r.readReasoningEffort(m, false)
 	req.genRequest = r.readGen(m, false)
 	if r.err != nil {
 		return nil, r.err
@@ -128,6 +131,7 @@ func decodeChat(b grammar.Budget, body []byte) (*chatRequest, *Error) {
 	if e := req.readOrdered(m); e != nil {
 		return nil, e
 	}
+	req.setReasoningEffort(effort)
 	if len(req.tools) == 0 && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed) {
 		if req.toolChoice == toolChoiceNamed {
 			return nil, errorf(422, "tool_choice", "tool_choice: function %q is not among the request's tools (none given)", req.toolName)
@@ -310,7 +314,8 @@ func (r *reader) readFunction(fm jsonObject, path string) tool {
 
 func (r *reader) readMessage(v jsonValue, path string) message {
 	var msg message
-	m := r.object(v, path, "role", "content", "tool_calls", "tool_call_id", "name", "function_call", "reasoning_content", "refusal")
+	m := r.object(v, path, "role", "content", "tool_calls", "tool_call_id", "name", "function_call", "reasoning_content", "refusal",
+		"annotations", "audio", "parsed")
 	if m == nil {
 		return msg
 	}
@@ -322,6 +327,7 @@ func (r *reader) readMessage(v jsonValue, path string) message {
 	default:
 		r.fail(badRequest(path+".role", "%s.role: %q is not one of \"system\", \"user\", \"assistant\", \"tool\"", path, msg.role))
 	}
+	r.checkAssistantOnly(m, path, msg.role)
 	if msg.role == "developer" {
 		msg.role = "system"
 	}
@@ -337,10 +343,11 @@ func (r *reader) readMessage(v jsonValue, path string) message {
 	case c.isArray():
 		r.each(c, cpath, maxContentParts, func(i int, pv jsonValue) {
 			ppath := indexPath(cpath, i)
-			pm := r.object(pv, ppath, "type", "text", "image_url", "audio_url", "video_url", "input_audio")
+			pm := r.object(pv, ppath, "type", "text", "image_url", "audio_url", "video_url", "input_audio", "cache_control")
 			if pm == nil {
 				return
 			}
+			r.cacheControl(pm, ppath)
 			switch typ := r.str(pm, ppath, "type", ""); typ {
 			case "text":
 				t, ok := r.optStr(pm, ppath, "text")
@@ -436,7 +443,8 @@ func (r *reader) readToolCall(v jsonValue, path string) toolCall {
 		r.fail(badRequest(path+".function", "%s.function: missing", path))
 		return tc
 	}
-	fm := r.object(fv, path+".function", "name", "arguments")
+	// parsed_arguments: Node's parse() adds the arguments decoded.
+	fm := r.object(fv, path+".function", "name", "arguments", "parsed_arguments")
 	if fm == nil {
 		return tc
 	}

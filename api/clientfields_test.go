@@ -132,7 +132,7 @@ func TestClientMessageFields(t *testing.T) {
 		{`{"messages":[{"role":"assistant","content":"hi","refusal":5}]}`, "messages[0].refusal"},
 		{`{"messages":[{"role":"user","content":"hi","audio":null}]}`, "messages[0].audio"},
 		{`{"messages":[{"role":"user","content":"hi"}],"parallel_tool_calls":"no"}`, "parallel_tool_calls"},
-		{`{"messages":[{"role":"user","content":"hi"}],"store":true}`, "store"},
+		{`{"messages":[{"role":"user","content":"hi"}],"stored":true}`, "stored"},
 	} {
 		r := ts.post("/v1/chat/completions", tt.body)
 		if m := decodeBody(t, r.body); r.status != 400 || jsonPath(m, "error", "param") != tt.param {

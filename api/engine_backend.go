@@ -94,6 +94,9 @@ func (b *EngineBackend) Info() ModelInfo {
 	if id, ok := tok.EOS(); ok {
 		info.EOSText = tok.TokenText(id)
 	}
+	if f := tok.FIM(); f.Pre >= 0 && f.Suf >= 0 && f.Mid >= 0 {
+		info.FIM = &FIMTokens{Pre: f.Pre, Suf: f.Suf, Mid: f.Mid, Rep: f.Rep, Sep: f.Sep}
+	}
 	return info
 }
 

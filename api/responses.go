@@ -20,15 +20,16 @@ import (
 
 // responsesFields are the known fields of a Responses request: OpenAI's,
 // and the sampling extras the other generation routes take.
-var responsesFields = []string{
+var responsesFields = append([]string{
 	"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "tools", "tool_choice",
-	"parallel_tool_calls", "stream", "stream_options", "text", "metadata", "store", "user", "previous_response_id",
-	"truncation", "include", "top_logprobs", "service_tier", "prompt_cache_key", "safety_identifier", "background",
+	"parallel_tool_calls", "stream", "stream_options", "text", "previous_response_id",
+	"truncation", "include", "top_logprobs", "background", "reasoning",
+	// and those of outputNeutralFields (appended).
 	// vkllm extras, as on the other generation routes.
 	"seed", "top_k", "min_p", "typical_p", "tfs_z", "min_keep", "repeat_penalty", "frequency_penalty",
 	"presence_penalty", "penalty_last_n", "mirostat_mode", "mirostat_tau", "mirostat_eta", "logit_bias",
 	"logit_bias_type", "stop", "min_tokens", "template", "chat_template_kwargs",
-}
+}, outputNeutralFields...)
 
 // responsesGenFields are the fields readGen reads as they are.
 var responsesGenFields = []string{
@@ -125,30 +126,10 @@ func (s *Server) decodeResponses(b grammar.Budget, body []byte) (*responsesReque
 			r.fail(badRequest("truncation", "truncation: \"auto\" is not supported: a prompt over the context is an error, never cut"))
 		}
 	}
-	for _, k := range []string{"service_tier", "prompt_cache_key", "safety_identifier"} {
-		r.optStr(m, "", k)
-	}
+	req.metadata = r.readOutputNeutral(m)
 	req.user, _ = r.optStr(m, "", "user")
 	req.store = r.boolean(m, "", "store", true)
-	if md, ok := m["metadata"]; ok && md != nil {
-		if !md.isObject() {
-			r.typeErr("metadata", "object of strings", md)
-		} else {
-			n := 0
-			md.members(func(k string, x jsonValue) bool {
-				if n++; n > maxMetadataKeys {
-					r.fail(badRequest("metadata", "metadata: more than %d keys, at most %d allowed", maxMetadataKeys, maxMetadataKeys))
-					return false
-				}
-				if !x.isString() {
-					r.typeErr("metadata."+k, "string", x)
-					return false
-				}
-				req.metadata[k] = x.str()
-				return true
-			})
-		}
-	}
+	effort := r.readReasoningEffort(m, true)
 	chat.genRequest = r.readGen(gm, false)
 	if r.err != nil {
 		return nil, r.err
@@ -244,6 +225,7 @@ func (s *Server) decodeResponses(b grammar.Budget, body []byte) (*responsesReque
 	if e := chat.readResponsesOrdered(body); e != nil {
 		return nil, e
 	}
+	chat.setReasoningEffort(effort)
 	if e := chat.checkTools(); e != nil {
 		return nil, e
 	}
@@ -498,10 +480,12 @@ func (r *reader) readParts(msg *message, parts jsonValue, path string, images bo
 	var sb strings.Builder
 	r.each(parts, path, maxArrayStrings, func(i int, pv jsonValue) {
 		pp := indexPath(path, i)
-		pm := r.object(pv, pp, "type", "text", "annotations", "logprobs", "refusal", "image_url", "file_id", "detail", "prompt_cache_breakpoint")
+		pm := r.object(pv, pp, "type", "text", "annotations", "logprobs", "refusal", "image_url", "file_id", "detail", "prompt_cache_breakpoint",
+			"cache_control")
 		if pm == nil {
 			return
 		}
+		r.cacheControl(pm, pp)
 		switch typ := r.str(pm, pp, "type", ""); typ {
 		case "input_text", "output_text", "text":
 			t, ok := r.optStr(pm, pp, "text")

@@ -309,6 +309,7 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r.POST("/extras/detokenize", s.wrap("detokenize", s.handleDetokenize))
 	r.POST("/apply-template", s.wrap("apply_template", s.handleApplyTemplate))
 	s.opsRoutes(r)
+	s.nativeRoutes(r)
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
 		s.writeError(ctx, errorf(404, "", "no route %s %s", ctx.Method(), ctx.Path()))
 		s.logRequest(ctx, "not_found", time.Now(), 0)

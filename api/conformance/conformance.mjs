@@ -195,6 +195,38 @@ const clientChecks = {
     const parsed = cityInfo.parse(r.choices[0].message.parsed);
     if (exact) assert.deepEqual(parsed, { city: "Paris", temp: 21, unit: "c" });
   },
+  // Second turns built from the client's own returned messages, as apps
+  // keep a conversation: parse()'s message (parsed, refusal, annotations),
+  // stream()'s final message with its tool calls, and the pass-through
+  // fields the SDK's types offer.
+  async chatSecondTurnParse() {
+    const messages = [{ role: "user", content: askJSON }];
+    const r = await client.chat.completions.parse({ model: modelId, temperature: 0, max_tokens: 300, messages,
+      response_format: zodResponseFormat(cityInfo, "city_info") });
+    assert.ok("parsed" in r.choices[0].message);
+    messages.push(r.choices[0].message, { role: "user", content: "And Rome?" });
+    const r2 = await client.chat.completions.create({ model: modelId, temperature: 0, max_tokens: 8, messages,
+      store: false, metadata: { app: "test" }, reasoning_effort: "low", service_tier: "auto", prompt_cache_key: "k1",
+      user: "u1", modalities: ["text"], verbosity: "low" });
+    assert.equal(r2.object, "chat.completion");
+  },
+  async chatSecondTurnTools() {
+    const messages = [{ role: "user", content: weatherQuestion }];
+    const runner = client.chat.completions.stream({ model: modelId, temperature: 0, max_tokens: 200, messages, tools: chatTools, tool_choice: "required" });
+    const msg = (await runner.finalChatCompletion()).choices[0].message;
+    assert.ok(msg.tool_calls.length >= 1);
+    messages.push(msg, ...msg.tool_calls.map((c) => ({ role: "tool", tool_call_id: c.id, content: "sunny" })));
+    const r2 = await client.chat.completions.create({ model: modelId, temperature: 0, max_tokens: 8, messages, tools: chatTools });
+    assert.equal(r2.object, "chat.completion");
+  },
+  async responsesSecondTurn() {
+    const input = [{ role: "user", content: "Say hi" }];
+    const r = await client.responses.create({ model: modelId, temperature: 0, input, max_output_tokens: 8, store: false });
+    input.push(...r.output, { role: "user", content: "Again" });
+    const r2 = await client.responses.create({ model: modelId, temperature: 0, input, max_output_tokens: 8,
+      reasoning: { effort: "low" }, metadata: { app: "test" }, prompt_cache_key: "k1", store: false });
+    assert.equal(r2.object, "response");
+  },
   async responsesCreate() {
     const r = await client.responses.create({ model: modelId, temperature: 0, input: "Say hi", instructions: "Be brief.", max_output_tokens: 60 });
     assert.equal(r.object, "response");

@@ -29,7 +29,11 @@ func parseFlags(fs *ff.FlagSet, args []string, env bool, usage ...string) error 
 	if env {
 		opts = append(opts, ff.WithEnvVarPrefix(envPrefix))
 	}
-	err := ff.Parse(fs, doubleDashLong(fs, args), opts...)
+	args, err := rewriteLlama(fs, doubleDashLong(fs, args))
+	if err != nil {
+		return err
+	}
+	err = ff.Parse(fs, args, opts...)
 	if errors.Is(err, ff.ErrHelp) {
 		if env {
 			usage = append(usage, "", "Each flag can also be set by its environment variable: --ctx-size by "+envPrefix+"_CTX_SIZE, and so on;",

@@ -36,7 +36,7 @@ func (m *modelFlags) register(fs *ff.FlagSet, defaultCtx int, env bool) {
 	}
 	fs.StringVar(&m.model, 'm', "model", model, "GGUF model `file`")
 	fs.StringVar(&m.device, 0, "device", device, "Vulkan device: `index or name substring` (default discrete > integrated > virtual > CPU; see vkllm devices)")
-	fs.IntVar(&m.ctxSize, 0, "ctx-size", defaultCtx, "most `positions` one sequence may use, prompt and output (0 = the model's training context, at most 4096)")
+	fs.IntVar(&m.ctxSize, 'c', "ctx-size", defaultCtx, "most `positions` one sequence may use, prompt and output (0 = the model's training context, at most 4096)")
 	fs.StringVar(&m.kvMemory, 0, "kv-memory", "", "KV-cache pool `size` shared by all sequences: bytes (2GiB, 512MB) or a fraction of the device memory left after the weights (0.5); default: all of it but a 5% safety margin on GPUs, --parallel x --ctx-size positions on CPU devices")
 	fs.StringVar(&m.cacheTypeK, 0, "cache-type-k", "f16", "KV-cache `type` of keys: f16, q8_0 (half the memory) or q4_0 (a quarter, some accuracy lost)")
 	fs.StringVar(&m.cacheTypeV, 0, "cache-type-v", "f16", "KV-cache `type` of values: f16, q8_0 or q4_0")

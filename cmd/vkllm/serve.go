@@ -27,6 +27,7 @@ import (
 type serveFlags struct {
 	modelFlags
 	mediaFlags
+	llamaFlags
 	host, apiKey, alias, template, templateFile, pooling string
 	allowedHosts, corsOrigins, memoryLimit               string
 	port, parallel, queueSize, maxBody, prefill          int
@@ -42,17 +43,18 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	f.modelFlags.register(fs, 0, true)
 	fs.StringVar(&f.host, 0, "host", "127.0.0.1", "listen `address`")
 	fs.IntVar(&f.port, 0, "port", 8080, "listen `port`")
-	fs.IntVar(&f.parallel, 0, "parallel", 4, "most `sequences` decoded together (each a row of the KV page table; their positions share the --kv-memory pool, and a request waits while the pool lacks its prompt's pages); more requests wait in the FIFO queue")
+	fs.IntVar(&f.parallel, 0, "parallel", 4, "(-np) most `sequences` decoded together (each a row of the KV page table; their positions share the --kv-memory pool, and a request waits while the pool lacks its prompt's pages); more requests wait in the FIFO queue")
 	fs.IntVar(&f.prefill, 0, "prefill-chunk", 0, "most prompt `tokens` one step feeds while other sequences are decoding, which bounds how much a long prompt that arrives slows their tokens (0: chosen from measured step times so that such a step takes at most --prefill-slowdown times a decode-only step; the step's budget is always --batch-size, and a step that only feeds prompts takes about 100 ms of them, at least 64)")
 	fs.Float64Var(&f.prefillSlowdown, 0, "prefill-slowdown", 1.25, "with the automatic --prefill-chunk, how many `times` longer than a decode-only step a step that also feeds prompts may take: lower keeps the running streams' inter-token latency steadier while long prompts arrive, higher gets those prompts to their first token sooner (> 1)")
 	fs.IntVar(&f.queueSize, 0, "queue-size", 64, "`requests` that may wait for the model; more get 503 at once")
 	fs.StringVar(&f.apiKey, 0, "api-key", "", "require \"Authorization: Bearer `key`\" on every route but /health and the chat page (default none)")
 	fs.StringVar(&f.allowedHosts, 0, "allowed-hosts", "", "comma-separated Host `names` answered besides localhost and 127.0.0.1 when listening on loopback (other Hosts get 403, against DNS rebinding); when set, enforced on any address; * allows all")
 	fs.StringVar(&f.corsOrigins, 0, "cors-origins", "", "comma-separated web `origins` (https://app.example) allowed to call the server from a browser, with CORS headers; * allows any (default none: POSTs from other sites' pages get 403; clients that are no browser page are not concerned)")
-	fs.StringVar(&f.alias, 0, "model-alias", "", "model `id` in /v1/models and responses (default the file name)")
+	fs.StringVar(&f.alias, 'a', "model-alias", "", "model `id` in /v1/models and responses (default the file name)")
 	fs.StringVar(&f.template, 0, "chat-template", "", "default chat `template`: "+strings.Join(api.TemplateNames, ", ")+" (default jinja when the model or --chat-template-file has a template, else plain)")
 	fs.StringVar(&f.templateFile, 0, "chat-template-file", "", "Jinja chat template `file` used instead of the model's tokenizer.chat_template")
 	f.mediaFlags.register(fs)
+	f.llamaFlags.register(fs)
 	fs.StringVar(&f.pooling, 0, "pooling", "", "embedding `pooling`: mean, cls or last (default the model's {arch}.pooling_type, mean when absent)")
 	fs.IntVar(&f.maxBody, 0, "max-request-bytes", 16<<20, "largest request body in `bytes`")
 	fs.IntVar(&f.maxInflight, 0, "max-inflight-bytes", 0, "most `bytes` of request bodies read or served at once; a body that does not fit is answered 503 before it is read (0: 4x --max-request-bytes)")
@@ -124,7 +126,11 @@ func serve(con *os.File, args []string) error {
 	if f.logJSON {
 		h = slog.NewJSONHandler(os.Stderr, nil)
 	}
+	if f.logDisable {
+		h = slog.DiscardHandler
+	}
 	log := slog.New(h)
+	f.llamaFlags.logNoEffect(fs, log)
 	// Catch the signals before anything starts: a SIGTERM that arrives
 	// while the model loads must shut down gracefully, not kill the process.
 	sig := make(chan os.Signal, 1)

@@ -94,8 +94,11 @@ type Tokenizer struct {
 	bu     *byteUnicode
 
 	bos, eos, eot, eom, unk, sep, pad, cls, mask int32
-	eog                                          []int32
-	special                                      []int32 // partitioned before tokenizing, longest first
+	// fim are the fill-in-the-middle tokens in fimKeys order (pre, suf,
+	// mid, pad, rep, sep), null when absent.
+	fim     [6]int32
+	eog     []int32
+	special []int32 // partitioned before tokenizing, longest first
 
 	addBOS, addEOS, addSpacePrefix, cleanSpaces bool
 	// removeExtraWS is read for completeness: the reference applies
@@ -119,6 +122,7 @@ func New(f *gguf.File) (*Tokenizer, error) {
 	t := &Tokenizer{
 		model: model,
 		bos:   null, eos: null, eot: null, eom: null, unk: null, sep: null, pad: null, cls: null, mask: null,
+		fim: [6]int32{null, null, null, null, null, null},
 	}
 	pre := ""
 	if f.Has(keyPre) {
@@ -364,7 +368,7 @@ func (t *Tokenizer) loadSpecial(f *gguf.File) error {
 	// FIM tokens: by key, else by text; all are control, and pad, repo and
 	// file-separator end generation.
 	var fimEOG []int32
-	for _, fk := range fimKeys() {
+	for i, fk := range fimKeys() {
 		id := null
 		if f.Has(fk.key) {
 			v, err := f.Int(fk.key)
@@ -381,6 +385,7 @@ func (t *Tokenizer) loadSpecial(f *gguf.File) error {
 				t.attr[id] = attrControl
 			}
 		}
+		t.fim[i] = id
 		if id != null && fk.eog {
 			fimEOG = append(fimEOG, id)
 		}
@@ -509,6 +514,18 @@ func (t *Tokenizer) IsEOG(id int32) bool {
 // EOGIDs returns the end-of-generation ids in ascending order. The caller
 // must not modify the slice.
 func (t *Tokenizer) EOGIDs() []int32 { return t.eog }
+
+// FIMTokens are a vocabulary's fill-in-the-middle tokens; -1 when absent.
+type FIMTokens struct {
+	Pre, Suf, Mid, Pad, Rep, Sep int32
+}
+
+// FIM returns the fill-in-the-middle tokens: those the GGUF names
+// (tokenizer.ggml.fim_pre_token_id and so on), else found by their usual
+// texts, as the reference finds them.
+func (t *Tokenizer) FIM() FIMTokens {
+	return FIMTokens{Pre: t.fim[0], Suf: t.fim[1], Mid: t.fim[2], Pad: t.fim[3], Rep: t.fim[4], Sep: t.fim[5]}
+}
 
 // IsControl reports whether id is a control token (such as BOS or
 // "<|im_end|>"), which Decode does not render.
