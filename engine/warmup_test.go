@@ -17,7 +17,7 @@ import (
 // GPUs' variants are covered too.
 func TestWarmUpCoversShapes(t *testing.T) {
 	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
-	for _, arch := range []string{"llama", "bert"} {
+	for _, arch := range []string{"llama", "bert", "qwen3moe"} {
 		t.Run(arch, func(t *testing.T) {
 			m := schedModel(t, arch, 16, 48)
 			s := NewScheduler(m, SchedulerConfig{DeviceTopK: PathOn})
