@@ -40,7 +40,9 @@ type templateCaps struct {
 	objectArguments bool
 	// typedContent: content must be a list of {type: text, text} parts.
 	typedContent bool
-	// thinking: the template supports reasoning (enable_thinking is set).
+	// thinking: the template supports reasoning (enable_thinking is set):
+	// it reads enable_thinking, writes <think>, or has Harmony's analysis
+	// channel (the reference sets enable_thinking for gpt-oss too).
 	thinking bool
 }
 
@@ -91,7 +93,9 @@ const (
 func probeCaps(tpl *jinja.Template, src string) templateCaps {
 	c := templateCaps{
 		nativeTools: strings.Contains(src, "tools") || strings.Contains(src, "tool_calls"),
-		thinking:    strings.Contains(src, "enable_thinking") || strings.Contains(src, "<think>"),
+		// Harmony (gpt-oss) reasons in its analysis channel.
+		thinking: strings.Contains(src, "enable_thinking") || strings.Contains(src, "<think>") ||
+			strings.Contains(src, "<|channel|>analysis"),
 	}
 	try := func(msgs ...*jinja.Dict) string {
 		l := jinja.NewList()
