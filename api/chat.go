@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/vkllm/vkllm/internal/jinja"
 	"github.com/vkllm/vkllm/sampling/grammar"
@@ -60,13 +61,20 @@ type chatRequest struct {
 	toolsValue any
 	// kwargs is chat_template_kwargs: extra template variables.
 	kwargs *jinja.Dict
+	// reasoningEffort is reasoning_effort ("" when absent): the template
+	// variable reasoning_effort, or "none" for enable_thinking false.
+	reasoningEffort string
 	// marker stands for each image in the messages' content (media.go);
 	// "" when there are none.
 	marker string
 }
 
 var chatFields = append([]string{"messages", "template", "chat_template", "tools", "tool_choice",
-	"function_call", "functions", "parallel_tool_calls", "chat_template_kwargs"}, genFields...)
+	"function_call", "functions", "parallel_tool_calls", "chat_template_kwargs", "reasoning_effort"}, genFields...)
+
+// reasoningEfforts are the values of reasoning_effort, as OpenAI lists
+// them.
+var reasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
 
 func decodeChat(b grammar.Budget, body []byte) (*chatRequest, *Error) {
 	v, e := parseJSON(body)
@@ -115,6 +123,12 @@ func decodeChat(b grammar.Budget, body []byte) (*chatRequest, *Error) {
 		r.readToolChoice(req, tc, "tool_choice")
 	} else if fc, ok := m["function_call"]; ok && fc != nil {
 		r.readToolChoice(req, fc, "function_call")
+	}
+	if e, ok := r.optStr(m, "", "reasoning_effort"); ok {
+		if !slices.Contains(reasoningEfforts, e) {
+			r.fail(badRequest("reasoning_effort", "reasoning_effort: %q is not one of %s", e, strings.Join(reasoningEfforts, ", ")))
+		}
+		req.reasoningEffort = e
 	}
 	if kw, ok := m["chat_template_kwargs"]; ok && kw != nil {
 		if !kw.isObject() {

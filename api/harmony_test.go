@@ -1,9 +1,14 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // harmonyCases are the reference's gpt-oss parser cases (llama.cpp
@@ -221,4 +226,57 @@ func TestChatHarmony(t *testing.T) {
 			t.Errorf("stream = reasoning %q, content %q, calls %q, finish %q, want Need weather., nothing, get_weather {\"city\":\"Paris\"}, tool_calls", r, c, k, fin)
 		}
 	})
+}
+
+// TestApplyTemplateHarmony posts the reference's conversations to
+// /apply-template with gpt-oss's own template: the prompts equal the
+// reference's; reasoning_effort reaches the template, and the reasoning
+// before an earlier call goes back into the prompt as its analysis.
+func TestApplyTemplateHarmony(t *testing.T) {
+	dir, ep := loadExpectedPrompts(t, "archs-next/moe/gpt-oss-chat")
+	src, err := os.ReadFile(filepath.Join(dir, "openai-gpt-oss-120b.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	date, err := time.Parse("02 Jan 2006", ep.Context.DateString)
+	if err != nil {
+		t.Fatalf("date_string %q: %v", ep.Context.DateString, err)
+	}
+	f := newFake()
+	f.ctxSize = 4096
+	f.template = string(src)
+	ts := newReadyServer(t, f, Config{Now: func() time.Time { return date }})
+	want := ep.Templates["openai-gpt-oss-120b"]
+	// with returns request rq with the JSON fields extra added.
+	with := func(rq, extra string) string {
+		b := ep.Requests[rq]
+		return string(b[:bytes.LastIndexByte(b, '}')]) + extra + "}"
+	}
+	cases := []struct {
+		name, body, want string
+	}{
+		{"system and user", with("a", ""), want["a"].Prompt},
+		{"earlier turn", with("b", ""), want["b"].Prompt},
+		{"tool call and result", with("c", ""), want["c"].Prompt},
+		{"reasoning_effort high", with("a", `,"reasoning_effort":"high"`),
+			strings.Replace(want["a"].Prompt, "Reasoning: medium", "Reasoning: high", 1)},
+		{"reasoning_effort over chat_template_kwargs", with("a", `,"reasoning_effort":"low","chat_template_kwargs":{"reasoning_effort":"high"}`),
+			strings.Replace(want["a"].Prompt, "Reasoning: medium", "Reasoning: low", 1)},
+		{"reasoning_effort none leaves the template's default", with("a", `,"reasoning_effort":"none"`), want["a"].Prompt},
+		{"reasoning before a call", strings.Replace(with("c", ""), `"content": null,`, `"content": null, "reasoning_content": "Need the weather.",`, 1),
+			strings.Replace(want["c"].Prompt, "<|start|>assistant to=functions.get_weather",
+				"<|start|>assistant<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant to=functions.get_weather", 1)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := ts.do("POST", "/apply-template", c.body)
+			var got applyTemplateBody
+			if r.status != 200 || json.Unmarshal(r.body, &got) != nil || got.Prompt != c.want {
+				t.Errorf("POST /apply-template %s = %d %s, want prompt\n%s", c.body, r.status, r.body, c.want)
+			}
+		})
+	}
+	if r := ts.do("POST", "/apply-template", with("a", `,"reasoning_effort":"extreme"`)); r.status != 400 || !strings.Contains(string(r.body), "reasoning_effort") {
+		t.Errorf("reasoning_effort extreme = %d %s, want a 400 naming reasoning_effort", r.status, r.body)
+	}
 }

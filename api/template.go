@@ -162,9 +162,13 @@ type renderInput struct {
 	toolsValue any
 	// kwargs are the request's chat_template_kwargs: extra template
 	// variables, overriding the others.
-	kwargs   *jinja.Dict
-	bos, eos string
-	now      time.Time
+	kwargs *jinja.Dict
+	// reasoningEffort is the request's reasoning_effort: the variable
+	// reasoning_effort (gpt-oss reads it), over chat_template_kwargs as
+	// in the reference; "none" sets enable_thinking false instead.
+	reasoningEffort string
+	bos, eos        string
+	now             time.Time
 	// maxOutput bounds the rendered text (0: the engine's default).
 	maxOutput int
 }
@@ -224,6 +228,16 @@ func (t *chatTemplate) render(in renderInput) (string, error) {
 			vars[k.(string)] = v
 		}
 	}
+	switch in.reasoningEffort {
+	case "":
+	case "none":
+		delete(vars, "reasoning_effort")
+		if t.caps.thinking {
+			vars["enable_thinking"] = false
+		}
+	default:
+		vars["reasoning_effort"] = in.reasoningEffort
+	}
 	out, err := t.jinja.Render(vars, jinja.Options{Now: in.now, MaxOutput: in.maxOutput})
 	if err != nil {
 		var re *jinja.RaiseError
@@ -253,6 +267,11 @@ func (t *chatTemplate) messagesValue(msgs []message) *jinja.List {
 		}
 		if m.reasoning != "" {
 			o.Set("reasoning_content", m.reasoning)
+			if t.family == familyHarmony && len(m.toolCalls) > 0 {
+				// gpt-oss's template keeps the analysis before a call
+				// from its "thinking" field, as the reference passes it.
+				o.Set("thinking", m.reasoning)
+			}
 		}
 		if len(m.toolCalls) > 0 {
 			calls := jinja.NewList()
