@@ -280,3 +280,48 @@ func TestApplyTemplateHarmony(t *testing.T) {
 		t.Errorf("reasoning_effort extreme = %d %s, want a 400 naming reasoning_effort", r.status, r.body)
 	}
 }
+
+// TestResponsesHarmony answers /v1/responses from scripted gpt-oss
+// answers: the message is the final channel (the analysis left out), a
+// message to functions.NAME a function_call item, streamed or not.
+func TestResponsesHarmony(t *testing.T) {
+	f := newFake()
+	f.ctxSize = 4096
+	f.template = harmonyTemplate
+	ts := newReadyServer(t, f, Config{})
+	f.reply = func(p string) string {
+		if strings.Contains(p, "weather") {
+			return "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}"
+		}
+		return "<|channel|>analysis<|message|>User asks capital.<|end|><|start|>assistant<|channel|>final<|message|>Paris."
+	}
+	r := ts.post("/v1/responses", `{"input":"capital?"}`)
+	m := decodeBody(t, r.body)
+	if out, _ := jsonPath(m, "output").([]any); len(out) != 1 || jsonPath(out, 0, "content", 0, "text") != "Paris." {
+		t.Errorf("output = %s, want one message with Paris.", r.body)
+	}
+	r = ts.post("/v1/responses", `{"input":"weather?",`+responsesWeatherTool+`}`)
+	m = decodeBody(t, r.body)
+	if out, _ := jsonPath(m, "output").([]any); len(out) != 1 || jsonPath(out, 0, "type") != "function_call" ||
+		jsonPath(out, 0, "name") != "get_weather" || jsonPath(out, 0, "arguments") != `{"city":"Paris"}` {
+		t.Errorf("output = %s, want one get_weather call for Paris", r.body)
+	}
+	t.Run("stream", func(t *testing.T) {
+		evs := respEvents(t, ts.post("/v1/responses", `{"input":"capital?","stream":true}`).body)
+		var text strings.Builder
+		for _, ev := range evs {
+			if ev["type"] == "response.output_text.delta" {
+				text.WriteString(ev["delta"].(string))
+			}
+		}
+		last := evs[len(evs)-1]
+		if text.String() != "Paris." || jsonPath(last, "response", "output", 0, "content", 0, "text") != "Paris." {
+			t.Errorf("streamed text %q, final %v, want Paris.", text.String(), last)
+		}
+		evs = respEvents(t, ts.post("/v1/responses", `{"input":"weather?","stream":true,`+responsesWeatherTool+`}`).body)
+		final := jsonPath(evs[len(evs)-1], "response", "output", 0)
+		if jsonPath(final, "type") != "function_call" || jsonPath(final, "arguments") != `{"city":"Paris"}` {
+			t.Errorf("final output %v, want a get_weather call for Paris", final)
+		}
+	})
+}
