@@ -137,7 +137,7 @@ func TestMarkerPrefixLen(t *testing.T) {
 
 // harmonyTemplate is a small template in gpt-oss's format: enough for the
 // server to find the Harmony family.
-const harmonyTemplate = `{%- for m in messages -%}<|start|>{{ m.role }}{% if m.role == 'assistant' %}<|channel|>final{% endif %}<|message|>{{ m.content }}<|end|>{%- endfor -%}<|start|>assistant`
+const harmonyTemplate = `<|start|>system<|message|>Reasoning: {{ reasoning_effort if reasoning_effort is defined else 'medium' }}<|end|>{%- for m in messages -%}<|start|>{{ m.role }}{% if m.role == 'assistant' %}<|channel|>final{% endif %}<|message|>{{ m.content }}<|end|>{%- endfor -%}<|start|>assistant`
 
 // TestChatHarmony answers chat requests from a scripted gpt-oss answer:
 // the analysis channel is reasoning_content, the final channel the
@@ -306,6 +306,22 @@ func TestResponsesHarmony(t *testing.T) {
 		jsonPath(out, 0, "name") != "get_weather" || jsonPath(out, 0, "arguments") != `{"city":"Paris"}` {
 		t.Errorf("output = %s, want one get_weather call for Paris", r.body)
 	}
+	t.Run("reasoning.effort", func(t *testing.T) {
+		var prompt string
+		reply := f.reply
+		f.reply = func(p string) string { prompt = p; return reply(p) }
+		defer func() { f.reply = reply }()
+		r := ts.post("/v1/responses", `{"input":"capital?","reasoning":{"effort":"high","summary":"auto"}}`)
+		if m := decodeBody(t, r.body); !strings.Contains(prompt, "Reasoning: high") || jsonPath(m, "reasoning", "effort") != "high" {
+			t.Errorf("reasoning.effort high: prompt %q, body %s, want Reasoning: high in the prompt and effort high echoed", prompt, r.body)
+		}
+		for _, bad := range []string{`{"effort":"extreme"}`, `{"summary":"long"}`, `{"nope":1}`} {
+			r := ts.post("/v1/responses", `{"input":"capital?","reasoning":`+bad+`}`)
+			if r.status != 400 || !strings.Contains(string(r.body), `"reasoning`) {
+				t.Errorf("reasoning %s = %d %s, want a 400 naming the field", bad, r.status, r.body)
+			}
+		}
+	})
 	t.Run("stream", func(t *testing.T) {
 		evs := respEvents(t, ts.post("/v1/responses", `{"input":"capital?","stream":true}`).body)
 		var text strings.Builder

@@ -27,8 +27,12 @@ var responsesFields = []string{
 	// vkllm extras, as on the other generation routes.
 	"seed", "top_k", "min_p", "typical_p", "tfs_z", "min_keep", "repeat_penalty", "frequency_penalty",
 	"presence_penalty", "penalty_last_n", "mirostat_mode", "mirostat_tau", "mirostat_eta", "logit_bias",
-	"logit_bias_type", "stop", "min_tokens", "template", "chat_template_kwargs",
+	"logit_bias_type", "stop", "min_tokens", "template", "chat_template_kwargs", "reasoning",
 }
+
+// reasoningSummaries are the values of reasoning.summary; no summary is
+// written, so they change nothing.
+var reasoningSummaries = []string{"auto", "concise", "detailed"}
 
 // responsesGenFields are the fields readGen reads as they are.
 var responsesGenFields = []string{
@@ -116,6 +120,20 @@ func (s *Server) decodeResponses(b grammar.Budget, body []byte) (*responsesReque
 	}
 	if r.boolean(m, "", "background", false) && r.err == nil {
 		r.fail(badRequest("background", "background: background responses are not supported; send background false"))
+	}
+	if x, ok := m["reasoning"]; ok && x != nil {
+		// reasoning.effort is the chat route's reasoning_effort.
+		if rm := r.object(x, "reasoning", "effort", "summary"); rm != nil {
+			if e, ok := r.optStr(rm, "reasoning", "effort"); ok {
+				if !slices.Contains(reasoningEfforts, e) {
+					r.fail(badRequest("reasoning.effort", "reasoning.effort: %q is not one of %s", e, strings.Join(reasoningEfforts, ", ")))
+				}
+				chat.reasoningEffort = e
+			}
+			if sm, ok := r.optStr(rm, "reasoning", "summary"); ok && !slices.Contains(reasoningSummaries, sm) {
+				r.fail(badRequest("reasoning.summary", "reasoning.summary: %q is not one of %s", sm, strings.Join(reasoningSummaries, ", ")))
+			}
+		}
 	}
 	if t, ok := r.optStr(m, "", "truncation"); ok {
 		if t != "disabled" && t != "auto" {
@@ -672,6 +690,9 @@ func (s *Server) newResponseBody(req *responsesRequest, id string, created int64
 	}
 	if req.user != "" {
 		b.User = req.user
+	}
+	if req.chat.reasoningEffort != "" {
+		b.Reasoning.Effort = req.chat.reasoningEffort
 	}
 	if b.Tools == nil {
 		b.Tools = []any{}
