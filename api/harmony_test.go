@@ -180,6 +180,20 @@ func TestChatHarmony(t *testing.T) {
 				jsonPath(m, "choices", 0, "message", "content"), jsonPath(m, "choices", 0, "message", "reasoning_content"))
 		}
 	})
+	t.Run("forced call", func(t *testing.T) {
+		// A required call is written under vkllm's grammar, in its JSON
+		// form, not in channels.
+		reply := f.reply
+		f.reply = func(string) string { return `{"tool_call":{"name":"get_weather","arguments":{"city":"Paris"}}}` }
+		defer func() { f.reply = reply }()
+		r := ts.post("/v1/chat/completions", `{`+user("weather?")+`,"max_tokens":300,"tool_choice":"required",`+weatherTools+`}`)
+		m := decodeBody(t, r.body)
+		tc := jsonPath(m, "choices", 0, "message", "tool_calls", 0)
+		if jsonPath(tc, "function", "name") != "get_weather" || jsonPath(tc, "function", "arguments") != `{"city":"Paris"}` ||
+			jsonPath(m, "choices", 0, "message", "content") != nil {
+			t.Errorf("forced call = %s, want get_weather {\"city\":\"Paris\"} and no content", r.body)
+		}
+	})
 	// stream returns the concatenated reasoning and content deltas, the
 	// calls' names and arguments, and the finish reason.
 	stream := func(t *testing.T, body string) (reasoning, content, calls, finish string) {
