@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vkllm/vkllm/engine"
+	"github.com/vkllm/vkllm/sampling/grammar"
 	"io"
 	"log/slog"
 	"math"
@@ -13,9 +15,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/vkllm/vkllm/engine"
-	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
 // logServer starts a ready server over f whose log lines go to the

@@ -2,13 +2,12 @@ package api
 
 import (
 	"fmt"
+	"github.com/vkllm/vkllm/sampling/grammar"
 	"io"
 	"net"
 	"runtime"
 	"strings"
 	"testing"
-
-	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
 // TestMaxTokensZero: max_tokens 0 is a 400 naming max_tokens (API-NOTES),
