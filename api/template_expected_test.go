@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vkllm/vkllm/sampling/grammar"
-
 	"github.com/vkllm/vkllm/internal/fixtures"
+	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
 // expectedPrompts is ../shared/fixtures/templates/expected-prompts.json:
