@@ -355,3 +355,26 @@ func TestResponsesHarmony(t *testing.T) {
 		}
 	})
 }
+
+// FuzzHarmonyParser feeds arbitrary answers in pieces of a fuzzed size:
+// no input may panic, and the pieces must split exactly as the whole.
+func FuzzHarmonyParser(f *testing.F) {
+	for _, c := range harmonyCases {
+		f.Add(c.text, uint8(3))
+	}
+	f.Add("<|start|><|start|><|message|><|end|><|call|>x to=functions.special_function<|message|>{", uint8(1))
+	known := []tool{{name: "special_function"}}
+	f.Fuzz(func(t *testing.T, text string, size uint8) {
+		n := int(size%16) + 1
+		wantR, wantC, wantCalls := parseHarmonyAnswer(text, known)
+		p := newHarmonyParser(known)
+		var reasoning, content []byte
+		for i := 0; i < len(text); i += n {
+			reasoning, content = p.add([]byte(text[i:min(i+n, len(text))]), reasoning, content)
+		}
+		reasoning, content, calls := p.finish(reasoning, content)
+		if string(reasoning) != wantR || string(content) != wantC || len(calls) != len(wantCalls) {
+			t.Errorf("%q in pieces of %d = %q, %q, %d calls, whole = %q, %q, %d calls", text, n, reasoning, content, len(calls), wantR, wantC, len(wantCalls))
+		}
+	})
+}
