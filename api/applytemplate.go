@@ -32,7 +32,8 @@ func (s *Server) chatPrompt(req *chatRequest) (string, *chatTemplate, *Error) {
 // chat_template_kwargs over the other variables. maxOutput bounds the
 // text.
 func (t *chatTemplate) renderRequest(req *chatRequest, bos, eos string, now time.Time, maxOutput int) (string, *Error) {
-	in := renderInput{messages: req.messages, kwargs: req.kwargs, bos: bos, eos: eos, now: now, maxOutput: maxOutput}
+	in := renderInput{messages: req.messages, kwargs: req.kwargs, reasoningEffort: req.reasoningEffort,
+		bos: bos, eos: eos, now: now, maxOutput: maxOutput}
 	if len(req.tools) > 0 && req.toolChoice != toolChoiceNone {
 		in.tools, in.toolsValue = req.tools, req.toolsValue
 	}

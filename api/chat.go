@@ -60,6 +60,9 @@ type chatRequest struct {
 	toolsValue any
 	// kwargs is chat_template_kwargs: extra template variables.
 	kwargs *jinja.Dict
+	// reasoningEffort is reasoning_effort ("" when absent): the template
+	// variable reasoning_effort, or "none" for enable_thinking false.
+	reasoningEffort string
 	// marker stands for each image in the messages' content (media.go);
 	// "" when there are none.
 	marker string
@@ -123,7 +126,7 @@ func decodeChat(b grammar.Budget, body []byte) (*chatRequest, *Error) {
 		}
 	}
 	r.readOutputNeutral(m)
-	effort := r.readReasoningEffort(m, false)
+	req.reasoningEffort = r.readReasoningEffort(m, false)
 	req.genRequest = r.readGen(m, false)
 	if r.err != nil {
 		return nil, r.err
@@ -131,7 +134,6 @@ func decodeChat(b grammar.Budget, body []byte) (*chatRequest, *Error) {
 	if e := req.readOrdered(m); e != nil {
 		return nil, e
 	}
-	req.setReasoningEffort(effort)
 	if len(req.tools) == 0 && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed) {
 		if req.toolChoice == toolChoiceNamed {
 			return nil, errorf(422, "tool_choice", "tool_choice: function %q is not among the request's tools (none given)", req.toolName)

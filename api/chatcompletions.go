@@ -60,9 +60,12 @@ type chatToolCall struct {
 }
 
 type chatMessage struct {
-	Role      string         `json:"role"`
-	Content   *string        `json:"content"`
-	ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
+	Role    string  `json:"role"`
+	Content *string `json:"content"`
+	// ReasoningContent is the model's reasoning, apart from the content
+	// (gpt-oss's analysis channel), as the reference answers it.
+	ReasoningContent string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []chatToolCall `json:"tool_calls,omitempty"`
 }
 
 type chatChoice struct {
@@ -83,9 +86,11 @@ type chatBody struct {
 }
 
 type chatDelta struct {
-	Role      string         `json:"role,omitempty"`
-	Content   *string        `json:"content,omitempty"`
-	ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+	// ReasoningContent is the next piece of the reasoning.
+	ReasoningContent *string        `json:"reasoning_content,omitempty"`
+	ToolCalls        []chatToolCall `json:"tool_calls,omitempty"`
 }
 
 type chatChunkChoice struct {
@@ -236,18 +241,14 @@ func (s *Server) chatWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *chatReq
 	cands = best(cands, req.n)
 	for j, c := range cands {
 		ch := chatChoice{Index: j, FinishReason: c.finish, Message: chatMessage{Role: "assistant"}}
-		content := c.text
-		if pc.toolsActive {
-			var calls []toolCall
-			var cut bool
-			content, calls, cut = req.splitCalls(pc, c.text, pc.forced)
-			if len(calls) > 0 && !cut {
-				ch.FinishReason = "tool_calls"
-			}
-			for _, tc := range calls {
-				ch.Message.ToolCalls = append(ch.Message.ToolCalls, chatToolCall{ID: tc.id, Type: "function",
-					Function: chatFunction{Name: tc.name, Arguments: tc.arguments}})
-			}
+		reasoning, content, calls, cut := req.splitAnswer(pc, c.text)
+		ch.Message.ReasoningContent = reasoning
+		if len(calls) > 0 && !cut {
+			ch.FinishReason = "tool_calls"
+		}
+		for _, tc := range calls {
+			ch.Message.ToolCalls = append(ch.Message.ToolCalls, chatToolCall{ID: tc.id, Type: "function",
+				Function: chatFunction{Name: tc.name, Arguments: tc.arguments}})
 		}
 		if content != "" || len(ch.Message.ToolCalls) == 0 {
 			ch.Message.Content = &content
@@ -307,12 +308,66 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		}
 		return err
 	}
+	// A Harmony answer (gpt-oss) streams its reasoning and content as the
+	// parser separates them; its calls go out at the end. A forced call is
+	// held whole instead, as in other families.
+	var harmony []*harmonyStream
+	if pc.tmpl.family == familyHarmony && !pc.forced {
+		harmony = make([]*harmonyStream, req.n)
+		for j := range harmony {
+			harmony[j] = newHarmonyStream(req, pc)
+		}
+	}
+	// sendParts sends a Harmony candidate's new reasoning and content, the
+	// logprobs of the tokens behind them with the first.
+	sendParts := func(j int, h *harmonyStream) error {
+		for k, part := range [][]byte{h.reasoning, h.content} {
+			if len(part) == 0 {
+				continue
+			}
+			t := string(part)
+			d := chatDelta{Content: &t}
+			if k == 0 {
+				d = chatDelta{ReasoningContent: &t}
+			}
+			if err := send(chatChunkChoice{Index: j, Delta: d, Logprobs: chatLP(req.logprobs, h.lps)}); err != nil {
+				return err
+			}
+			h.lps = nil
+		}
+		return nil
+	}
 	onText := func(j int, text []byte, lps []tokenLogprob) error {
+		if harmony != nil {
+			h := harmony[j]
+			h.lps = append(h.lps, lps...)
+			h.reasoning, h.content = h.p.add(text, h.reasoning[:0], h.content[:0])
+			return sendParts(j, h)
+		}
 		text, lps, send := holds[j].add(text, lps)
 		if !send {
 			return nil
 		}
 		return sendText(j, text, lps)
+	}
+	// sendCalls sends a candidate's calls, each its header and then its
+	// arguments in fragments, as a model streams them.
+	sendCalls := func(j int, calls []toolCall, lps *chatLogprobs) error {
+		for k, tc := range calls {
+			idx := k
+			first := chatToolCall{Index: &idx, ID: tc.id, Type: "function", Function: chatFunction{Name: tc.name, Arguments: ""}}
+			if err := send(chatChunkChoice{Index: j, Delta: chatDelta{ToolCalls: []chatToolCall{first}}, Logprobs: lps}); err != nil {
+				return err
+			}
+			lps = nil
+			for _, frag := range fragments(tc.arguments, 16) {
+				d := chatToolCall{Index: &idx, Function: chatFunction{Arguments: frag}}
+				if err := send(chatChunkChoice{Index: j, Delta: chatDelta{ToolCalls: []chatToolCall{d}}}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	}
 	specs := s.candidateSpecs(req.n, genSpec{prompt: pc.prompt, media: pc.media, g: req.genRequest, constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive})
 	cands, err := s.generateAll(gctx, specs, onText)
@@ -322,7 +377,23 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 	for j, c := range cands {
 		u.CompletionTokens += c.tokens
 		finish := c.finish
-		if text, heldLPs, ok := holds[j].rest(); ok {
+		if harmony != nil {
+			h := harmony[j]
+			var calls []toolCall
+			h.reasoning, h.content, calls = h.p.finish(h.reasoning[:0], h.content[:0])
+			if sendParts(j, h) != nil {
+				return u.CompletionTokens, 499
+			}
+			if len(calls) > 0 {
+				if !req.parallelCall {
+					calls = calls[:1]
+				}
+				finish = "tool_calls"
+				if sendCalls(j, calls, chatLP(req.logprobs, h.lps)) != nil {
+					return u.CompletionTokens, 499
+				}
+			}
+		} else if text, heldLPs, ok := holds[j].rest(); ok {
 			// The logprobs of the held text go with its first chunk.
 			lps := chatLP(req.logprobs, heldLPs)
 			prefix, calls, cut := req.splitCalls(pc, text, pc.forced)
@@ -336,20 +407,8 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 					}
 					lps = nil
 				}
-				for k, tc := range calls {
-					idx := k
-					first := chatToolCall{Index: &idx, ID: tc.id, Type: "function", Function: chatFunction{Name: tc.name, Arguments: ""}}
-					if send(chatChunkChoice{Index: j, Delta: chatDelta{ToolCalls: []chatToolCall{first}}, Logprobs: lps}) != nil {
-						return u.CompletionTokens, 499
-					}
-					lps = nil
-					// Arguments follow in fragments, as a model streams them.
-					for _, frag := range fragments(tc.arguments, 16) {
-						d := chatToolCall{Index: &idx, Function: chatFunction{Arguments: frag}}
-						if send(chatChunkChoice{Index: j, Delta: chatDelta{ToolCalls: []chatToolCall{d}}}) != nil {
-							return u.CompletionTokens, 499
-						}
-					}
+				if sendCalls(j, calls, lps) != nil {
+					return u.CompletionTokens, 499
 				}
 			} else if send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &prefix}, Logprobs: lps}) != nil {
 				return u.CompletionTokens, 499
@@ -358,7 +417,12 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		if !req.includeUsage && j == len(cands)-1 {
 			chunk.Timings = reqStatsOf(gctx).timings() // the final chunk carries the request's speed
 		}
-		if send(chatChunkChoice{Index: j, Delta: chatDelta{}, FinishReason: &finish}) != nil {
+		var restLPs *chatLogprobs
+		if harmony != nil && len(harmony[j].lps) > 0 {
+			// Tokens that were only markup (headers, <|end|>).
+			restLPs = chatLP(req.logprobs, harmony[j].lps)
+		}
+		if send(chatChunkChoice{Index: j, Delta: chatDelta{}, Logprobs: restLPs, FinishReason: &finish}) != nil {
 			return u.CompletionTokens, 499
 		}
 	}

@@ -3,8 +3,6 @@ package api
 import (
 	"slices"
 	"strings"
-
-	"github.com/vkllm/vkllm/internal/jinja"
 )
 
 // Fields the official SDKs send that do not change a local model's output
@@ -117,21 +115,6 @@ func (r *reader) effort(m jsonObject, path, key string) string {
 		r.fail(badRequest(p, "%s: %q is not one of %s", p, e, quoteList(reasoningEfforts)))
 	}
 	return e
-}
-
-// setReasoningEffort gives templates the reasoning effort as the variable
-// reasoning_effort, as the reference does (gpt-oss's template reads it);
-// chat_template_kwargs naming it wins.
-func (req *chatRequest) setReasoningEffort(effort string) {
-	if effort == "" {
-		return
-	}
-	if req.kwargs == nil {
-		req.kwargs = jinja.NewDict()
-	}
-	if _, ok := req.kwargs.Get("reasoning_effort"); !ok {
-		req.kwargs.Set("reasoning_effort", effort)
-	}
 }
 
 // quoteList returns vals quoted and joined by commas.

@@ -129,7 +129,7 @@ func (s *Server) decodeResponses(b grammar.Budget, body []byte) (*responsesReque
 	req.metadata = r.readOutputNeutral(m)
 	req.user, _ = r.optStr(m, "", "user")
 	req.store = r.boolean(m, "", "store", true)
-	effort := r.readReasoningEffort(m, true)
+	chat.reasoningEffort = r.readReasoningEffort(m, true)
 	chat.genRequest = r.readGen(gm, false)
 	if r.err != nil {
 		return nil, r.err
@@ -225,7 +225,6 @@ func (s *Server) decodeResponses(b grammar.Budget, body []byte) (*responsesReque
 	if e := chat.readResponsesOrdered(body); e != nil {
 		return nil, e
 	}
-	chat.setReasoningEffort(effort)
 	if e := chat.checkTools(); e != nil {
 		return nil, e
 	}
@@ -657,6 +656,9 @@ func (s *Server) newResponseBody(req *responsesRequest, id string, created int64
 	if req.user != "" {
 		b.User = req.user
 	}
+	if req.chat.reasoningEffort != "" {
+		b.Reasoning.Effort = req.chat.reasoningEffort
+	}
 	if b.Tools == nil {
 		b.Tools = []any{}
 	}
@@ -739,7 +741,10 @@ func (s *Server) handleResponses(ctx *fasthttp.RequestCtx) handlerResult {
 func (s *Server) outputItems(req *responsesRequest, pc *preparedChat, c *candidate) []any {
 	text := c.text
 	var calls []toolCall
-	if pc.toolsActive {
+	if pc.tmpl.family == familyHarmony {
+		// The message is gpt-oss's final channel, its reasoning left out.
+		_, text, calls, _ = req.chat.splitAnswer(pc, c.text)
+	} else if pc.toolsActive {
 		text, calls, _ = req.chat.splitCalls(pc, c.text, false)
 	}
 	var out []any
@@ -957,8 +962,21 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 		return rs.textDelta(msg.ID, t)
 	}
 	hold := newToolHold(pc, false)
+	// A Harmony answer (gpt-oss) streams its content as the parser
+	// separates it from the reasoning, which is left out.
+	var harmony *harmonyStream
+	if pc.tmpl.family == familyHarmony {
+		harmony = newHarmonyStream(req.chat, pc)
+	}
 	var lps []tokenLogprob
 	onText := func(_ int, t []byte, l []tokenLogprob) error {
+		if harmony != nil {
+			if req.chat.logprobs {
+				lps = append(lps, l...)
+			}
+			harmony.reasoning, harmony.content = harmony.p.add(t, harmony.reasoning[:0], harmony.content[:0])
+			return sendText(harmony.content)
+		}
 		t, l, send := hold.add(t, l)
 		if req.chat.logprobs {
 			lps = append(lps, l...)
@@ -984,7 +1002,15 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 	if req.chat.logprobs {
 		lps = append(lps, heldLPs...)
 	}
-	if ok {
+	if harmony != nil {
+		harmony.reasoning, harmony.content, calls = harmony.p.finish(harmony.reasoning[:0], harmony.content[:0])
+		if len(calls) > 0 && !req.chat.parallelCall {
+			calls = calls[:1]
+		}
+		if sendText(harmony.content) != nil {
+			return c.tokens, 499
+		}
+	} else if ok {
 		var prefix string
 		prefix, calls, _ = req.chat.splitCalls(pc, held, false)
 		if sendText([]byte(prefix)) != nil {

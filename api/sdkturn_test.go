@@ -56,7 +56,9 @@ func TestSDKSecondTurn(t *testing.T) {
 			`,"store":false,"metadata":{"k":"v"},"service_tier":"auto","prompt_cache_key":"c1","safety_identifier":"s",` +
 				`"modalities":["text"],"verbosity":"low","prediction":{"type":"content","content":"Rome"},"user":"u1"`, "[user] And of Italy?\n"},
 		{"reasoning effort", user + "," + python + "," + second, `,"reasoning_effort":"high"`, "effort=high"},
-		{"kwargs win", user + "," + python + "," + second, `,"reasoning_effort":"high","chat_template_kwargs":{"reasoning_effort":"low"}`, "effort=low"},
+		// As the reference: the request's reasoning_effort overwrites the
+		// kwargs' variable of the same name.
+		{"field over kwargs", user + "," + python + "," + second, `,"reasoning_effort":"high","chat_template_kwargs":{"reasoning_effort":"low"}`, "effort=high"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			prompt = ""
@@ -66,7 +68,7 @@ func TestSDKSecondTurn(t *testing.T) {
 					t.Errorf("second turn = %d %s, rendered %q; want 200 with %q rendered", r.status, r.body, prompt, want)
 				}
 			}
-			if tt.name != "reasoning effort" && tt.name != "kwargs win" && strings.Contains(prompt, "effort=") {
+			if tt.name != "reasoning effort" && tt.name != "field over kwargs" && strings.Contains(prompt, "effort=") {
 				t.Errorf("rendered %q sets reasoning_effort though the request gives none", prompt)
 			}
 		})

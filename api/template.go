@@ -40,7 +40,9 @@ type templateCaps struct {
 	objectArguments bool
 	// typedContent: content must be a list of {type: text, text} parts.
 	typedContent bool
-	// thinking: the template supports reasoning (enable_thinking is set).
+	// thinking: the template supports reasoning (enable_thinking is set):
+	// it reads enable_thinking, writes <think>, or has Harmony's analysis
+	// channel (the reference sets enable_thinking for gpt-oss too).
 	thinking bool
 }
 
@@ -91,7 +93,9 @@ const (
 func probeCaps(tpl *jinja.Template, src string) templateCaps {
 	c := templateCaps{
 		nativeTools: strings.Contains(src, "tools") || strings.Contains(src, "tool_calls"),
-		thinking:    strings.Contains(src, "enable_thinking") || strings.Contains(src, "<think>"),
+		// Harmony (gpt-oss) reasons in its analysis channel.
+		thinking: strings.Contains(src, "enable_thinking") || strings.Contains(src, "<think>") ||
+			strings.Contains(src, "<|channel|>analysis"),
 	}
 	try := func(msgs ...*jinja.Dict) string {
 		l := jinja.NewList()
@@ -158,9 +162,13 @@ type renderInput struct {
 	toolsValue any
 	// kwargs are the request's chat_template_kwargs: extra template
 	// variables, overriding the others.
-	kwargs   *jinja.Dict
-	bos, eos string
-	now      time.Time
+	kwargs *jinja.Dict
+	// reasoningEffort is the request's reasoning_effort: the variable
+	// reasoning_effort (gpt-oss reads it), over chat_template_kwargs as
+	// in the reference; "none" sets enable_thinking false instead.
+	reasoningEffort string
+	bos, eos        string
+	now             time.Time
 	// maxOutput bounds the rendered text (0: the engine's default).
 	maxOutput int
 }
@@ -220,6 +228,16 @@ func (t *chatTemplate) render(in renderInput) (string, error) {
 			vars[k.(string)] = v
 		}
 	}
+	switch in.reasoningEffort {
+	case "":
+	case "none":
+		delete(vars, "reasoning_effort")
+		if t.caps.thinking {
+			vars["enable_thinking"] = false
+		}
+	default:
+		vars["reasoning_effort"] = in.reasoningEffort
+	}
 	out, err := t.jinja.Render(vars, jinja.Options{Now: in.now, MaxOutput: in.maxOutput})
 	if err != nil {
 		var re *jinja.RaiseError
@@ -249,6 +267,11 @@ func (t *chatTemplate) messagesValue(msgs []message) *jinja.List {
 		}
 		if m.reasoning != "" {
 			o.Set("reasoning_content", m.reasoning)
+			if t.family == familyHarmony && len(m.toolCalls) > 0 {
+				// gpt-oss's template keeps the analysis before a call
+				// from its "thinking" field, as the reference passes it.
+				o.Set("thinking", m.reasoning)
+			}
 		}
 		if len(m.toolCalls) > 0 {
 			calls := jinja.NewList()

@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vkllm/vkllm/sampling/grammar"
-
 	"github.com/vkllm/vkllm/internal/fixtures"
+	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
 // expectedPrompts is ../shared/fixtures/templates/expected-prompts.json:
@@ -34,8 +33,8 @@ type expectedPrompt struct {
 	Prompt string `json:"prompt"`
 }
 
-func loadExpectedPrompts(t *testing.T) (string, *expectedPrompts) {
-	dir := fixtures.Dir(t, "templates")
+func loadExpectedPrompts(t *testing.T, sub string) (string, *expectedPrompts) {
+	dir := fixtures.Dir(t, sub)
 	b, err := os.ReadFile(filepath.Join(dir, "expected-prompts.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +58,14 @@ func toolLessDivergence(tmpl *chatTemplate, req *chatRequest) bool {
 // every fixture template through the same path as POST /apply-template
 // and compares the text byte for byte with the reference's.
 func TestExpectedPrompts(t *testing.T) {
-	dir, ep := loadExpectedPrompts(t)
+	for _, sub := range []string{"templates", "archs-next/moe/gpt-oss-chat"} {
+		t.Run(sub, func(t *testing.T) { testExpectedPrompts(t, sub) })
+	}
+}
+
+// testExpectedPrompts is TestExpectedPrompts for the fixture folder sub.
+func testExpectedPrompts(t *testing.T, sub string) {
+	dir, ep := loadExpectedPrompts(t, sub)
 	date, err := time.Parse("02 Jan 2006", ep.Context.DateString)
 	if err != nil {
 		t.Fatalf("date_string %q: %v", ep.Context.DateString, err)
@@ -82,7 +88,12 @@ func TestExpectedPrompts(t *testing.T) {
 		if got, want := tmpl.caps.thinking, slices.Contains(ep.ThinkingTemplates, name); got != want {
 			t.Errorf("%s: thinking detected = %v, want %v (the reference's enable_thinking)", name, got, want)
 		}
-		for _, rq := range []string{"a", "b", "c", "c2"} {
+		rqs := make([]string, 0, len(ep.Requests))
+		for rq := range ep.Requests {
+			rqs = append(rqs, rq)
+		}
+		sort.Strings(rqs)
+		for _, rq := range rqs {
 			t.Run(name+"/"+rq, func(t *testing.T) {
 				req, e := decodeChat(grammar.Budget{}, ep.Requests[rq])
 				if e != nil {

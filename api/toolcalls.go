@@ -28,6 +28,37 @@ func (req *chatRequest) splitCalls(pc *preparedChat, text string, forced bool) (
 	return text, nil, false
 }
 
+// splitAnswer splits a finished candidate's text into its reasoning, its
+// content and its calls. Harmony answers (gpt-oss) are split by channel:
+// analysis is the reasoning, final and commentary the content, messages
+// to functions.NAME the calls (with tools active); a content that is
+// itself a call in another format (a forced tool_choice writes vkllm's
+// JSON form) goes through splitCalls. Other families have no reasoning
+// and go through splitCalls when tools are active.
+func (req *chatRequest) splitAnswer(pc *preparedChat, text string) (reasoning, content string, calls []toolCall, cut bool) {
+	if pc.tmpl.family != familyHarmony {
+		if !pc.toolsActive {
+			return "", text, nil, false
+		}
+		content, calls, cut = req.splitCalls(pc, text, pc.forced)
+		return "", content, calls, cut
+	}
+	var known []tool
+	if pc.toolsActive {
+		known = req.tools
+	}
+	reasoning, content, calls = parseHarmonyAnswer(text, known)
+	if !pc.toolsActive {
+		return reasoning, content, nil, false
+	}
+	if len(calls) == 0 {
+		content, calls, cut = req.splitCalls(pc, content, pc.forced)
+	} else if !req.parallelCall {
+		calls = calls[:1]
+	}
+	return reasoning, content, calls, cut
+}
+
 // toolHold holds back one candidate's streamed text, with the logprobs of
 // its tokens, while it may still be the start of a tool call, so that a
 // call is never streamed as content. Once the text cannot become a call

@@ -157,7 +157,8 @@ func (f toolFamily) parse(text string, known []tool) (string, []toolCall) {
 	case familyDeepSeek:
 		prefix, calls, ok = parseDeepSeek(text)
 	case familyHarmony:
-		prefix, calls, ok = parseHarmony(text)
+		_, prefix, calls = parseHarmonyAnswer(text, known)
+		ok = len(calls) > 0
 	case familyGLM:
 		prefix, calls, ok = parseGLM(text)
 	case familyQwen3Coder:
@@ -268,56 +269,6 @@ func blockCalls(text string, starts []string, open, close string, decode func(bo
 		calls = append(calls, c)
 	}
 	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
-}
-
-func parseHarmony(text string) (string, []toolCall, bool) {
-	var calls []toolCall
-	first := -1
-	rest := text
-	off := 0
-	for {
-		i := strings.Index(rest, "to=functions.")
-		if i < 0 {
-			break
-		}
-		if first < 0 {
-			first = off + i
-			if j := strings.LastIndex(text[:first], "<|start|>"); j >= 0 {
-				first = j
-			} else if j := strings.LastIndex(text[:first], "<|channel|>"); j >= 0 {
-				first = j
-			}
-		}
-		after := rest[i+len("to=functions."):]
-		n := strings.IndexAny(after, " <")
-		if n < 0 {
-			return "", nil, false
-		}
-		name := after[:n]
-		body, end, ok := between(after, "<|message|>", "<|call|>")
-		if !ok {
-			return "", nil, false
-		}
-		c, ok := newCall(name, body)
-		if !ok {
-			return "", nil, false
-		}
-		calls = append(calls, c)
-		consumed := i + len("to=functions.") + end
-		off += consumed
-		rest = rest[consumed:]
-	}
-	if len(calls) == 0 {
-		return "", nil, false
-	}
-	prefix := text[:first]
-	// The final channel's text, when the analysis channel came first.
-	if _, m, ok := strings.Cut(prefix, "<|channel|>final<|message|>"); ok {
-		prefix = m
-	} else if strings.Contains(prefix, "<|channel|>analysis") {
-		prefix = ""
-	}
-	return strings.TrimSpace(prefix), calls, true
 }
 
 // argValue turns a GLM/Qwen3-Coder argument value into JSON: JSON values

@@ -113,7 +113,16 @@ type refGreedy struct {
 // special text parsed) and the streamed continuation text against the
 // reference's outputs stored beside the model fixtures.
 func TestModelFixtures(t *testing.T) {
-	dir := fixtures.Dir(t, "models")
+	// archs-next/moe holds gpt-oss: the gpt-4o (o200k) pre-tokenizer over
+	// GPT-2's merges.
+	for _, sub := range []string{"models", "archs-next/moe"} {
+		t.Run(sub, func(t *testing.T) { testModelFixtures(t, sub) })
+	}
+}
+
+// testModelFixtures is TestModelFixtures for the fixtures folder sub.
+func testModelFixtures(t *testing.T, sub string) {
+	dir := fixtures.Dir(t, sub)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.ref.json"))
 	if len(files) == 0 {
 		t.Skipf("no *.ref.json in %s", dir)

@@ -164,3 +164,53 @@ func TestSyntheticBPE(t *testing.T) {
 		t.Errorf("Decode = %q, want %q", got, "cab a")
 	}
 }
+
+// TestSyntheticHarmony checks gpt-oss's (o200k_harmony) special tokens as
+// the reference's vocabulary loader treats them: <|return|> and <|call|>
+// end generation and are not rendered; <|end|> only ends a message, so it
+// neither ends generation nor disappears from the text; the structure
+// tokens are always rendered, so the chat parser sees the channels.
+func TestSyntheticHarmony(t *testing.T) {
+	specials := []string{"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>", "<|call|>"}
+	tokens := append([]string{"a", "b", "ab"}, specials...)
+	types := []int32{typeNormal, typeNormal, typeNormal}
+	for range specials {
+		types = append(types, typeControl)
+	}
+	id := func(s string) int32 { return int32(slices.Index(tokens, s)) }
+	tok, err := New(build(t, map[string]any{keyModel: "gpt2", keyPre: "gpt-4o", keyTokens: tokens,
+		keyMerges: []string{"a b"}, keyTokenType: types}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tok      string
+		eog      bool
+		rendered bool
+	}{
+		{"<|return|>", true, false},
+		{"<|call|>", true, false},
+		{"<|end|>", false, true},
+		{"<|start|>", false, true},
+		{"<|channel|>", false, true},
+		{"<|message|>", false, true},
+		{"<|constrain|>", false, true},
+	} {
+		if got := tok.IsEOG(id(c.tok)); got != c.eog {
+			t.Errorf("IsEOG(%s) = %v, want %v", c.tok, got, c.eog)
+		}
+		want := ""
+		if c.rendered {
+			want = c.tok
+		}
+		if got, err := tok.Decode([]int32{id(c.tok)}); err != nil || got != want {
+			t.Errorf("Decode(%s) = %q, %v, want %q", c.tok, got, err, want)
+		}
+	}
+	text := "<|channel|>ab<|message|>ab<|end|>"
+	ids, err := tok.Encode(text, false, true)
+	want := []int32{id("<|channel|>"), 2, id("<|message|>"), 2, id("<|end|>")}
+	if err != nil || !slices.Equal(ids, want) {
+		t.Errorf("Encode(%q) = %v, %v, want %v", text, ids, err, want)
+	}
+}
