@@ -45,8 +45,9 @@ type gptossBlock struct {
 	UpExpB   *Tensor `gguf:"ffn_up_exps.bias" shape:"FX,X"`
 	DownExps *Tensor `gguf:"ffn_down_exps.weight" shape:"FX,E,X"`
 	DownExpB *Tensor `gguf:"ffn_down_exps.bias" shape:"E,X"`
-	// QKV and QKVBias join Q|K|V and their biases (fuseRows).
-	QKV, QKVBias *Tensor
+	// QKV and QKVBias join Q|K|V and their biases (fuseRows), GateUpExps
+	// the gate and up experts (fuseExperts).
+	QKV, QKVBias, GateUpExps *Tensor
 
 	attn Attn
 	moe  *MoE
@@ -89,6 +90,7 @@ func loadGptOss(f *gguf.File, o Options) (archModel, error) {
 		if b.QKV != nil {
 			b.QKVBias = fuseRows(p+"attn_qkv.bias", b.QBias, b.KBias, b.VBias)
 		}
+		b.GateUpExps = fuseExperts(p+"ffn_gate_up_exps.weight", b.GateExps, b.UpExps)
 	}
 	m.eps = o.NormEps
 	m.rope = o.rope(true, o.RopeBase, o.RopeScale)

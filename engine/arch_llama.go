@@ -52,8 +52,9 @@ type llamaBlock struct {
 	DownExps *Tensor `gguf:"ffn_down_exps.weight,optional" shape:"FX,E,X" need:"qwen3moe"`
 	moe      *MoE
 	// QKV, QKVBias and GateUp join Q|K|V, their biases and Gate|Up for
-	// the fused kernels (fuseRows; nil where they do not fuse).
-	QKV, QKVBias, GateUp *Tensor
+	// the fused kernels (fuseRows; nil where they do not fuse), and
+	// GateUpExps the gate and up experts (fuseExperts).
+	QKV, QKVBias, GateUp, GateUpExps *Tensor
 }
 
 func loadLlama(f *gguf.File, o Options) (archModel, error) {
@@ -82,6 +83,7 @@ func loadLlama(f *gguf.File, o Options) (archModel, error) {
 			b.QKVBias = fuseRows(p+"attn_qkv.bias", b.QBias, b.KBias, b.VBias)
 		}
 		b.GateUp = fuseRows(p+"ffn_gate_up.weight", b.Gate, b.Up)
+		b.GateUpExps = fuseExperts(p+"ffn_gate_up_exps.weight", b.GateExps, b.UpExps)
 	}
 	m.eps = o.NormEps
 	m.rope = o.rope(o.Arch != "llama", o.RopeBase, o.RopeScale)

@@ -365,7 +365,7 @@ func (m *GPUModel) upload(w *Weights) error {
 			if err := b.Write(off, p.Data); err != nil {
 				return fmt.Errorf("engine: upload %s: %w", p.Name, err)
 			}
-			if len(t.Dims) == 2 {
+			if len(t.Dims) >= 2 { // matrices and experts: views
 				m.weights[p.idx] = ops.Weight{Type: p.Type, Rows: p.Rows(), Cols: p.Cols(), Data: b.Range(off, uint64(len(p.Data)))}
 				placed[p] = true
 				done += int64(len(p.Data))

@@ -36,6 +36,21 @@ func (f *MoE) shape(rows int) ops.MoEShape {
 	return ops.MoEShape{Rows: rows, Experts: f.experts(), Used: f.Used, Gating: f.Gating, Norm: f.Norm}
 }
 
+// fuseExperts returns a tensor named name that joins the expert tensors
+// gate and up (of one type and shape: gate's experts, then up's), so the
+// GPU multiplies by both and applies the GLU in one dispatch
+// (ops.MatVecIDGLU); nil where they do not fuse. The parts stay tensors of
+// their own, views of the joined buffer on the GPU.
+func fuseExperts(name string, gate, up *Tensor) *Tensor {
+	if gate == nil || up == nil || gate.fused != nil || up.fused != nil || gate.Type != up.Type ||
+		len(gate.Dims) != 3 || fmt.Sprint(gate.Dims) != fmt.Sprint(up.Dims) {
+		return nil
+	}
+	f := &Tensor{Name: name, Type: gate.Type, Dims: []uint64{gate.Dims[0], gate.Dims[1], 2 * gate.Dims[2]}, parts: []*Tensor{gate, up}}
+	gate.fused, up.fused = f, f
+	return f
+}
+
 // checkMoE checks what the tensors' shape tags cannot: the experts used
 // of experts, and that expert biases are F32.
 func checkMoE(f *MoE, experts int) error {
@@ -74,18 +89,25 @@ func (g *gpuGraph) MoEAdd(dst, x Act, f *MoE) {
 	}
 	g.deps([3]vk.Range{g.r(sel), g.r(wts), g.r(routes)}, g.r(logits))
 	g.fail(g.m.k.MoERoute(g.c, g.r(logits), s, g.r(sel), g.r(wts), g.r(routes)))
-	g.label(f.Gate)
-	g.dep(g.r(gate), g.r(x), g.r(routes))
-	g.fail(g.m.k.MatVecID(g.c, g.weight(f.Gate), s, g.r(x), k, g.r(routes), g.vec(f.GateBias), g.r(gate)))
-	g.label(f.Up)
-	g.dep(g.r(up), g.r(x), g.r(routes))
-	g.fail(g.m.k.MatVecID(g.c, g.weight(f.Up), s, g.r(x), k, g.r(routes), g.vec(f.UpBias), g.r(up)))
-	g.unlabel()
-	g.dep(g.r(gate), g.r(gate), g.r(up))
-	if f.OAI {
-		g.fail(g.m.k.SwiGLUOAI(g.c, g.r(gate), g.r(gate), g.r(up), gate.Rows*gate.Cols))
+	if fusedOf(f.Gate, f.Up) != nil && g.m.k.CanFuseExperts(g.weight(f.Gate), g.weight(f.Up), E) {
+		// Gate, up and the GLU in one dispatch per pass.
+		g.label(fusedOf(f.Gate, f.Up))
+		g.dep(g.r(gate), g.r(x), g.r(routes))
+		g.fail(g.m.k.MatVecIDGLU(g.c, g.weight(f.Gate), g.weight(f.Up), s, g.r(x), g.r(routes), g.vec(f.GateBias), g.vec(f.UpBias), g.r(gate), f.OAI))
 	} else {
-		g.fail(g.m.k.SwiGLU(g.c, g.r(gate), g.r(gate), g.r(up), gate.Rows*gate.Cols))
+		g.label(f.Gate)
+		g.dep(g.r(gate), g.r(x), g.r(routes))
+		g.fail(g.m.k.MatVecID(g.c, g.weight(f.Gate), s, g.r(x), k, g.r(routes), g.vec(f.GateBias), g.r(gate)))
+		g.label(f.Up)
+		g.dep(g.r(up), g.r(x), g.r(routes))
+		g.fail(g.m.k.MatVecID(g.c, g.weight(f.Up), s, g.r(x), k, g.r(routes), g.vec(f.UpBias), g.r(up)))
+		g.unlabel()
+		g.dep(g.r(gate), g.r(gate), g.r(up))
+		if f.OAI {
+			g.fail(g.m.k.SwiGLUOAI(g.c, g.r(gate), g.r(gate), g.r(up), gate.Rows*gate.Cols))
+		} else {
+			g.fail(g.m.k.SwiGLU(g.c, g.r(gate), g.r(gate), g.r(up), gate.Rows*gate.Cols))
+		}
 	}
 	g.label(f.Down)
 	g.dep(g.r(down), g.r(gate), g.r(routes))
@@ -102,7 +124,11 @@ func (g *gpuGraph) expertBytes(f *MoE) {
 		return
 	}
 	for _, t := range []*Tensor{f.Gate, f.Up, f.Down} {
-		g.matBytes[weightKind(t.Name)] += int64(len(t.Data)) * int64(f.Used) / int64(f.experts())
+		kind := weightKind(t.Name)
+		if gu := fusedOf(f.Gate, f.Up); gu != nil && t != f.Down {
+			kind = weightKind(gu.Name) // one dispatch reads both (MoEAdd)
+		}
+		g.matBytes[kind] += int64(len(t.Data)) * int64(f.Used) / int64(f.experts())
 	}
 }
 

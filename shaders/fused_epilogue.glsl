@@ -15,6 +15,7 @@ layout(binding = 5) readonly buffer B { float data_b[]; };
 #define EPI_SPLIT 1u
 #define EPI_SWIGLU 2u
 #define EPI_GEGLU 3u
+#define EPI_SWIGLU_OAI 4u
 layout(constant_id = EPI_ID) const uint EPI = EPI_SPLIT;
 #define GLU (EPI != EPI_SPLIT)
 // The push constants of the fused epilogues, after MatVecPush's (engine/ops
@@ -30,25 +31,35 @@ layout(constant_id = EPI_ID) const uint EPI = EPI_SPLIT;
 #define FUSED_PARAMS
 #endif
 #if defined(MUL_MAT_ID)
-// The matvec_id variants: workgroup z = chunk * ne + e selects expert
-// e0 + e of the bound window and its pass of columns chunk*NCOLS.. of the
-// expert's column list. Binding 3 holds the routes (engine/ops MoERoutes):
-// the count of each expert's columns at [0, experts), then each expert's
-// list of pairs (row*k + slot, in ascending order) at list_off +
-// expert*list_stride. Binding 4 holds the experts' biases ([experts][M]
-// f32, added where has_bias).
-layout(binding = 3) readonly buffer IDS { uint data_ids[]; };
-layout(binding = 4) readonly buffer IB { float data_ib[]; };
-// The push constants of matvec_id, after MatVecPush's (engine/ops
-// IDPush):
+// The matvec_id variants (and matvec_fused_id, the gate and up expert
+// products with the GLU epilogue): workgroup z = chunk * ne + e selects
+// expert e0 + e of the bound window and its pass of columns chunk*NCOLS..
+// of the expert's column list. Binding ID_BIND holds the routes (engine/ops
+// MoERoutes): the count of each expert's columns at [0, experts), then each
+// expert's list of pairs (row*k + slot, in ascending order) at list_off +
+// expert*list_stride. Binding ID_BIND+1 holds the experts' biases
+// ([experts][M] f32, added where id_bias is set; in matvec_fused_id the
+// gate's, and ID_BIND+2 the up's).
+#if defined(FUSED)
+#define ID_BIND 6
+#else
+#define ID_BIND 3
+#endif
+layout(binding = ID_BIND) readonly buffer IDS { uint data_ids[]; };
+layout(binding = ID_BIND + 1) readonly buffer IB { float data_ib[]; };
+#if defined(FUSED)
+layout(binding = ID_BIND + 2) readonly buffer IB2 { float data_ib2[]; };
+#endif
+// The push constants of matvec_id, after MatVecPush's (and FUSED_PARAMS)
+// (engine/ops IDPush, IDFusedPush):
 //   x_div: a pair's activation column is pair / x_div (k: one column per
 //     row shared by its k pairs; 1: one column per pair)
 //   list_off, list_stride: where the lists start and the distance between
 //     two experts' lists (the batch's rows)
 //   e0, ne: the window's first expert and its experts
 //   w_estride: bytes from one expert's matrix to the next
-//   has_bias: add binding 4's row of the expert
-#define ID_PARAMS uint x_div; uint list_off; uint list_stride; uint e0; uint ne; uint w_estride; uint has_bias;
+//   id_bias: add the expert's bias rows
+#define ID_PARAMS uint x_div; uint list_off; uint list_stride; uint e0; uint ne; uint w_estride; uint id_bias;
 #else
 #define ID_PARAMS
 #endif
@@ -105,7 +116,7 @@ void store_out(uint row, uint c, float v) {
 	if (c >= id_n) {
 		return; // a padding column
 	}
-	if (p.has_bias != 0u) {
+	if (p.id_bias != 0u) {
 		v += data_ib[id_e * p.M + row];
 	}
 	store_y(p.y_off + id_pair[c] * p.y_stride + row, v);
@@ -134,18 +145,35 @@ void store_out(uint row, uint c, float v) {
 // GLU epilogues).
 void store_glu(uint row, uint c, float g, float u) {
 #if defined(FUSED)
+#if defined(MUL_MAT_ID)
+	if (c >= id_n) {
+		return; // a padding column
+	}
+	if (p.id_bias != 0u) {
+		g += data_ib[id_e * p.M + row];
+		u += data_ib2[id_e * p.M + row];
+	}
+	const uint at = p.y_off + id_pair[c] * p.y_stride + row;
+#else
 	if (c >= p.N) {
 		return; // a padding column
 	}
+	const uint at = p.y_off + c * p.y_stride + row;
+#endif
 	float v;
 	if (EPI == EPI_GEGLU) {
 		// 0.5 * (1 + tanh(z)) == 1 / (1 + exp(-2z)), as geglu.comp.
 		const float z = 0.7978845608028654 * g * (1.0 + 0.044715 * g * g);
 		v = g / (1.0 + exp(-2.0 * z)) * u;
+	} else if (EPI == EPI_SWIGLU_OAI) {
+		// gpt-oss's clamped SwiGLU, as swiglu.comp's _oai variant.
+		g = min(g, 7.0);
+		u = clamp(u, -7.0, 7.0);
+		v = g / (1.0 + exp(-1.702 * g)) * (u + 1.0);
 	} else {
 		v = g / (1.0 + exp(-g)) * u;
 	}
-	data_y[p.y_off + c * p.y_stride + row] = v;
+	data_y[at] = v;
 #endif
 }
 #endif

@@ -10,7 +10,11 @@
 // when has_bias is set; EPI_SWIGLU and EPI_GEGLU compute for output row r both row r
 // (gate) and the row pair_off bytes after it (up) and store
 // silu(gate)*up or gelu(gate)*up (swiglu.comp's and geglu.comp's math).
-// CPU references: MatMulRef, then RefSwiGLU / RefGeGLU.
+// CPU references: MatMulRef, then RefSwiGLU / RefGeGLU. The matvec_fused_id
+// variants (MUL_MAT_ID) are matvec.comp's matvec_id with the GLU
+// epilogues (and EPI_SWIGLU_OAI): a mixture of experts' gate and up
+// products and its GLU in one dispatch (fused_epilogue.glsl; CPU
+// reference RefMatVecID, then RefSwiGLU / RefSwiGLUOAI).
 // variant: matvec_fused_f32_f32 -DDATA_A_F32 -DFUSED=1
 // variant: matvec_fused_f16_f32 -DDATA_A_F16 -DFUSED=1
 // variant: matvec_fused_bf16_f32 -DDATA_A_BF16 -DFUSED=1
@@ -101,6 +105,38 @@ layout(binding = 1) readonly buffer X4B { vec4 data_x4[]; };
 #define X1(i) data_x[(i)]
 #endif
 layout(binding = 2) buffer Y { float data_y[]; };
+// variant: matvec_fused_id_f32_f32 -DDATA_A_F32 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_f16_f32 -DDATA_A_F16 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_bf16_f32 -DDATA_A_BF16 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q4_0_f32 -DDATA_A_Q4_0 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q4_1_f32 -DDATA_A_Q4_1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q5_0_f32 -DDATA_A_Q5_0 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q5_1_f32 -DDATA_A_Q5_1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q8_0_f32 -DDATA_A_Q8_0 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q2_k_f32 -DDATA_A_Q2_K -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q3_k_f32 -DDATA_A_Q3_K -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q4_k_f32 -DDATA_A_Q4_K -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q5_k_f32 -DDATA_A_Q5_K -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q6_k_f32 -DDATA_A_Q6_K -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_iq4_nl_f32 -DDATA_A_IQ4_NL -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_iq4_xs_f32 -DDATA_A_IQ4_XS -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_mxfp4_f32 -DDATA_A_MXFP4 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_f32_f32_sg -DDATA_A_F32 -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_f16_f32_sg -DDATA_A_F16 -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_bf16_f32_sg -DDATA_A_BF16 -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q4_0_f32_sg -DDATA_A_Q4_0 -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q4_1_f32_sg -DDATA_A_Q4_1 -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q5_0_f32_sg -DDATA_A_Q5_0 -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q5_1_f32_sg -DDATA_A_Q5_1 -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q8_0_f32_sg -DDATA_A_Q8_0 -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q2_k_f32_sg -DDATA_A_Q2_K -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q3_k_f32_sg -DDATA_A_Q3_K -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q4_k_f32_sg -DDATA_A_Q4_K -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q5_k_f32_sg -DDATA_A_Q5_K -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q6_k_f32_sg -DDATA_A_Q6_K -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_iq4_nl_f32_sg -DDATA_A_IQ4_NL -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_iq4_xs_f32_sg -DDATA_A_IQ4_XS -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_mxfp4_f32_sg -DDATA_A_MXFP4 -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
 #define FUSED_DECLS
 #define EPI_ID 6
 #include "fused_epilogue.glsl"
@@ -133,6 +169,7 @@ layout(push_constant) uniform Params {
 	uint y_off;    // element offset of (row 0, column 0) in Y
 	uint y_stride; // elements from one output column to the next
 	FUSED_PARAMS
+	ID_PARAMS
 } p;
 
 #include "fused_epilogue.glsl"
@@ -190,7 +227,7 @@ void main_rows() {
 	const uint base = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG * ORPL + gl_LocalInvocationID.x;
 	uint wrow[MAX_RPL];
 	[[unroll]] for (uint j = 0u; j < RPL; j++) {
-		wrow[j] = p.w_off + min(base + (j % ORPL) * WG, p.M - 1u) * p.w_stride;
+		wrow[j] = w_base + min(base + (j % ORPL) * WG, p.M - 1u) * p.w_stride;
 #if defined(FUSED)
 		if (j >= ORPL) {
 			wrow[j] += p.pair_off;
@@ -265,6 +302,13 @@ void main_rows() {
 }
 
 void main() {
+#if defined(MUL_MAT_ID)
+	if (!id_setup(NCOLS)) {
+		return; // uniform: the expert has no columns in this pass
+	}
+#else
+	w_base = p.w_off;
+#endif
 	if (TPR == 1u && RPL > 1u) {
 		main_rows();
 		return;
@@ -277,7 +321,7 @@ void main() {
 	}
 	// Invocations of rows past M still take part in the barriers below.
 	const bool live = row < p.M;
-	const uint wrow = p.w_off + min(row, p.M - 1u) * p.w_stride;
+	const uint wrow = w_base + min(row, p.M - 1u) * p.w_stride;
 	const uint ngroups = live ? (p.K + 3u) / 4u : 0u;
 	// The GLU epilogues also sum the up row, into acc[NCOLS + c].
 	const uint NACC = GLU ? 2u * NCOLS : NCOLS;

@@ -312,3 +312,165 @@ func (k *Kernels) MatVecID(c *vk.Cmd, w Weight, s MoEShape, x vk.Range, xDiv int
 	}
 	return nil
 }
+
+// IDFusedPush mirrors the push constants of matvec_fused.comp's
+// matvec_fused_id variants: FusedPush's, then ID_PARAMS.
+type IDFusedPush struct {
+	FusedPush
+	XDiv, ListOff, ListStride, E0, NE, WEStride, IDBias uint32
+}
+
+// epiSwiGLUOAI is the fused matvec's epilogue of gpt-oss's clamped SwiGLU
+// (EPI_SWIGLU_OAI).
+const epiSwiGLUOAI = 4
+
+// CanFuseExperts reports whether MatVecIDGLU takes the expert tensors gate
+// and up of s.Experts experts: of one type and shape, the up tensor after
+// the gate tensor in one buffer (the layout GPUModel gives fused experts),
+// both in one storage binding.
+func (k *Kernels) CanFuseExperts(gate, up Weight, experts int) bool {
+	_, _, ok := k.fusedExperts(gate, up, experts)
+	return ok
+}
+
+// fusedExperts returns the binding of gate's and up's experts and the byte
+// offset of gate's first row in it.
+func (k *Kernels) fusedExperts(gate, up Weight, experts int) (vk.Range, uint64, bool) {
+	if gate.Type != up.Type || gate.Rows != up.Rows || gate.Cols != up.Cols || gate.Data.Buf == nil || gate.Data.Buf != up.Data.Buf {
+		return vk.Range{}, 0, false
+	}
+	if _, _, ok := matvecIDKernels(gate.Type); !ok {
+		return vk.Range{}, 0, false
+	}
+	rowBytes, err := weightRowBytes(gate.Type, gate.Cols)
+	if err != nil {
+		return vk.Range{}, 0, false
+	}
+	size := rowBytes * uint64(gate.Rows) * uint64(experts)
+	if up.Data.Offset != gate.Data.Offset+size || gate.Data.Size < size || up.Data.Size < size {
+		return vk.Range{}, 0, false
+	}
+	align := max(k.dev.Limits().MinStorageOffsetAlign, 4)
+	bind := gate.Data.Offset - gate.Data.Offset%align
+	bind -= bind % 4
+	lead := gate.Data.Offset - bind
+	rng := min(roundUp4(lead+2*size), gate.Data.Buf.Size()-bind)
+	if lead+2*size+4 > min(k.dev.MaxBinding(), 1<<31) {
+		return vk.Range{}, 0, false
+	}
+	return vk.Range{Buf: gate.Data.Buf, Offset: bind, Size: rng}, lead, true
+}
+
+// MatVecIDGLU records MatVecID of the gate and up experts and the GLU of
+// the two in one dispatch per pass of columns: for every pair p routed to
+// expert e, y[p] = act(G_e x[p/Used] + bg[e]) * (U_e x[p/Used] + bu[e])
+// ([Pairs][gate.Rows]), act SiLU or, with oai, gpt-oss's clamped SwiGLU
+// (SwiGLUOAI). The biases are empty or both given. gate and up must fuse
+// (CanFuseExperts).
+func (k *Kernels) MatVecIDGLU(c *vk.Cmd, gate, up Weight, s MoEShape, x, routes, gateBias, upBias, y vk.Range, oai bool) error {
+	const op = "MatVecIDGLU"
+	if err := s.check(op); err != nil {
+		return err
+	}
+	wr, lead, ok := k.fusedExperts(gate, up, s.Experts)
+	if !ok {
+		return fmt.Errorf("ops: %s: %v experts %dx%d do not fuse (see CanFuseExperts)", op, gate.Type, gate.Rows, gate.Cols)
+	}
+	plainName, sgName := fusedIDKernels(gate.Type)
+	rowBytes, _ := weightRowBytes(gate.Type, gate.Cols)
+	perExpert := rowBytes * uint64(gate.Rows)
+	if err := k.oneBinding(op, "x", x, 4*uint64(s.Rows)*uint64(gate.Cols)); err != nil {
+		return err
+	}
+	if err := k.oneBinding(op, "y", y, 4*uint64(s.Pairs())*uint64(gate.Rows)); err != nil {
+		return err
+	}
+	if err := k.oneBinding(op, "routes", routes, 4*uint64(s.RoutesLen())); err != nil {
+		return err
+	}
+	if (gateBias.Buf == nil) != (upBias.Buf == nil) {
+		return fmt.Errorf("ops: %s: a gate bias without an up bias or the reverse", op)
+	}
+	hasBias := gateBias.Buf != nil
+	if hasBias {
+		for _, b := range []vk.Range{gateBias, upBias} {
+			if err := k.oneBinding(op, "bias", b, 4*uint64(s.Experts)*uint64(gate.Rows)); err != nil {
+				return err
+			}
+		}
+	} else {
+		gateBias, upBias = routes, routes // bound, never read
+	}
+	if x.Offset%4 != 0 || y.Offset%4 != 0 {
+		return fmt.Errorf("ops: %s: x offset %d or y offset %d is not a multiple of 4", op, x.Offset, y.Offset)
+	}
+	maxRange, align, _, err := k.bindLimits(op, k.dev.MaxBinding())
+	if err != nil {
+		return err
+	}
+	name := plainName
+	if k.sg {
+		name = sgName
+	}
+	tpr := k.matvecTPR(gate.Type, gate.Cols)
+	ncols := colBucket(min(k.matvecPass, s.Rows))
+	chunks := ceilDiv(uint32(s.Rows), ncols)
+	if lim := k.dev.Limits().MaxWorkgroupCount[2]; uint64(s.Experts)*uint64(chunks) > uint64(lim) {
+		return fmt.Errorf("ops: %s: %d experts x %d passes exceed the device's %d workgroups", op, s.Experts, chunks, lim)
+	}
+	rpl := k.fusedRowsPerLane(tpr, gate.Rows, int(ncols), true)
+	orpl := rpl
+	if rpl > 1 {
+		orpl = rpl / 2
+	}
+	wg := k.matvecGroup(tpr)
+	groups := k.Groups(ceilDiv(uint32(gate.Rows), wg/tpr*orpl))
+	if groups[1] != 1 {
+		return fmt.Errorf("ops: %s: %d rows per expert exceed one row of workgroups", op, gate.Rows)
+	}
+	groups[2] = uint32(s.Experts) * chunks
+	xr, xOff := bindWindow(x, 0, 4*uint64(s.Rows)*uint64(gate.Cols), align, maxRange)
+	yr, yOff := bindWindow(y, 0, 4*uint64(s.Pairs())*uint64(gate.Rows), align, maxRange)
+	fast := uint32(0)
+	if (gate.Cols|int(xOff))%4 == 0 && (gate.Type.IsQuantized() || (lead|rowBytes|perExpert)%16 == 0) {
+		fast = 1
+	}
+	epi := uint32(epiSwiGLU)
+	if oai {
+		epi = epiSwiGLUOAI
+	}
+	push := IDFusedPush{
+		FusedPush: FusedPush{
+			MatVecPush: MatVecPush{K: uint32(gate.Cols), M: uint32(gate.Rows), N: ncols,
+				WOff: uint32(lead), WStride: uint32(rowBytes),
+				XOff: xOff, XStride: uint32(gate.Cols), YOff: yOff, YStride: uint32(gate.Rows)},
+			S1: uint32(gate.Rows), S2: uint32(gate.Rows), PairOff: uint32(perExpert) * uint32(s.Experts),
+		},
+		XDiv: uint32(s.Used), ListOff: uint32(s.Experts), ListStride: uint32(s.Rows),
+		E0: 0, NE: uint32(s.Experts), WEStride: uint32(perExpert), IDBias: b2u(hasBias),
+	}
+	spec := []uint32{wg, ncols, fast, tpr, 0, rpl, epi}
+	if err := Record(k, c, name, spec, groups, &push, wr, xr, yr, yr, yr, wr,
+		k.window(routes, 0, 4*uint64(s.RoutesLen())), k.window(gateBias, 0, 4), k.window(upBias, 0, 4)); err != nil {
+		return fmt.Errorf("ops: %s %v %dx%d x%d: %w", op, gate.Type, gate.Rows, gate.Cols, s.Experts, err)
+	}
+	return nil
+}
+
+// fusedIDKernels returns the matvec_fused_id variants for weight type t
+// (one of matvecIDKernels' types), plain and subgroup, named once so that
+// recording allocates nothing.
+func fusedIDKernels(t gguf.GGMLType) (plain, sg string) {
+	n := fusedIDNames[t]
+	return n[0], n[1]
+}
+
+var fusedIDNames = func() map[gguf.GGMLType][2]string {
+	m := map[gguf.GGMLType][2]string{}
+	for t := range gguf.GGMLType(64) {
+		if p, s, ok := matvecIDKernels(t); ok {
+			m[t] = [2]string{"matvec_fused_id_" + p[len("matvec_id_"):], "matvec_fused_id_" + s[len("matvec_id_"):]}
+		}
+	}
+	return m
+}()

@@ -238,3 +238,90 @@ func TestSwiGLUOAI(t *testing.T) {
 		}
 	}
 }
+
+func TestMatVecIDGLU(t *testing.T) {
+	g := newRig(t)
+	t.Parallel()
+	type tc struct {
+		typ       gguf.GGMLType
+		s         MoEShape
+		rows      int
+		bias, oai bool
+	}
+	var cases []tc
+	for i, typ := range weightTypes {
+		cases = append(cases, tc{typ, MoEShape{Rows: 3, Experts: 8, Used: 2}, 24, i%2 == 0, i%3 == 0})
+	}
+	for i, s := range moeShapes {
+		cases = append(cases, tc{gguf.TypeQ8_0, s, 40, i%2 == 1, i%2 == 0})
+	}
+	for i, c := range cases {
+		cols := testCols(c.typ)
+		name := fmt.Sprintf("%v_%dx%d_k%d_%dx%d_bias%v_oai%v", c.typ, c.s.Rows, c.s.Experts, c.s.Used, c.rows, cols, c.bias, c.oai)
+		bothSampled(t, g, i, func(t *testing.T) {
+			t.Run(name, func(t *testing.T) { g.checkMatVecIDGLU(t, c.typ, c.s, c.rows, cols, c.bias, c.oai) })
+		})
+	}
+}
+
+func (g0 *rig) checkMatVecIDGLU(t *testing.T, typ gguf.GGMLType, s MoEShape, rows, cols int, withBias, oai bool) {
+	g := *g0
+	g.t = t
+	gb := randomWeights(g.r, typ, s.Experts*rows, cols)
+	ub := randomWeights(g.r, typ, s.Experts*rows, cols)
+	gf := dequantizeAll(t, typ, gb, s.Experts*rows, cols)
+	uf := dequantizeAll(t, typ, ub, s.Experts*rows, cols)
+	// Gate then up in one buffer, as GPUModel uploads fused experts.
+	both := g.upWeight(typ, append(append([]byte(nil), gb...), ub...), rows, cols, 0)
+	gw, uw := both, both
+	gw.Data = both.Data.Buf.Range(both.Data.Offset, uint64(len(gb)))
+	uw.Data = both.Data.Buf.Range(both.Data.Offset+uint64(len(gb)), uint64(len(ub)))
+	if !g.k.CanFuseExperts(gw, uw, s.Experts) {
+		t.Fatal("CanFuseExperts: false for adjacent experts")
+	}
+	if g.k.CanFuseExperts(uw, gw, s.Experts) {
+		t.Fatal("CanFuseExperts: true with up before gate")
+	}
+	sel := randomRoutes(g.r, s)
+	routes, err := RefMoEGroup(sel, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := randomVector(g.r, s.Rows*cols)
+	var gBias, uBias []float32
+	var gbr, ubr vk.Range
+	if withBias {
+		gBias, uBias = randomVector(g.r, s.Experts*rows), randomVector(g.r, s.Experts*rows)
+		gbr, ubr = g.upF32(gBias), g.upF32(uBias)
+	}
+	y := g.buf(4 * s.Pairs() * rows)
+	g.run(func(c *vk.Cmd) error {
+		return g.k.MatVecIDGLU(c, gw, uw, s, g.upF32(x), g.upI32(u32sToI32(routes)), gbr, ubr, y, oai)
+	})
+	gate, up := make([]float32, s.Pairs()*rows), make([]float32, s.Pairs()*rows)
+	if err := RefMatVecID(gf, rows, cols, s, sel, x, s.Used, gBias, gate); err != nil {
+		t.Fatal(err)
+	}
+	if err := RefMatVecID(uf, rows, cols, s, sel, x, s.Used, uBias, up); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, len(gate))
+	if oai {
+		RefSwiGLUOAI(want, gate, up)
+	} else {
+		RefSwiGLU(want, gate, up)
+	}
+	// The error bound: the products' magnitudes through the GLU (|act'| <=
+	// 1.1 for SiLU, and the up side's magnitude times the gate's).
+	in := make([]float32, len(want))
+	for p := range s.Pairs() {
+		e, xc := int(sel[p]), p/s.Used
+		_, mg := refProduct(gf[e*rows*cols:(e+1)*rows*cols], rows, cols, x[xc*cols:(xc+1)*cols], 1)
+		_, mu := refProduct(uf[e*rows*cols:(e+1)*rows*cols], rows, cols, x[xc*cols:(xc+1)*cols], 1)
+		for r := range rows {
+			i := p*rows + r
+			in[i] = float32((mg[r]+1)*(math.Abs(float64(up[i]))+1) + (mu[r]+1)*(math.Abs(float64(gate[i]))+1))
+		}
+	}
+	closeToInput(t, "MatVecIDGLU", g.downF32(y, len(want)), want, in, 2e-4)
+}
