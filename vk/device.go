@@ -52,6 +52,7 @@ type Device struct {
 	idleCap   int                   // maxIdleCores; tests lower it
 	buffers   map[*Buffer]struct{}
 	closed    bool
+	pcache    pipelineCache
 	// firstDispatches counts the compiled pipelines whose first dispatch
 	// was recorded (FirstDispatches).
 	firstDispatches atomic.Int64
@@ -98,6 +99,11 @@ func Open(o Options) (*Device, error) {
 		buffers:      map[*Buffer]struct{}{},
 	}
 	if err := d.create(); err != nil {
+		d.destroy()
+		in.close()
+		return nil, err
+	}
+	if err := d.openPipelineCache(o.PipelineCacheDir, o.PipelineCacheMaxBytes); err != nil {
 		d.destroy()
 		in.close()
 		return nil, err
@@ -257,7 +263,8 @@ func (d *Device) MaxBinding() uint64 {
 func (d *Device) ValidationMessages() []string { return d.in.drain() }
 
 // Close waits for the device to go idle, destroys every Pipeline and Buffer
-// still open, the device and the instance. With validation on it returns an
+// still open, the device and the instance. It does not save the pipeline
+// cache: call SavePipelineCache first for that. With validation on it returns an
 // error listing the validation messages not yet drained (including leaks
 // reported at destruction). The Device must not be used afterwards.
 func (d *Device) Close() error {
@@ -332,6 +339,7 @@ func (d *Device) destroy() {
 	if d.cmd != nil {
 		d.cmd.free()
 	}
+	d.closePipelineCache()
 	if d.fence != nil {
 		gv.DestroyFence(d.dev, d.fence, nil)
 		d.fence = nil
