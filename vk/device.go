@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -242,6 +243,23 @@ func (d *Device) Features() Features { return d.info.Features }
 // order. Info().CoopMatrixExt names the extension they come from.
 func (d *Device) CoopMatrixShapes() []CoopMatrixShape {
 	return append([]CoopMatrixShape(nil), d.info.CoopMatrixShapes...)
+}
+
+// DisableFeatures turns off every feature set in off, for the users of
+// the device that ask Features afterwards (the kernels choose their paths
+// from it when they are created): a path found broken on this driver
+// (engine.SelfCheck) takes its portable variant instead. The extensions
+// stay enabled; nothing already created changes.
+func (d *Device) DisableFeatures(off Features) {
+	f, o := reflect.ValueOf(&d.info.Features).Elem(), reflect.ValueOf(off)
+	for i := range f.NumField() {
+		if o.Field(i).Bool() {
+			f.Field(i).SetBool(false)
+		}
+	}
+	if off.CoopMatrix {
+		d.info.CoopMatrixExt, d.info.CoopMatrixShapes = "", nil
+	}
 }
 
 // Validating reports whether the validation layer is active.

@@ -181,7 +181,7 @@ func serve(con *os.File, args []string) error {
 		m, err := engine.Load(f.model, engine.Config{
 			Device: f.device, CtxSize: f.ctxSize, Parallel: f.parallel, BatchSize: f.batchSize,
 			KVMemory: kvBytes, KVFraction: kvFrac, CacheTypeK: typeK, CacheTypeV: typeV,
-			Validation: f.validation, Verify: f.verify,
+			Validation: f.validation, Verify: f.verify, PipelineCacheDir: f.pipelineCacheDir(),
 			Progress: func(done, total int64) {
 				bar.update(done, total)
 				if total > 0 {
@@ -197,6 +197,11 @@ func serve(con *os.File, args []string) error {
 		model = m
 		for _, h := range m.GPU.Placement() {
 			fmt.Fprintf(con, "memory  %v\n", h)
+		}
+		if pc := m.Device().PipelineCache(); pc.Ignored != "" {
+			log.Warn("pipeline cache ignored; compiling every kernel", "path", pc.Path, "why", pc.Ignored)
+		} else if pc.Path != "" {
+			log.Info("pipeline cache", "path", pc.Path, "loaded_bytes", pc.LoadedBytes)
 		}
 		var proj api.Projector
 		if f.mmproj != "" {
@@ -222,6 +227,11 @@ func serve(con *os.File, args []string) error {
 		if err != nil {
 			loaded <- err
 			return
+		}
+		if err := m.Device().SavePipelineCache(); err != nil {
+			log.Warn("pipeline cache not saved", "err", err)
+		} else if pc := m.Device().PipelineCache(); pc.SavedBytes > 0 {
+			log.Info("pipeline cache saved", "path", pc.Path, "bytes", pc.SavedBytes)
 		}
 		name := strings.TrimSuffix(filepath.Base(f.model), filepath.Ext(f.model))
 		backend = api.NewEngineBackend(m, name, pool, engine.SchedulerConfig{PrefillChunk: f.prefill, StepLatencyFactor: f.prefillSlowdown})
@@ -286,6 +296,9 @@ func serve(con *os.File, args []string) error {
 		closeProjector()
 	}
 	if model != nil {
+		if err := model.Device().SavePipelineCache(); err != nil {
+			log.Warn("pipeline cache not saved", "err", err)
+		}
 		model.Close()
 	}
 	return runErr
