@@ -233,10 +233,12 @@ func writeFileAtomic(path string, parts ...[]byte) error {
 		return err
 	}
 	tmp := f.Name()
+	err = f.Chmod(0o644) // CreateTemp's 0600 would hide the cache from the service's other users
 	for _, p := range parts {
-		if _, err = f.Write(p); err != nil {
+		if err != nil {
 			break
 		}
+		_, err = f.Write(p)
 	}
 	if err == nil {
 		err = f.Sync()
