@@ -35,6 +35,17 @@ type Config struct {
 	// (vk.Options.ForceStaging): device-local buffers, inputs staged and
 	// results copied to host buffers. For tests of that path.
 	ForceStaging bool
+	// PipelineCacheDir is the folder of the device's persisted pipeline
+	// cache (vk.Options.PipelineCacheDir; empty: none). Save it with
+	// Model.Device().SavePipelineCache.
+	PipelineCacheDir string
+	// SelfCheck runs the GPU self-check (SelfCheck) before the weights
+	// are loaded and turns the paths that fail off for the model
+	// (Model.Checks has the results).
+	SelfCheck bool
+	// selfCheckBroken breaks the self-check's GPU result of the path so
+	// named (tests).
+	selfCheckBroken string
 	// Verify also builds the CPU reference; Model.ForwardInto then runs it
 	// beside the GPU and fails when their outputs differ (--verify).
 	Verify bool
@@ -62,6 +73,8 @@ type Model struct {
 	Classifier *Classifier
 	// Blocks is the slots' state: their lengths and the KV pool's pages.
 	Blocks *Blocks
+	// Checks is the self-check's results (Config.SelfCheck; nil without).
+	Checks []PathCheck
 	dev    *vk.Device
 }
 
@@ -98,8 +111,13 @@ func (m *Model) load(cfg Config) error {
 	if m.Classifier, err = newClassifier(w); err != nil {
 		return err
 	}
-	if m.dev, err = vk.Open(vk.Options{Device: cfg.Device, Validation: cfg.Validation, DeviceLocalBudget: cfg.DeviceLocalBudget, ForceStaging: cfg.ForceStaging}); err != nil {
+	if m.dev, err = vk.Open(vk.Options{Device: cfg.Device, Validation: cfg.Validation, DeviceLocalBudget: cfg.DeviceLocalBudget, ForceStaging: cfg.ForceStaging,
+		PipelineCacheDir: cfg.PipelineCacheDir}); err != nil {
 		return err
+	}
+	if cfg.SelfCheck {
+		m.Checks = selfCheck(m.dev, cfg.selfCheckBroken)
+		applySelfCheck(m.dev, m.Checks)
 	}
 	gc := GPUConfig{CtxSize: cfg.CtxSize, Slots: cfg.Parallel, BatchSize: cfg.BatchSize, Progress: cfg.Progress,
 		KVMemory: cfg.KVMemory, KVFraction: cfg.KVFraction, TypeK: cfg.CacheTypeK, TypeV: cfg.CacheTypeV}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -52,6 +53,7 @@ type Device struct {
 	idleCap   int                   // maxIdleCores; tests lower it
 	buffers   map[*Buffer]struct{}
 	closed    bool
+	pcache    pipelineCache
 	// firstDispatches counts the compiled pipelines whose first dispatch
 	// was recorded (FirstDispatches).
 	firstDispatches atomic.Int64
@@ -98,6 +100,11 @@ func Open(o Options) (*Device, error) {
 		buffers:      map[*Buffer]struct{}{},
 	}
 	if err := d.create(); err != nil {
+		d.destroy()
+		in.close()
+		return nil, err
+	}
+	if err := d.openPipelineCache(o.PipelineCacheDir, o.PipelineCacheMaxBytes); err != nil {
 		d.destroy()
 		in.close()
 		return nil, err
@@ -238,6 +245,23 @@ func (d *Device) CoopMatrixShapes() []CoopMatrixShape {
 	return append([]CoopMatrixShape(nil), d.info.CoopMatrixShapes...)
 }
 
+// DisableFeatures turns off every feature set in off, for the users of
+// the device that ask Features afterwards (the kernels choose their paths
+// from it when they are created): a path found broken on this driver
+// (engine.SelfCheck) takes its portable variant instead. The extensions
+// stay enabled; nothing already created changes.
+func (d *Device) DisableFeatures(off Features) {
+	f, o := reflect.ValueOf(&d.info.Features).Elem(), reflect.ValueOf(off)
+	for i := range f.NumField() {
+		if o.Field(i).Bool() {
+			f.Field(i).SetBool(false)
+		}
+	}
+	if off.CoopMatrix {
+		d.info.CoopMatrixExt, d.info.CoopMatrixShapes = "", nil
+	}
+}
+
 // Validating reports whether the validation layer is active.
 func (d *Device) Validating() bool { return d.in.validation }
 
@@ -257,7 +281,8 @@ func (d *Device) MaxBinding() uint64 {
 func (d *Device) ValidationMessages() []string { return d.in.drain() }
 
 // Close waits for the device to go idle, destroys every Pipeline and Buffer
-// still open, the device and the instance. With validation on it returns an
+// still open, the device and the instance. It does not save the pipeline
+// cache: call SavePipelineCache first for that. With validation on it returns an
 // error listing the validation messages not yet drained (including leaks
 // reported at destruction). The Device must not be used afterwards.
 func (d *Device) Close() error {
@@ -332,6 +357,7 @@ func (d *Device) destroy() {
 	if d.cmd != nil {
 		d.cmd.free()
 	}
+	d.closePipelineCache()
 	if d.fence != nil {
 		gv.DestroyFence(d.dev, d.fence, nil)
 		d.fence = nil

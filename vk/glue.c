@@ -238,6 +238,7 @@ void vkllm_query(vkllm_ctx* c, VkPhysicalDevice pd, vkllm_info* out) {
 	out->vendor_id = p->vendorID;
 	out->device_id = p->deviceID;
 	out->device_type = p->deviceType;
+	memcpy(out->pipeline_cache_uuid, p->pipelineCacheUUID, VK_UUID_SIZE);
 	memcpy(out->name, p->deviceName, sizeof(out->name) - 1);
 	memcpy(out->driver_name, drv.driverName, sizeof(out->driver_name) - 1);
 	memcpy(out->driver_info, drv.driverInfo, sizeof(out->driver_info) - 1);
@@ -431,7 +432,7 @@ void* vkllm_loader_gipa(void) {
 
 VkResult vkllm_create_pipeline(vkllm_ctx* c, VkDevice dev, const uint32_t* code, size_t code_size,
 		uint32_t bindings, uint32_t uniform_mask, uint32_t texel_mask, uint32_t push_size, const uint32_t* spec, uint32_t n_spec,
-		uint32_t subgroup_size, uint32_t full_subgroups, vkllm_pipeline* out) {
+		uint32_t subgroup_size, uint32_t full_subgroups, VkPipelineCache cache, vkllm_pipeline* out) {
 	PFN_vkCreateShaderModule create_module = (PFN_vkCreateShaderModule)c->gipa(c->inst, "vkCreateShaderModule");
 	PFN_vkCreateDescriptorSetLayout create_set_layout = (PFN_vkCreateDescriptorSetLayout)c->gipa(c->inst, "vkCreateDescriptorSetLayout");
 	PFN_vkCreatePipelineLayout create_layout = (PFN_vkCreatePipelineLayout)c->gipa(c->inst, "vkCreatePipelineLayout");
@@ -492,7 +493,7 @@ VkResult vkllm_create_pipeline(vkllm_ctx* c, VkDevice dev, const uint32_t* code,
 	}
 	if (full_subgroups) cpci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
 	cpci.layout = out->layout;
-	r = create_pipelines(dev, VK_NULL_HANDLE, 1, &cpci, NULL, &out->pipeline);
+	r = create_pipelines(dev, cache, 1, &cpci, NULL, &out->pipeline);
 	if (r != VK_SUCCESS) return r;
 	out->step = 4;
 	return VK_SUCCESS;
@@ -655,4 +656,24 @@ void vkllm_write_set(vkllm_ctx* c, VkDevice dev, VkDescriptorSet set, uint32_t n
 		w[i] = x;
 	}
 	if (n > 0) c->update_sets(dev, n, w, 0, NULL);
+}
+
+VkResult vkllm_create_pipeline_cache(vkllm_ctx* c, VkDevice dev, const void* data, size_t size, VkPipelineCache* out) {
+	PFN_vkCreatePipelineCache create = (PFN_vkCreatePipelineCache)c->gipa(c->inst, "vkCreatePipelineCache");
+	if (!create) return VK_ERROR_INITIALIZATION_FAILED;
+	VkPipelineCacheCreateInfo ci = {VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+	ci.initialDataSize = size;
+	ci.pInitialData = size > 0 ? data : NULL;
+	return create(dev, &ci, NULL, out);
+}
+
+VkResult vkllm_pipeline_cache_data(vkllm_ctx* c, VkDevice dev, VkPipelineCache cache, size_t* size, void* data) {
+	PFN_vkGetPipelineCacheData get = (PFN_vkGetPipelineCacheData)c->gipa(c->inst, "vkGetPipelineCacheData");
+	if (!get) return VK_ERROR_INITIALIZATION_FAILED;
+	return get(dev, cache, size, data);
+}
+
+void vkllm_destroy_pipeline_cache(vkllm_ctx* c, VkDevice dev, VkPipelineCache cache) {
+	PFN_vkDestroyPipelineCache destroy = (PFN_vkDestroyPipelineCache)c->gipa(c->inst, "vkDestroyPipelineCache");
+	if (destroy && cache) destroy(dev, cache, NULL);
 }

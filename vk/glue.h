@@ -75,6 +75,9 @@ typedef struct vkllm_info {
 	// Subgroup size control (VK_EXT_subgroup_size_control): the features
 	// and the range of sizes a compute pipeline may require.
 	uint32_t sg_size_control, sg_full_subgroups, sg_min_size, sg_max_size, sg_required_stages;
+	// pipeline_cache_uuid is VkPhysicalDeviceProperties.pipelineCacheUUID:
+	// pipeline cache data from a device with another one is not usable.
+	uint8_t pipeline_cache_uuid[VK_UUID_SIZE];
 } vkllm_info;
 
 typedef struct vkllm_ctx vkllm_ctx;
@@ -179,11 +182,19 @@ typedef struct vkllm_pipeline {
 // push_size bytes of push constants; spec holds n_spec 4-byte
 // specialization constants (ids 0..n_spec-1); a nonzero subgroup_size is
 // the stage's VkPipelineShaderStageRequiredSubgroupSizeCreateInfoEXT, and
-// full_subgroups sets REQUIRE_FULL_SUBGROUPS. Every create-info lives on
+// full_subgroups sets REQUIRE_FULL_SUBGROUPS; cache (or VK_NULL_HANDLE) is
+// the pipeline cache the driver looks the pipeline up in. Every create-info lives on
 // the C stack: goki/vulkan's wrappers attach finalizers to C copies of the
 // structs, which the garbage collector could free while the driver still
 // reads them.
 VkResult vkllm_create_pipeline(vkllm_ctx* c, VkDevice dev, const uint32_t* code, size_t code_size,
 	uint32_t bindings, uint32_t uniform_mask, uint32_t texel_mask, uint32_t push_size, const uint32_t* spec, uint32_t n_spec,
-	uint32_t subgroup_size, uint32_t full_subgroups, vkllm_pipeline* out);
+	uint32_t subgroup_size, uint32_t full_subgroups, VkPipelineCache cache, vkllm_pipeline* out);
+// vkllm_create_pipeline_cache creates a pipeline cache holding size bytes
+// of initial data (none when size is 0).
+VkResult vkllm_create_pipeline_cache(vkllm_ctx* c, VkDevice dev, const void* data, size_t size, VkPipelineCache* out);
+// vkllm_pipeline_cache_data is vkGetPipelineCacheData: with data NULL it
+// sets *size to the bytes the cache's data takes.
+VkResult vkllm_pipeline_cache_data(vkllm_ctx* c, VkDevice dev, VkPipelineCache cache, size_t* size, void* data);
+void vkllm_destroy_pipeline_cache(vkllm_ctx* c, VkDevice dev, VkPipelineCache cache);
 #endif

@@ -85,6 +85,19 @@ type Options struct {
 	// Device.Capacity): with it a UMA device such as lavapipe stands in for
 	// an APU whose device-local heap is a small carve-out.
 	DeviceLocalBudget uint64
+	// PipelineCacheDir, when not empty, is the folder of the file that
+	// keeps the device's compiled pipelines across processes (a
+	// VkPipelineCache; see PipelineCacheFile for its name): Open loads it,
+	// every pipeline is created through it, and SavePipelineCache writes
+	// it back. A missing, corrupt or foreign file is ignored
+	// (Device.PipelineCache says why). Empty: pipelines are compiled in
+	// every process (the driver may still keep a cache of its own, as
+	// Mesa's shader cache does).
+	PipelineCacheDir string
+	// PipelineCacheMaxBytes bounds the pipeline-cache file: a larger file
+	// is ignored and larger data is not saved. 0 means
+	// DefaultPipelineCacheMaxBytes.
+	PipelineCacheMaxBytes int64
 }
 
 // DeviceType is a physical device's kind, in Vulkan's numbering.
@@ -214,6 +227,10 @@ type DeviceInfo struct {
 	// supported shapes, in the driver's order.
 	CoopMatrixExt    string            `json:"coop_matrix_extension,omitempty"`
 	CoopMatrixShapes []CoopMatrixShape `json:"coop_matrix_shapes,omitempty"`
+	// PipelineCacheUUID is the driver's pipelineCacheUUID: compiled
+	// pipelines saved by a driver with another one are not usable
+	// (Options.PipelineCacheDir).
+	PipelineCacheUUID [16]byte `json:"-"`
 }
 
 // ComponentType is a cooperative matrix's element type, numbered as
@@ -455,17 +472,18 @@ func (in *instance) enumerate() error {
 func infoFromC(i int, ci *C.vkllm_info) DeviceInfo {
 	api := uint32(ci.api_version)
 	d := DeviceInfo{
-		Index:         i,
-		Name:          C.GoString(&ci.name[0]),
-		Type:          DeviceType(ci.device_type),
-		DriverName:    C.GoString(&ci.driver_name[0]),
-		DriverInfo:    C.GoString(&ci.driver_info[0]),
-		DriverVersion: uint32(ci.driver_version),
-		APIVersion:    fmt.Sprintf("%d.%d.%d", api>>22&0x7f, api>>12&0x3ff, api&0xfff),
-		VendorID:      uint32(ci.vendor_id),
-		DeviceID:      uint32(ci.device_id),
-		SubgroupSize:  uint32(ci.subgroup_size),
-		ComputeUnits:  uint32(ci.compute_units),
+		Index:             i,
+		Name:              C.GoString(&ci.name[0]),
+		Type:              DeviceType(ci.device_type),
+		DriverName:        C.GoString(&ci.driver_name[0]),
+		DriverInfo:        C.GoString(&ci.driver_info[0]),
+		DriverVersion:     uint32(ci.driver_version),
+		APIVersion:        fmt.Sprintf("%d.%d.%d", api>>22&0x7f, api>>12&0x3ff, api&0xfff),
+		VendorID:          uint32(ci.vendor_id),
+		DeviceID:          uint32(ci.device_id),
+		PipelineCacheUUID: *(*[16]byte)(unsafe.Pointer(&ci.pipeline_cache_uuid[0])),
+		SubgroupSize:      uint32(ci.subgroup_size),
+		ComputeUnits:      uint32(ci.compute_units),
 		Features: Features{
 			Storage16:           ci.storage16 != 0,
 			Float16:             ci.float16 != 0,

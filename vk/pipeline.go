@@ -291,7 +291,7 @@ func (d *Device) compile(desc PipelineDesc) (*pipeCore, error) {
 		(*C.uint32_t)(unsafe.Pointer(&code[0])), C.size_t(len(desc.SPIRV)),
 		C.uint32_t(desc.Bindings), C.uint32_t(desc.Uniform), C.uint32_t(desc.Texel), C.uint32_t(desc.PushSize),
 		(*C.uint32_t)(unsafe.Pointer(&spec[0])), C.uint32_t(len(desc.Spec)),
-		C.uint32_t(desc.SubgroupSize), C.uint32_t(b2u(desc.FullSubgroups)), &out)
+		C.uint32_t(desc.SubgroupSize), C.uint32_t(b2u(desc.FullSubgroups)), d.pcache.cache, &out)
 	runtime.KeepAlive(code)
 	runtime.KeepAlive(spec)
 	c := &pipeCore{}

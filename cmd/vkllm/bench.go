@@ -79,6 +79,7 @@ func bench(w io.Writer, args []string) error {
 		return err
 	}
 	defer model.Close()
+	defer saveCache(os.Stderr, model)
 	rng := rand.New(rand.NewPCG(1, 2))
 	randomTokens := func(n int) []int32 {
 		t := make([]int32, n)
@@ -263,6 +264,7 @@ func benchParallel(w io.Writer, mf *modelFlags, seqs []int, pp, tg, reps int, as
 		return err
 	}
 	defer model.Close()
+	defer saveCache(os.Stderr, model)
 	batchSize := model.GPU.Config().BatchSize
 	if most > batchSize {
 		return fmt.Errorf("--parallel: %d sequences decode %d rows per step, more than --batch-size %d", most, most, batchSize)

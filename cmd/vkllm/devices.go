@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/vk"
 )
 
@@ -15,12 +17,16 @@ import (
 // version, memory, compute units (a guess marked '~' where the driver does
 // not report them), subgroup size and features, then the cooperative-matrix
 // shapes of the devices that have them. The device that --device (or
-// $VKLLM_DEVICE, or the default order) selects is marked with '*'.
+// $VKLLM_DEVICE, or the default order) selects is marked with '*'. With
+// --check it then runs the GPU self-check on that device (engine.SelfCheck)
+// and prints each feature-gated path's result; a path that fails makes
+// the command fail.
 func cmdDevices(args []string) error {
 	fs := newFlagSet("devices")
 	sel := fs.StringLong("device", "", "device `index or name substring` to mark as selected (default $VKLLM_DEVICE, then discrete > integrated > virtual > CPU)")
 	asJSON := fs.BoolLong("json", "print JSON instead of a table")
-	if err := parseFlags(fs, args, false, "vkllm devices [--device SEL] [--json]"); err != nil {
+	check := fs.BoolLong("check", "also run each feature-gated kernel path the selected device claims (subgroup reductions, required subgroup size, integer dot, cooperative matrix, 16-bit storage) once against the CPU reference and print pass or fail")
+	if err := parseFlags(fs, args, false, "vkllm devices [--device SEL] [--json] [--check]"); err != nil {
 		return err
 	}
 	if len(fs.GetArgs()) > 0 {
@@ -38,7 +44,61 @@ func cmdDevices(args []string) error {
 	if err != nil {
 		return err
 	}
-	return writeDevices(os.Stdout, devs, chosen, *asJSON)
+	if err := writeDevices(os.Stdout, devs, chosen, *asJSON); err != nil || !*check {
+		return err
+	}
+	dev, err := vk.Open(vk.Options{Device: strconv.Itoa(chosen)})
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	checks := engine.SelfCheck(dev)
+	if err := writeChecks(os.Stdout, dev.Info(), checks, *asJSON); err != nil {
+		return err
+	}
+	for _, c := range checks {
+		if c.Err != nil {
+			return fmt.Errorf("device %d: the %s path failed its self-check", chosen, c.Path)
+		}
+	}
+	return nil
+}
+
+// writeChecks prints the self-check's results: one line per path, or JSON.
+func writeChecks(w io.Writer, info vk.DeviceInfo, checks []engine.PathCheck, asJSON bool) error {
+	if asJSON {
+		type entry struct {
+			Path    string `json:"path"`
+			Claimed bool   `json:"claimed"`
+			Passed  bool   `json:"passed"`
+			Error   string `json:"error,omitempty"`
+		}
+		out := make([]entry, len(checks))
+		for i, c := range checks {
+			out[i] = entry{Path: c.Path, Claimed: c.Claimed, Passed: c.Passed()}
+			if c.Err != nil {
+				out[i].Error = c.Err.Error()
+			}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	fmt.Fprintf(w, "self-check of device %d (%s):\n", info.Index, info.Name)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range checks {
+		res := "pass"
+		switch {
+		case !c.Claimed:
+			res = "not claimed"
+		case c.Err != nil && c.Disabled:
+			res = "FAIL: " + c.Err.Error() + " (serve turns this path off)"
+		case c.Err != nil:
+			res = "FAIL: " + c.Err.Error() + " (no fallback)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", c.Path, res)
+	}
+	return tw.Flush()
 }
 
 // writeDevices prints devs as a table (or JSON), marking index chosen.

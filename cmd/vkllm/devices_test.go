@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/vk"
 )
 
@@ -74,5 +76,46 @@ func TestWriteDevices(t *testing.T) {
 	if len(got) == 2 && (len(got[0].Shapes) != 0 || len(got[1].Shapes) != 2 || got[1].Shapes[0].K != 16 ||
 		got[1].Shapes[0].A != "f16" || got[1].Shapes[0].Result != "f32" || got[1].Shapes[0].Scope != "subgroup") {
 		t.Errorf("writeDevices JSON shapes = %+v / %+v, want none, then 16x16x16 f16 -> f32 subgroup first", got[0].Shapes, got[1].Shapes)
+	}
+}
+
+func TestWriteChecks(t *testing.T) {
+	info := vk.DeviceInfo{Index: 1, Name: "Radeon RX 7900"}
+	checks := []engine.PathCheck{
+		{Path: "subgroup-arith", Claimed: true},
+		{Path: "int-dot", Claimed: true, Disabled: true, Err: errors.New("differs from the CPU reference by 0.5")},
+		{Path: "coopmat"},
+		{Path: "fp16-storage", Claimed: true, Err: errors.New("differs")},
+	}
+	var b bytes.Buffer
+	if err := writeChecks(&b, info, checks, false); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	want := []string{"self-check of device 1 (Radeon RX 7900):", "subgroup-arith  pass",
+		"int-dot         FAIL: differs from the CPU reference by 0.5 (serve turns this path off)",
+		"coopmat         not claimed", "fp16-storage    FAIL: differs (no fallback)"}
+	if len(lines) != len(want) {
+		t.Fatalf("writeChecks = %d lines, want %d:\n%s", len(lines), len(want), b.String())
+	}
+	for i := range want {
+		if strings.TrimSpace(lines[i]) != want[i] {
+			t.Errorf("writeChecks line %d = %q, want %q", i, strings.TrimSpace(lines[i]), want[i])
+		}
+	}
+	b.Reset()
+	if err := writeChecks(&b, info, checks, true); err != nil {
+		t.Fatal(err)
+	}
+	var got []struct {
+		Path            string
+		Claimed, Passed bool
+		Error           string
+	}
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatalf("writeChecks JSON: %v\n%s", err, b.String())
+	}
+	if len(got) != 4 || !got[0].Passed || got[1].Passed || got[1].Error == "" || got[2].Claimed || got[2].Passed {
+		t.Errorf("writeChecks JSON = %+v, want subgroup-arith passed, int-dot failed with its error, coopmat not claimed", got)
 	}
 }

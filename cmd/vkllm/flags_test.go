@@ -70,3 +70,31 @@ func TestParseFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheDirFlag checks --cache-dir: the user's cache folder by default,
+// a folder as given, and off for none and "".
+func TestCacheDirFlag(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", "/cache-home")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"default", nil, "/cache-home/vkllm"},
+		{"folder", []string{"--cache-dir", "/var/cache/x"}, "/var/cache/x"},
+		{"none", []string{"--cache-dir", "none"}, ""},
+		{"empty", []string{"--cache-dir", ""}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m modelFlags
+			fs := newFlagSet("test")
+			m.register(fs, 0, true)
+			if err := parseFlags(fs, tc.args, true); err != nil {
+				t.Fatal(err)
+			}
+			if got := m.pipelineCacheDir(); got != tc.want {
+				t.Errorf("pipelineCacheDir() after %q = %q, want %q", tc.args, got, tc.want)
+			}
+		})
+	}
+}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/peterbourgon/ff/v4"
 	"github.com/vkllm/vkllm/engine"
+	"github.com/vkllm/vkllm/vk"
 )
 
 // modelFlags are the flags every command that loads a model shares.
@@ -23,6 +26,7 @@ type modelFlags struct {
 	cacheTypeV string
 	validation bool
 	verify     bool
+	cacheDir   string
 }
 
 // register adds the model flags to fs. With env (serve), their defaults are
@@ -42,6 +46,7 @@ func (m *modelFlags) register(fs *ff.FlagSet, defaultCtx int, env bool) {
 	fs.StringVar(&m.cacheTypeV, 0, "cache-type-v", "f16", "KV-cache `type` of values: f16, q8_0 or q4_0")
 	fs.IntVar(&m.batchSize, 0, "batch-size", 512, "most `tokens` per forward pass (prompts are processed in chunks of this)")
 	fs.BoolVarDefault(&m.validation, 0, "validation", validation, "enable the Vulkan validation layer")
+	fs.StringVar(&m.cacheDir, 0, "cache-dir", defaultCacheDir(), "`folder` of the compiled-kernel cache (a Vulkan pipeline cache file per device, loaded at start, saved after warm-up and at exit); \"\" or none turns it off")
 	fs.BoolVarDefault(&m.verify, 0, "verify", false, "also run the CPU reference forward pass and fail when the GPU disagrees (slow; for debugging)")
 }
 
@@ -63,7 +68,7 @@ func (m *modelFlags) load(parallel int) (*engine.Model, error) {
 	model, err := engine.Load(m.model, engine.Config{
 		Device: m.device, CtxSize: m.ctxSize, Parallel: parallel, BatchSize: m.batchSize,
 		KVMemory: kvBytes, KVFraction: kvFrac, CacheTypeK: typeK, CacheTypeV: typeV,
-		Validation: m.validation, Verify: m.verify, Progress: bar.update,
+		Validation: m.validation, Verify: m.verify, Progress: bar.update, PipelineCacheDir: m.pipelineCacheDir(),
 	})
 	bar.done()
 	if err != nil {
@@ -77,7 +82,55 @@ func (m *modelFlags) load(parallel int) (*engine.Model, error) {
 	for _, h := range model.GPU.Placement() {
 		fmt.Fprintf(os.Stderr, "memory: %v\n", h)
 	}
+	if s := cacheStatus(model.Device().PipelineCache()); s != "" {
+		fmt.Fprintf(os.Stderr, "kernels: %s\n", s)
+	}
 	return model, nil
+}
+
+// defaultCacheDir is --cache-dir's default: vkllm in the user's cache
+// folder ($XDG_CACHE_HOME or ~/.cache on Linux), none where there is no
+// such folder (no $HOME).
+func defaultCacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "vkllm")
+}
+
+// pipelineCacheDir is the folder --cache-dir names, "" for none.
+func (m *modelFlags) pipelineCacheDir() string {
+	if m.cacheDir == "none" {
+		return ""
+	}
+	return m.cacheDir
+}
+
+// cacheStatus says what the device's pipeline cache loaded, for the
+// console ("" without one).
+func cacheStatus(pc vk.PipelineCacheInfo) string {
+	switch {
+	case pc.Path == "":
+		return ""
+	case pc.Ignored != "":
+		return fmt.Sprintf("pipeline cache %s ignored: %s", pc.Path, pc.Ignored)
+	case pc.LoadedBytes > 0:
+		return fmt.Sprintf("pipeline cache %s: %s loaded", pc.Path, humanize.IBytes(uint64(pc.LoadedBytes)))
+	}
+	return fmt.Sprintf("pipeline cache %s: empty", pc.Path)
+}
+
+// saveCache saves model's pipeline cache (--cache-dir), saying on w what
+// it wrote or why it could not.
+func saveCache(w io.Writer, model *engine.Model) {
+	dev := model.Device()
+	before := dev.PipelineCache().SavedBytes
+	if err := dev.SavePipelineCache(); err != nil {
+		fmt.Fprintf(w, "warning: %v\n", err)
+	} else if pc := dev.PipelineCache(); pc.SavedBytes != before {
+		fmt.Fprintf(w, "kernels: saved %s to %s\n", humanize.IBytes(uint64(pc.SavedBytes)), pc.Path)
+	}
 }
 
 // cacheTypes reads --cache-type-k and --cache-type-v.

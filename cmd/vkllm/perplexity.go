@@ -35,6 +35,7 @@ func cmdPerplexity(args []string) error {
 		return err
 	}
 	defer model.Close()
+	defer saveCache(os.Stderr, model)
 	start := time.Now()
 	res, err := engine.Perplexity(context.Background(), model, string(raw), model.CtxSize(), *chunks, func(i, n int, ppl float64) {
 		fmt.Fprintf(os.Stderr, "[%d/%d] %.4f\n", i, n, ppl)

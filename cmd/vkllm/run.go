@@ -47,6 +47,7 @@ func cmdRun(args []string) error {
 		return err
 	}
 	defer model.Close()
+	defer saveCache(os.Stderr, model)
 	tok := model.Tok
 	ids, err := tok.Encode(text, true, false)
 	if err != nil {

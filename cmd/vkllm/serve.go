@@ -33,7 +33,7 @@ type serveFlags struct {
 	port, parallel, queueSize, maxBody, prefill          int
 	maxInflight, maxRequestTokens, nPredict              int
 	readTimeout, writeTimeout, shutdownTimeout           time.Duration
-	logJSON, version, propsFullPath                      bool
+	logJSON, version, propsFullPath, selfCheck           bool
 	prefillSlowdown                                      float64
 }
 
@@ -64,6 +64,7 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	fs.DurationVar(&f.readTimeout, 0, "read-timeout", 60*time.Second, "`time` to read a request")
 	fs.DurationVar(&f.writeTimeout, 0, "timeout", 10*time.Minute, "`time` to write a non-streaming response; for a stream, the longest one event's write may wait for the client, so a stream that is read goes on however long it runs")
 	fs.DurationVar(&f.shutdownTimeout, 0, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, the whole `time` shutdown may take: requests in flight may finish until a quarter of it (at most 5s) is left, then their generations are cancelled and the connections still open closed")
+	fs.BoolVarDefault(&f.selfCheck, 0, "self-check", true, "before loading the weights, run each feature-gated kernel path the device claims once against the CPU reference and turn off the paths that fail, with a warning (vkllm devices --check shows the results)")
 	fs.BoolVarDefault(&f.logJSON, 0, "log-json", false, "log as JSON lines instead of text")
 	fs.BoolVarDefault(&f.propsFullPath, 0, "props-full-path", false, "show the model's whole path in /props (default only its file name: the folders tell clients about the server's disk)")
 	fs.BoolVarDefault(&f.version, 0, "version", false, "print the version and the built-in features, and exit")
@@ -187,7 +188,8 @@ func serve(con *os.File, args []string) error {
 		m, err := engine.Load(f.model, engine.Config{
 			Device: f.device, CtxSize: f.ctxSize, Parallel: f.parallel, BatchSize: f.batchSize,
 			KVMemory: kvBytes, KVFraction: kvFrac, CacheTypeK: typeK, CacheTypeV: typeV,
-			Validation: f.validation, Verify: f.verify,
+			Validation: f.validation, Verify: f.verify, PipelineCacheDir: f.pipelineCacheDir(),
+			SelfCheck: f.selfCheck,
 			Progress: func(done, total int64) {
 				bar.update(done, total)
 				if total > 0 {
@@ -203,6 +205,19 @@ func serve(con *os.File, args []string) error {
 		model = m
 		for _, h := range m.GPU.Placement() {
 			fmt.Fprintf(con, "memory  %v\n", h)
+		}
+		for _, c := range m.Checks {
+			switch {
+			case c.Err != nil && c.Disabled:
+				log.Warn("self-check failed; the path is off for this process", "path", c.Path, "err", c.Err)
+			case c.Err != nil:
+				log.Warn("self-check failed; the kernels have no fallback for this path", "path", c.Path, "err", c.Err)
+			}
+		}
+		if pc := m.Device().PipelineCache(); pc.Ignored != "" {
+			log.Warn("pipeline cache ignored; compiling every kernel", "path", pc.Path, "why", pc.Ignored)
+		} else if pc.Path != "" {
+			log.Info("pipeline cache", "path", pc.Path, "loaded_bytes", pc.LoadedBytes)
 		}
 		var proj api.Projector
 		if f.mmproj != "" {
@@ -228,6 +243,11 @@ func serve(con *os.File, args []string) error {
 		if err != nil {
 			loaded <- err
 			return
+		}
+		if err := m.Device().SavePipelineCache(); err != nil {
+			log.Warn("pipeline cache not saved", "err", err)
+		} else if pc := m.Device().PipelineCache(); pc.SavedBytes > 0 {
+			log.Info("pipeline cache saved", "path", pc.Path, "bytes", pc.SavedBytes)
 		}
 		name := strings.TrimSuffix(filepath.Base(f.model), filepath.Ext(f.model))
 		backend = api.NewEngineBackend(m, name, pool, engine.SchedulerConfig{PrefillChunk: f.prefill, StepLatencyFactor: f.prefillSlowdown})
@@ -292,6 +312,9 @@ func serve(con *os.File, args []string) error {
 		closeProjector()
 	}
 	if model != nil {
+		if err := model.Device().SavePipelineCache(); err != nil {
+			log.Warn("pipeline cache not saved", "err", err)
+		}
 		model.Close()
 	}
 	return runErr

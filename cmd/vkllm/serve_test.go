@@ -55,6 +55,8 @@ func TestServeSignal(t *testing.T) {
 	t.Setenv("VKLLM_CHAT_TEMPLATE_FILE", tmplFile)
 	t.Setenv("VKLLM_PARALLEL", "8")           // the command line wins
 	t.Setenv("VKLLM_PROPS_FULL_PATH", "true") // /props shows the file name alone without it
+	cacheDir := filepath.Join(dir, "cache")
+	t.Setenv("VKLLM_CACHE_DIR", cacheDir)
 	console, err := os.Create(filepath.Join(dir, "console.txt"))
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +124,10 @@ func TestServeSignal(t *testing.T) {
 	}
 	if _, err := http.Get(base + "/health"); err == nil {
 		t.Error("the server still accepts connections after shutdown")
+	}
+	// The pipeline cache was saved in --cache-dir (VKLLM_CACHE_DIR).
+	if files, _ := filepath.Glob(filepath.Join(cacheDir, "pipelines-*.vkcache")); len(files) != 1 {
+		t.Errorf("the cache folder holds %v, want one pipeline-cache file", files)
 	}
 }
 
