@@ -189,6 +189,8 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"--n-predict", "-2"}, [2]string{}, "--n-predict"},
 		{[]string{"--cors-origins", "https://app.example/"}, [2]string{}, `--cors-origins: invalid origin "https://app.example/"`},
 		{nil, [2]string{"VKLLM_CORS_ORIGINS", "https://ok.example,app.example"}, `--cors-origins: invalid origin "app.example"`},
+		{[]string{"--log-level", "verbose"}, [2]string{}, `--log-level: "verbose"`},
+		{[]string{"--metrics-addr", "9090"}, [2]string{}, `--metrics-addr: "9090" is not host:port`},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			if tc.env[0] != "" {
