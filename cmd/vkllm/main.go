@@ -27,6 +27,7 @@ func commands() []command {
 		{"bench", "measure prompt processing and generation speed", cmdBench},
 		{"tokenize", "print the token ids of a text (metadata only, no GPU)", cmdTokenize},
 		{"devices", "list the Vulkan devices and the features vkllm uses", cmdDevices},
+		{"health", "ask a running server's /health: exit 0 once its model is ready (the image's HEALTHCHECK)", cmdHealth},
 		{"version", "print the version and the built-in features", cmdVersion},
 	}
 }
