@@ -44,10 +44,15 @@ func (c *console) progress(label string) reporter {
 	return &progress{w: c.w, label: label, tty: c.tty, lastPct: -1}
 }
 
-// counter reports a phase of total steps (the kernels compiled): on a
-// terminal a line redrawn at each step, otherwise nothing until end.
+// counter reports a phase of total steps (the kernels compiled; total 0
+// before the first): on a terminal a line redrawn at each step, otherwise
+// nothing until end.
 func (c *console) counter(what string, done, total int) {
-	if c.w != nil && c.tty {
+	switch {
+	case c.w == nil || !c.tty:
+	case total == 0:
+		fmt.Fprintf(c.w, "\r%s", what)
+	default:
 		fmt.Fprintf(c.w, "\r%s (%d of %d)", what, done, total)
 	}
 }

@@ -95,6 +95,7 @@ func TestServeSignal(t *testing.T) {
 	}
 	out, _ := os.ReadFile(console.Name())
 	for _, want := range []string{"vkllm " + version + "\n", "\nmodel   ", "llama, ", "\ndevice  ", "loading: 100% of",
+		"\ncompiling the matrix kernels of every weight shape", "\ncompiled the kernels of ",
 		"\nready   " + base + " ", "2 sequences of up to 256 tokens sharing 32 KV pages of 16 (512 positions)\n"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the console says\n%s\nwant it to contain %q", out, want)
