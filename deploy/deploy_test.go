@@ -557,3 +557,34 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("no RUN creates %s owned by the image's user", cache)
 	}
 }
+
+// TestInferencePoolDoc checks the InferencePool instructions against the
+// manifests: the helm command selects the Deployment's pods by their label
+// and targets the API port, and the metrics port it names is the
+// container's keyless one.
+func TestInferencePoolDoc(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("inference-gateway", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	dep := manifests(t)["deployment.yaml"].(*appsv1.Deployment)
+	m := regexp.MustCompile(`--set inferencePool\.modelServers\.matchLabels\.(\S+)=(\S+)`).FindStringSubmatch(doc)
+	if m == nil {
+		t.Fatal("no matchLabels setting in the helm command")
+	}
+	key := strings.ReplaceAll(m[1], `\\.`, ".")
+	if v := dep.Spec.Template.Labels[key]; v == "" || v != m[2] {
+		t.Errorf("the pool selects %s=%s; the pods' labels are %v", key, m[2], dep.Spec.Template.Labels)
+	}
+	ports := map[string]int32{}
+	for _, p := range dep.Spec.Template.Spec.Containers[0].Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if want := fmt.Sprintf("inferencePool.targetPortNumber=%d", ports["http"]); !strings.Contains(doc, want) {
+		t.Errorf("the helm command lacks %s (the API port)", want)
+	}
+	if want := fmt.Sprintf("model-server-metrics-port=%d", ports["metrics"]); !strings.Contains(doc, want) {
+		t.Errorf("the EPP setting lacks %s (the keyless metrics port)", want)
+	}
+}
