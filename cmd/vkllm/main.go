@@ -78,6 +78,10 @@ func main() {
 			if errors.Is(err, flag.ErrHelp) {
 				return
 			}
+			var logged loggedError
+			if errors.As(err, &logged) {
+				os.Exit(1)
+			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "vkllm %s: %v\n", name, err)
 				os.Exit(1)

@@ -85,7 +85,7 @@ func cmdServe(args []string) error { return serve(os.Stderr, args) }
 func serve(con *os.File, args []string) error { return serveLog(con, os.Stderr, args) }
 
 // serveLog is serve with its log on logOut.
-func serveLog(conFile *os.File, logOut io.Writer, args []string) error {
+func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 	fs := newFlagSet("serve")
 	var f serveFlags
 	f.register(fs)
@@ -143,6 +143,15 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) error {
 	}
 	log := slog.New(h)
 	con := newConsole(conFile, log, f.logJSON)
+	if f.logJSON {
+		// The error serve ends with is a record too: main prints none.
+		defer func() {
+			if err != nil {
+				log.Error("serve failed", "err", err.Error())
+				err = loggedError{err}
+			}
+		}()
+	}
 	if f.logJSON && os.Getenv("MESA_VK_IGNORE_CONFORMANCE_WARNING") == "" {
 		// lavapipe's "not a conformant Vulkan implementation" warning
 		// is a plain line on stderr.
@@ -442,6 +451,13 @@ func (f *serveFlags) chatTemplate() (string, error) {
 	}
 	return text, nil
 }
+
+// loggedError is an error the command has logged already: main exits with
+// status 1 without printing it (under --log-json, so that the output stays
+// JSON).
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
 
 // parseLogLevel parses --log-level.
 func parseLogLevel(s string) (slog.Level, error) {

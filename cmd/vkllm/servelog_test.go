@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -146,5 +148,41 @@ func TestServeLogJSONAndMetricsAddr(t *testing.T) {
 	}
 	if strings.Contains(string(raw), "\r") {
 		t.Error("the output has a carriage return (a redrawn progress line)")
+	}
+}
+
+// TestServeLogJSONError: under --log-json the error serve ends with is a
+// JSON record (main then prints nothing), here a model file that does not
+// exist.
+func TestServeLogJSONError(t *testing.T) {
+	out, err := os.Create(filepath.Join(t.TempDir(), "out.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	err = serveLog(out, out, []string{"-m", "/nonexistent/model.gguf", "--port", strconv.Itoa(freePort(t)), "--log-json"})
+	var logged loggedError
+	if !errors.As(err, &logged) || !strings.Contains(err.Error(), "/nonexistent/model.gguf") {
+		t.Fatalf("serve --log-json with a missing model = %v, want a logged error naming the file", err)
+	}
+	raw, _ := os.ReadFile(out.Name())
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("a line that is not JSON: %q", line)
+			continue
+		}
+		if rec["msg"] == "serve failed" && rec["level"] == "ERROR" && strings.Contains(fmt.Sprint(rec["err"]), "/nonexistent/model.gguf") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no ERROR record \"serve failed\" naming the file:\n%s", raw)
+	}
+	// Without --log-json the error is returned as it is, for main to print.
+	err = serveLog(out, out, []string{"-m", "/nonexistent/model.gguf", "--port", strconv.Itoa(freePort(t))})
+	if err == nil || errors.As(err, &logged) {
+		t.Errorf("serve with a missing model = %#v, want a plain error", err)
 	}
 }
