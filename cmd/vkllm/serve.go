@@ -192,7 +192,7 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 	}
 	url := "http://" + ln.Addr().String()
 	log.Info("listening; loading the model (/health answers 503 until it is ready)", "addr", url, "model", f.model)
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2) // the API listener and the metrics one
 	go func() { serveErr <- srv.Serve(ln) }()
 	var metricsSrv *fasthttp.Server
 	if f.metricsAddr != "" {
