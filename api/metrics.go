@@ -89,6 +89,28 @@ func (m *metrics) handler() fasthttp.RequestHandler {
 	return fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 }
 
+// MetricsHandler returns a handler for a listener of its own (serve
+// --metrics-addr) that answers only GET and HEAD /metrics, without the API
+// key: the address is meant for the scraper alone (a pod port that no
+// Service exposes, a firewalled interface). Any other path is a 404.
+// Scrapes are logged at debug level, like /health.
+func (s *Server) MetricsHandler() fasthttp.RequestHandler {
+	h := s.metrics.handler()
+	return func(ctx *fasthttp.RequestCtx) {
+		start := time.Now()
+		switch {
+		case string(ctx.Path()) != "/metrics":
+			s.writeError(ctx, errorf(404, "", "no route %s %s: this listener serves only /metrics", ctx.Method(), ctx.Path()))
+		case !ctx.IsGet() && !ctx.IsHead():
+			ctx.Response.Header.Set("Allow", "GET, HEAD")
+			s.writeError(ctx, errorf(405, "", "%s /metrics: only GET and HEAD", ctx.Method()))
+		default:
+			h(ctx)
+		}
+		s.logRequest(ctx, "metrics", start, 0)
+	}
+}
+
 // serverCollector reports the values read at scrape time: the load state,
 // the queue, the slots and the scheduler's counters. It describes nothing
 // up front (an unchecked collector), as what it reports depends on the
@@ -118,6 +140,21 @@ var (
 	descTopKRows    = prometheus.NewDesc("vkllm_gpu_topk_tokens_total", "Tokens drawn from the device's top k logits of their row (top_k sampling without penalties, bias, grammar or logprobs), only k ids and logits read back.", nil, nil)
 	descReadBytes   = prometheus.NewDesc("vkllm_readback_bytes_total", "Bytes of logits, argmax ids, top-k logits and hidden states read back from the device.", nil, nil)
 	descContextSize = prometheus.NewDesc("vkllm_context_size_tokens", "Positions one sequence may use (prompt plus generated tokens).", nil, nil)
+	descUtil        = prometheus.NewDesc("vkllm_kv_cache_utilization_ratio", "Fraction (0 to 1) of the KV-cache pages that running sequences hold; pages only the prefix cache holds count as free, as they are evicted when needed (the Gateway API Inference Extension's KVCacheUtilization).", nil, nil)
+	descKVInfo      = prometheus.NewDesc("vkllm_kv_cache_config_info", "Always 1; its labels give the KV-cache page size in positions (block_size) and the page count (num_gpu_blocks).", []string{"block_size", "num_gpu_blocks"}, nil)
+)
+
+// The Gateway API Inference Extension's endpoint picker reads these series
+// by default (its model-server protocol, as vLLM names them): the same
+// values as vkllm_queue_depth, vkllm_sequences_running,
+// vkllm_kv_cache_utilization_ratio and vkllm_kv_cache_config_info, so that
+// an InferencePool of vkllm pods needs no metric settings.
+var (
+	descGIEWaiting  = prometheus.NewDesc("vllm:num_requests_waiting", "Sequences waiting for a KV-cache slot (= vkllm_queue_depth).", nil, nil)
+	descGIERunning  = prometheus.NewDesc("vllm:num_requests_running", "Sequences holding a KV-cache slot (= vkllm_sequences_running).", nil, nil)
+	descGIEUsage    = prometheus.NewDesc("vllm:kv_cache_usage_perc", "Fraction (0 to 1) of the KV-cache pages running sequences hold (= vkllm_kv_cache_utilization_ratio).", nil, nil)
+	descGIEUsageOld = prometheus.NewDesc("vllm:gpu_cache_usage_perc", "The same as vllm:kv_cache_usage_perc, under its earlier name.", nil, nil)
+	descGIEInfo     = prometheus.NewDesc("vllm:cache_config_info", "Always 1; block_size and num_gpu_blocks as in vkllm_kv_cache_config_info.", []string{"block_size", "num_gpu_blocks"}, nil)
 )
 
 // statsBackend is a backend with a scheduler to report on (EngineBackend).
@@ -147,8 +184,19 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descLoad, progress)
 	gauge(descAdmitted, float64(s.waiting.Load()))
+	// load reports the queue, the running sequences and the KV-cache
+	// utilization under both names (see descGIEWaiting).
+	load := func(waiting, running int, util float64) {
+		gauge(descQueue, float64(waiting))
+		gauge(descGIEWaiting, float64(waiting))
+		gauge(descRunning, float64(running))
+		gauge(descGIERunning, float64(running))
+		gauge(descUtil, util)
+		gauge(descGIEUsage, util)
+		gauge(descGIEUsageOld, util)
+	}
 	if state != stateReady {
-		gauge(descQueue, 0)
+		load(0, 0, 0)
 		return
 	}
 	gauge(descContextSize, float64(s.info.ContextSize))
@@ -156,15 +204,22 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	if !ok {
 		// A backend without a scheduler: the HTTP queue is the queue.
 		busy := len(s.slots)
-		gauge(descQueue, float64(max(0, int(s.waiting.Load())-busy)))
-		gauge(descRunning, float64(busy))
+		load(max(0, int(s.waiting.Load())-busy), busy, float64(busy)/float64(max(1, s.cfg.Parallel)))
 		gauge(descSlots, float64(s.cfg.Parallel))
 		return
 	}
 	st := sb.Stats()
 	n := sb.slotCount()
-	gauge(descQueue, float64(st.Queued))
-	gauge(descRunning, float64(st.Active))
+	util := 0.0
+	if kv := st.KV; kv.Pages > 0 {
+		util = min(1, float64(kv.Used)/float64(kv.Pages))
+		bs, blocks := strconv.Itoa(kv.PageSize), strconv.Itoa(kv.Pages)
+		gauge(descKVInfo, 1, bs, blocks)
+		gauge(descGIEInfo, 1, bs, blocks)
+	} else if n > 0 {
+		util = min(1, float64(st.Active)/float64(n))
+	}
+	load(st.Queued, st.Active, util)
 	gauge(descDecoding, float64(st.Decoding))
 	gauge(descSlots, float64(n))
 	total := float64(n * s.info.ContextSize)

@@ -438,8 +438,15 @@ func (s *Server) wrap(route string, h func(ctx *fasthttp.RequestCtx) handlerResu
 	}
 }
 
+// logRequest writes the request's log line and counts it in the metrics.
+// Probes (/health whatever it answers, and /metrics scrapes that succeed)
+// are logged at debug level: they come every few seconds.
 func (s *Server) logRequest(ctx *fasthttp.RequestCtx, route string, start time.Time, tokens int) {
-	s.cfg.Logger.Info("request", "route", route, "method", string(ctx.Method()), "path", string(ctx.Path()),
+	level := slog.LevelInfo
+	if route == "health" || route == "metrics" && ctx.Response.StatusCode() < 400 {
+		level = slog.LevelDebug
+	}
+	s.cfg.Logger.Log(context.Background(), level, "request", "route", route, "method", string(ctx.Method()), "path", string(ctx.Path()),
 		"status", ctx.Response.StatusCode(), "tokens", tokens, "duration", time.Since(start))
 	s.metrics.request(route, ctx.Response.StatusCode(), time.Since(start))
 }

@@ -6,11 +6,13 @@ package deploy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,39 +59,110 @@ func object(apiVersion, kind string) (any, error) {
 	return nil, fmt.Errorf("unexpected apiVersion %q kind %q", apiVersion, kind)
 }
 
-// manifests decodes every document of deploy/kubernetes/*.yaml, keyed by
-// file name (and document index after the first).
+// applied lists the files `kubectl apply -f kubernetes/` reads: those of
+// the folder itself (not its subfolders) ending in .json, .yaml or .yml.
+func applied(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir("kubernetes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, e := range entries {
+		switch filepath.Ext(e.Name()) {
+		case ".json", ".yaml", ".yml":
+			if !e.IsDir() {
+				files = append(files, filepath.Join("kubernetes", e.Name()))
+			}
+		}
+	}
+	if len(files) == 0 {
+		t.Fatal("no manifests in kubernetes/")
+	}
+	return files
+}
+
+var docSep = regexp.MustCompile(`(?m)^---\s*$`)
+
+// decodeObjects decodes every document of raw strictly into its API type
+// (named by its apiVersion and kind); name says where, for errors.
+func decodeObjects(name string, raw []byte) ([]any, error) {
+	var out []any
+	for i, doc := range docSep.Split(string(raw), -1) {
+		if strings.TrimSpace(stripComments(doc)) == "" {
+			continue
+		}
+		var tm struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			return nil, fmt.Errorf("%s document %d: %v", name, i, err)
+		}
+		obj, err := object(tm.APIVersion, tm.Kind)
+		if err != nil {
+			return nil, fmt.Errorf("%s document %d: %v", name, i, err)
+		}
+		if err := decodeStrict([]byte(doc), obj); err != nil {
+			return nil, fmt.Errorf("%s document %d (%s): %v", name, i, tm.Kind, err)
+		}
+		if err := whole(obj); err != nil {
+			return nil, fmt.Errorf("%s document %d (%s): not a whole object (a patch?): %v", name, i, tm.Kind, err)
+		}
+		out = append(out, obj)
+	}
+	return out, nil
+}
+
+// whole reports what obj lacks to be created on its own, as the API server
+// would refuse it: a patch decodes into the same type but lacks these.
+func whole(obj any) error {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		if o.Name == "" || o.Spec.Selector == nil || len(o.Spec.Template.Spec.Containers) == 0 {
+			return errors.New("a Deployment needs a name, a selector and containers")
+		}
+		for _, c := range o.Spec.Template.Spec.Containers {
+			if c.Image == "" {
+				return fmt.Errorf("container %q has no image", c.Name)
+			}
+		}
+	case *corev1.Service:
+		if o.Name == "" || len(o.Spec.Ports) == 0 {
+			return errors.New("a Service needs a name and ports")
+		}
+	case *corev1.PersistentVolumeClaim:
+		if _, ok := o.Spec.Resources.Requests[corev1.ResourceStorage]; o.Name == "" || !ok || len(o.Spec.AccessModes) == 0 {
+			return errors.New("a claim needs a name, access modes and a storage request")
+		}
+	case *policyv1.PodDisruptionBudget:
+		if o.Name == "" || o.Spec.Selector == nil {
+			return errors.New("a PodDisruptionBudget needs a name and a selector")
+		}
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		if o.Name == "" || o.Spec.ScaleTargetRef.Name == "" || o.Spec.MaxReplicas < 1 {
+			return errors.New("an autoscaler needs a name, a target and maxReplicas")
+		}
+	}
+	return nil
+}
+
+// manifests decodes every document of the files `kubectl apply -f
+// kubernetes/` reads, keyed by file name (and document index after the
+// first); each must be a whole object.
 func manifests(t *testing.T) map[string]any {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("kubernetes", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests in kubernetes/ (%v)", err)
-	}
 	out := map[string]any{}
-	sep := regexp.MustCompile(`(?m)^---\s*$`)
-	for _, f := range files {
+	for _, f := range applied(t) {
 		raw, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, doc := range sep.Split(string(raw), -1) {
-			if strings.TrimSpace(stripComments(doc)) == "" {
-				continue
-			}
-			var tm struct {
-				APIVersion string `json:"apiVersion"`
-				Kind       string `json:"kind"`
-			}
-			if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-				t.Fatalf("%s document %d: %v", f, i, err)
-			}
-			obj, err := object(tm.APIVersion, tm.Kind)
-			if err != nil {
-				t.Fatalf("%s document %d: %v", f, i, err)
-			}
-			if err := decodeStrict([]byte(doc), obj); err != nil {
-				t.Fatalf("%s document %d (%s): %v", f, i, tm.Kind, err)
-			}
+		objs, err := decodeObjects(f, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, obj := range objs {
 			key := filepath.Base(f)
 			if i > 0 {
 				key = fmt.Sprintf("%s#%d", key, i)
@@ -98,6 +171,33 @@ func manifests(t *testing.T) map[string]any {
 		}
 	}
 	return out
+}
+
+// dockerEnv returns the ENV settings of the Dockerfile's last stage (the
+// runtime image).
+func dockerEnv(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(raw), "\\\n", " ")
+	env := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && strings.EqualFold(f[0], "FROM") {
+			clear(env)
+		}
+		if len(f) < 2 || !strings.EqualFold(f[0], "ENV") {
+			continue
+		}
+		for _, kv := range f[1:] {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				env[k] = strings.Trim(v, `"`)
+			}
+		}
+	}
+	return env
 }
 
 func stripComments(doc string) string {
@@ -127,10 +227,12 @@ func TestStrictDecode(t *testing.T) {
 	}
 }
 
-// TestManifests decodes every manifest strictly into the Kubernetes API
-// types and checks that they fit together: the Service, the budget and the
+// TestManifests decodes every manifest `kubectl apply -f kubernetes/`
+// reads strictly into the Kubernetes API types, each a whole object, and
+// checks that they fit together: the Service, the budget and the
 // autoscaler select the Deployment's pods, the probes use /health (503
-// while loading), and each GPU patch requests its vendor's resource.
+// while loading), Prometheus scrapes the keyless metrics port, and Mesa's
+// shader cache is writable.
 func TestManifests(t *testing.T) {
 	m := manifests(t)
 	dep, ok := m["deployment.yaml"].(*appsv1.Deployment)
@@ -150,14 +252,33 @@ func TestManifests(t *testing.T) {
 			t.Errorf("the %s probe = %+v, want GET /health on the http port", name, p)
 		}
 	}
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8080 {
-		t.Errorf("container ports %+v, want http 8080", c.Ports)
+	if len(c.Ports) != 2 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8080 ||
+		c.Ports[1].Name != "metrics" || c.Ports[1].ContainerPort != 9090 {
+		t.Errorf("container ports %+v, want http 8080 and metrics 9090", c.Ports)
+	}
+	// Prometheus scrapes the --metrics-addr port, which needs no API key.
+	if !contains(c.Args, "--metrics-addr=0.0.0.0:9090") || pod.Annotations["prometheus.io/port"] != "9090" {
+		t.Errorf("args %q, scrape port %q: want --metrics-addr=0.0.0.0:9090 scraped on 9090", c.Args, pod.Annotations["prometheus.io/port"])
 	}
 	if !contains(c.Args, "--port=8080") || !contains(c.Args, "--host=0.0.0.0") || c.Args[0] != "serve" {
 		t.Errorf("container args %q, want serve listening on 0.0.0.0:8080", c.Args)
 	}
 
+	// Mesa's shader cache directory of the image is a writable volume
+	// (the root file system is read-only).
+	cacheDir := dockerEnv(t)["MESA_SHADER_CACHE_DIR"]
+	mounted := false
+	for _, vm := range c.VolumeMounts {
+		mounted = mounted || vm.MountPath == cacheDir && !vm.ReadOnly
+	}
+	if cacheDir == "" || !mounted {
+		t.Errorf("the image's MESA_SHADER_CACHE_DIR %q is not a writable mount of the container (%+v)", cacheDir, c.VolumeMounts)
+	}
+
 	svc := m["service.yaml"].(*corev1.Service)
+	if len(svc.Spec.Ports) != 1 {
+		t.Errorf("the Service exposes %d ports, want only the API's (the metrics port is for the scraper)", len(svc.Spec.Ports))
+	}
 	if !selects(svc.Spec.Selector, pod.Labels) {
 		t.Errorf("the Service selects %v, not the pods %v", svc.Spec.Selector, pod.Labels)
 	}
@@ -183,22 +304,6 @@ func TestManifests(t *testing.T) {
 		t.Errorf("the models volume %+v does not use the claim %s", v, claim.Name)
 	}
 
-	for file, resource := range map[string]corev1.ResourceName{
-		"gpu-amd.yaml": "amd.com/gpu", "gpu-intel.yaml": "gpu.intel.com/i915", "gpu-nvidia.yaml": "nvidia.com/gpu",
-	} {
-		p, ok := m[file].(*appsv1.Deployment)
-		if !ok || p.Name != dep.Name || len(p.Spec.Template.Spec.Containers) != 1 {
-			t.Errorf("%s is not a patch of the Deployment %s", file, dep.Name)
-			continue
-		}
-		pc := p.Spec.Template.Spec.Containers[0]
-		if pc.Name != c.Name {
-			t.Errorf("%s patches the container %q, want %q", file, pc.Name, c.Name)
-		}
-		if q, ok := pc.Resources.Limits[resource]; !ok || q.Value() != 1 {
-			t.Errorf("%s limits %v, want one %s", file, pc.Resources.Limits, resource)
-		}
-	}
 }
 
 func selects(selector, labels map[string]string) bool {
@@ -267,5 +372,219 @@ func TestSystemdUnit(t *testing.T) {
 	out, err := exec.Command(sd, "verify", tmp).CombinedOutput()
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Errorf("systemd-analyze verify %s: %v\n%s", path, err, out)
+	}
+}
+
+// TestWholeObjectsOnly checks that a strategic-merge patch (what the GPU
+// files were before they became overlays) is refused as an object of the
+// applied folder, while the Deployment it patches is accepted.
+func TestWholeObjectsOnly(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("kubernetes-gpu", "nvidia", "patch.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeObjects("patch.yaml", raw); err == nil || !strings.Contains(err.Error(), "not a whole object") {
+		t.Errorf("a patch decoded as a whole object: %v", err)
+	}
+	raw, err = os.ReadFile(filepath.Join("kubernetes", "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeObjects("deployment.yaml", raw); err != nil {
+		t.Errorf("the Deployment: %v", err)
+	}
+}
+
+// kustomization is the part of kustomize's Kustomization the files use;
+// decoded strictly, so another field is an error here until the test
+// learns it.
+type kustomization struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Resources  []string `json:"resources"`
+	Patches    []struct {
+		Path string `json:"path"`
+	} `json:"patches"`
+}
+
+func readKustomization(t *testing.T, path string) kustomization {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k kustomization
+	if err := decodeStrict(raw, &k); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" {
+		t.Errorf("%s: apiVersion %q kind %q, want a kustomize.config.k8s.io/v1beta1 Kustomization", path, k.APIVersion, k.Kind)
+	}
+	return k
+}
+
+// TestKustomizeOverlays checks the kustomize base and the GPU overlays:
+// the base (kubernetes/Kustomization, a name `kubectl apply -f` skips)
+// lists exactly the files that `kubectl apply -f` applies; each overlay's
+// resources and patches exist; each patch targets the base's Deployment
+// and container and requests its vendor's GPU. Where kubectl is installed,
+// `kubectl kustomize` builds each overlay and every object of its output
+// decodes strictly as a whole object, the Deployment with the GPU and the
+// base's arguments.
+func TestKustomizeOverlays(t *testing.T) {
+	base := readKustomization(t, filepath.Join("kubernetes", "Kustomization"))
+	var want []string
+	for _, f := range applied(t) {
+		want = append(want, filepath.Base(f))
+	}
+	got := append([]string(nil), base.Resources...)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("kubernetes/Kustomization lists %v, want the applied files %v", got, want)
+	}
+	dep := manifests(t)["deployment.yaml"].(*appsv1.Deployment)
+	kubectl, kerr := exec.LookPath("kubectl")
+	for vendor, resource := range map[string]corev1.ResourceName{
+		"amd": "amd.com/gpu", "intel": "gpu.intel.com/i915", "nvidia": "nvidia.com/gpu",
+	} {
+		dir := filepath.Join("kubernetes-gpu", vendor)
+		k := readKustomization(t, filepath.Join(dir, "kustomization.yaml"))
+		for _, r := range k.Resources {
+			if _, err := os.Stat(filepath.Join(dir, r)); err != nil {
+				t.Errorf("%s: resource %s: %v", dir, r, err)
+			}
+		}
+		if len(k.Patches) != 1 {
+			t.Fatalf("%s: %d patches, want 1", dir, len(k.Patches))
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, k.Patches[0].Path))
+		if err != nil {
+			t.Fatalf("%s: patch: %v", dir, err)
+		}
+		var p appsv1.Deployment
+		if err := decodeStrict(raw, &p); err != nil {
+			t.Fatalf("%s: patch: %v", dir, err)
+		}
+		if p.Name != dep.Name || len(p.Spec.Template.Spec.Containers) != 1 || p.Spec.Template.Spec.Containers[0].Name != dep.Spec.Template.Spec.Containers[0].Name {
+			t.Errorf("%s: the patch does not target the Deployment %s and its container", dir, dep.Name)
+			continue
+		}
+		if q, ok := p.Spec.Template.Spec.Containers[0].Resources.Limits[resource]; !ok || q.Value() != 1 {
+			t.Errorf("%s: the patch limits %v, want one %s", dir, p.Spec.Template.Spec.Containers[0].Resources.Limits, resource)
+		}
+		if kerr != nil {
+			continue
+		}
+		out, err := exec.Command(kubectl, "kustomize", dir).Output()
+		if err != nil {
+			t.Errorf("kubectl kustomize %s: %v", dir, err)
+			continue
+		}
+		objs, err := decodeObjects("kubectl kustomize "+dir, out)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		if len(objs) != len(want) {
+			t.Errorf("kubectl kustomize %s: %d objects, want %d", dir, len(objs), len(want))
+		}
+		for _, o := range objs {
+			d, ok := o.(*appsv1.Deployment)
+			if !ok {
+				continue
+			}
+			c := d.Spec.Template.Spec.Containers[0]
+			if q, ok := c.Resources.Limits[resource]; !ok || q.Value() != 1 || !slices.Equal(c.Args, dep.Spec.Template.Spec.Containers[0].Args) {
+				t.Errorf("kubectl kustomize %s: the Deployment's limits %v and args %q, want one %s and the base's args", dir, c.Resources.Limits, c.Args, resource)
+			}
+		}
+	}
+	if kerr != nil {
+		t.Log("kubectl not installed: the overlays were only checked file by file")
+	}
+}
+
+// TestDockerfile checks the runtime image's instructions: the health check
+// runs the image's own binary's health command (there is no curl), with a
+// start period for the model's load; Mesa's shader cache directory is a
+// volume the image's user owns; the Debian release is the one whose Mesa
+// drives current GPUs (trixie: Mesa 25.0), as the README says.
+func TestDockerfile(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(raw), "\\\n", " ")
+	var stage []string // the last stage's instructions
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasPrefix(line, "FROM ") {
+			stage = nil
+		}
+		stage = append(stage, line)
+	}
+	get := func(instr string) []string {
+		var out []string
+		for _, l := range stage {
+			if strings.HasPrefix(l, instr+" ") {
+				out = append(out, strings.TrimSpace(strings.TrimPrefix(l, instr+" ")))
+			}
+		}
+		return out
+	}
+	if from := get("FROM"); len(from) != 1 || from[0] != "debian:trixie-slim" {
+		t.Errorf("runtime FROM %q, want debian:trixie-slim (Mesa 25.0)", from)
+	}
+	hc := get("HEALTHCHECK")
+	if len(hc) != 1 || !strings.Contains(hc[0], `CMD ["/usr/local/bin/vkllm", "health"]`) || !strings.Contains(hc[0], "--start-period=") {
+		t.Errorf("HEALTHCHECK %q, want the exec form of /usr/local/bin/vkllm health with a start period", hc)
+	}
+	if !slices.ContainsFunc(get("COPY"), func(s string) bool { return strings.HasSuffix(s, " /usr/local/bin/vkllm") }) {
+		t.Error("the binary the health check runs is not copied to /usr/local/bin/vkllm")
+	}
+	cache := dockerEnv(t)["MESA_SHADER_CACHE_DIR"]
+	if v := get("VOLUME"); cache == "" || len(v) != 1 || v[0] != cache {
+		t.Errorf("VOLUME %q, want MESA_SHADER_CACHE_DIR %q", v, cache)
+	}
+	if u := get("USER"); len(u) != 1 || u[0] != "10001:10001" {
+		t.Errorf("USER %q, want 10001:10001", u)
+	}
+	if !slices.ContainsFunc(get("RUN"), func(s string) bool { return strings.Contains(s, "install -d -o 10001 -g 10001 "+cache) }) {
+		t.Errorf("no RUN creates %s owned by the image's user", cache)
+	}
+}
+
+// TestInferencePoolDoc checks the InferencePool instructions against the
+// manifests: the helm command selects the Deployment's pods by their label
+// and targets the API port, and the metrics port it names is the
+// container's keyless one.
+func TestInferencePoolDoc(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("inference-gateway", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	dep := manifests(t)["deployment.yaml"].(*appsv1.Deployment)
+	m := regexp.MustCompile(`--set inferencePool\.modelServers\.matchLabels\.(\S+)=(\S+)`).FindStringSubmatch(doc)
+	if m == nil {
+		t.Fatal("no matchLabels setting in the helm command")
+	}
+	key := strings.ReplaceAll(m[1], `\\.`, ".")
+	if v := dep.Spec.Template.Labels[key]; v == "" || v != m[2] {
+		t.Errorf("the pool selects %s=%s; the pods' labels are %v", key, m[2], dep.Spec.Template.Labels)
+	}
+	ports := map[string]int32{}
+	for _, p := range dep.Spec.Template.Spec.Containers[0].Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if want := fmt.Sprintf("inferencePool.targetPortNumber=%d", ports["http"]); !strings.Contains(doc, want) {
+		t.Errorf("the helm command lacks %s (the API port)", want)
+	}
+	if want := fmt.Sprintf("model-server-metrics-port=%d", ports["metrics"]); !strings.Contains(doc, want) {
+		t.Errorf("the EPP setting lacks %s (the keyless metrics port)", want)
 	}
 }

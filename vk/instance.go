@@ -398,6 +398,10 @@ func newInstance(o Options) (*instance, error) {
 	r := C.vkllm_create_instance(ctx, C.uint32_t(gv.MakeVersion(1, 2, 0)), ln, nl, en, ne, next, &cinst)
 	if err := check("vkCreateInstance", gv.Result(r)); err != nil {
 		C.vkllm_ctx_free(ctx)
+		if gv.Result(r) == gv.ErrorIncompatibleDriver {
+			// The loader found no driver at all.
+			return nil, fmt.Errorf("%w: no Vulkan driver is installed\n%s", err, DriverHint("/"))
+		}
 		return nil, err
 	}
 	in.inst = gv.Instance(unsafe.Pointer(cinst))
@@ -600,7 +604,7 @@ func Devices(o Options) ([]DeviceInfo, error) {
 // than one device is an error listing the devices.
 func Select(devs []DeviceInfo, selector string) (int, error) {
 	if len(devs) == 0 {
-		return -1, fmt.Errorf("vk: no Vulkan devices found (install a driver, e.g. mesa-vulkan-drivers)")
+		return -1, fmt.Errorf("vk: no Vulkan devices found\n%s", DriverHint("/"))
 	}
 	selector = strings.TrimSpace(selector)
 	if selector == "" {

@@ -170,7 +170,7 @@ func parseKVMemory(s string) (bytes int64, frac float64, err error) {
 
 // progress draws a bar on a terminal and logs quarter steps otherwise.
 type progress struct {
-	f       *os.File
+	w       io.Writer
 	label   string
 	tty     bool
 	lastPct int
@@ -179,7 +179,7 @@ type progress struct {
 
 func newProgress(f *os.File, label string) *progress {
 	st, err := f.Stat()
-	return &progress{f: f, label: label, tty: err == nil && st.Mode()&os.ModeCharDevice != 0, lastPct: -1}
+	return &progress{w: f, label: label, tty: err == nil && st.Mode()&os.ModeCharDevice != 0, lastPct: -1}
 }
 
 func (p *progress) update(done, total int64) {
@@ -193,17 +193,18 @@ func (p *progress) update(done, total int64) {
 		}
 		const width = 30
 		filled := pct * width / 100
-		fmt.Fprintf(p.f, "\r%s [%s%s] %3d%% %.1f/%.1f MiB", p.label, strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
+		fmt.Fprintf(p.w, "\r%s [%s%s] %3d%% %.1f/%.1f MiB", p.label, strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
 			pct, float64(done)/(1<<20), float64(total)/(1<<20))
 		p.drawn = true
 	} else if pct/25 != p.lastPct/25 || p.lastPct < 0 {
-		fmt.Fprintf(p.f, "%s: %d%% of %.1f MiB uploaded\n", p.label, pct, float64(total)/(1<<20))
+		fmt.Fprintf(p.w, "%s: %d%% of %.1f MiB uploaded\n", p.label, pct, float64(total)/(1<<20))
 	}
 	p.lastPct = pct
 }
 
 func (p *progress) done() {
 	if p.tty && p.drawn {
-		fmt.Fprintln(p.f)
+		fmt.Fprintln(p.w)
+		p.drawn = false
 	}
 }

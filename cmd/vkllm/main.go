@@ -27,6 +27,7 @@ func commands() []command {
 		{"bench", "measure prompt processing and generation speed", cmdBench},
 		{"tokenize", "print the token ids of a text (metadata only, no GPU)", cmdTokenize},
 		{"devices", "list the Vulkan devices and the features vkllm uses", cmdDevices},
+		{"health", "ask a running server's /health: exit 0 once its model is ready (the image's HEALTHCHECK)", cmdHealth},
 		{"version", "print the version and the built-in features", cmdVersion},
 	}
 }
@@ -76,6 +77,10 @@ func main() {
 			err := c.run(os.Args[2:])
 			if errors.Is(err, flag.ErrHelp) {
 				return
+			}
+			var logged loggedError
+			if errors.As(err, &logged) {
+				os.Exit(1)
 			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "vkllm %s: %v\n", name, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/peterbourgon/ff/v4"
+	"github.com/valyala/fasthttp"
 	"github.com/vkllm/vkllm/api"
 	"github.com/vkllm/vkllm/engine"
 	"github.com/vkllm/vkllm/gguf"
@@ -30,6 +32,7 @@ type serveFlags struct {
 	llamaFlags
 	host, apiKey, alias, template, templateFile, pooling string
 	allowedHosts, corsOrigins, memoryLimit               string
+	metricsAddr, logLevel                                string
 	port, parallel, queueSize, maxBody, prefill          int
 	maxInflight, maxRequestTokens, nPredict              int
 	readTimeout, writeTimeout, shutdownTimeout           time.Duration
@@ -65,7 +68,9 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	fs.DurationVar(&f.writeTimeout, 0, "timeout", 10*time.Minute, "`time` to write a non-streaming response; for a stream, the longest one event's write may wait for the client, so a stream that is read goes on however long it runs")
 	fs.DurationVar(&f.shutdownTimeout, 0, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, the whole `time` shutdown may take: requests in flight may finish until a quarter of it (at most 5s) is left, then their generations are cancelled and the connections still open closed")
 	fs.BoolVarDefault(&f.selfCheck, 0, "self-check", true, "before loading the weights, run each feature-gated kernel path the device claims once against the CPU reference and turn off the paths that fail, with a warning (vkllm devices --check shows the results)")
-	fs.BoolVarDefault(&f.logJSON, 0, "log-json", false, "log as JSON lines instead of text")
+	fs.StringVar(&f.metricsAddr, 0, "metrics-addr", "", "also serve /metrics, without the API key, on this `host:port` alone (for a Prometheus scraper that has no key; keep the address private: a port no Service exposes, a firewalled interface)")
+	fs.BoolVarDefault(&f.logJSON, 0, "log-json", false, "log as JSON lines instead of text; the console lines (model, device, progress, address) become log records too, so the output is JSON only")
+	fs.StringVar(&f.logLevel, 0, "log-level", "info", "least `level` logged: debug (adds the /health probes and /metrics scrapes), info, warn or error")
 	fs.BoolVarDefault(&f.propsFullPath, 0, "props-full-path", false, "show the model's whole path in /props (default only its file name: the folders tell clients about the server's disk)")
 	fs.BoolVarDefault(&f.version, 0, "version", false, "print the version and the built-in features, and exit")
 }
@@ -78,7 +83,10 @@ func cmdServe(args []string) error { return serve(os.Stderr, args) }
 
 // serve is cmdServe with its console on con: a progress bar when con is a
 // terminal, plain lines otherwise. The log goes to stderr.
-func serve(con *os.File, args []string) error {
+func serve(con *os.File, args []string) error { return serveLog(con, os.Stderr, args) }
+
+// serveLog is serve with its log on logOut.
+func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 	fs := newFlagSet("serve")
 	var f serveFlags
 	f.register(fs)
@@ -123,14 +131,33 @@ func serve(con *os.File, args []string) error {
 		}
 		pool = p
 	}
-	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
+	level, err := parseLogLevel(f.logLevel)
+	if err != nil {
+		return err
+	}
+	var h slog.Handler = slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})
 	if f.logJSON {
-		h = slog.NewJSONHandler(os.Stderr, nil)
+		h = slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level})
 	}
 	if f.logDisable {
 		h = slog.DiscardHandler
 	}
 	log := slog.New(h)
+	con := newConsole(conFile, log, f.logJSON)
+	if f.logJSON {
+		// The error serve ends with is a record too: main prints none.
+		defer func() {
+			if err != nil {
+				log.Error("serve failed", "err", err.Error())
+				err = loggedError{err}
+			}
+		}()
+	}
+	if f.logJSON && os.Getenv("MESA_VK_IGNORE_CONFORMANCE_WARNING") == "" {
+		// lavapipe's "not a conformant Vulkan implementation" warning
+		// is a plain line on stderr.
+		os.Setenv("MESA_VK_IGNORE_CONFORMANCE_WARNING", "1")
+	}
 	f.llamaFlags.logNoEffect(fs, log)
 	// Catch the signals before anything starts: a SIGTERM that arrives
 	// while the model loads must shut down gracefully, not kill the process.
@@ -148,7 +175,7 @@ func serve(con *os.File, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(con, "vkllm %s\nmodel   %s\ndevice  %s\n", version, summary, dev)
+	con.say(fmt.Sprintf("vkllm %s\nmodel   %s\ndevice  %s", version, summary, dev), "vkllm", "version", version, "model", summary, "device", dev)
 
 	srv := api.NewServer(api.Config{
 		APIKey: f.apiKey, ModelAlias: f.alias, ChatTemplate: f.template, ChatTemplateText: templateText,
@@ -166,8 +193,24 @@ func serve(con *os.File, args []string) error {
 	}
 	url := "http://" + ln.Addr().String()
 	log.Info("listening; loading the model (/health answers 503 until it is ready)", "addr", url, "model", f.model)
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2) // the API listener and the metrics one
 	go func() { serveErr <- srv.Serve(ln) }()
+	var metricsSrv *fasthttp.Server
+	if f.metricsAddr != "" {
+		mln, err := net.Listen("tcp", f.metricsAddr)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		metricsSrv = &fasthttp.Server{Handler: srv.MetricsHandler(), Name: "vkllm", ReadTimeout: f.readTimeout,
+			WriteTimeout: f.writeTimeout, MaxRequestBodySize: 1 << 10, CloseOnShutdown: true, Logger: slogPrintf{log}}
+		log.Info("serving /metrics without the API key", "addr", "http://"+mln.Addr().String()+"/metrics")
+		go func() {
+			if err := metricsSrv.Serve(mln); err != nil {
+				serveErr <- fmt.Errorf("--metrics-addr: %w", err)
+			}
+		}()
+	}
 
 	loaded := make(chan error, 1)
 	var (
@@ -175,7 +218,8 @@ func serve(con *os.File, args []string) error {
 		backend        *api.EngineBackend
 		closeProjector func() // the vision projector's, after the backend's
 	)
-	bar := newProgress(con, "loading")
+	bar := con.progress("loading")
+	uploaded := false
 	kvBytes, kvFrac, err := parseKVMemory(f.kvMemory)
 	if err != nil {
 		return err
@@ -195,6 +239,16 @@ func serve(con *os.File, args []string) error {
 				if total > 0 {
 					srv.SetProgress(float64(done) / float64(total))
 				}
+				if done == total && !uploaded {
+					// The load then compiles the matrix kernels of
+					// every weight shape, on every core: on a CPU
+					// driver the longest part of a first start.
+					uploaded = true
+					bar.done()
+					srv.SetPhase("compiling the matrix kernels")
+					con.say("compiling the matrix kernels of every weight shape (Mesa's shader cache keeps them for the next start)",
+						"weights uploaded; compiling the matrix kernels of every weight shape")
+				}
 			},
 		})
 		bar.done()
@@ -204,7 +258,7 @@ func serve(con *os.File, args []string) error {
 		}
 		model = m
 		for _, h := range m.GPU.Placement() {
-			fmt.Fprintf(con, "memory  %v\n", h)
+			con.say(fmt.Sprintf("memory  %v", h), "memory", "heap", fmt.Sprint(h))
 		}
 		for _, c := range m.Checks {
 			switch {
@@ -221,7 +275,7 @@ func serve(con *os.File, args []string) error {
 		}
 		var proj api.Projector
 		if f.mmproj != "" {
-			pbar := newProgress(con, "mmproj")
+			pbar := con.progress("mmproj")
 			p, closeProj, err := loadProjector(f.mmproj, m, pbar.update)
 			pbar.done()
 			if err != nil {
@@ -233,13 +287,19 @@ func serve(con *os.File, args []string) error {
 		// Compile the kernels every step shape uses before the first
 		// request (lavapipe builds each at its first dispatch).
 		start := time.Now()
+		srv.SetPhase("compiling kernels")
+		con.counter("compiling kernels", 0, 0)
 		ws := engine.NewScheduler(m, engine.SchedulerConfig{})
+		steps := 0
 		err = ws.WarmUp(context.Background(), func(done, total int) {
 			srv.SetPhase(fmt.Sprintf("compiling kernels (%d of %d)", done, total))
-			fmt.Fprintf(con, "\rcompiling kernels (%d of %d)", done, total)
+			con.counter("compiling kernels", done, total)
+			steps = total
 		})
 		ws.Close()
-		fmt.Fprintf(con, " in %.1fs\n", time.Since(start).Seconds())
+		took := time.Since(start)
+		con.end(fmt.Sprintf("compiled the kernels of %d step shapes in %.1fs", steps, took.Seconds()),
+			"compiled the kernels of every step shape", "shapes", steps, "seconds", math.Round(took.Seconds()*10)/10)
 		if err != nil {
 			loaded <- err
 			return
@@ -259,8 +319,9 @@ func serve(con *os.File, args []string) error {
 			return
 		}
 		kv := m.GPU.Config()
-		fmt.Fprintf(con, "ready   %s  (chat page at /, OpenAI-compatible API at /v1, metrics at /metrics); %d sequences of up to %d tokens sharing %d KV pages of %d (%d positions)\n",
-			url, m.Slots(), m.CtxSize(), kv.Pages, kv.PageSize, kv.Pages*kv.PageSize)
+		con.say(fmt.Sprintf("ready   %s  (chat page at /, OpenAI-compatible API at /v1, metrics at /metrics); %d sequences of up to %d tokens sharing %d KV pages of %d (%d positions)",
+			url, m.Slots(), m.CtxSize(), kv.Pages, kv.PageSize, kv.Pages*kv.PageSize), "ready",
+			"url", url, "sequences", m.Slots(), "ctx_size", m.CtxSize(), "kv_pages", kv.Pages, "kv_page_size", kv.PageSize)
 		loaded <- nil
 	}()
 
@@ -286,6 +347,9 @@ func serve(con *os.File, args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
 	defer cancel()
 	inFlight := false
+	if metricsSrv != nil {
+		metricsSrv.ShutdownWithContext(ctx)
+	}
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("shutdown", "err", err)
 		// Generations still run on the model: releasing it under them
@@ -377,6 +441,14 @@ func (f *serveFlags) validate() error {
 			return fmt.Errorf("%s: %v, want > 0", c.name, c.v)
 		}
 	}
+	if _, err := parseLogLevel(f.logLevel); err != nil {
+		return err
+	}
+	if f.metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(f.metricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr: %q is not host:port (0.0.0.0:9090, :9090)", f.metricsAddr)
+		}
+	}
 	if f.shutdownTimeout < 0 {
 		return fmt.Errorf("--shutdown-timeout: %v, want >= 0", f.shutdownTimeout)
 	}
@@ -402,6 +474,34 @@ func (f *serveFlags) chatTemplate() (string, error) {
 	}
 	return text, nil
 }
+
+// loggedError is an error the command has logged already: main exits with
+// status 1 without printing it (under --log-json, so that the output stays
+// JSON).
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
+
+// parseLogLevel parses --log-level.
+func parseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", s)
+}
+
+// slogPrintf is fasthttp's Logger on a slog.Logger, at debug level: its
+// messages may quote a raw request, headers included.
+type slogPrintf struct{ l *slog.Logger }
+
+func (p slogPrintf) Printf(format string, args ...any) { p.l.Debug(fmt.Sprintf(format, args...)) }
 
 // modelSummary describes the model file from its metadata alone.
 func modelSummary(path string) (string, error) {

@@ -97,6 +97,7 @@ func TestServeSignal(t *testing.T) {
 	}
 	out, _ := os.ReadFile(console.Name())
 	for _, want := range []string{"vkllm " + version + "\n", "\nmodel   ", "llama, ", "\ndevice  ", "loading: 100% of",
+		"\ncompiling the matrix kernels of every weight shape", "\ncompiled the kernels of ",
 		"\nready   " + base + " ", "2 sequences of up to 256 tokens sharing 32 KV pages of 16 (512 positions)\n"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the console says\n%s\nwant it to contain %q", out, want)
@@ -195,6 +196,8 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"--n-predict", "-2"}, [2]string{}, "--n-predict"},
 		{[]string{"--cors-origins", "https://app.example/"}, [2]string{}, `--cors-origins: invalid origin "https://app.example/"`},
 		{nil, [2]string{"VKLLM_CORS_ORIGINS", "https://ok.example,app.example"}, `--cors-origins: invalid origin "app.example"`},
+		{[]string{"--log-level", "verbose"}, [2]string{}, `--log-level: "verbose"`},
+		{[]string{"--metrics-addr", "9090"}, [2]string{}, `--metrics-addr: "9090" is not host:port`},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			if tc.env[0] != "" {
