@@ -101,13 +101,12 @@ type Group struct {
 func (g *Group) Seqs() []*Sequence { return g.seqs }
 
 // Events returns the group's channel of events. A candidate whose
-// consumer is eventBuffer events behind sits out the steps (it keeps its
-// slot) until the consumer catches up; the others go on.
+// consumer is SchedulerConfig.EventBuffer events behind sits out the steps
+// until the consumer catches up (giving its slot to waiting sequences
+// meanwhile); the others go on.
 func (g *Group) Events() <-chan GroupEvent { return g.events }
 
-// eventBuffer bounds the events a sequence may have waiting for its
-// consumer; a sequence whose consumer is that far behind sits out the
-// steps (it keeps its slot) until the consumer catches up.
+// eventBuffer is the default SchedulerConfig.EventBuffer.
 const eventBuffer = 1024
 
 // Sequence is one generation or embedding run by a Scheduler. Its events
@@ -202,6 +201,11 @@ type group struct {
 	sent    []int32
 	head, n int
 	open    int // members not ended yet (scheduler goroutine)
+
+	// Scheduler goroutine: slots counts the members holding a slot; held
+	// the slots admit keeps for members waiting for their leader's prompt
+	// (during one admission pass).
+	slots, held int
 }
 
 // newGroup makes the group of members, each of which has its room set.
