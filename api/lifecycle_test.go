@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vkllm/vkllm/engine"
-	"github.com/vkllm/vkllm/sampling/grammar"
 	"io"
 	"log/slog"
 	"math"
@@ -15,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vkllm/vkllm/engine"
+	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
 // logServer starts a ready server over f whose log lines go to the

@@ -2,12 +2,13 @@ package api
 
 import (
 	"fmt"
-	"github.com/vkllm/vkllm/sampling/grammar"
 	"io"
 	"net"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
 // TestMaxTokensZero: max_tokens 0 is a 400 naming max_tokens (API-NOTES),

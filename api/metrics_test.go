@@ -5,12 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/vkllm/vkllm/sampling/grammar"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vkllm/vkllm/sampling/grammar"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"

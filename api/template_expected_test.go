@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"github.com/vkllm/vkllm/sampling/grammar"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vkllm/vkllm/sampling/grammar"
 
 	"github.com/vkllm/vkllm/internal/fixtures"
 )
