@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -272,6 +273,9 @@ func TestStalledCandidates(t *testing.T) {
 	wg.Wait()
 	if st := b.Stats(); st.Parked == 0 {
 		t.Errorf("Stats = %+v: nothing parked, yet the others ran", st)
+	}
+	if m := ts.do("GET", "/metrics", ""); !regexp.MustCompile(`(?m)^vkllm_parked_total [1-9]`).Match(m.body) {
+		t.Errorf("/metrics has no positive vkllm_parked_total:\n%s", m.body)
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(stalled), nil)
 	if err != nil || resp.StatusCode != 200 {
