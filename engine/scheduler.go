@@ -354,8 +354,8 @@ func (s *Scheduler) Generate(ctx context.Context, reqs []GenRequest) (*Group, er
 		}
 		q := &Sequence{ctx: ctx, prompt: r.Prompt, req: r, slot: -1,
 			room: min(r.MaxTokens+1, s.eventCap)}
-		if r.TopLogprobs > 0 {
-			q.top = make([]sampling.TokenLogprob, (q.room+2)*r.TopLogprobs)
+		if r.TopLogprobs > 0 && len(reqs) == 1 {
+			q.top = make([]sampling.TokenLogprob, (q.room+3)*r.TopLogprobs)
 		}
 		members[i] = q
 	}

@@ -60,9 +60,10 @@ type Event struct {
 	// (GenRequest.Logprobs or TopLogprobs > 0).
 	Logprob float32
 	// Top holds the GenRequest.TopLogprobs most likely tokens, most likely
-	// first. The slice is reused for a later event of the same sequence
-	// once this one has been received and the consumer has received the
-	// sequence's next one: copy what you keep before receiving again.
+	// first. In a group of one candidate the slice is reused for a later
+	// event once this one has been received and the consumer has received
+	// the sequence's next one: copy what you keep before receiving again.
+	// In a group of several candidates it belongs to the receiver.
 	Top []sampling.TokenLogprob
 	// Prompt is set on the first event of a GenRequest.PromptLogprobs
 	// sequence: its prompt tokens' log-probabilities, from the second
@@ -137,8 +138,12 @@ type Sequence struct {
 	last      int32 // the token to feed next, once decoding
 	decoding  bool
 	generated int
-	top       []sampling.TokenLogprob // ring of (room+2) rows of TopLogprobs
-	topNext   int
+	// top is a ring of TopLogprobs rows for Event.Top, room+3 of them
+	// (groups of one candidate; nil otherwise): the group's channel holds
+	// room+1 events, so the consumer's receive of the event after one
+	// happens before the send that precedes its row's reuse.
+	top     []sampling.TokenLogprob
+	topNext int
 	// promptLP holds the scored prompt tokens (PromptLogprobs) until the
 	// first event carries them.
 	promptLP []PromptLogprob
