@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +26,13 @@ import (
 // ctx positions through the scheduler.
 func batchServer(t *testing.T, slots, ctx int, cfg engine.SchedulerConfig) (*testServer, *EngineBackend) {
 	t.Helper()
+	b := batchBackend(t, slots, ctx, cfg)
+	return newReadyServer(t, b, Config{Parallel: slots, WriteTimeout: 10 * time.Minute}), b
+}
+
+// batchBackend is batchServer's backend.
+func batchBackend(t *testing.T, slots, ctx int, cfg engine.SchedulerConfig) *EngineBackend {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
 	if err := modelgen.WriteFile(path, modelgen.Options{Arch: "llama", Embd: 64, Layers: 2, Seed: 7}); err != nil {
 		t.Fatal(err)
@@ -33,8 +42,20 @@ func batchServer(t *testing.T, slots, ctx int, cfg engine.SchedulerConfig) (*tes
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	b := newTestBackend(t, m, cfg)
-	return newReadyServer(t, b, Config{Parallel: slots, WriteTimeout: 10 * time.Minute}), b
+	return newTestBackend(t, m, cfg)
+}
+
+// smallSendListener gives each accepted connection a small send buffer,
+// so that a client that stops reading blocks the server's writes after a
+// few KiB instead of the megabytes the kernel would otherwise buffer.
+type smallSendListener struct{ net.Listener }
+
+func (l smallSendListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(4096)
+	}
+	return c, err
 }
 
 // waitFor polls cond until it holds, failing after a minute (a bound for
@@ -191,6 +212,170 @@ func TestStalledReader(t *testing.T) {
 	}
 	stalled.Close()
 	waitFor(t, "the stalled stream's slot to be freed", func() bool { return b.Stats().Active == 0 })
+}
+
+// postWithin posts body to path and returns the response, failing the
+// test when none came within a minute (a bound for a hung server, not a
+// timing assertion).
+func postWithin(t *testing.T, ts *testServer, path, body string) response {
+	t.Helper()
+	done := make(chan response, 1)
+	go func() { done <- ts.post(path, body) }()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(time.Minute):
+		t.Fatalf("POST %s %s: no answer after a minute", path, body)
+		return response{}
+	}
+}
+
+// TestStalledCandidates: a client that asks for as many candidates as
+// there are slots and never reads does not hold up the others, which
+// finish with the text they get alone; once it reads, each of its
+// candidates has generated every token, in order, none lost or repeated
+// while it gave its slot up.
+func TestStalledCandidates(t *testing.T) {
+	const maxTokens = 400
+	b := batchBackend(t, 4, 1024, engine.SchedulerConfig{EventBuffer: 16})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(Config{Parallel: 4, WriteTimeout: 10 * time.Minute})
+	go srv.Serve(smallSendListener{ln})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	if err := srv.Ready(b); err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, s: srv, base: "http://" + ln.Addr().String()}
+	const body = `{"prompt":"a b c","max_tokens":12,"temperature":0}`
+	alone, _ := completionText(t, ts.post("/v1/completions", body).body)
+	// Big chunks (20 alternatives each) fill the socket buffers quickly.
+	stalled := openRawStream(t, ts, fmt.Sprintf(`{"prompt":"stall","n":4,"max_tokens":%d,"min_tokens":%d,"stream":true,"logprobs":20}`, maxTokens, maxTokens))
+	defer stalled.Close()
+	waitFor(t, "the stalled candidates to run", func() bool { return b.Stats().Active == 4 })
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := postWithin(t, ts, "/v1/completions", body)
+			if text, _ := completionText(t, r.body); text != alone {
+				t.Errorf("request %d beside stalled candidates: %q, want %q", i, text, alone)
+			}
+		}()
+	}
+	wg.Wait()
+	if st := b.Stats(); st.Parked == 0 {
+		t.Errorf("Stats = %+v: nothing parked, yet the others ran", st)
+	}
+	if m := ts.do("GET", "/metrics", ""); !regexp.MustCompile(`(?m)^vkllm_parked_total [1-9]`).Match(m.body) {
+		t.Errorf("/metrics has no positive vkllm_parked_total:\n%s", m.body)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(stalled), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the stalled stream: %v, %v", resp, err)
+	}
+	all, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the stalled stream: %v", err)
+	}
+	tokens := make([]int, 4)
+	finished := make([]string, 4)
+	events := parseSSE(t, all)
+	for _, ev := range events[:len(events)-1] {
+		var c struct {
+			Choices []struct {
+				Index        int     `json:"index"`
+				FinishReason *string `json:"finish_reason"`
+				Logprobs     struct {
+					Tokens []string `json:"tokens"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(ev.data), &c); err != nil || len(c.Choices) != 1 || c.Choices[0].Index > 3 {
+			t.Fatalf("stalled stream event %q: %v", ev.data, err)
+		}
+		ch := c.Choices[0]
+		if finished[ch.Index] != "" {
+			t.Fatalf("stalled stream: candidate %d has an event after its finish: %s", ch.Index, ev.data)
+		}
+		tokens[ch.Index] += len(ch.Logprobs.Tokens)
+		if ch.FinishReason != nil {
+			finished[ch.Index] = *ch.FinishReason
+		}
+	}
+	if last := events[len(events)-1].data; last != "[DONE]" {
+		t.Errorf("the stalled stream ends with %q, want [DONE]", last)
+	}
+	for i := range 4 {
+		if tokens[i] != maxTokens || finished[i] != "length" {
+			t.Errorf("stalled candidate %d: %d tokens, finish %q; want %d, length", i, tokens[i], finished[i], maxTokens)
+		}
+	}
+}
+
+// TestManyPromptsQueueFair: a request of many prompts (or embedding
+// inputs) takes the queue places of the sequences it runs at once, not one
+// per prompt: with a queue of 2, other clients are served beside it, not
+// answered 503.
+func TestManyPromptsQueueFair(t *testing.T) {
+	words := make([]string, 300)
+	for i := range words {
+		words[i] = fmt.Sprintf("%q", fmt.Sprintf("prompt %d", i))
+	}
+	list := "[" + strings.Join(words, ",") + "]"
+	for _, c := range []struct{ name, path, body string }{
+		{"completion prompts", "/v1/completions", `{"prompt":` + list + `,"max_tokens":20,"min_tokens":20}`},
+		{"embedding inputs", "/v1/embeddings", `{"input":` + list + `}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tiny.gguf")
+			if err := modelgen.WriteFile(path, modelgen.Options{Arch: "llama", Embd: 64, Layers: 2, Seed: 7}); err != nil {
+				t.Fatal(err)
+			}
+			m, err := engine.Load(path, engine.Config{CtxSize: 512, BatchSize: 64, Parallel: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { m.Close() })
+			b := newTestBackend(t, m, engine.SchedulerConfig{MaxRequestSeqs: 1})
+			ts := newReadyServer(t, b, Config{Parallel: 2, QueueSize: 2, MaxRequestSeqs: 1, WriteTimeout: 10 * time.Minute})
+			var bigDone atomic.Bool
+			big := make(chan response, 1)
+			go func() { r := ts.post(c.path, c.body); bigDone.Store(true); big <- r }()
+			waitFor(t, "the big request to run", func() bool { return b.Stats().Active > 0 })
+			for i := range 3 {
+				r := postWithin(t, ts, "/v1/completions", fmt.Sprintf(`{"prompt":"other %d","max_tokens":4}`, i))
+				if r.status != 200 {
+					t.Errorf("request %d beside a request of 300 prompts: %d %s", i, r.status, r.body)
+				}
+			}
+			if bigDone.Load() {
+				t.Fatal("the big request ended before the others were answered: the test proves nothing (make it bigger)")
+			}
+			select {
+			case r := <-big:
+				if r.status != 200 {
+					t.Fatalf("the request of 300 prompts: %d %s", r.status, r.body)
+				}
+				key := "choices"
+				if c.path == "/v1/embeddings" {
+					key = "data"
+				}
+				if n := len(jsonPath(decodeBody(t, r.body), key).([]any)); n != 300 {
+					t.Errorf("the request of 300 prompts has %d %s, want 300", n, key)
+				}
+			case <-time.After(5 * time.Minute):
+				t.Fatal("the request of 300 prompts: no answer after five minutes")
+			}
+		})
+	}
 }
 
 // TestDisconnectsFreeSlots drops 100 clients mid-request, streamed and

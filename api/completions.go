@@ -174,7 +174,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
 	created := s.cfg.Now().Unix()
 	seqs := 0
 	if req != nil {
-		seqs = len(prompts) * req.bestOf
+		seqs = req.bestOf // the prompts run one after another
 	}
 	stop() // validation is over: serve watches the connection from here
 	return s.serve(ctx, "completions", stream, e, seqs,

@@ -39,7 +39,8 @@ func (s *Server) embedInputs(texts []promptInput, param string, multi bool) ([][
 	return s.embedTokens(toks, param, multi)
 }
 
-// embedTokens embeds each token sequence in one queue slot.
+// embedTokens embeds each token sequence; the request takes the queue
+// places of the inputs it runs at once (Config.MaxRequestSeqs).
 func (s *Server) embedTokens(toks [][]int32, param string, multi bool) ([][]float32, int, *Error) {
 	n := 0
 	for i, tk := range toks {
@@ -70,13 +71,21 @@ func (s *Server) embedTokens(toks [][]int32, param string, multi bool) ([][]floa
 			}
 			return nil
 		}
-		// A batching backend runs the inputs together.
+		// A batching backend runs the inputs together, at most
+		// MaxRequestSeqs at once: the others wait behind other requests'.
 		errs := make([]error, len(toks))
 		var wg sync.WaitGroup
+		turn := make(chan struct{}, s.cfg.MaxRequestSeqs)
 		for i, tk := range toks {
+			turn <- struct{}{}
+			if err := ctx.Err(); err != nil {
+				<-turn
+				errs[i] = err
+				continue
+			}
 			wg.Add(1)
 			go func() {
-				defer wg.Done()
+				defer func() { <-turn; wg.Done() }()
 				out[i], errs[i] = s.backend.Embed(ctx, tk)
 			}()
 		}

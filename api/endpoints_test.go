@@ -555,28 +555,36 @@ func TestQueueFull(t *testing.T) {
 	}
 }
 
-// TestQueueCountsSequences: the queue holds sequences, so a request for
-// 3 candidates does not fit where one more request would, and one larger
-// than the whole queue still runs on an idle server.
+// TestQueueCountsSequences: the queue counts the sequences a request runs
+// at once (its candidates, at most MaxRequestSeqs), so a request for 3
+// candidates does not fit where one more request would, one larger than
+// the whole queue still runs on an idle server, and its prompts, which
+// run one after another, do not count.
 func TestQueueCountsSequences(t *testing.T) {
 	f := newFake()
 	f.gate = make(chan struct{})
-	ts := newReadyServer(t, f, Config{Parallel: 1, QueueSize: 2})
+	ts := newReadyServer(t, f, Config{Parallel: 1, QueueSize: 1, MaxRequestSeqs: 3})
 	done := make(chan response, 1)
 	go func() { done <- ts.post("/v1/completions", `{"prompt":"x","max_tokens":2}`) }()
 	waitFor(t, "the first request to queue", func() bool { return ts.s.waiting.Load() == 1 })
 	r := ts.post("/v1/completions", `{"prompt":"x","max_tokens":2,"n":3}`)
 	if r.status != 503 || !strings.Contains(errorOf(t, r.body)["message"].(string), "queue is full") {
-		t.Errorf("3 candidates behind 1 request with room for 3 = %d %s, want 503 queue full", r.status, r.body)
+		t.Errorf("3 candidates behind 1 request with room for 2 = %d %s, want 503 queue full", r.status, r.body)
 	}
+	prompts := make(chan response, 1)
+	go func() { prompts <- ts.post("/v1/completions", `{"prompt":["a","b","c","d"],"max_tokens":2}`) }()
+	waitFor(t, "4 prompts of one candidate to queue", func() bool { return ts.s.waiting.Load() == 2 })
 	close(f.gate)
 	if r := <-done; r.status != 200 {
 		t.Errorf("queued request = %d %s", r.status, r.body)
 	}
+	if r := <-prompts; r.status != 200 || len(jsonPath(decodeBody(t, r.body), "choices").([]any)) != 4 {
+		t.Errorf("4 prompts of one candidate behind 1 request with room for 2 = %d %s, want 200 with 4 choices", r.status, r.body)
+	}
 	waitFor(t, "the queue to empty", func() bool { return ts.s.waiting.Load() == 0 })
-	r = ts.post("/v1/completions", `{"prompt":["a","b"],"max_tokens":2,"n":2}`)
-	if r.status != 200 || len(jsonPath(decodeBody(t, r.body), "choices").([]any)) != 4 {
-		t.Errorf("4 sequences on an idle server with a queue of 3 = %d %s, want 200 with 4 choices", r.status, r.body)
+	r = ts.post("/v1/completions", `{"prompt":["a","b"],"max_tokens":2,"n":3}`)
+	if r.status != 200 || len(jsonPath(decodeBody(t, r.body), "choices").([]any)) != 6 {
+		t.Errorf("3 candidates on an idle server with a queue of 2 = %d %s, want 200 with 6 choices", r.status, r.body)
 	}
 }
 

@@ -132,6 +132,7 @@ var (
 	descPages       = prometheus.NewDesc("vkllm_kv_pages", "KV-cache pages by state: used (held by running sequences), cached (prefix cache only; evicted when needed) and free.", []string{"state"}, nil)
 	descPageSize    = prometheus.NewDesc("vkllm_kv_page_size_tokens", "Positions per KV-cache page.", nil, nil)
 	descPreempted   = prometheus.NewDesc("vkllm_preemptions_total", "Sequences preempted for want of KV pages (recomputed when readmitted).", nil, nil)
+	descParked      = prometheus.NewDesc("vkllm_parked_total", "Sequences that gave their slot up to waiting ones because their client was not reading (recomputed when it reads again).", nil, nil)
 	descUsage       = prometheus.NewDesc("vkllm_kv_cache_usage_ratio", "vkllm_kv_cache_used_tokens / vkllm_kv_cache_capacity_tokens.", nil, nil)
 	descReused      = prometheus.NewDesc("vkllm_prompt_cache_reused_tokens_total", "Prompt tokens taken from the KV cache (a previous turn, a shared prefix) instead of being computed.", nil, nil)
 	descSteps       = prometheus.NewDesc("vkllm_steps_total", "Forward passes run by the scheduler.", nil, nil)
@@ -237,6 +238,7 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descReused, float64(st.ReusedTokens))
 	counter(descPreempted, float64(st.Preempted))
+	counter(descParked, float64(st.Parked))
 	counter(descSteps, float64(st.Steps))
 	counter(descRows, float64(st.DecodeRows), "decode")
 	counter(descRows, float64(st.PrefillRows), "prompt")

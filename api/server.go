@@ -61,9 +61,16 @@ type Config struct {
 	PropsFullPath bool
 	// Parallel is how many Generate/Embed calls run at once (default 1).
 	Parallel int
-	// QueueSize is how many requests may wait for the model; more are
+	// QueueSize is how many requests may wait for the model, each counted
+	// as the sequences it runs at once (at most MaxRequestSeqs); more are
 	// answered 503 at once (default 64).
 	QueueSize int
+	// MaxRequestSeqs is the most sequences one request runs at once: the
+	// candidates of n/best_of (the engine's SchedulerConfig.MaxRequestSeqs,
+	// which serve sets to the same) and the inputs of an embeddings
+	// request; a request's prompts run one after another (default: half of
+	// Parallel, rounded up).
+	MaxRequestSeqs int
 	// MaxRequestBytes caps request bodies (default 16 MiB).
 	MaxRequestBytes int
 	// MaxBodyBytesInFlight caps the bytes of the request bodies being read
@@ -158,6 +165,9 @@ func NewServer(cfg Config) *Server {
 	}
 	if cfg.QueueSize <= 0 {
 		cfg.QueueSize = 64
+	}
+	if cfg.MaxRequestSeqs <= 0 {
+		cfg.MaxRequestSeqs = (cfg.Parallel + 1) / 2
 	}
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = 16 << 20
@@ -521,12 +531,14 @@ func writeJSON(ctx *fasthttp.RequestCtx, v any) {
 	ctx.SetBody(b)
 }
 
-// reserve takes places for seqs sequences (prompts times candidates) in the
-// FIFO queue; false means the queue is full. A request larger than the
-// whole queue is admitted only into an empty server, so it is served
-// eventually without crowding out others.
+// reserve takes the queue places of a request that runs seqs sequences
+// at once: at most MaxRequestSeqs, so that a request of many prompts or
+// candidates weighs no more than the slots it may hold; false means the
+// queue is full. A request larger than the whole queue is admitted only
+// into an empty server, so it is served eventually without crowding out
+// others.
 func (s *Server) reserve(seqs int) bool {
-	seqs = max(seqs, 1)
+	seqs = s.places(seqs)
 	if now := int(s.waiting.Add(int32(seqs))); now > s.cfg.QueueSize+s.cfg.Parallel && now != seqs {
 		s.waiting.Add(-int32(seqs))
 		return false
@@ -535,7 +547,10 @@ func (s *Server) reserve(seqs int) bool {
 }
 
 // unreserve gives back the places taken by reserve.
-func (s *Server) unreserve(seqs int) { s.waiting.Add(-int32(max(seqs, 1))) }
+func (s *Server) unreserve(seqs int) { s.waiting.Add(-int32(s.places(seqs))) }
+
+// places is the queue places of a request that runs seqs sequences at once.
+func (s *Server) places(seqs int) int { return min(max(seqs, 1), s.cfg.MaxRequestSeqs) }
 
 // run waits (FIFO) for a model slot and runs f in it; a BatchingBackend
 // queues and schedules the calls itself, so f runs at once. Work cancelled
@@ -736,7 +751,8 @@ func modelError(err error) *Error {
 
 // serve answers a generation request once it is decoded: e (a validation
 // error) goes out as JSON or, for a streamed request, as an SSE error event;
-// otherwise the request takes seqs queue places and runs stream (which writes
+// otherwise the request takes the queue places of seqs sequences run at
+// once (reserve) and runs stream (which writes
 // SSE events and returns completion tokens and status) or whole (which
 // writes the JSON body), with a context cancelled when the server shuts
 // down or the client goes away.

@@ -43,6 +43,13 @@ type SchedulerConfig struct {
 	// whole row; PathAuto: where the model recommends it
 	// (GPUModel.DeviceTopK).
 	DeviceTopK Path
+	// MaxRequestSeqs bounds the sequences of one Generate call (the
+	// candidates of one request) that hold slots at once; its others wait
+	// in the queue until one of its sequences ends (0: every slot).
+	MaxRequestSeqs int
+	// EventBuffer bounds the events a sequence may have waiting for its
+	// consumer (0: 1024); see Group.Events.
+	EventBuffer int
 	// OnStep, when set, is called after each forward pass with its
 	// duration and its decode and prompt rows (metrics). It runs on the
 	// scheduler goroutine between steps: it must be quick and not block.
@@ -71,6 +78,9 @@ type Stats struct {
 	ReusedTokens   int64 // prompt tokens taken from the prefix cache instead of being fed
 	PromptTokens   int64 // prompt tokens of admitted sequences (ReusedTokens / PromptTokens: the hit rate)
 	Preempted      int64 // sequences preempted for want of KV pages (recomputed later)
+	// Parked counts the sequences that gave up their slot to waiting
+	// ones because their consumer was behind (recomputed later).
+	Parked int64
 	// ArgmaxRows counts the tokens chosen from the GPU's argmax of their
 	// row (greedy sequences) rather than by sampling a read-back row.
 	ArgmaxRows int64
@@ -126,9 +136,9 @@ type SlotState struct {
 // one forward pass, and samples every sequence's next token in parallel on
 // a small pool of workers.
 //
-// The KV cache is one pool of pages (see Model). Requests wait in a FIFO
-// queue and are admitted when a slot (a page-table row) is free and the
-// pages of their prompt are: the free ones and those of cached prefixes,
+// The KV cache is one pool of pages (see Model). Requests wait in a queue
+// and are admitted when a slot (a page-table row) is free and the pages of
+// their prompt are: the free ones and those of cached prefixes,
 // which are evicted least recently used first. A prompt starts from the
 // longest prefix the prefix cache holds (whole pages shared, the last
 // partial one copied when written) and prefills only the rest; running and
@@ -137,6 +147,15 @@ type SlotState struct {
 // preempted: its pages go back (to the prefix cache), it returns to the
 // front of the queue and is recomputed when admitted again, its generated
 // tokens kept, so its consumer sees only a delay.
+//
+// Admission is fair between requests (Generate calls): the next slot goes
+// to the waiting request with the fewest sequences in slots, the oldest
+// first among equals, and no request holds more than
+// SchedulerConfig.MaxRequestSeqs. A sequence whose consumer is a full
+// buffer behind sits out the steps; when others wait for a slot it gives
+// its slot up the way a preempted one does (parked), and waits in the
+// queue until its consumer catches up, so a client that stops reading
+// stalls only its own request, whatever its number of candidates.
 //
 // Its methods are safe from any goroutine. The Model must not be used by
 // anything else until Close returns.
@@ -147,7 +166,7 @@ type Scheduler struct {
 	quit chan struct{}
 	done chan struct{}
 
-	eventCap int // events a sequence may have waiting (eventBuffer; tests lower it)
+	eventCap int // events a sequence may have waiting (SchedulerConfig.EventBuffer)
 
 	mu     sync.Mutex
 	queue  []*group
@@ -155,7 +174,7 @@ type Scheduler struct {
 	queued atomic.Int32
 
 	steps, decodeRows, prefillRows, reused atomic.Int64
-	promptTokens, preempted                atomic.Int64
+	promptTokens, preempted, parked        atomic.Int64
 	argmaxRows, topKRows, readBytes        atomic.Int64
 	nActive, nDecoding, nCached            atomic.Int32
 
@@ -224,6 +243,12 @@ func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
 		cfg.StepLatencyFactor = 1.25
 	}
 	n := m.Slots()
+	if cfg.MaxRequestSeqs <= 0 || cfg.MaxRequestSeqs > n {
+		cfg.MaxRequestSeqs = n
+	}
+	if cfg.EventBuffer <= 0 {
+		cfg.EventBuffer = eventBuffer
+	}
 	s := &Scheduler{m: m, cfg: cfg, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		slotSeq: make([]*Sequence, n), cache: make([][]int32, n),
 		batch: Batch{Tokens: make([]int32, 0, B), Slots: make([]int32, 0, B), Pos: make([]int32, 0, B), Out: make([]RowOut, 0, B)},
@@ -231,7 +256,7 @@ func newScheduler(m *Model, cfg SchedulerConfig) *Scheduler {
 		// (valid until the next forward pass, which waits for it).
 		out:      Output{Borrow: true},
 		stepSeqs: make([]stepSeq, 0, n), sampled: make([]*stepSeq, 0, n), gone: make([]*Sequence, 0, n), active: make([]*Sequence, 0, n),
-		jobs: make(chan *stepSeq, n), idle: time.NewTimer(time.Hour), eventCap: eventBuffer, view: make([]SlotState, n)}
+		jobs: make(chan *stepSeq, n), idle: time.NewTimer(time.Hour), eventCap: cfg.EventBuffer, view: make([]SlotState, n)}
 	for i := range s.cache {
 		s.cache[i] = make([]int32, 0, m.CtxSize())
 	}
@@ -246,7 +271,7 @@ func (s *Scheduler) Stats() Stats {
 	st := Stats{Queued: int(s.queued.Load()), Active: int(s.nActive.Load()), Steps: s.steps.Load(),
 		Decoding: int(s.nDecoding.Load()), CachedTokens: int(s.nCached.Load()),
 		DecodeRows: s.decodeRows.Load(), PrefillRows: s.prefillRows.Load(), ReusedTokens: s.reused.Load(),
-		PromptTokens: s.promptTokens.Load(), Preempted: s.preempted.Load(),
+		PromptTokens: s.promptTokens.Load(), Preempted: s.preempted.Load(), Parked: s.parked.Load(),
 		ArgmaxRows: s.argmaxRows.Load(), TopKRows: s.topKRows.Load(), ReadBytes: s.readBytes.Load()}
 	s.viewMu.Lock()
 	st.KV = s.kv
@@ -329,8 +354,8 @@ func (s *Scheduler) Generate(ctx context.Context, reqs []GenRequest) (*Group, er
 		}
 		q := &Sequence{ctx: ctx, prompt: r.Prompt, req: r, slot: -1,
 			room: min(r.MaxTokens+1, s.eventCap)}
-		if r.TopLogprobs > 0 {
-			q.top = make([]sampling.TokenLogprob, (q.room+2)*r.TopLogprobs)
+		if r.TopLogprobs > 0 && len(reqs) == 1 {
+			q.top = make([]sampling.TokenLogprob, (q.room+3)*r.TopLogprobs)
 		}
 		members[i] = q
 	}
@@ -459,16 +484,17 @@ func (s *Scheduler) loop() {
 		}
 		s.dropCancelled()
 		s.admit()
-		if len(s.active) == 0 {
+		if len(s.active) == 0 && s.queued.Load() == 0 {
 			select {
 			case <-s.wake:
 			case <-s.quit:
 			}
 			continue
 		}
-		if !s.step() {
-			// Every running sequence waits for its consumer: look again
-			// soon (or when something new arrives).
+		if len(s.active) == 0 || !s.step() {
+			// Every running or parked sequence waits for its consumer
+			// (whose reads do not wake the loop): look again soon (or
+			// when something new arrives).
 			s.idle.Reset(2 * time.Millisecond)
 			select {
 			case <-s.wake:
@@ -558,12 +584,18 @@ func (s *Scheduler) release(q *Sequence) {
 	s.m.Blocks.Truncate(t, 0)
 	s.cache[t] = s.cache[t][:0]
 	s.slotSeq[t] = nil
+	q.grp.slots--
 }
 
-// admit moves queued sequences into free slots, in FIFO order, while the
-// KV pool has the pages of their prompts. A group's followers wait for
-// their leader's prompt; slots are kept for them meanwhile, and later
-// requests take only the rest.
+// admit moves queued sequences into free slots while the KV pool has the
+// pages of their prompts. Each free slot goes to the waiting request
+// (group) with the fewest sequences in slots, the oldest first among
+// equals, within SchedulerConfig.MaxRequestSeqs. A group's followers wait
+// for their leader's prompt; a slot they win is kept for them meanwhile.
+// A sequence whose consumer is behind is not admitted; when slots are
+// wanted and none is free, running ones whose consumer is behind are
+// parked for them. When the pool lacks the pages of the sequence whose
+// turn it is, nothing passes it.
 func (s *Scheduler) admit() {
 	free := 0
 	for _, q := range s.slotSeq {
@@ -573,38 +605,109 @@ func (s *Scheduler) admit() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	reserved := 0
-	blocked := false // the queue's head waits for pages: nothing passes it
-	for gi := 0; gi < len(s.queue) && !blocked; {
+	for _, g := range s.queue {
+		g.held = 0
+	}
+	for {
+		g := s.nextTurn()
+		if g == nil {
+			break
+		}
+		if free == 0 {
+			if !s.park() {
+				break
+			}
+			free = 1
+		}
+		if g.next > 0 && !g.leaderReady() {
+			g.held++ // kept for a follower
+			free--
+			continue
+		}
+		q := g.members[g.next]
+		if !s.start(q) {
+			break
+		}
+		g.next++
+		s.queued.Add(-1)
+		free--
+		if g.next == len(g.members) {
+			s.unqueue(g)
+		}
+	}
+	for _, g := range s.queue {
+		g.held = 0
+	}
+	s.nActive.Store(int32(len(s.active)))
+	s.publish()
+}
+
+// nextTurn returns the queued group whose next sequence (or kept slot)
+// comes next, nil when none may take a slot now: of the groups under
+// MaxRequestSeqs whose next sequence's consumer is not behind, the one
+// whose request holds the fewest slots, the oldest first among equals.
+// It ends the cancelled sequences it meets. It runs under s.mu.
+func (s *Scheduler) nextTurn() *group {
+	var best *group
+	bestN := 0
+	for gi := 0; gi < len(s.queue); {
 		g := s.queue[gi]
 		for g.next < len(g.members) {
 			q := g.members[g.next]
-			if err := q.cancelled(); err != nil {
-				g.next++
-				s.queued.Add(-1)
-				s.finish(q, err)
-				continue
-			}
-			if free-reserved <= 0 || g.next > 0 && !g.leaderReady() {
-				break
-			}
-			if !s.start(q) {
-				blocked = true
+			err := q.cancelled()
+			if err == nil {
 				break
 			}
 			g.next++
 			s.queued.Add(-1)
-			free--
+			s.finish(q, err)
 		}
 		if g.next == len(g.members) {
-			s.queue = append(s.queue[:gi], s.queue[gi+1:]...)
+			s.unqueue(g)
 			continue
 		}
-		reserved += len(g.members) - g.next
 		gi++
+		q := g.members[g.next]
+		// A parked sequence waits in a queue group of its own; its
+		// request is its Generate call's group.
+		req := q.grp
+		n := req.slots + req.held
+		if g.next+g.held >= len(g.members) || n >= s.cfg.MaxRequestSeqs || q.resumed && q.backlogged() {
+			continue
+		}
+		if best == nil || n < bestN {
+			best, bestN = g, n
+		}
 	}
-	s.nActive.Store(int32(len(s.active)))
-	s.publish()
+	return best
+}
+
+// unqueue removes g from the queue (under s.mu).
+func (s *Scheduler) unqueue(g *group) {
+	if i := slices.Index(s.queue, g); i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+	}
+	g.held = 0
+}
+
+// park frees a slot for a waiting sequence by parking the most recently
+// admitted running sequence whose consumer is behind: it gives up its slot
+// and pages as a preempted one does and waits in the queue until its
+// consumer catches up. False when no running sequence is behind. It runs
+// under s.mu.
+func (s *Scheduler) park() bool {
+	for i := len(s.active) - 1; i >= 0; i-- {
+		q := s.active[i]
+		if q.embed || !q.backlogged() {
+			continue
+		}
+		s.vacate(q)
+		s.queue = slices.Insert(s.queue, 0, &group{s: s, members: []*Sequence{q}})
+		s.queued.Add(1)
+		s.parked.Add(1)
+		return true
+	}
+	return false
 }
 
 // start binds q to a free slot holding the longest cached prefix of its
@@ -631,6 +734,7 @@ func (s *Scheduler) start(q *Sequence) bool {
 		return false
 	}
 	s.slotSeq[slot] = q
+	q.grp.slots++
 	q.slot = slot
 	s.cache[slot] = append(s.cache[slot][:0], q.prompt[:reuse]...)
 	s.reused.Add(int64(reuse))
@@ -676,6 +780,20 @@ func (s *Scheduler) reserveDecode() (ended bool) {
 // its prompt becomes the prompt and the tokens generated so far, whose
 // prefill ends in the logits of its next token.
 func (s *Scheduler) preempt(q *Sequence) {
+	s.vacate(q)
+	s.preempted.Add(1)
+	g := &group{s: s, members: []*Sequence{q}}
+	s.mu.Lock()
+	s.queue = slices.Insert(s.queue, 0, g)
+	s.queued.Add(1)
+	s.mu.Unlock()
+}
+
+// vacate takes q's slot and pages (they stay in the prefix cache until
+// evicted) and drops it from the active list; its prompt becomes the
+// prompt and the tokens generated so far, to be recomputed when it takes a
+// slot again (preempt, park).
+func (s *Scheduler) vacate(q *Sequence) {
 	t := q.slot
 	if q.decoding {
 		q.prompt = append(append(make([]int32, 0, len(s.cache[t])+1), s.cache[t]...), q.last)
@@ -689,14 +807,6 @@ func (s *Scheduler) preempt(q *Sequence) {
 	if i := slices.Index(s.active, q); i >= 0 {
 		s.active = slices.Delete(s.active, i, i+1)
 	}
-	s.preempted.Add(1)
-	g := &group{s: s, members: []*Sequence{q}}
-	s.mu.Lock()
-	s.queue = append(s.queue, nil)
-	copy(s.queue[1:], s.queue)
-	s.queue[0] = g
-	s.queued.Add(1)
-	s.mu.Unlock()
 	s.nActive.Store(int32(len(s.active)))
 }
 

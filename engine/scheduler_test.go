@@ -1088,3 +1088,126 @@ func TestSchedulerCostSkipsCompiles(t *testing.T) {
 		t.Errorf("no decode step was learned (cost %+v)", s.cost)
 	}
 }
+
+// collectWithin drains g like collectAll, failing the test when it has not
+// closed after a minute (a bound for a hung scheduler, not a timing
+// assertion).
+func collectWithin(t *testing.T, what string, g *Group) []genResult {
+	t.Helper()
+	done := make(chan []genResult, 1)
+	go func() { done <- collectAll(g) }()
+	select {
+	case rs := <-done:
+		return rs
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: no end after a minute", what)
+		return nil
+	}
+}
+
+// TestSchedulerStalledCandidates: a request whose candidates fill every
+// slot and whose consumer stops reading does not hold up a later request:
+// its candidates give up their slots once their buffers are full (parked),
+// and when their consumer reads again they finish with the tokens they
+// generate alone.
+func TestSchedulerStalledCandidates(t *testing.T) {
+	m := schedModel(t, "llama", 2, 16)
+	p := testPrompt(m, 0, 5)
+	const maxTokens = 20
+	want := soloGenerateEndless(t, m, p, maxTokens)
+	m.Blocks.Truncate(0, 0)
+	s := NewScheduler(m, SchedulerConfig{EventBuffer: 4})
+	defer s.Close()
+	reqs := make([]GenRequest, 2)
+	for i := range reqs {
+		reqs[i] = GenRequest{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: maxTokens, Logprobs: true}
+	}
+	stalled, err := s.Generate(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until both candidates' buffers are full: they hold both slots.
+	for deadline := time.Now().Add(time.Minute); len(stalled.Events()) < 2*4; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stalled candidates sent %d events, want their buffers' 8", len(stalled.Events()))
+		}
+	}
+	p2 := testPrompt(m, 1, 3)
+	other, err := s.Generate(context.Background(), []GenRequest{{Prompt: p2, Chain: endlessChain(t, m, p2), MaxTokens: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := collectWithin(t, "the request behind two stalled candidates", other)[0]; r.err != nil || len(r.tokens) != 10 {
+		t.Fatalf("the request behind two stalled candidates: %d tokens, %v; want 10", len(r.tokens), r.err)
+	}
+	if st := s.Stats(); st.Parked == 0 {
+		t.Errorf("Stats = %+v: nothing parked, yet the other request ran", st)
+	}
+	for i, r := range collectWithin(t, "the stalled candidates, read at last", stalled) {
+		compareRuns(t, fmt.Sprintf("stalled candidate %d", i), r, want)
+	}
+	vktest.Check(t, m.Device())
+}
+
+// TestSchedulerFairAdmission: a request of four candidates queued ahead
+// of two single ones does not take every slot: with MaxRequestSeqs 2 it
+// never holds more than two, and the later requests are admitted before
+// its third and fourth candidates.
+func TestSchedulerFairAdmission(t *testing.T) {
+	m := schedModel(t, "llama", 4, 32)
+	var s *Scheduler
+	most := 0 // the most slots request "big" held at a step
+	s = newScheduler(m, SchedulerConfig{MaxRequestSeqs: 2, OnStep: func(time.Duration, int, int) {
+		n := 0
+		for _, v := range s.Slots() {
+			if v.Label == "big" {
+				n++
+			}
+		}
+		most = max(most, n)
+	}})
+	p := testPrompt(m, 2, 6)
+	big := make([]GenRequest, 4)
+	for i := range big {
+		big[i] = GenRequest{Prompt: p, Chain: endlessChain(t, m, p), MaxTokens: 12, Label: "big"}
+	}
+	gBig, err := s.Generate(context.Background(), big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var small []*Group
+	for i := range 2 {
+		pi := testPrompt(m, 3+i, 4)
+		g, err := s.Generate(context.Background(), []GenRequest{{Prompt: pi, Chain: endlessChain(t, m, pi), MaxTokens: 12, Label: "small"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		small = append(small, g)
+	}
+	// Everything is queued before the scheduler starts: the order of
+	// admission does not depend on timing.
+	s.run()
+	defer s.Close()
+	for i, r := range collectWithin(t, "the big request", gBig) {
+		if r.err != nil || len(r.tokens) != 12 {
+			t.Errorf("big candidate %d: %d tokens, %v; want 12", i, len(r.tokens), r.err)
+		}
+	}
+	for i, g := range small {
+		if r := collectWithin(t, "a small request", g)[0]; r.err != nil || len(r.tokens) != 12 {
+			t.Errorf("small request %d: %d tokens, %v; want 12", i, len(r.tokens), r.err)
+		}
+	}
+	if most != 2 {
+		t.Errorf("the big request held at most %d slots at a step, want MaxRequestSeqs 2", most)
+	}
+	for i, g := range small {
+		q := g.Seqs()[0]
+		for c := 2; c < 4; c++ {
+			if late := gBig.Seqs()[c]; late.order < q.order {
+				t.Errorf("big candidate %d was admitted %dth, before small request %d (%dth)", c, late.order, i, q.order)
+			}
+		}
+	}
+	vktest.Check(t, m.Device())
+}

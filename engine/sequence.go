@@ -60,9 +60,10 @@ type Event struct {
 	// (GenRequest.Logprobs or TopLogprobs > 0).
 	Logprob float32
 	// Top holds the GenRequest.TopLogprobs most likely tokens, most likely
-	// first. The slice is reused for a later event of the same sequence
-	// once this one has been received and the consumer has received the
-	// sequence's next one: copy what you keep before receiving again.
+	// first. In a group of one candidate the slice is reused for a later
+	// event once this one has been received and the consumer has received
+	// the sequence's next one: copy what you keep before receiving again.
+	// In a group of several candidates it belongs to the receiver.
 	Top []sampling.TokenLogprob
 	// Prompt is set on the first event of a GenRequest.PromptLogprobs
 	// sequence: its prompt tokens' log-probabilities, from the second
@@ -101,13 +102,12 @@ type Group struct {
 func (g *Group) Seqs() []*Sequence { return g.seqs }
 
 // Events returns the group's channel of events. A candidate whose
-// consumer is eventBuffer events behind sits out the steps (it keeps its
-// slot) until the consumer catches up; the others go on.
+// consumer is SchedulerConfig.EventBuffer events behind sits out the steps
+// until the consumer catches up (giving its slot to waiting sequences
+// meanwhile); the others go on.
 func (g *Group) Events() <-chan GroupEvent { return g.events }
 
-// eventBuffer bounds the events a sequence may have waiting for its
-// consumer; a sequence whose consumer is that far behind sits out the
-// steps (it keeps its slot) until the consumer catches up.
+// eventBuffer is the default SchedulerConfig.EventBuffer.
 const eventBuffer = 1024
 
 // Sequence is one generation or embedding run by a Scheduler. Its events
@@ -138,8 +138,12 @@ type Sequence struct {
 	last      int32 // the token to feed next, once decoding
 	decoding  bool
 	generated int
-	top       []sampling.TokenLogprob // ring of (room+2) rows of TopLogprobs
-	topNext   int
+	// top is a ring of TopLogprobs rows for Event.Top, room+3 of them
+	// (groups of one candidate; nil otherwise): the group's channel holds
+	// room+1 events, so the consumer's receive of the event after one
+	// happens before the send that precedes its row's reuse.
+	top     []sampling.TokenLogprob
+	topNext int
 	// promptLP holds the scored prompt tokens (PromptLogprobs) until the
 	// first event carries them.
 	promptLP []PromptLogprob
@@ -202,6 +206,11 @@ type group struct {
 	sent    []int32
 	head, n int
 	open    int // members not ended yet (scheduler goroutine)
+
+	// Scheduler goroutine: slots counts the members holding a slot; held
+	// the slots admit keeps for members waiting for their leader's prompt
+	// (during one admission pass).
+	slots, held int
 }
 
 // newGroup makes the group of members, each of which has its room set.

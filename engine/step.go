@@ -366,12 +366,23 @@ func (s *Scheduler) sample(e *stepSeq) {
 			return
 		}
 		if k := q.req.TopLogprobs; k > 0 {
-			dst := q.top[q.topNext*k : q.topNext*k : (q.topNext+1)*k]
+			// A group of one reuses a ring of rows (no allocation per
+			// token). A group of several candidates shares a channel
+			// of more events than one candidate's ring has rows, so
+			// nothing orders the consumer's reads of an old event
+			// before a reuse of its row: each event gets rows of its
+			// own.
+			var dst []sampling.TokenLogprob
+			if q.top != nil {
+				dst = q.top[q.topNext*k : q.topNext*k : (q.topNext+1)*k]
+				q.topNext = (q.topNext + 1) % (len(q.top) / k)
+			} else {
+				dst = make([]sampling.TokenLogprob, 0, k)
+			}
 			if ev.Top, err = c.TopLogprobs(dst, k); err != nil {
 				q.done, q.doneErr = true, err
 				return
 			}
-			q.topNext = (q.topNext + 1) % (len(q.top) / k)
 		}
 	}
 	q.grp.send(GroupEvent{Candidate: q.cand, Event: ev}) // never blocks: a step feeds only sequences with room

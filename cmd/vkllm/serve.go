@@ -35,6 +35,7 @@ type serveFlags struct {
 	metricsAddr, logLevel                                string
 	port, parallel, queueSize, maxBody, prefill          int
 	maxInflight, maxRequestTokens, nPredict              int
+	maxRequestSeqs                                       int
 	readTimeout, writeTimeout, shutdownTimeout           time.Duration
 	logJSON, version, propsFullPath, selfCheck           bool
 	prefillSlowdown                                      float64
@@ -46,10 +47,11 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	f.modelFlags.register(fs, 0, true)
 	fs.StringVar(&f.host, 0, "host", "127.0.0.1", "listen `address`")
 	fs.IntVar(&f.port, 0, "port", 8080, "listen `port`")
-	fs.IntVar(&f.parallel, 0, "parallel", 4, "(-np) most `sequences` decoded together (each a row of the KV page table; their positions share the --kv-memory pool, and a request waits while the pool lacks its prompt's pages); more requests wait in the FIFO queue")
+	fs.IntVar(&f.parallel, 0, "parallel", 4, "(-np) most `sequences` decoded together (each a row of the KV page table; their positions share the --kv-memory pool, and a request waits while the pool lacks its prompt's pages); more wait in the queue, each free slot going to the waiting request with the fewest running")
 	fs.IntVar(&f.prefill, 0, "prefill-chunk", 0, "most prompt `tokens` one step feeds while other sequences are decoding, which bounds how much a long prompt that arrives slows their tokens (0: chosen from measured step times so that such a step takes at most --prefill-slowdown times a decode-only step; the step's budget is always --batch-size, and a step that only feeds prompts takes about 100 ms of them, at least 64)")
 	fs.Float64Var(&f.prefillSlowdown, 0, "prefill-slowdown", 1.25, "with the automatic --prefill-chunk, how many `times` longer than a decode-only step a step that also feeds prompts may take: lower keeps the running streams' inter-token latency steadier while long prompts arrive, higher gets those prompts to their first token sooner (> 1)")
-	fs.IntVar(&f.queueSize, 0, "queue-size", 64, "`requests` that may wait for the model; more get 503 at once")
+	fs.IntVar(&f.queueSize, 0, "queue-size", 64, "`requests` that may wait for the model, each counted as the sequences it runs at once (at most --max-request-seqs); more get 503 at once")
+	fs.IntVar(&f.maxRequestSeqs, 0, "max-request-seqs", 0, "most `sequences` one request runs at once (the candidates of n/best_of, the inputs of an embeddings request); the others wait behind other requests', and each free slot goes to the waiting request with the fewest running (0: half of --parallel, rounded up)")
 	fs.StringVar(&f.apiKey, 0, "api-key", "", "require \"Authorization: Bearer `key`\" on every route but /health and the chat page (default none)")
 	fs.StringVar(&f.allowedHosts, 0, "allowed-hosts", "", "comma-separated Host `names` answered besides localhost and 127.0.0.1 when listening on loopback (other Hosts get 403, against DNS rebinding); when set, enforced on any address; * allows all")
 	fs.StringVar(&f.corsOrigins, 0, "cors-origins", "", "comma-separated web `origins` (https://app.example) allowed to call the server from a browser, with CORS headers; * allows any (default none: POSTs from other sites' pages get 403; clients that are no browser page are not concerned)")
@@ -73,6 +75,15 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	fs.StringVar(&f.logLevel, 0, "log-level", "info", "least `level` logged: debug (adds the /health probes and /metrics scrapes), info, warn or error")
 	fs.BoolVarDefault(&f.propsFullPath, 0, "props-full-path", false, "show the model's whole path in /props (default only its file name: the folders tell clients about the server's disk)")
 	fs.BoolVarDefault(&f.version, 0, "version", false, "print the version and the built-in features, and exit")
+}
+
+// requestSeqs is --max-request-seqs with its default resolved: half of
+// --parallel, rounded up.
+func (f *serveFlags) requestSeqs() int {
+	if f.maxRequestSeqs > 0 {
+		return f.maxRequestSeqs
+	}
+	return (f.parallel + 1) / 2
 }
 
 // cmdServe serves the HTTP API (API.md) for one model: it listens at once,
@@ -182,7 +193,8 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 		Parallel: f.parallel, QueueSize: f.queueSize, MaxRequestBytes: f.maxBody, ReadTimeout: f.readTimeout,
 		WriteTimeout: f.writeTimeout, Logger: log, Version: version, ModelPath: f.model, PropsFullPath: f.propsFullPath,
 		MaxBodyBytesInFlight: f.maxInflight, MaxRequestTokens: f.maxRequestTokens, DefaultMaxTokens: f.nPredict,
-		AllowedHosts: splitList(f.allowedHosts), CORSOrigins: splitList(f.corsOrigins),
+		MaxRequestSeqs: f.requestSeqs(),
+		AllowedHosts:   splitList(f.allowedHosts), CORSOrigins: splitList(f.corsOrigins),
 		HasProjector: f.mmproj != "", MediaDir: f.mediaDir, MaxImageBytes: int64(f.maxImageBytes),
 		MaxImagePixels: f.maxImagePixels, MaxImages: f.maxImagesPerRq,
 	})
@@ -310,7 +322,8 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 			log.Info("pipeline cache saved", "path", pc.Path, "bytes", pc.SavedBytes)
 		}
 		name := strings.TrimSuffix(filepath.Base(f.model), filepath.Ext(f.model))
-		backend = api.NewEngineBackend(m, name, pool, engine.SchedulerConfig{PrefillChunk: f.prefill, StepLatencyFactor: f.prefillSlowdown})
+		backend = api.NewEngineBackend(m, name, pool, engine.SchedulerConfig{PrefillChunk: f.prefill, StepLatencyFactor: f.prefillSlowdown,
+			MaxRequestSeqs: f.requestSeqs()})
 		if proj != nil {
 			backend.SetProjector(proj)
 		}
@@ -414,7 +427,7 @@ func (f *serveFlags) validate() error {
 	for _, c := range []struct {
 		name string
 		v    int
-	}{{"--max-inflight-bytes", f.maxInflight}, {"--max-request-tokens", f.maxRequestTokens}} {
+	}{{"--max-inflight-bytes", f.maxInflight}, {"--max-request-tokens", f.maxRequestTokens}, {"--max-request-seqs", f.maxRequestSeqs}} {
 		if c.v < 0 {
 			return fmt.Errorf("%s: %d, want >= 0 (0: the default)", c.name, c.v)
 		}
