@@ -97,6 +97,13 @@ type Config struct {
 	MaxImageBytes  int64
 	MaxImagePixels int
 	MaxImages      int
+	// MaxImageDecodes is how many images are decoded at once, all
+	// requests together (default 2); MaxImageDecodeBytes caps the memory
+	// those decodes hold, each counted from its header before it starts
+	// (default 1 GiB). An image that would need more than all of it is a
+	// 400; others wait their turn while their client stays (imagedecode.go).
+	MaxImageDecodes     int
+	MaxImageDecodeBytes int64
 	// Logger receives one line per request; nil discards.
 	Logger *slog.Logger
 	// Now returns the current time (tests); nil is time.Now.
@@ -143,6 +150,7 @@ type Server struct {
 	waiting  atomic.Int32  // requests queued or running
 
 	bodyBytes atomic.Int64 // bytes of the request bodies being read or served
+	decodes   *decodeGate  // image decodes' slots and memory
 	conns     connSet      // open connections, for Shutdown
 
 	baseCtx context.Context
@@ -181,7 +189,8 @@ func NewServer(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Parallel)}
+	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Parallel),
+		decodes: newDecodeGate(cfg.MaxImageDecodes, cfg.MaxImageDecodeBytes)}
 	s.metrics = newMetrics(s)
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.srv = &fasthttp.Server{

@@ -157,6 +157,7 @@ func serve(con *os.File, args []string) error {
 		AllowedHosts: splitList(f.allowedHosts), CORSOrigins: splitList(f.corsOrigins),
 		HasProjector: f.mmproj != "", MediaDir: f.mediaDir, MaxImageBytes: int64(f.maxImageBytes),
 		MaxImagePixels: f.maxImagePixels, MaxImages: f.maxImagesPerRq,
+		MaxImageDecodes: f.maxDecodes, MaxImageDecodeBytes: int64(f.maxDecodeBytes),
 	})
 	addr := net.JoinHostPort(f.host, strconv.Itoa(f.port))
 	ln, err := net.Listen("tcp", addr)
