@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -31,7 +32,10 @@ type Config struct {
 	// AllowedHosts are Host names answered besides the loopback names when
 	// the server listens on a loopback address (then any other Host is a
 	// 403, which defeats DNS rebinding); when set, they are enforced on
-	// any address. "*" allows every Host.
+	// any address. On another address without them (and without an
+	// APIKey), the names answered are those no public DNS can point at
+	// the server: IP addresses, names without a dot, .local and the like,
+	// the machine's hostname. "*" allows every Host.
 	AllowedHosts []string
 	// CORSOrigins are the web origins ("https://app.example") that may use
 	// the server from a browser and get CORS headers; "*" allows any.
@@ -129,6 +133,9 @@ type Server struct {
 	// loopbackOnly says Serve listens on a loopback address, so that
 	// only loopback Host names are answered (set before serving).
 	loopbackOnly bool
+	// hostname is the machine's (os.Hostname, lower case), a Host name
+	// answered on other addresses (hostAllowed; set before serving).
+	hostname string
 
 	backend Backend // set once by Ready, read after state is ready
 	info    ModelInfo
@@ -290,9 +297,14 @@ func (s *Server) Ready(b Backend) error {
 }
 
 // Serve accepts connections on ln until Shutdown. On a loopback address
-// only loopback Host names (and Config.AllowedHosts) are answered.
+// only loopback Host names (and Config.AllowedHosts) are answered; on
+// another, without Config.AllowedHosts or an APIKey, only names no public
+// DNS can point at the server (guard.go).
 func (s *Server) Serve(ln net.Listener) error {
 	s.loopbackOnly = isLoopbackAddr(ln.Addr())
+	if h, err := os.Hostname(); err == nil {
+		s.hostname = strings.ToLower(h)
+	}
 	return s.srv.Serve(trackingListener{ln})
 }
 
