@@ -186,6 +186,8 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"--max-inflight-bytes", "-1"}, [2]string{}, "--max-inflight-bytes"},
 		{[]string{"--max-inflight-bytes", "1000"}, [2]string{}, "--max-inflight-bytes: 1000 is less than --max-request-bytes"},
 		{[]string{"--max-request-tokens", "-1"}, [2]string{}, "--max-request-tokens"},
+		{[]string{"--max-image-decodes", "0"}, [2]string{}, "--max-image-decodes"},
+		{nil, [2]string{"VKLLM_MAX_IMAGE_DECODE_BYTES", "-5"}, "--max-image-decode-bytes"},
 		{[]string{"--n-predict", "-2"}, [2]string{}, "--n-predict"},
 		{[]string{"--cors-origins", "https://app.example/"}, [2]string{}, `--cors-origins: invalid origin "https://app.example/"`},
 		{nil, [2]string{"VKLLM_CORS_ORIGINS", "https://ok.example,app.example"}, `--cors-origins: invalid origin "app.example"`},
