@@ -10,6 +10,7 @@ import (
 	"image/jpeg"
 	"image/png"
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 	"testing"
 )
@@ -30,8 +31,9 @@ func noise(img interface {
 
 // TestDecodeCost: DecodeCost, from the header alone, is at least the
 // pixels decoding holds at once (the decoder's image and the RGB copy,
-// measured on the decoded values) for each layout the decoders produce,
-// and not wildly more.
+// measured on the decoded values) and all that Decode allocates less a
+// few buffers (measured by the runtime) for each layout the decoders
+// produce, and not wildly more.
 func TestDecodeCost(t *testing.T) {
 	const w, h = 257, 131
 	enc := func(f func(*bytes.Buffer) error) []byte {
@@ -70,9 +72,17 @@ func TestDecodeCost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
 			img, err := Decode(tc.data, 0)
+			runtime.ReadMemStats(&after)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// Everything Decode allocated, garbage included: the pixels
+			// and the decoders' buffers (zlib's window, a few rows).
+			if alloc := after.TotalAlloc - before.TotalAlloc; int64(alloc) > cost+192<<10 {
+				t.Errorf("Decode allocated %d bytes, DecodeCost = %d (+ 192 KiB of buffers)", alloc, cost)
 			}
 			// The decoder's image and the RGB copy, live at once: the
 			// bytes of their pixels, measured on the values.
@@ -157,5 +167,62 @@ func TestDecodeContextCancelled(t *testing.T) {
 		if calls := ctx.calls.Load(); calls > n+8 {
 			t.Errorf("DecodeContext cancelled after %d checks went on for %d checks, want at most %d", n, calls, n+8)
 		}
+	}
+}
+
+// TestToRGBMatchesNRGBAModel: toRGB gives each pixel of every image type
+// the decoders produce the colour color.NRGBAModel converts it to (the
+// conversion the reference's channel handling was matched with), alpha
+// dropped.
+func TestToRGBMatchesNRGBAModel(t *testing.T) {
+	r := image.Rect(3, 2, 3+37, 2+19) // an offset origin, odd sizes
+	ycc := image.NewYCbCr(r, image.YCbCrSubsampleRatio420)
+	nycca := image.NewNYCbCrA(r, image.YCbCrSubsampleRatio444)
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, p := range [][]uint8{ycc.Y, ycc.Cb, ycc.Cr, nycca.Y, nycca.Cb, nycca.Cr, nycca.A} {
+		for i := range p {
+			p[i] = uint8(rng.Uint32())
+		}
+	}
+	cmyk := image.NewCMYK(r)
+	for i := range cmyk.Pix {
+		cmyk.Pix[i] = uint8(rng.Uint32())
+	}
+	for _, tc := range []struct {
+		name string
+		img  image.Image
+	}{
+		{"nrgba64", image.NewNRGBA64(r)},
+		{"rgba64", image.NewRGBA64(r)},
+		{"rgba", image.NewRGBA(r)},
+		{"gray16", image.NewGray16(r)},
+		{"paletted", image.NewPaletted(r, []color.Color{color.NRGBA{10, 20, 30, 128}, color.White, color.RGBA{5, 6, 7, 9}})},
+		{"alpha16", image.NewAlpha16(r)},
+		{"ycbcr", ycc},
+		{"nycbcra", nycca},
+		{"cmyk", cmyk},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if s, ok := tc.img.(interface {
+				Set(x, y int, c color.Color)
+				Bounds() image.Rectangle
+			}); ok && tc.name != "cmyk" {
+				noise(s, 13)
+			}
+			got, ok := toRGB(context.Background(), tc.img)
+			if !ok {
+				t.Fatal("toRGB stopped")
+			}
+			i := 0
+			for y := r.Min.Y; y < r.Max.Y; y++ {
+				for x := r.Min.X; x < r.Max.X; x++ {
+					c := color.NRGBAModel.Convert(tc.img.At(x, y)).(color.NRGBA)
+					if g := got.Pix[i : i+3]; g[0] != c.R || g[1] != c.G || g[2] != c.B {
+						t.Fatalf("toRGB pixel (%d, %d) = %v, want %v (color.NRGBAModel)", x, y, g, c)
+					}
+					i += 3
+				}
+			}
+		})
 	}
 }

@@ -174,15 +174,46 @@ func toRGB(ctx context.Context, img image.Image) (*Image, bool) {
 			}
 		}
 	default:
+		// Each pixel as color.NRGBAModel converts it, read through the
+		// concrete type's accessor where there is one (img.At boxes a
+		// colour per pixel: hundreds of MiB of garbage for a large image).
+		at := func(x, y int) (r, g, b, a uint32) { return img.At(x, y).RGBA() }
+		switch m := img.(type) {
+		case *image.NRGBA64:
+			at = func(x, y int) (r, g, b, a uint32) { return m.NRGBA64At(x, y).RGBA() }
+		case *image.RGBA64:
+			at = func(x, y int) (r, g, b, a uint32) { return m.RGBA64At(x, y).RGBA() }
+		case *image.RGBA:
+			at = func(x, y int) (r, g, b, a uint32) { return m.RGBAAt(x, y).RGBA() }
+		case *image.Gray16:
+			at = func(x, y int) (r, g, b, a uint32) { return m.Gray16At(x, y).RGBA() }
+		case *image.YCbCr:
+			at = func(x, y int) (r, g, b, a uint32) { return m.YCbCrAt(x, y).RGBA() }
+		case *image.NYCbCrA:
+			at = func(x, y int) (r, g, b, a uint32) { return m.NYCbCrAAt(x, y).RGBA() }
+		case *image.CMYK:
+			at = func(x, y int) (r, g, b, a uint32) { return m.CMYKAt(x, y).RGBA() }
+		}
 		for y := b.Min.Y; y < b.Max.Y; y++ {
 			if ctx.Err() != nil {
 				return nil, false
 			}
 			for x := b.Min.X; x < b.Max.X; x++ {
-				c := color.NRGBAModel.Convert(img.At(x, y)).(color.NRGBA)
-				put(c.R, c.G, c.B)
+				put(toNRGBA8(at(x, y)))
 			}
 		}
 	}
 	return out, true
+}
+
+// toNRGBA8 is color.NRGBAModel's conversion of an alpha-premultiplied
+// 16-bit colour, less the alpha: the straight 8-bit colour values.
+func toNRGBA8(r, g, b, a uint32) (uint8, uint8, uint8) {
+	switch a {
+	case 0xffff:
+		return uint8(r >> 8), uint8(g >> 8), uint8(b >> 8)
+	case 0:
+		return 0, 0, 0
+	}
+	return uint8((r * 0xffff / a) >> 8), uint8((g * 0xffff / a) >> 8), uint8((b * 0xffff / a) >> 8)
 }
