@@ -136,6 +136,19 @@ func TestImageDecodeAdmission(t *testing.T) {
 			t.Errorf("the image's header was read %d times and the image decoded %d times, want 0 and 0 (logit_bias is checked first)", n, m)
 		}
 	})
+	t.Run("bad logit_bias first, responses", func(t *testing.T) {
+		p := &countingProjector{}
+		ts := newReadyServer(t, projFake{newFake(), p}, Config{HasProjector: true})
+		body := fmt.Sprintf(`{"input": [{"role": "user", "content": [{"type": "input_image", "image_url": %q},
+			{"type": "input_text", "text": "What is this?"}]}], "logit_bias": {"nope": 1}, "stream": true}`, pngDataURL(bomb))
+		r := ts.post("/v1/responses", body)
+		if e := errorOf(t, r.body); r.status != 400 || e["param"] != "logit_bias.nope" {
+			t.Fatalf("status %d, error %v: want 400 naming logit_bias.nope", r.status, e)
+		}
+		if n, m := p.costs.Load(), p.prepares.Load(); n != 0 || m != 0 {
+			t.Errorf("the image's header was read %d times and the image decoded %d times, want 0 and 0 (logit_bias is checked first)", n, m)
+		}
+	})
 	t.Run("over the decode budget", func(t *testing.T) {
 		p := &countingProjector{}
 		ts := newReadyServer(t, projFake{newFake(), p}, Config{HasProjector: true, MaxImageDecodeBytes: 256 << 20})
