@@ -132,20 +132,6 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 	}
 	pc := &preparedChat{tmpl: t, toolsActive: len(req.tools) > 0 && req.toolChoice != toolChoiceNone}
 	pc.forced = pc.toolsActive && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed)
-	addSpecial := !(s.info.BOSText != "" && strings.HasPrefix(text, s.info.BOSText))
-	var toks []int32
-	if req.marker != "" {
-		toks, pc.media, e = s.mediaPrompt(req, t, text, addSpecial)
-	} else {
-		toks, e = s.tokenizeChat(req, t, text, addSpecial, nil)
-	}
-	if e != nil {
-		return nil, e
-	}
-	if e := s.checkPrompt("messages", len(toks)); e != nil {
-		return nil, e
-	}
-	pc.prompt = toks
 	src, root, param := req.grammar, req.grammarRoot, "grammar"
 	lazy := false
 	if pc.toolsActive && (req.toolChoice != toolChoiceAuto || t.family.constrainsAuto()) {
@@ -176,17 +162,33 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 			return nil, e
 		}
 		pc.factory = f
-		return pc, nil
+	} else {
+		matcher, e := s.grammarMatchers(req.compile, src, root, param)
+		if e != nil {
+			return nil, e
+		}
+		trigger := []byte(grammar.ToolCallTrigger(t.format))
+		pc.factory = func() (sampling.Constraint, error) {
+			return &lazyConstraint{trigger: trigger, piece: func(id int32) []byte { return s.piece(id, true) },
+				newMatcher: matcher}, nil
+		}
 	}
-	matcher, e := s.grammarMatchers(req.compile, src, root, param)
+	// Tokenizing decodes the images (mediaPrompt), the costliest step:
+	// it comes after every other check of the request.
+	addSpecial := !(s.info.BOSText != "" && strings.HasPrefix(text, s.info.BOSText))
+	var toks []int32
+	if req.marker != "" {
+		toks, pc.media, e = s.mediaPrompt(req, t, text, addSpecial)
+	} else {
+		toks, e = s.tokenizeChat(req, t, text, addSpecial, nil)
+	}
 	if e != nil {
 		return nil, e
 	}
-	trigger := []byte(grammar.ToolCallTrigger(t.format))
-	pc.factory = func() (sampling.Constraint, error) {
-		return &lazyConstraint{trigger: trigger, piece: func(id int32) []byte { return s.piece(id, true) },
-			newMatcher: matcher}, nil
+	if e := s.checkPrompt("messages", len(toks)); e != nil {
+		return nil, e
 	}
+	pc.prompt = toks
 	return pc, nil
 }
 
@@ -198,12 +200,13 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 	if e == nil && req.stream && req.bestOf > req.n {
 		e = badRequest("best_of", "best_of: %d > n (%d) cannot be streamed", req.bestOf, req.n)
 	}
+	if e == nil {
+		// Before prepareChat, which decodes images: cheap checks first.
+		e = s.resolveLogitBias(&req.params)
+	}
 	var pc *preparedChat
 	if e == nil {
 		pc, e = s.prepareChat(req)
-	}
-	if e == nil {
-		e = s.resolveLogitBias(&req.params)
 	}
 	if e == nil {
 		e = s.checkWork(req.genRequest, []int{len(pc.prompt)}, "max_tokens")

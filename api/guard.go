@@ -21,7 +21,9 @@ import (
 //
 //   - a server listening on a loopback address answers only requests whose
 //     Host is a loopback name (or one of Config.AllowedHosts), which a
-//     rebound host name is not;
+//     rebound host name is not; one listening on another address, without
+//     Config.AllowedHosts or an API key, answers only Host names no public
+//     DNS can point at it (hostAllowed);
 //   - a request that may change state (any method but GET, HEAD and
 //     OPTIONS) from another site's page is refused, by the rule of Go's
 //     net/http.CrossOriginProtection (crossOrigin below): Sec-Fetch-Site
@@ -54,22 +56,60 @@ func hostName(hostport string) string {
 	return strings.ToLower(strings.Trim(hostport, "[]"))
 }
 
-// hostAllowed reports whether a request with Host host may be answered.
+// hostAllowed reports whether a request with Host host may be answered:
+//
+//   - a listed name (Config.AllowedHosts; "*" lists every name);
+//   - on a loopback listener, a loopback name, and nothing else;
+//   - elsewhere, with a list, nothing else; with an API key, any name (a
+//     rebound page cannot send the key); without either, a name no public
+//     DNS answers for, so that no other site can rebind it
+//     (rebindSafeHost).
 func (s *Server) hostAllowed(host []byte) bool {
-	if !s.loopbackOnly && len(s.cfg.AllowedHosts) == 0 {
-		return true
-	}
 	name := hostName(string(host))
 	for _, h := range s.cfg.AllowedHosts {
 		if h == "*" || strings.EqualFold(h, name) {
 			return true
 		}
 	}
-	if s.loopbackOnly {
+	switch {
+	case s.loopbackOnly:
 		for _, h := range loopbackHosts {
 			if name == h || strings.HasPrefix(name, "127.") && net.ParseIP(name) != nil {
 				return true
 			}
+		}
+		return false
+	case len(s.cfg.AllowedHosts) > 0:
+		return false
+	case s.cfg.APIKey != "":
+		return true
+	}
+	return rebindSafeHost(name, s.hostname)
+}
+
+// privateSuffixes are the name suffixes no public DNS delegates (RFC 6761,
+// 6762, 8375 and the private-use .internal and .lan).
+var privateSuffixes = []string{".localhost", ".local", ".internal", ".lan", ".home.arpa"}
+
+// rebindSafeHost reports whether name, a request's Host without its port,
+// is one a DNS-rebinding page cannot use: rebinding needs a name whose
+// public DNS the attacker controls, and a page's requests carry its own
+// name. So an IP address (the server's own, as a client typed it), a name
+// without a dot (localhost, a Docker service or a machine on the LAN),
+// a name under a suffix public DNS does not serve, the machine's own
+// hostname and an empty Host (no browser sends one) are safe; any other
+// name is a public one and must be listed (--allowed-hosts).
+func rebindSafeHost(name, hostname string) bool {
+	name = strings.TrimSuffix(name, ".")
+	if name == "" || !strings.Contains(name, ".") || strings.EqualFold(name, hostname) {
+		return true
+	}
+	if ip, _, _ := strings.Cut(name, "%"); net.ParseIP(ip) != nil {
+		return true
+	}
+	for _, suf := range privateSuffixes {
+		if strings.HasSuffix(name, suf) {
+			return true
 		}
 	}
 	return false
@@ -156,7 +196,14 @@ func multipartBody(ctx *fasthttp.RequestCtx) *Error {
 // go on.
 func (s *Server) guard(ctx *fasthttp.RequestCtx) bool {
 	if !s.hostAllowed(ctx.Host()) {
-		s.writeError(ctx, errorf(403, "", "this server does not answer for the host named in the Host header; it listens on a loopback address and answers loopback names and --allowed-hosts"))
+		why := "it listens on a loopback address and answers loopback names and --allowed-hosts"
+		switch {
+		case !s.loopbackOnly && len(s.cfg.AllowedHosts) > 0:
+			why = "it answers the names of --allowed-hosts"
+		case !s.loopbackOnly:
+			why = "without --allowed-hosts or --api-key it answers only IP addresses and names public DNS cannot point at it (no dot, .local, .internal, .lan, .localhost, .home.arpa, its hostname), against DNS rebinding; list this name in --allowed-hosts or set --api-key"
+		}
+		s.writeError(ctx, errorf(403, "", "this server does not answer for the host named in the Host header: %s", why))
 		return false
 	}
 	if e := s.crossOrigin(ctx); e != nil {

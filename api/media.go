@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -10,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/vkllm/vkllm/engine"
 )
@@ -29,13 +32,18 @@ type Projector interface {
 	// NonCausal reports that an image's rows attend to each other both
 	// ways (Gemma 3).
 	NonCausal() bool
+	// DecodeCost reads an image file's header only and returns the most
+	// bytes of memory Prepare holds at once to decode it, refusing more
+	// than maxPixels pixels. Its errors are the client's (a bad image).
+	DecodeCost(data []byte, maxPixels int) (int64, error)
 	// Prepare decodes an image file's bytes (refusing more than maxPixels
 	// pixels from the header, before decoding), preprocesses it and
 	// returns its place in the prompt: text and tokens around or between
-	// its chunks of embedding rows, in order (engine.MediaPart). Its
+	// its chunks of embedding rows, in order (engine.MediaPart). It stops
+	// when ctx is done, with an error wrapping ctx.Err(); its other
 	// errors are the client's (a bad image). The chunks' Encode runs on
 	// the goroutine that owns the device (the engine's scheduler).
-	Prepare(data []byte, maxPixels int) ([]engine.MediaPart, error)
+	Prepare(ctx context.Context, data []byte, maxPixels int) ([]engine.MediaPart, error)
 }
 
 // ProjectorBackend is implemented by backends that can take images: it
@@ -159,6 +167,10 @@ func (s *Server) mediaPrompt(req *chatRequest, t *chatTemplate, text string, add
 			}
 		}
 	}
+	ctx := req.compile.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	maxBytes, maxPixels, maxImages := s.imageLimits()
 	if len(parts) > maxImages {
 		return nil, nil, badRequest(parts[maxImages].field, "%s: more than %d images in one request (the server's --max-images)", parts[maxImages].field, maxImages)
@@ -174,13 +186,13 @@ func (s *Server) mediaPrompt(req *chatRequest, t *chatTemplate, text string, add
 		}
 		p := parts[next]
 		next++
-		data, e := s.imageBytes(p.url, p.field, maxBytes)
+		data, e := s.imageBytes(ctx, p.url, p.field, maxBytes)
 		if e != nil {
 			return nil, e
 		}
-		layout, err := proj.Prepare(data, maxPixels)
-		if err != nil {
-			return nil, badRequest(p.field, "%s: %v", p.field, err)
+		layout, e := s.prepareImage(ctx, proj, data, p.field, maxPixels)
+		if e != nil {
+			return nil, e
 		}
 		for _, mp := range layout {
 			if mp.Rows > 0 {
@@ -209,10 +221,42 @@ func (s *Server) mediaPrompt(req *chatRequest, t *chatTemplate, text string, add
 	return prompt, media, nil
 }
 
+// errImageCancelled answers a request whose client left (or whose server
+// shut down) while its images waited to be decoded or were decoded.
+var errImageCancelled = errorf(503, "", "the request was cancelled while its images were decoded (the client left or the server is shutting down)")
+
+// prepareImage decodes and lays out one image (Projector.Prepare) within
+// the server's decode slots and memory (decodeGate): the memory its
+// header says the decode needs is reserved first, waiting while ctx (the
+// request's validation) lasts.
+func (s *Server) prepareImage(ctx context.Context, proj Projector, data []byte, field string, maxPixels int) ([]engine.MediaPart, *Error) {
+	cost, err := proj.DecodeCost(data, maxPixels)
+	if err != nil {
+		return nil, badRequest(field, "%s: %v", field, err)
+	}
+	if cost > s.decodes.maxBytes {
+		return nil, badRequest(field, "%s: decoding this image takes %d MiB, more than the server's %d MiB for decoding images (--max-image-decode-bytes); send it smaller",
+			field, (cost+(1<<20)-1)>>20, s.decodes.maxBytes>>20)
+	}
+	release, err := s.decodes.acquire(ctx, cost)
+	if err != nil {
+		return nil, errImageCancelled
+	}
+	defer release()
+	layout, err := proj.Prepare(ctx, data, maxPixels)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, errImageCancelled
+		}
+		return nil, badRequest(field, "%s: %v", field, err)
+	}
+	return layout, nil
+}
+
 // imageBytes reads an image_url: a data URL (base64), or a local path or
 // file:// URL inside --media-dir (symlinks and ".." resolved first).
 // Remote URLs are refused: the server makes no network requests.
-func (s *Server) imageBytes(raw, field string, maxBytes int64) ([]byte, *Error) {
+func (s *Server) imageBytes(ctx context.Context, raw, field string, maxBytes int64) ([]byte, *Error) {
 	lower := strings.ToLower(raw)
 	switch {
 	case raw == "":
@@ -274,7 +318,26 @@ func (s *Server) imageBytes(raw, field string, maxBytes int64) ([]byte, *Error) 
 	if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
 		return nil, badRequest(field, "%s: no such file under --media-dir", field)
 	}
-	f, err := os.Open(real)
+	data, e := readMediaFile(ctx, real, field, maxBytes, s.cfg.ReadTimeout)
+	if e != nil {
+		return nil, e
+	}
+	return data, nil
+}
+
+// mediaReadChunk is how much readMediaFile reads between its checks of the
+// request and the clock.
+const mediaReadChunk = 1 << 20
+
+// readMediaFile reads the file at path (resolved, inside --media-dir) for
+// the image part field. It opens the file without blocking and without
+// following a symlink put in its place since it was resolved, and refuses
+// anything but a regular file before reading: a FIFO or a device would
+// otherwise hold the request, a thread and a descriptor for as long as it
+// gives no bytes. The read goes in chunks, stopping when ctx is done or
+// after timeout (a file on a stalled network mount).
+func readMediaFile(ctx context.Context, path, field string, maxBytes int64, timeout time.Duration) ([]byte, *Error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, badRequest(field, "%s: cannot open the file: %v", field, errNoPath(err))
 	}
@@ -286,14 +349,30 @@ func (s *Server) imageBytes(raw, field string, maxBytes int64) ([]byte, *Error) 
 	if st.Size() > maxBytes {
 		return nil, badRequest(field, "%s: an image of %d bytes, more than the server's limit of %d (--max-image-bytes)", field, st.Size(), maxBytes)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
-	if err != nil {
-		return nil, badRequest(field, "%s: reading the file: %v", field, errNoPath(err))
+	deadline := time.Now().Add(timeout)
+	data := make([]byte, 0, min(st.Size(), maxBytes)+1)
+	for {
+		if ctx.Err() != nil {
+			return nil, errImageCancelled
+		}
+		if timeout > 0 && time.Now().After(deadline) {
+			return nil, badRequest(field, "%s: reading the file took more than %v (--read-timeout)", field, timeout)
+		}
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := f.Read(data[len(data):min(cap(data), len(data)+mediaReadChunk)])
+		data = data[:len(data)+n]
+		if int64(len(data)) > maxBytes {
+			return nil, badRequest(field, "%s: an image of more than %d bytes (--max-image-bytes)", field, maxBytes)
+		}
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, badRequest(field, "%s: reading the file: %v", field, errNoPath(err))
+		}
 	}
-	if int64(len(data)) > maxBytes {
-		return nil, badRequest(field, "%s: an image of more than %d bytes (--max-image-bytes)", field, maxBytes)
-	}
-	return data, nil
 }
 
 // errNoPath drops the path from a file error (the client named the file;

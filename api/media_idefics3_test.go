@@ -4,6 +4,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -176,7 +177,7 @@ func TestIdefics3Chat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts, err := cpuProj.Prepare(pngBytes.Bytes(), 0)
+	parts, err := cpuProj.Prepare(context.Background(), pngBytes.Bytes(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

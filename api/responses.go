@@ -707,6 +707,12 @@ func (s *Server) handleResponses(ctx *fasthttp.RequestCtx) handlerResult {
 	vb, stop := s.validationBudget(ctx)
 	defer stop()
 	req, e := s.decodeResponses(vb, body)
+	if e == nil {
+		// Before the first byte, as chat does: a streamed request
+		// with a bad key gets a 400, not a 200 and an error event; and
+		// before prepareChat, which decodes images.
+		e = s.resolveLogitBias(&req.chat.params)
+	}
 	var pc *preparedChat
 	if e == nil {
 		pc, e = s.prepareChat(req.chat)
@@ -714,11 +720,6 @@ func (s *Server) handleResponses(ctx *fasthttp.RequestCtx) handlerResult {
 			e.Param = "input"
 			e.Message = strings.Replace(e.Message, "messages", "input", 1)
 		}
-	}
-	if e == nil {
-		// Before the first byte, as chat does: a streamed request
-		// with a bad key gets a 400, not a 200 and an error event.
-		e = s.resolveLogitBias(&req.chat.params)
 	}
 	if e == nil {
 		e = s.checkWork(req.chat.genRequest, []int{len(pc.prompt)}, "max_output_tokens")

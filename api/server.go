@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -31,7 +32,10 @@ type Config struct {
 	// AllowedHosts are Host names answered besides the loopback names when
 	// the server listens on a loopback address (then any other Host is a
 	// 403, which defeats DNS rebinding); when set, they are enforced on
-	// any address. "*" allows every Host.
+	// any address. On another address without them (and without an
+	// APIKey), the names answered are those no public DNS can point at
+	// the server: IP addresses, names without a dot, .local and the like,
+	// the machine's hostname. "*" allows every Host.
 	AllowedHosts []string
 	// CORSOrigins are the web origins ("https://app.example") that may use
 	// the server from a browser and get CORS headers; "*" allows any.
@@ -104,6 +108,13 @@ type Config struct {
 	MaxImageBytes  int64
 	MaxImagePixels int
 	MaxImages      int
+	// MaxImageDecodes is how many images are decoded at once, all
+	// requests together (default 2); MaxImageDecodeBytes caps the memory
+	// those decodes hold, each counted from its header before it starts
+	// (default 1 GiB). An image that would need more than all of it is a
+	// 400; others wait their turn while their client stays (imagedecode.go).
+	MaxImageDecodes     int
+	MaxImageDecodeBytes int64
 	// Logger receives one line per request; nil discards.
 	Logger *slog.Logger
 	// Now returns the current time (tests); nil is time.Now.
@@ -129,6 +140,9 @@ type Server struct {
 	// loopbackOnly says Serve listens on a loopback address, so that
 	// only loopback Host names are answered (set before serving).
 	loopbackOnly bool
+	// hostname is the machine's (os.Hostname, lower case), a Host name
+	// answered on other addresses (hostAllowed; set before serving).
+	hostname string
 
 	backend Backend // set once by Ready, read after state is ready
 	info    ModelInfo
@@ -150,6 +164,7 @@ type Server struct {
 	waiting  atomic.Int32  // requests queued or running
 
 	bodyBytes atomic.Int64 // bytes of the request bodies being read or served
+	decodes   *decodeGate  // image decodes' slots and memory
 	conns     connSet      // open connections, for Shutdown
 
 	baseCtx context.Context
@@ -191,7 +206,8 @@ func NewServer(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Parallel)}
+	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Parallel),
+		decodes: newDecodeGate(cfg.MaxImageDecodes, cfg.MaxImageDecodeBytes)}
 	s.metrics = newMetrics(s)
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.srv = &fasthttp.Server{
@@ -291,9 +307,14 @@ func (s *Server) Ready(b Backend) error {
 }
 
 // Serve accepts connections on ln until Shutdown. On a loopback address
-// only loopback Host names (and Config.AllowedHosts) are answered.
+// only loopback Host names (and Config.AllowedHosts) are answered; on
+// another, without Config.AllowedHosts or an APIKey, only names no public
+// DNS can point at the server (guard.go).
 func (s *Server) Serve(ln net.Listener) error {
 	s.loopbackOnly = isLoopbackAddr(ln.Addr())
+	if h, err := os.Hostname(); err == nil {
+		s.hostname = strings.ToLower(h)
+	}
 	return s.srv.Serve(trackingListener{ln})
 }
 

@@ -53,7 +53,7 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	fs.IntVar(&f.queueSize, 0, "queue-size", 64, "`requests` that may wait for the model, each counted as the sequences it runs at once (at most --max-request-seqs); more get 503 at once")
 	fs.IntVar(&f.maxRequestSeqs, 0, "max-request-seqs", 0, "most `sequences` one request runs at once (the candidates of n/best_of, the inputs of an embeddings request); the others wait behind other requests', and each free slot goes to the waiting request with the fewest running (0: half of --parallel, rounded up)")
 	fs.StringVar(&f.apiKey, 0, "api-key", "", "require \"Authorization: Bearer `key`\" on every route but /health and the chat page (default none)")
-	fs.StringVar(&f.allowedHosts, 0, "allowed-hosts", "", "comma-separated Host `names` answered besides localhost and 127.0.0.1 when listening on loopback (other Hosts get 403, against DNS rebinding); when set, enforced on any address; * allows all")
+	fs.StringVar(&f.allowedHosts, 0, "allowed-hosts", "", "comma-separated Host `names` answered besides those a DNS-rebinding page cannot bring (on loopback: localhost and 127.x; elsewhere without this flag or --api-key: IP addresses, names without a dot, .local/.internal/.lan names, the hostname); other Hosts get 403; on a non-loopback address only these are answered; * allows all")
 	fs.StringVar(&f.corsOrigins, 0, "cors-origins", "", "comma-separated web `origins` (https://app.example) allowed to call the server from a browser, with CORS headers; * allows any (default none: POSTs from other sites' pages get 403; clients that are no browser page are not concerned)")
 	fs.StringVar(&f.alias, 'a', "model-alias", "", "model `id` in /v1/models and responses (default the file name)")
 	fs.StringVar(&f.template, 0, "chat-template", "", "default chat `template`: "+strings.Join(api.TemplateNames, ", ")+" (default jinja when the model or --chat-template-file has a template, else plain)")
@@ -197,6 +197,7 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 		AllowedHosts:   splitList(f.allowedHosts), CORSOrigins: splitList(f.corsOrigins),
 		HasProjector: f.mmproj != "", MediaDir: f.mediaDir, MaxImageBytes: int64(f.maxImageBytes),
 		MaxImagePixels: f.maxImagePixels, MaxImages: f.maxImagesPerRq,
+		MaxImageDecodes: f.maxDecodes, MaxImageDecodeBytes: int64(f.maxDecodeBytes),
 	})
 	addr := net.JoinHostPort(f.host, strconv.Itoa(f.port))
 	ln, err := net.Listen("tcp", addr)

@@ -195,6 +195,8 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"--max-request-tokens", "-1"}, [2]string{}, "--max-request-tokens"},
 		{[]string{"--max-request-seqs", "-1"}, [2]string{}, "--max-request-seqs"},
 		{nil, [2]string{"VKLLM_MAX_REQUEST_SEQS", "-4"}, "--max-request-seqs"},
+		{[]string{"--max-image-decodes", "0"}, [2]string{}, "--max-image-decodes"},
+		{nil, [2]string{"VKLLM_MAX_IMAGE_DECODE_BYTES", "-5"}, "--max-image-decode-bytes"},
 		{[]string{"--n-predict", "-2"}, [2]string{}, "--n-predict"},
 		{[]string{"--cors-origins", "https://app.example/"}, [2]string{}, `--cors-origins: invalid origin "https://app.example/"`},
 		{nil, [2]string{"VKLLM_CORS_ORIGINS", "https://ok.example,app.example"}, `--cors-origins: invalid origin "app.example"`},

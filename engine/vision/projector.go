@@ -2,6 +2,7 @@ package vision
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -96,8 +97,16 @@ func lookupPiece(v Vocab, text string) (int32, bool) {
 // it. The chunks' Encode runs the encoder on u's device (on the goroutine
 // that owns it). Its errors are the client's (a bad image), except the
 // one for an idefics3 projector not bound to a vocabulary (CheckText).
-func (u *GPU) Prepare(data []byte, maxPixels int) ([]engine.MediaPart, error) {
-	return layout(u.m, u.markers, data, maxPixels, u.Encode)
+// Decoding and preprocessing stop when ctx is done, with an error
+// wrapping ctx.Err() (DecodeContext).
+func (u *GPU) Prepare(ctx context.Context, data []byte, maxPixels int) ([]engine.MediaPart, error) {
+	return layout(ctx, u.m, u.markers, data, maxPixels, u.Encode)
+}
+
+// DecodeCost is the package's DecodeCost: the memory Prepare's decoding
+// holds at once for data, from its header.
+func (u *GPU) DecodeCost(data []byte, maxPixels int) (int64, error) {
+	return DecodeCost(data, maxPixels)
 }
 
 // CPU is the plain-Go reference of a projector's whole image path: the
@@ -127,9 +136,14 @@ func NewCPU(m *Model, embd int, v Vocab) (*CPU, error) {
 // NonCausal is GPU.NonCausal.
 func (c *CPU) NonCausal() bool { return c.m.P.ProjectorType == "gemma3" }
 
+// DecodeCost is GPU.DecodeCost.
+func (c *CPU) DecodeCost(data []byte, maxPixels int) (int64, error) {
+	return DecodeCost(data, maxPixels)
+}
+
 // Prepare is GPU.Prepare with the chunks encoded on the CPU.
-func (c *CPU) Prepare(data []byte, maxPixels int) ([]engine.MediaPart, error) {
-	return layout(c.m, c.markers, data, maxPixels, func(in []float32) ([]float32, error) {
+func (c *CPU) Prepare(ctx context.Context, data []byte, maxPixels int) ([]engine.MediaPart, error) {
+	return layout(ctx, c.m, c.markers, data, maxPixels, func(in []float32) ([]float32, error) {
 		if err := checkInput("EncodeCPU", &c.m.P, in); err != nil {
 			return nil, err
 		}
@@ -138,12 +152,15 @@ func (c *CPU) Prepare(data []byte, maxPixels int) ([]engine.MediaPart, error) {
 }
 
 // layout is Prepare with the encoder encode.
-func layout(m *Model, mk *idefics3Markers, data []byte, maxPixels int, encode func([]float32) ([]float32, error)) ([]engine.MediaPart, error) {
+func layout(ctx context.Context, m *Model, mk *idefics3Markers, data []byte, maxPixels int, encode func([]float32) ([]float32, error)) ([]engine.MediaPart, error) {
 	if m.P.ProjectorType == "idefics3" && mk == nil {
 		return nil, errors.New("BUG: vision: an idefics3 projector used before CheckText found its marker tokens")
 	}
-	img, err := Decode(data, maxPixels)
+	img, err := DecodeContext(ctx, data, maxPixels)
 	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	h := sha256.New()

@@ -2,6 +2,7 @@ package vision
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"image"
 	"image/png"
@@ -231,7 +232,7 @@ func TestIdefics3Layout(t *testing.T) {
 	if err := png.Encode(&b, img); err != nil {
 		t.Fatal(err)
 	}
-	parts, err := c.Prepare(b.Bytes(), 0)
+	parts, err := c.Prepare(context.Background(), b.Bytes(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
