@@ -45,7 +45,17 @@ layout(constant_id = EPI_ID) const uint EPI = EPI_SPLIT;
 #else
 #define ID_BIND 3
 #endif
+#if defined(X_UNIFORM)
+// The _xt variants (CPU devices) read the routes from a uniform buffer too:
+// the pairs' activation offsets are then known to be the same in every
+// invocation, so the activations' uniform-buffer loads stay shared (see
+// matvec.comp's X_UNIFORM).
+layout(binding = ID_BIND, std140) uniform IDS { uvec4 data_ids4[4096]; };
+#define IDS_AT(i) data_ids4[(i) >> 2][(i) & 3u]
+#else
 layout(binding = ID_BIND) readonly buffer IDS { uint data_ids[]; };
+#define IDS_AT(i) data_ids[(i)]
+#endif
 layout(binding = ID_BIND + 1) readonly buffer IB { float data_ib[]; };
 #if defined(FUSED)
 layout(binding = ID_BIND + 2) readonly buffer IB2 { float data_ib2[]; };
@@ -87,14 +97,14 @@ bool id_setup(uint ncols) {
 	const uint e = gl_WorkGroupID.z % p.ne;
 	const uint c0 = (gl_WorkGroupID.z / p.ne) * ncols;
 	id_e = p.e0 + e;
-	const uint cnt = data_ids[id_e];
+	const uint cnt = IDS_AT(id_e);
 	if (c0 >= cnt) {
 		return false;
 	}
 	id_n = min(cnt - c0, ncols);
 	const uint base = p.list_off + id_e * p.list_stride + c0;
 	for (uint c = 0u; c < ncols; c++) {
-		id_pair[c] = data_ids[base + min(c, id_n - 1u)];
+		id_pair[c] = IDS_AT(base + min(c, id_n - 1u));
 	}
 	w_base = p.w_off + e * p.w_estride;
 	return true;

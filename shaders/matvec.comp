@@ -119,6 +119,22 @@
 // variant: matvec_id_iq4_nl_f32_sg -DDATA_A_IQ4_NL -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
 // variant: matvec_id_iq4_xs_f32_sg -DDATA_A_IQ4_XS -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
 // variant: matvec_id_mxfp4_f32_sg -DDATA_A_MXFP4 -DMUL_MAT_ID=1 -DUSE_SUBGROUP=1
+// variant: matvec_id_f32_f32_xt -DDATA_A_F32 -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_id_f16_f32_xt -DDATA_A_F16 -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_id_bf16_f32_xt -DDATA_A_BF16 -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_id_q4_0_f32_xt -DDATA_A_Q4_0 -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_id_q4_1_f32_xt -DDATA_A_Q4_1 -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_id_q5_0_f32_xt -DDATA_A_Q5_0 -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_id_q5_1_f32_xt -DDATA_A_Q5_1 -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_id_q8_0_f32_xt -DDATA_A_Q8_0 -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_id_q2_k_f32_xt -DDATA_A_Q2_K -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_id_q3_k_f32_xt -DDATA_A_Q3_K -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_id_q4_k_f32_xt -DDATA_A_Q4_K -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_id_q5_k_f32_xt -DDATA_A_Q5_K -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_id_q6_k_f32_xt -DDATA_A_Q6_K -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_id_iq4_nl_f32_xt -DDATA_A_IQ4_NL -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_id_iq4_xs_f32_xt -DDATA_A_IQ4_XS -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
+// variant: matvec_id_mxfp4_f32_xt -DDATA_A_MXFP4 -DMUL_MAT_ID=1 -DX_UNIFORM=1 -DA_TEXEL=1
 #extension GL_EXT_control_flow_attributes : enable
 #if defined(USE_SUBGROUP)
 #extension GL_KHR_shader_subgroup_basic : enable

@@ -137,6 +137,22 @@ layout(binding = 2) buffer Y { float data_y[]; };
 // variant: matvec_fused_id_iq4_nl_f32_sg -DDATA_A_IQ4_NL -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
 // variant: matvec_fused_id_iq4_xs_f32_sg -DDATA_A_IQ4_XS -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
 // variant: matvec_fused_id_mxfp4_f32_sg -DDATA_A_MXFP4 -DUSE_SUBGROUP=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_f32_f32_xt -DDATA_A_F32 -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_f16_f32_xt -DDATA_A_F16 -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_bf16_f32_xt -DDATA_A_BF16 -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q4_0_f32_xt -DDATA_A_Q4_0 -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q4_1_f32_xt -DDATA_A_Q4_1 -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q5_0_f32_xt -DDATA_A_Q5_0 -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q5_1_f32_xt -DDATA_A_Q5_1 -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q8_0_f32_xt -DDATA_A_Q8_0 -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q2_k_f32_xt -DDATA_A_Q2_K -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q3_k_f32_xt -DDATA_A_Q3_K -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q4_k_f32_xt -DDATA_A_Q4_K -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q5_k_f32_xt -DDATA_A_Q5_K -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_q6_k_f32_xt -DDATA_A_Q6_K -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_iq4_nl_f32_xt -DDATA_A_IQ4_NL -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_iq4_xs_f32_xt -DDATA_A_IQ4_XS -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
+// variant: matvec_fused_id_mxfp4_f32_xt -DDATA_A_MXFP4 -DX_UNIFORM=1 -DA_TEXEL=1 -DFUSED=1 -DMUL_MAT_ID=1
 #define FUSED_DECLS
 #define EPI_ID 6
 #include "fused_epilogue.glsl"

@@ -92,6 +92,9 @@ type Kernels struct {
 	// sgSize is the subgroup size the matvec subgroup kernels require
 	// (matvecSubgroupSize), 0 to leave it to the driver.
 	sgSize uint32
+	// idStorage makes the expert products (MatVecID, MatVecIDGLU) take
+	// their storage-buffer variants where the _xt ones would run (tests).
+	idStorage bool
 }
 
 // cpuMatVecCols is MulMat's crossover on CPU devices, past any batch: they
@@ -275,12 +278,20 @@ func (k *Kernels) PrepareAll(prepare func() error) error {
 
 // uniformBindings returns the uniform-buffer bindings of variant name (see
 // vk.PipelineDesc.Uniform): binding 1, the activations, for the matvec
-// variants named "_xu"; none otherwise.
+// variants named "_xu" and "_xt", and the routes of the expert products'
+// _xt variants (binding 3 of matvec_id, 6 of matvec_fused_id); none
+// otherwise.
 func uniformBindings(name string) uint32 {
-	if strings.HasSuffix(name, "_xu") || strings.HasSuffix(name, "_xt") {
-		return 1 << 1
+	if !strings.HasSuffix(name, "_xu") && !strings.HasSuffix(name, "_xt") {
+		return 0
 	}
-	return 0
+	switch {
+	case strings.HasPrefix(name, "matvec_id_"):
+		return 1<<1 | 1<<3
+	case strings.HasPrefix(name, "matvec_fused_id_"):
+		return 1<<1 | 1<<6
+	}
+	return 1 << 1
 }
 
 // texelBindings returns the texel-buffer bindings of variant name (see

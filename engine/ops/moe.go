@@ -262,6 +262,19 @@ func (k *Kernels) MatVecID(c *vk.Cmd, w Weight, s MoEShape, x vk.Range, xDiv int
 	}
 	plain := !w.Type.IsQuantized()
 	tpr := k.matvecTPR(w.Type, w.Cols)
+	// On CPU devices the activations go in a uniform buffer and the
+	// weights in a texel buffer where they fit (the _xt variants, as
+	// MulMat's).
+	wRange, wAlign := maxRange, align
+	xuRange, xuAlign := k.xuLimits(tpr, w.Cols, xCols, mulOpts{})
+	xRange, xAlign := maxRange, align
+	rr := k.window(routes, 0, 4*uint64(s.RoutesLen()))
+	if ur, ok := k.uniformRoutes(routes, s); xuRange > 0 && k.texel && !k.idStorage && ok {
+		name = matvecIDNames[w.Type].xt
+		wRange, wAlign = k.texelLimits(maxRange, align)
+		xRange, xAlign = xuRange, xuAlign
+		rr = ur
+	}
 	ncols := colBucket(min(k.matvecPass, s.Rows))
 	chunks := ceilDiv(uint32(s.Rows), ncols)
 	rpl := k.rowsPerLane(tpr, w.Rows, int(ncols))
@@ -270,18 +283,18 @@ func (k *Kernels) MatVecID(c *vk.Cmd, w Weight, s MoEShape, x vk.Range, xDiv int
 	if groups[1] != 1 {
 		return fmt.Errorf("ops: %s: %d rows per expert exceed one row of workgroups", op, w.Rows)
 	}
-	xr, xOff := bindWindow(x, 0, 4*uint64(xCols)*uint64(w.Cols), align, maxRange)
+	xr, xOff := bindWindow(x, 0, 4*uint64(xCols)*uint64(w.Cols), xAlign, xRange)
 	yr, yOff := bindWindow(y, 0, 4*uint64(s.Pairs())*uint64(w.Rows), align, maxRange)
 	lim := k.dev.Limits().MaxWorkgroupCount
 	for e0 := 0; e0 < s.Experts; {
 		start := w.Data.Offset + uint64(e0)*perExpert
-		bind := start - start%align
+		bind := start - start%wAlign
 		bind -= bind % 4
 		lead := start - bind
-		if lead+perExpert+4 > maxRange {
-			return fmt.Errorf("ops: %s: one expert's matrix of %d bytes exceeds the %d-byte binding limit", op, perExpert, maxRange)
+		if lead+perExpert+4 > wRange {
+			return fmt.Errorf("ops: %s: one expert's matrix of %d bytes exceeds the %d-byte binding limit", op, perExpert, wRange)
 		}
-		ne := min(s.Experts-e0, int((maxRange-lead-4)/perExpert), int(lim[2]/chunks))
+		ne := min(s.Experts-e0, int((wRange-lead-4)/perExpert), int(lim[2]/chunks))
 		if ne <= 0 {
 			return fmt.Errorf("ops: %s: %d passes of columns exceed the device's %d workgroups", op, chunks, lim[2])
 		}
@@ -304,8 +317,7 @@ func (k *Kernels) MatVecID(c *vk.Cmd, w Weight, s MoEShape, x vk.Range, xDiv int
 			c.NoBarrier() // disjoint outputs
 		}
 		spec := []uint32{wg, ncols, fast, tpr, 0, rpl}
-		if err := Record(k, c, name, spec, g, &push, wr, xr, yr,
-			k.window(routes, 0, 4*uint64(s.RoutesLen())), k.window(bias, 0, 4)); err != nil {
+		if err := Record(k, c, name, spec, g, &push, wr, xr, yr, rr, k.window(bias, 0, 4)); err != nil {
 			return fmt.Errorf("ops: %s %v %dx%d x%d: %w", op, w.Type, w.Rows, w.Cols, s.Experts, err)
 		}
 		e0 += ne
@@ -413,6 +425,14 @@ func (k *Kernels) MatVecIDGLU(c *vk.Cmd, gate, up Weight, s MoEShape, x, routes,
 		name = sgName
 	}
 	tpr := k.matvecTPR(gate.Type, gate.Cols)
+	xRange, xAlign := maxRange, align
+	rr := k.window(routes, 0, 4*uint64(s.RoutesLen()))
+	xuRange, xuAlign := k.xuLimits(tpr, gate.Cols, s.Rows, mulOpts{})
+	if ur, ok := k.uniformRoutes(routes, s); xuRange > 0 && k.texel && !k.idStorage && ok && k.texelFits(wr) {
+		name = fusedIDNames[gate.Type][2]
+		xRange, xAlign = xuRange, xuAlign
+		rr = ur
+	}
 	ncols := colBucket(min(k.matvecPass, s.Rows))
 	chunks := ceilDiv(uint32(s.Rows), ncols)
 	if lim := k.dev.Limits().MaxWorkgroupCount[2]; uint64(s.Experts)*uint64(chunks) > uint64(lim) {
@@ -429,7 +449,7 @@ func (k *Kernels) MatVecIDGLU(c *vk.Cmd, gate, up Weight, s MoEShape, x, routes,
 		return fmt.Errorf("ops: %s: %d rows per expert exceed one row of workgroups", op, gate.Rows)
 	}
 	groups[2] = uint32(s.Experts) * chunks
-	xr, xOff := bindWindow(x, 0, 4*uint64(s.Rows)*uint64(gate.Cols), align, maxRange)
+	xr, xOff := bindWindow(x, 0, 4*uint64(s.Rows)*uint64(gate.Cols), xAlign, xRange)
 	yr, yOff := bindWindow(y, 0, 4*uint64(s.Pairs())*uint64(gate.Rows), align, maxRange)
 	fast := uint32(0)
 	if (gate.Cols|int(xOff))%4 == 0 && (gate.Type.IsQuantized() || (lead|rowBytes|perExpert)%16 == 0) {
@@ -451,10 +471,31 @@ func (k *Kernels) MatVecIDGLU(c *vk.Cmd, gate, up Weight, s MoEShape, x, routes,
 	}
 	spec := []uint32{wg, ncols, fast, tpr, 0, rpl, epi}
 	if err := Record(k, c, name, spec, groups, &push, wr, xr, yr, yr, yr, wr,
-		k.window(routes, 0, 4*uint64(s.RoutesLen())), k.window(gateBias, 0, 4), k.window(upBias, 0, 4)); err != nil {
+		rr, k.window(gateBias, 0, 4), k.window(upBias, 0, 4)); err != nil {
 		return fmt.Errorf("ops: %s %v %dx%d x%d: %w", op, gate.Type, gate.Rows, gate.Cols, s.Experts, err)
 	}
 	return nil
+}
+
+// uniformRoutes returns routes bound as a uniform buffer (the _xt
+// variants read them so: see fused_epilogue.glsl), or false where they do
+// not fit one (the shader's 64 KiB block, maxUniformBufferRange) or start
+// at an offset a uniform binding cannot.
+func (k *Kernels) uniformRoutes(routes vk.Range, s MoEShape) (vk.Range, bool) {
+	lim := k.dev.Limits()
+	n := 4 * uint64(s.RoutesLen())
+	if n > min(lim.MaxUniformBufferRange, xuMaxBytes) || routes.Offset%max(lim.MinUniformOffsetAlign, 4) != 0 {
+		return vk.Range{}, false
+	}
+	return vk.Range{Buf: routes.Buf, Offset: routes.Offset, Size: roundUp4(n)}, true
+}
+
+// texelFits reports whether the weight binding wr can be read as a texel
+// buffer (the _xt variants): within maxTexelBufferElements words, at an
+// offset minTexelBufferOffsetAlignment allows.
+func (k *Kernels) texelFits(wr vk.Range) bool {
+	limit, align := k.texelLimits(k.dev.MaxBinding(), max(k.dev.Limits().MinStorageOffsetAlign, 4))
+	return wr.Size <= limit && wr.Offset%align == 0
 }
 
 // fusedIDKernels returns the matvec_fused_id variants for weight type t
@@ -465,11 +506,23 @@ func fusedIDKernels(t gguf.GGMLType) (plain, sg string) {
 	return n[0], n[1]
 }
 
-var fusedIDNames = func() map[gguf.GGMLType][2]string {
-	m := map[gguf.GGMLType][2]string{}
+var fusedIDNames = func() map[gguf.GGMLType][3]string {
+	m := map[gguf.GGMLType][3]string{}
 	for t := range gguf.GGMLType(64) {
 		if p, s, ok := matvecIDKernels(t); ok {
-			m[t] = [2]string{"matvec_fused_id_" + p[len("matvec_id_"):], "matvec_fused_id_" + s[len("matvec_id_"):]}
+			f := "matvec_fused_id_" + p[len("matvec_id_"):]
+			m[t] = [3]string{f, "matvec_fused_id_" + s[len("matvec_id_"):], f + "_xt"}
+		}
+	}
+	return m
+}()
+
+// matvecIDNames holds the matvec_id variants' _xt names (CPU devices).
+var matvecIDNames = func() map[gguf.GGMLType]struct{ xt string } {
+	m := map[gguf.GGMLType]struct{ xt string }{}
+	for t := range gguf.GGMLType(64) {
+		if p, _, ok := matvecIDKernels(t); ok {
+			m[t] = struct{ xt string }{p + "_xt"}
 		}
 	}
 	return m

@@ -143,7 +143,7 @@ func TestMatVecID(t *testing.T) {
 		}
 		for _, perPair := range []bool{false, true} {
 			name := fmt.Sprintf("%v_%dx%d_k%d_%dx%d_pair%v", c.typ, c.s.Rows, c.s.Experts, c.s.Used, c.rows, cols, perPair)
-			bothSampled(t, g, i, func(t *testing.T) {
+			bothIDPaths(t, g, i, func(t *testing.T) {
 				t.Run(name, func(t *testing.T) { g.checkMatVecID(t, c.typ, c.s, c.rows, cols, perPair, c.bias) })
 			})
 		}
@@ -258,7 +258,7 @@ func TestMatVecIDGLU(t *testing.T) {
 	for i, c := range cases {
 		cols := testCols(c.typ)
 		name := fmt.Sprintf("%v_%dx%d_k%d_%dx%d_bias%v_oai%v", c.typ, c.s.Rows, c.s.Experts, c.s.Used, c.rows, cols, c.bias, c.oai)
-		bothSampled(t, g, i, func(t *testing.T) {
+		bothIDPaths(t, g, i, func(t *testing.T) {
 			t.Run(name, func(t *testing.T) { g.checkMatVecIDGLU(t, c.typ, c.s, c.rows, cols, c.bias, c.oai) })
 		})
 	}
@@ -324,4 +324,17 @@ func (g0 *rig) checkMatVecIDGLU(t *testing.T, typ gguf.GGMLType, s MoEShape, row
 		}
 	}
 	closeToInput(t, "MatVecIDGLU", g.downF32(y, len(want)), want, in, 2e-4)
+}
+
+// bothIDPaths runs f for case i on the expert kernels' paths: the
+// storage-buffer variants (shared-memory and subgroup reductions, as
+// bothSampled picks them) and, on CPU devices, the _xt variants (uniform
+// activations, texel weights).
+func bothIDPaths(t *testing.T, g *rig, i int, f func(t *testing.T)) {
+	g.k.idStorage = true
+	bothSampled(t, g, i, f)
+	g.k.idStorage = false
+	if g.k.cpuRows && g.k.texel {
+		t.Run("xt", f)
+	}
 }
