@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
 type usage struct {
@@ -72,6 +73,24 @@ func newID(prefix string) string { return prefix + newCallID() + newCallID() }
 type preparedPrompt struct {
 	text   string
 	tokens []int32
+}
+
+// checkCompletion checks what a completion request asks of the model
+// before admission: its logit_bias keys against the vocabulary, the work
+// of its prompts (budget names the field that sets the tokens to generate)
+// and its grammar, which it compiles.
+func (s *Server) checkCompletion(vb grammar.Budget, g *genRequest, prompts []preparedPrompt, budget string) (constraintFactory, *Error) {
+	if e := s.resolveLogitBias(&g.params); e != nil {
+		return nil, e
+	}
+	lens := make([]int, len(prompts))
+	for i, p := range prompts {
+		lens[i] = len(p.tokens)
+	}
+	if e := s.checkWork(g, lens, budget); e != nil {
+		return nil, e
+	}
+	return s.grammarConstraint(vb, g.grammar, g.grammarRoot, "grammar")
 }
 
 func (s *Server) prepareCompletion(req *completionRequest) ([]preparedPrompt, *Error) {
@@ -154,19 +173,9 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) handlerResult {
 	if e == nil {
 		prompts, e = s.prepareCompletion(req)
 	}
-	if e == nil {
-		e = s.resolveLogitBias(&req.params)
-	}
-	if e == nil {
-		lens := make([]int, len(prompts))
-		for i, p := range prompts {
-			lens[i] = len(p.tokens)
-		}
-		e = s.checkWork(req.genRequest, lens, "max_tokens")
-	}
 	var factory constraintFactory
 	if e == nil {
-		factory, e = s.grammarConstraint(vb, req.grammar, req.grammarRoot, "grammar")
+		factory, e = s.checkCompletion(vb, req.genRequest, prompts, "max_tokens")
 	}
 	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
 	id := newID("cmpl-")

@@ -408,19 +408,9 @@ func (s *Server) nativeGenerate(ctx *fasthttp.RequestCtx, route string, infill b
 			req.params.LogitBias[strconv.Itoa(int(id))] = math.Inf(-1)
 		}
 	}
-	if e == nil {
-		e = s.resolveLogitBias(&req.params)
-	}
-	if e == nil {
-		lens := make([]int, len(prompts))
-		for i, p := range prompts {
-			lens[i] = len(p.tokens)
-		}
-		e = s.checkWork(req.genRequest, lens, "n_predict")
-	}
 	var factory constraintFactory
 	if e == nil {
-		factory, e = s.grammarConstraint(vb, req.grammar, req.grammarRoot, "grammar")
+		factory, e = s.checkCompletion(vb, req.genRequest, prompts, "n_predict")
 	}
 	stream := (req != nil && req.stream) || (req == nil && streamRequested(body))
 	seqs := 0

@@ -191,6 +191,17 @@ type forwarder interface {
 	Forward(b Batch) ([]float32, error)
 }
 
+// promptBatch is the batch of prompt in slot from position 0, logits for
+// its last token.
+func promptBatch(prompt []int32, slot int32) Batch {
+	b := Batch{}
+	for i, tok := range prompt {
+		b.Tokens, b.Slots, b.Pos = append(b.Tokens, tok), append(b.Slots, slot), append(b.Pos, int32(i))
+		b.Out = append(b.Out, logitsIf(i == len(prompt)-1))
+	}
+	return b
+}
+
 // checkTeacherForced feeds the reference's prompt and greedy tokens and
 // compares our log-probabilities of the reference's top-10 at every step.
 func checkTeacherForced(t *testing.T, m parityModel, fw forwarder, slot int32) {
@@ -200,14 +211,7 @@ func checkTeacherForced(t *testing.T, m parityModel, fw forwarder, slot int32) {
 	}
 	for gi, g := range m.ref.Greedy {
 		prompt := g.PromptTokens
-		b := Batch{}
-		for i, tok := range prompt {
-			b.Tokens = append(b.Tokens, tok)
-			b.Slots = append(b.Slots, slot)
-			b.Pos = append(b.Pos, int32(i))
-			b.Out = append(b.Out, logitsIf(i == len(prompt)-1))
-		}
-		logits, err := fw.Forward(b)
+		logits, err := fw.Forward(promptBatch(prompt, slot))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,11 +275,7 @@ func checkGreedy(t *testing.T, m parityModel, fw forwarder, slot int32) {
 		if len(g.PromptTokens) > 8 {
 			tol = longPromptTol
 		}
-		b := Batch{}
-		for i, tok := range g.PromptTokens {
-			b.Tokens, b.Slots, b.Pos = append(b.Tokens, tok), append(b.Slots, slot), append(b.Pos, int32(i))
-			b.Out = append(b.Out, logitsIf(i == len(g.PromptTokens)-1))
-		}
+		b := promptBatch(g.PromptTokens, slot)
 		var text []byte
 		for si, step := range g.Steps {
 			logits, err := fw.Forward(b)
