@@ -17,10 +17,10 @@ import (
 
 // kvPerplexityTol bounds how much a quantized KV cache may move the
 // perplexity from the f16 cache's: the 0.5% (q8_0) and 3% (q4_0),
-// which hold on the three llama-spm, the qwen3 and the gemma3 fixtures
-// (measured: q8_0 -0.05..+0.37%, q4_0 -1.3..+2.8%). kvMeasuredTol widens them for three
+// which hold on the three llama-spm, the qwen3, qwen3moe and gemma3 fixtures
+// (measured: q8_0 -0.05..+0.37%, q4_0 -2.2..+2.8%). kvMeasuredTol widens them for four
 // fixtures where they were measured larger (qwen2 q4_0 +5.3%, q8_0 +0.13%; llama3rf
-// q8_0 -0.74% and q4_0 +17.5%, phi3 q8_0 -1.07% and q4_0 +6.9%): random
+// q8_0 -0.74% and q4_0 +17.5%, phi3 q8_0 -1.07% and q4_0 +6.9%, gpt-oss below): random
 // models whose perplexity (millions, above their vocabularies) comes from
 // confidently wrong predictions, which small changes of the attention
 // scores move a lot; the kernels match the gguf/quant reference exactly
@@ -33,6 +33,12 @@ var kvMeasuredTol = map[string]map[ops.KVType]float64{
 	"qwen2-gpt2-256x4-q8_0":    {ops.KVQ4_0: 0.06},
 	"llama3rf-gpt2-256x4-q8_0": {ops.KVQ8_0: 0.01, ops.KVQ4_0: 0.2},
 	"phi3-256x4-f16":           {ops.KVQ8_0: 0.015, ops.KVQ4_0: 0.08},
+	// gpt-oss (q8_0 -3.2%, q4_0 +2.2%): even the f16 cache's rounding
+	// moves it 2.7% from the CPU reference's f32 cache (the reference's
+	// own f16 perplexity is the GPU's within 0.13%), while the q8_0 and
+	// q4_0 caches give the CPU reference's perplexity with the same
+	// quantization within 0.02%.
+	"gpt-oss-gpt2-192x4-mxfp4": {ops.KVQ8_0: 0.04, ops.KVQ4_0: 0.04},
 }
 
 // TestKVQuantPerplexity scores the fixture text of every parity model

@@ -627,17 +627,22 @@ func TestAttentionQuant(t *testing.T) {
 	t.Parallel() // compiles many kernels: see "Parallel tests" in helpers_test.go
 	g := newRig(t)
 	cases := []struct {
-		name string
-		p    AttnParams
-		pos  []int32
-		slot []int32
+		name  string
+		p     AttnParams
+		pos   []int32
+		slot  []int32
+		sinks []float32 // gpt-oss's attention sinks, when not nil
 	}{
-		{"decode", AttnParams{Rows: 1, Heads: 4, KVHeads: 4, HeadDim: 64, Causal: true}, []int32{37}, []int32{0}},
-		{"gqa-mixed-slots", AttnParams{Rows: 5, Heads: 8, KVHeads: 2, HeadDim: 64, Causal: true}, []int32{0, 1, 2, 300, 129}, []int32{1, 1, 1, 0, 2}},
-		{"prefill37", AttnParams{Rows: 37, Heads: 8, KVHeads: 4, HeadDim: 32, Causal: true}, run(37, 0), fill(37, 1)},
+		{"decode", AttnParams{Rows: 1, Heads: 4, KVHeads: 4, HeadDim: 64, Causal: true}, []int32{37}, []int32{0}, nil},
+		{"gqa-mixed-slots", AttnParams{Rows: 5, Heads: 8, KVHeads: 2, HeadDim: 64, Causal: true}, []int32{0, 1, 2, 300, 129}, []int32{1, 1, 1, 0, 2}, nil},
+		{"prefill37", AttnParams{Rows: 37, Heads: 8, KVHeads: 4, HeadDim: 32, Causal: true}, run(37, 0), fill(37, 1), nil},
 		{"prefill-mixed-d128", AttnParams{Rows: 45, Heads: 4, KVHeads: 2, HeadDim: 128, Causal: true},
-			append(append([]int32{290, 17, 5}, run(39, 0)...), 250, 60, 299), append(append([]int32{0, 2, 9}, fill(39, 1)...), 2, -1, 0)},
-		{"softcap-window", AttnParams{Rows: 36, Heads: 4, KVHeads: 2, HeadDim: 64, Causal: true, Window: 9, SoftCap: 1.5}, run(36, 0), fill(36, 2)},
+			append(append([]int32{290, 17, 5}, run(39, 0)...), 250, 60, 299), append(append([]int32{0, 2, 9}, fill(39, 1)...), 2, -1, 0), nil},
+		{"softcap-window", AttnParams{Rows: 36, Heads: 4, KVHeads: 2, HeadDim: 64, Causal: true, Window: 9, SoftCap: 1.5}, run(36, 0), fill(36, 2), nil},
+		// gpt-oss: sinks, a sliding window on some layers, decode and a
+		// prompt past the window.
+		{"sinks-window", AttnParams{Rows: 40, Heads: 8, KVHeads: 2, HeadDim: 64, Causal: true, Window: 12}, run(40, 3), fill(40, 0), sinkSets(8)[0].sinks},
+		{"sinks-decode", AttnParams{Rows: 2, Heads: 8, KVHeads: 2, HeadDim: 64, Causal: true}, []int32{200, 41}, []int32{1, 2}, sinkSets(8)[0].sinks},
 	}
 	pairs := [][2]KVType{{KVQ8_0, KVQ8_0}, {KVQ4_0, KVQ4_0}, {KVQ8_0, KVF16}, {KVF16, KVQ4_0}, {KVQ4_0, KVQ8_0}}
 	defer func(rows bool) { g.k.rowKernels = rows }(g.k.rowKernels)
@@ -662,6 +667,9 @@ func TestAttentionQuant(t *testing.T) {
 						if splits > 1 {
 							p.Scratch = g.buf(int(AttentionScratchBytes(p)))
 						}
+						if tc.sinks != nil {
+							p.Sinks = g.upF32(tc.sinks)
+						}
 						// Fill the pools through RefKVWrite: every position
 						// of every page.
 						all := p.Cache.Pages * p.Cache.PageSize
@@ -684,7 +692,7 @@ func TestAttentionQuant(t *testing.T) {
 							return g.k.Attention(c, out, g.upF32(q), g.upF16(kc), g.upF16(vc), g.upI32(tc.slot), g.upI32(tc.pos), g.upI32(table), p)
 						})
 						want := make([]float32, len(q))
-						if err := RefAttention(want, q, kc, vc, tc.slot, tc.pos, table, nil, p); err != nil {
+						if err := RefAttention(want, q, kc, vc, tc.slot, tc.pos, table, tc.sinks, p); err != nil {
 							t.Fatal(err)
 						}
 						closeTo(t, "Attention", g.downF32(out, len(q)), want, 1e-4)
