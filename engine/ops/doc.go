@@ -85,7 +85,10 @@
 // query-tiled kernel serves 4-16 consecutive rows of one slot per
 // workgroup, each K/V tile read once for all of them, and the per-row
 // kernel the tiles whose rows belong to several slots), Argmax, TopK and
-// Fill.
+// Fill. Qwen3.5's linear attention takes SSMConv (a causal depthwise
+// convolution with SiLU), GatedDeltaNet (the gated delta rule) and
+// Sigmoid; the first two walk the batch as sequence runs (SeqRun) and
+// carry a state per slot from one batch to the next.
 //
 // Weight kernels read matrices in their GGUF format and dequantize inside
 // the shader: GetRows (embedding lookup, any supported format to f32),

@@ -138,6 +138,12 @@ func (k *Kernels) SiLU(c *vk.Cmd, dst, src vk.Range, n int) error {
 	return k.unary(c, "SiLU", "silu_f32", dst, src, n, 0)
 }
 
+// Sigmoid records dst = 1 / (1 + exp(-src)) over n f32 elements (the
+// gates of Qwen3.5's linear attention). CPU reference: RefSigmoid.
+func (k *Kernels) Sigmoid(c *vk.Cmd, dst, src vk.Range, n int) error {
+	return k.unary(c, "Sigmoid", "sigmoid_f32", dst, src, n, 0)
+}
+
 // RefScale is the CPU reference of Scale.
 func RefScale(dst, src []float32, s float32) {
 	for i, v := range src {
@@ -157,6 +163,13 @@ func RefGELU(dst, src []float32) {
 func RefSiLU(dst, src []float32) {
 	for i, v := range src {
 		dst[i] = float32(float64(v) / (1 + math.Exp(-float64(v))))
+	}
+}
+
+// RefSigmoid is the CPU reference of Sigmoid.
+func RefSigmoid(dst, src []float32) {
+	for i, v := range src {
+		dst[i] = float32(1 / (1 + math.Exp(-float64(v))))
 	}
 }
 

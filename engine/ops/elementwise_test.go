@@ -42,6 +42,7 @@ func TestUnary(t *testing.T) {
 			func(dst, src []float32) { RefScale(dst, src, -0.37) }, 1e-6},
 		{"GELU", g.k.GELU, RefGELU, 1e-5},
 		{"SiLU", g.k.SiLU, RefSiLU, 1e-5},
+		{"Sigmoid", g.k.Sigmoid, RefSigmoid, 1e-5},
 	}
 	for _, op := range ops {
 		for _, n := range []int{1, 255, 1003, 70001} {
