@@ -10,6 +10,9 @@
 // a) and b = sigmoid(beta) itself, then
 //   col *= decay; d = (v[j] - col.k) * b; col += k * d;
 //   out[j] = col.q / sqrt(HEAD_K).
+// The loops over HEAD_K are unrolled: lavapipe ends a shader's loops after
+// 65535 iterations in all, which the loop over a run's rows alone must
+// stay under.
 // Runs outside the slots or the rows the bindings hold are skipped (the
 // whole workgroup: barriers stay in uniform control flow). CPU reference:
 // engine/ops RefGatedDeltaNet.

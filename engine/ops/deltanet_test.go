@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vkllm/vkllm/internal/sweep"
 	"github.com/vkllm/vkllm/vk"
 )
 
@@ -201,12 +202,14 @@ func TestGatedDeltaNet(t *testing.T) {
 	}
 	decode[2].Pos = 0
 	prompt := []SeqRun{{Slot: 1, Row: 0, Rows: 37, Pos: 0}}
-	for _, tc := range []struct {
+	long := []SeqRun{{Slot: 0, Row: 0, Rows: 200, Pos: 0}}
+	type gdnTest struct {
 		name string
 		p    DeltaNetParams
 		rows int
 		runs []SeqRun
-	}{
+	}
+	tests := []gdnTest{
 		{"mixed/tiled", DeltaNetParams{KHeads: 2, VHeads: 4, HeadK: 32, HeadV: 32, Slots: 4, Eps: 1e-6}, 10, mixed},
 		{"mixed/kv", DeltaNetParams{KHeads: 2, VHeads: 2, HeadK: 64, HeadV: 64, Slots: 4, Eps: 1e-6}, 10, mixed},
 		{"mixed/k>v", DeltaNetParams{KHeads: 1, VHeads: 3, HeadK: 40, HeadV: 24, Slots: 4, Eps: 1e-6}, 10, mixed},
@@ -215,7 +218,14 @@ func TestGatedDeltaNet(t *testing.T) {
 		{"decode/32", DeltaNetParams{KHeads: 2, VHeads: 4, HeadK: 32, HeadV: 32, Slots: 8, Eps: 1e-6}, 8, decode},
 		{"prompt/32", DeltaNetParams{KHeads: 2, VHeads: 4, HeadK: 32, HeadV: 32, Slots: 2, Eps: 1e-6}, 37, prompt},
 		{"prompt/128", DeltaNetParams{KHeads: 1, VHeads: 1, HeadK: 128, HeadV: 128, Slots: 2, Eps: 1e-6}, 37, prompt},
-	} {
+		// 200 rows of three loops over 128 keys would pass lavapipe's
+		// 65535 loop iterations were those loops not unrolled.
+		{"prompt/long", DeltaNetParams{KHeads: 1, VHeads: 1, HeadK: 128, HeadV: 128, Slots: 1, Eps: 1e-6}, 200, long},
+	}
+	if sweep.Long() { // the largest heads: 7 s of lavapipe's compiler
+		tests = append(tests, gdnTest{"mixed/256", DeltaNetParams{KHeads: 1, VHeads: 2, HeadK: 256, HeadV: 256, Slots: 4, Eps: 1e-6}, 10, mixed})
+	}
+	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := g.gdnInputs(tc.p, tc.rows)
 			poisonSlots(cs.state0, tc.p.StateLen(), tc.runs)
