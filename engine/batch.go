@@ -280,3 +280,26 @@ func resize[T any](s []T, n int) []T {
 	}
 	return s[:n]
 }
+
+// seqRuns returns the batch's rows as runs of one slot each (ops.SeqRun),
+// for a hybrid model's recurrent layers: each slot's rows must be
+// consecutive in the batch and at consecutive positions.
+func (b Batch) seqRuns(dst []ops.SeqRun) ([]ops.SeqRun, error) {
+	dst = dst[:0]
+	for i, s := range b.Slots {
+		if n := len(dst); n > 0 {
+			last := &dst[n-1]
+			if last.Slot == s && int(last.Row+last.Rows) == i && last.Pos+last.Rows == b.Pos[i] {
+				last.Rows++
+				continue
+			}
+		}
+		for _, r := range dst {
+			if r.Slot == s {
+				return nil, fmt.Errorf("engine: batch row %d: slot %d's rows of a hybrid model must be consecutive, at consecutive positions", i, s)
+			}
+		}
+		dst = append(dst, ops.SeqRun{Slot: s, Row: int32(i), Rows: 1, Pos: b.Pos[i]})
+	}
+	return dst, nil
+}

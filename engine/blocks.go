@@ -18,12 +18,15 @@ type Blocks struct {
 	kv   *kvCache // nil for encoders, which keep no cache
 	lens []int
 	next []int // advance's scratch for the lengths after a batch
+	// recNext is advance's scratch for the recurrent states' lengths
+	// after a batch (kvCache.rec).
+	recNext []int
 }
 
 // newBlocks returns the slot state of slots sequences over the page pool
 // kv (nil: none).
 func newBlocks(kv *kvCache, slots int) *Blocks {
-	return &Blocks{kv: kv, lens: make([]int, slots), next: make([]int, slots)}
+	return &Blocks{kv: kv, lens: make([]int, slots), next: make([]int, slots), recNext: make([]int, slots)}
 }
 
 // Slots returns the number of sequence slots.
@@ -52,9 +55,17 @@ func (b *Blocks) Truncate(slot, n int) error {
 	b.lens[slot] = n
 	if b.kv != nil {
 		b.kv.truncate(slot, n)
+		if b.kv.rec != nil && n < b.kv.rec[slot] {
+			b.kv.rec[slot] = 0 // a recurrent state cannot be cut back
+		}
 	}
 	return nil
 }
+
+// Recurrent reports whether the slots also hold a recurrent state (a
+// hybrid model): a slot then continues only from its full length, or
+// starts again at position 0, and prefixes are not taken from the cache.
+func (b *Blocks) Recurrent() bool { return b.kv != nil && b.kv.rec != nil }
 
 // CopyPrefix makes slot dst hold the first n positions of slot src,
 // dropping what dst held. n may be at most src's length. The slots then
@@ -72,6 +83,15 @@ func (b *Blocks) CopyPrefix(dst, src, n int) error {
 	}
 	if b.kv != nil {
 		b.kv.share(dst, src, n)
+		if rec := b.kv.rec; rec != nil {
+			rec[dst] = 0
+			if n > 0 && n == rec[src] {
+				// The follower takes the leader's state, copied before
+				// the next pass.
+				b.kv.stateCopies = append(b.kv.stateCopies, pageCopy{dst: int32(dst), src: int32(src)})
+				rec[dst] = n
+			}
+		}
 	}
 	b.lens[dst] = n
 	return nil
@@ -81,8 +101,14 @@ func (b *Blocks) CopyPrefix(dst, src, n int) error {
 // that the prefix cache holds (whole pages, then part of one), and returns
 // its length: the tokens need not be fed again.
 func (b *Blocks) AttachPrefix(slot int, tokens []int32) int {
-	if b.kv == nil {
+	if b.kv == nil || b.kv.rec != nil {
+		// Encoders cache nothing; a hybrid model's recurrent state
+		// cannot be rebuilt from cached pages.
 		b.lens[slot] = 0
+		if b.kv != nil {
+			b.kv.truncate(slot, 0)
+			b.kv.rec[slot] = 0
+		}
 		return 0
 	}
 	n := b.kv.attach(slot, tokens)
@@ -163,6 +189,12 @@ func (b *Blocks) Admit(slot int, a Admission) (reused int, ok bool) {
 			reused = c
 		}
 	}
+	if b.Recurrent() && reused > 0 && b.kv.rec[slot] != reused {
+		// The recurrent state holds no prefix shorter than the leader's
+		// length: the prompt is fed from the start.
+		b.Truncate(slot, 0)
+		reused = 0
+	}
 	if need, avail := b.Need(slot, reused, n); need > avail {
 		b.Truncate(slot, 0)
 		return 0, false
@@ -182,9 +214,20 @@ func (b *Blocks) Admit(slot int, a Admission) (reused int, ok bool) {
 func (b *Blocks) advance(batch Batch) error {
 	lens := b.next
 	copy(lens, b.lens)
+	var rec []int
+	if b.Recurrent() {
+		rec = b.recNext[:len(b.lens)]
+		copy(rec, b.kv.rec)
+	}
 	for i, s := range batch.Slots {
 		if p := int(batch.Pos[i]); p < 0 || p > lens[s] {
 			return fmt.Errorf("engine: batch row %d: position %d of slot %d, which holds %d positions (a row may extend a slot by one or rewrite it)", i, p, s, lens[s])
+		}
+		if p := int(batch.Pos[i]); rec != nil {
+			if p != 0 && p != rec[s] {
+				return fmt.Errorf("engine: batch row %d: position %d of slot %d, whose recurrent state holds %d positions (a hybrid model's row continues its slot or starts it at 0)", i, p, s, rec[s])
+			}
+			rec[s] = p + 1
 		}
 		lens[s] = int(batch.Pos[i]) + 1
 	}
@@ -199,12 +242,20 @@ func (b *Blocks) advance(batch Batch) error {
 }
 
 // commit sets the lengths advance noted, once the pass succeeded.
-func (b *Blocks) commit() { b.lens, b.next = b.next, b.lens }
+func (b *Blocks) commit() {
+	b.lens, b.next = b.next, b.lens
+	if b.Recurrent() {
+		copy(b.kv.rec, b.recNext)
+	}
+}
 
 // rollback keeps what precedes batch's rows in their slots after a failed
 // pass: their cache entries are undefined.
 func (b *Blocks) rollback(batch Batch) {
 	for i, s := range batch.Slots {
 		b.lens[s] = min(b.lens[s], int(batch.Pos[i]))
+		if b.Recurrent() {
+			b.kv.rec[s] = 0 // the pass may have changed it
+		}
 	}
 }

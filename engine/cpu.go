@@ -33,6 +33,10 @@ type CPUModel struct {
 	// an integer-dot kernel to Q8_1 (ops.QuantizeQ8_1Ref), as the GPU's
 	// integer-dot matvec path does (tests of that path).
 	q8Act bool
+	// convState and ssmState are a hybrid model's recurrent states, per
+	// recurrent layer: [slot][Recurrent.ConvLen()] and
+	// [slot][Recurrent.SSMLen()] (ops.SSMConv, ops.GatedDeltaNet).
+	convState, ssmState [][]float32
 }
 
 func dequant(t *Tensor) ([]float32, error) {
@@ -63,6 +67,12 @@ func NewCPUModel(o Options, w *Weights, ctx, slots int) (*CPUModel, error) {
 			return nil, err
 		}
 	}
+	if r := o.Recurrent; r != nil {
+		m.convState, m.ssmState = make([][]float32, r.Count), make([][]float32, r.Count)
+		for l := range r.Count {
+			m.convState[l], m.ssmState[l] = make([]float32, slots*r.ConvLen()), make([]float32, slots*r.SSMLen())
+		}
+	}
 	if !o.Encoder {
 		ps := ops.DefaultPageSize
 		m.useKV(newKVCache(slots*((ctx+ps-1)/ps), ps, slots, ctx))
@@ -75,8 +85,8 @@ func NewCPUModel(o Options, w *Weights, ctx, slots int) (*CPUModel, error) {
 func (m *CPUModel) useKV(kv *kvCache) {
 	o := m.o
 	m.kv, m.ownKV = kv, false
-	m.kCache, m.vCache = make([][]float32, o.Layers), make([][]float32, o.Layers)
-	for l := range o.Layers {
+	m.kCache, m.vCache = make([][]float32, o.KVLayers), make([][]float32, o.KVLayers)
+	for l := range o.KVLayers {
 		m.kCache[l] = make([]float32, kv.pages*kv.pageSize*o.KVHeads*o.HeadDim)
 		m.vCache[l] = make([]float32, kv.pages*kv.pageSize*o.KVHeads*o.HeadDimV)
 	}
@@ -109,6 +119,15 @@ func (m *CPUModel) applyCopies() {
 		for l := range m.kCache {
 			copy(m.kCache[l][int(cp.dst)*kw:int(cp.dst+1)*kw], m.kCache[l][int(cp.src)*kw:int(cp.src+1)*kw])
 			copy(m.vCache[l][int(cp.dst)*vw:int(cp.dst+1)*vw], m.vCache[l][int(cp.src)*vw:int(cp.src+1)*vw])
+		}
+	}
+	if r := m.o.Recurrent; r != nil {
+		for _, cp := range m.kv.stateCopies {
+			for l := range r.Count {
+				cl, sl := r.ConvLen(), r.SSMLen()
+				copy(m.convState[l][int(cp.dst)*cl:int(cp.dst+1)*cl], m.convState[l][int(cp.src)*cl:int(cp.src+1)*cl])
+				copy(m.ssmState[l][int(cp.dst)*sl:int(cp.dst+1)*sl], m.ssmState[l][int(cp.src)*sl:int(cp.src+1)*sl])
+			}
 		}
 	}
 }
@@ -154,9 +173,15 @@ func (m *CPUModel) ForwardInto(b Batch, out *Output) error {
 			return err
 		}
 		m.applyCopies()
-		m.kv.copies = m.kv.copies[:0]
+		m.kv.copies, m.kv.stateCopies = m.kv.copies[:0], m.kv.stateCopies[:0]
 	}
 	g := &cpuGraph{m: m, b: b}
+	if m.o.Recurrent != nil {
+		var err error
+		if g.runs, err = b.seqRuns(nil); err != nil {
+			return err
+		}
+	}
 	if m.o.Encoder {
 		g.ends = make([]int32, b.Len())
 		if err := encoderSeqEnds(b, g.ends); err != nil {

@@ -114,6 +114,12 @@ type GPUModel struct {
 	kCache   []vk.Range   // per layer (decoders): the K page pool
 	vCache   []vk.Range
 	kv       *kvCache // which pages each slot uses (decoders)
+	// convState and ssmState are a hybrid model's recurrent states, per
+	// recurrent layer: [slot][Recurrent.ConvLen()] and
+	// [slot][Recurrent.SSMLen()] f32 (ops.SSMConv, ops.GatedDeltaNet);
+	// runs is the pass's rows as ops.SeqRuns (padded with empty runs).
+	convState, ssmState []vk.Range
+	runs                []ops.SeqRun
 	tableRow []int32  // scratch for one row of the page table
 
 	// Per-forward scratch, sized for cfg.BatchSize rows.
@@ -220,6 +226,9 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 	}
 	if !o.Encoder {
 		m.kv = newKVCache(m.cfg.Pages, m.cfg.PageSize, m.cfg.Slots, m.cfg.CtxSize)
+		if o.Recurrent != nil {
+			m.kv.rec = make([]int, m.cfg.Slots)
+		}
 	}
 	if err := m.upload(w); err != nil {
 		m.Close()
@@ -280,7 +289,7 @@ func (m *GPUModel) poolPages(w *Weights) (int, error) {
 		return 0, nil
 	}
 	cfg := m.cfg
-	perPage := int64(m.o.Layers) * (m.pageBytes(cfg.TypeK) + m.pageBytes(cfg.TypeV)) // K and V of every layer
+	perPage := int64(m.o.KVLayers) * (m.pageBytes(cfg.TypeK) + m.pageBytes(cfg.TypeV)) // K and V of every layer with a cache
 	have := deviceMemory(m.dev)
 	left := have - m.deviceBytes(w)                                                       // weights and scratch (no pages yet)
 	full := int64(cfg.Slots) * int64((cfg.CtxSize+cfg.PageSize-1)/cfg.PageSize) * perPage // every slot at full context
@@ -320,7 +329,10 @@ func (m *GPUModel) deviceBytes(w *Weights) int64 {
 		}
 	}
 	o, B := m.o, int64(m.cfg.BatchSize)
-	total += int64(o.Layers) * m.kvBytes()
+	total += int64(o.KVLayers) * m.kvBytes()
+	if r := o.Recurrent; r != nil {
+		total += int64(m.cfg.Slots) * r.StateBytes()
+	}
 	total += m.g.actBytes() + int64(m.g.attnScratch) + 4*B*int64(o.Embd+o.Vocab+6)
 	total += int64(m.q8Bytes())
 	total += 4 * int64(m.cfg.Slots) * int64((m.cfg.CtxSize+m.cfg.PageSize-1)/m.cfg.PageSize) // page table
@@ -417,8 +429,8 @@ func (m *GPUModel) prepare() error {
 func (m *GPUModel) reserve() error {
 	o, B := m.o, uint64(m.cfg.BatchSize)
 	if m.kvBytes() > 0 {
-		m.kCache, m.vCache = make([]vk.Range, o.Layers), make([]vk.Range, o.Layers)
-		for i := range o.Layers {
+		m.kCache, m.vCache = make([]vk.Range, o.KVLayers), make([]vk.Range, o.KVLayers)
+		for i := range o.KVLayers {
 			for _, pool := range []struct {
 				dst *vk.Range
 				t   ops.KVType
@@ -436,6 +448,9 @@ func (m *GPUModel) reserve() error {
 			}
 		}
 		m.tableRow = make([]int32, m.kv.tableLen)
+	}
+	if err := m.reserveRecurrent(); err != nil {
+		return err
 	}
 	if err := m.reserveIO(); err != nil {
 		return err
@@ -477,6 +492,7 @@ const (
 	inRows // the rows that want output: argmax, logits, hidden
 	inSeqEnd
 	inTable // the KV page table (decoders)
+	inRuns  // the rows as sequence runs (hybrid models: ops.SeqRun)
 	numInputs
 )
 
@@ -495,10 +511,16 @@ func (m *GPUModel) reserveIO() error {
 	for i := range numInputs {
 		m.inOff[i] = off
 		n := 4 * B
-		if i == inTable {
+		switch i {
+		case inTable:
 			n = 0
 			if m.kv != nil {
 				n = 4 * uint64(m.cfg.Slots*m.kv.tableLen)
+			}
+		case inRuns:
+			n = 0
+			if m.o.Recurrent != nil {
+				n = 16 * uint64(m.maxRuns(m.cfg.BatchSize))
 			}
 		}
 		off = alignUp(off+n, ioAlign)
@@ -736,6 +758,11 @@ func (m *GPUModel) ForwardInto(b Batch, out *Output) error {
 	m.writeInput(inSlots, 0, b.Slots)
 	m.writeInput(inPos, 0, b.Pos)
 	m.writeInput(inRows, 0, rows)
+	if m.o.Recurrent != nil {
+		if err := m.writeRuns(b); err != nil {
+			return err
+		}
+	}
 	if o.Encoder {
 		m.writeInput(inSeqEnd, 0, m.seqEnds[:n])
 	}
@@ -821,6 +848,51 @@ func (m *GPUModel) recordCopies(c *vk.Cmd) {
 		}
 	}
 	m.kv.copies = m.kv.copies[:0]
+	if r := m.o.Recurrent; r != nil {
+		cb, sb := 4*uint64(r.ConvLen()), 4*uint64(r.SSMLen())
+		for _, cp := range m.kv.stateCopies {
+			// A barrier between slots (a follower may lead another);
+			// the layers of one slot touch their own bytes.
+			for l := range m.convState {
+				if l > 0 {
+					c.NoBarrier()
+				}
+				c.Copy(m.convState[l].Sub(uint64(cp.dst)*cb, cb), m.convState[l].Sub(uint64(cp.src)*cb, cb))
+				c.NoBarrier()
+				c.Copy(m.ssmState[l].Sub(uint64(cp.dst)*sb, sb), m.ssmState[l].Sub(uint64(cp.src)*sb, sb))
+			}
+		}
+	}
+	m.kv.stateCopies = m.kv.stateCopies[:0]
+}
+
+// reserveRecurrent allocates a hybrid model's recurrent states (zeroed:
+// a slot's first row is at position 0, which ignores them anyway).
+func (m *GPUModel) reserveRecurrent() error {
+	r := m.o.Recurrent
+	if r == nil {
+		return nil
+	}
+	S := uint64(m.cfg.Slots)
+	m.convState, m.ssmState = make([]vk.Range, r.Count), make([]vk.Range, r.Count)
+	for l := range r.Count {
+		for _, st := range []struct {
+			dst *vk.Range
+			n   uint64
+		}{{&m.convState[l], S * 4 * uint64(r.ConvLen())}, {&m.ssmState[l], S * 4 * uint64(r.SSMLen())}} {
+			if st.n > m.dev.MaxBinding() {
+				return fmt.Errorf("engine: one layer's recurrent state of %d slots (%s) exceeds the device's largest binding (%s): use fewer --parallel slots",
+					m.cfg.Slots, formatBytes(int64(st.n)), formatBytes(int64(m.dev.MaxBinding())))
+			}
+			b, err := m.newBuffer(st.n, vk.DeviceBuffer)
+			if err != nil {
+				return fmt.Errorf("engine: recurrent state: %w", err)
+			}
+			*st.dst = b.Range(0, st.n)
+		}
+	}
+	m.runs = make([]ops.SeqRun, 0, m.cfg.BatchSize)
+	return nil
 }
 
 // KV returns the statistics of the KV page pool (zero for encoders).
@@ -872,5 +944,26 @@ func (m *GPUModel) writeMedia(b Batch) error {
 		m.mediaRuns = append(m.mediaRuns, mediaRun{i, j - i})
 		i = j
 	}
+	return nil
+}
+
+// maxRuns is the number of sequence runs a pass of n rows dispatches for
+// (a hybrid model's): one per row, at most one per slot. The recurrent
+// kernels skip the empty runs that pad a pass's runs to it, so a pass's
+// recording depends on its rows only.
+func (m *GPUModel) maxRuns(n int) int { return max(min(n, m.cfg.Slots), 1) }
+
+// writeRuns writes b's rows as sequence runs (inRuns), padded with empty
+// runs to maxRuns.
+func (m *GPUModel) writeRuns(b Batch) error {
+	runs, err := b.seqRuns(m.runs)
+	if err != nil {
+		return err
+	}
+	for len(runs) < m.maxRuns(b.Len()) {
+		runs = append(runs, ops.SeqRun{Slot: 0, Row: 0, Rows: 0})
+	}
+	m.runs = runs
+	m.writeInput(inRuns, 0, unsafe.Slice((*int32)(unsafe.Pointer(&runs[0])), 4*len(runs)))
 	return nil
 }

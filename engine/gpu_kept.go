@@ -52,7 +52,7 @@ func keyBucket(keys, ctx int) int {
 func (m *GPUModel) runPass(b Batch, s passShape) error {
 	keys := batchKeys(b)
 	oneTime := m.noKeep || m.dev.Profiling() || len(m.mediaRuns) > 0 || m.useAttnPos
-	if !oneTime && m.kv != nil && len(m.kv.copies) > 0 {
+	if !oneTime && m.kv != nil && len(m.kv.copies)+len(m.kv.stateCopies) > 0 {
 		// The pending copy-on-write page copies go first, in their own
 		// submit (which waits), so that the pass itself can be a kept one.
 		c, err := m.dev.Begin()
@@ -163,6 +163,9 @@ func (m *GPUModel) shapeInputs(n, nOut int) []vk.CopyRegion {
 	}
 	if m.kv != nil {
 		add(inTable, 4*uint64(m.cfg.Slots*m.kv.tableLen))
+	}
+	if m.o.Recurrent != nil {
+		add(inRuns, 16*uint64(m.maxRuns(n)))
 	}
 	m.keptIn = r
 	return r

@@ -163,6 +163,21 @@ type Graph interface {
 	QuickGELU(x Act)
 	// SiLU applies x*sigmoid(x) to x.
 	SiLU(x Act)
+	// Sigmoid applies 1/(1+exp(-x)) to x.
+	Sigmoid(x Act)
+	// Mul multiplies dst by a, element by element (same shape).
+	Mul(dst, a Act)
+	// SSMConv returns the causal depthwise convolution of x ([rows][C])
+	// by the taps w (ssm_conv1d, [C][K]) over each row's K-1 previous
+	// inputs of its sequence, then SiLU (ops.SSMConv): a hybrid model's
+	// recurrent layer layer, whose convolution state of each slot of the
+	// batch it continues and updates.
+	SSMConv(x Act, w *Tensor, layer int) Act
+	// DeltaNet returns the gated delta rule of d over the convolved
+	// q|k|v rows qkv, with the rows' raw beta and alpha projections
+	// ([rows][VHeads] each): [rows][VHeads*HeadV] (ops.GatedDeltaNet),
+	// continuing and updating d's layer's SSM state of each slot.
+	DeltaNet(qkv, beta, alpha Act, d *DeltaNet) Act
 	// OutputRows returns the rows of x that asked for logits or hidden
 	// states: the logits rows first, in batch order, then the hidden ones.
 	OutputRows(x Act) Act
@@ -196,6 +211,14 @@ type Graph interface {
 	AppendRows(x Act, t *Tensor) Act
 	// SliceRows returns rows [from, from+n) of x.
 	SliceRows(x Act, from, n int) Act
+}
+
+// DeltaNet is one Gated DeltaNet layer of a hybrid model (Graph.DeltaNet).
+type DeltaNet struct {
+	Layer     int     // index among the recurrent layers (Recurrent.Layer)
+	DtBias, A *Tensor // ssm_dt.bias and ssm_a: VHeads f32 values each
+	// Params shapes the op; the graph fills in Slots.
+	Params ops.DeltaNetParams
 }
 
 // archModel is one architecture's model: its weights as a struct tagged

@@ -23,7 +23,38 @@ type cpuGraph struct {
 	logits  []float32
 	hidden  []float32
 	in      []float32 // what Input reads (a Net's pass)
+	runs    []ops.SeqRun
 	err     error
+}
+
+func (g *cpuGraph) Mul(dst, a Act) {
+	if dst.Rows*dst.Cols != a.Rows*a.Cols {
+		g.fail(fmt.Errorf("engine: Mul: %d values by %d", dst.Rows*dst.Cols, a.Rows*a.Cols))
+		return
+	}
+	n := dst.Rows * dst.Cols
+	ops.RefMul(g.v(dst), g.v(dst), g.v(a), n, n)
+}
+
+func (g *cpuGraph) Sigmoid(x Act) { ops.RefSigmoid(g.v(x), g.v(x)) }
+
+func (g *cpuGraph) SSMConv(x Act, w *Tensor, layer int) Act {
+	y := g.new(x.Rows, x.Cols)
+	p := ops.SSMConvParams{Channels: x.Cols, Kernel: w.Cols(), Slots: g.m.slots}
+	if w.Rows() != x.Cols {
+		g.fail(fmt.Errorf("engine: SSMConv %s: %d channels, want %d", w.Name, w.Rows(), x.Cols))
+		return y
+	}
+	g.fail(ops.RefSSMConv(g.v(y), g.v(x), g.w(w), g.m.convState[layer], g.runs, p))
+	return y
+}
+
+func (g *cpuGraph) DeltaNet(qkv, beta, alpha Act, d *DeltaNet) Act {
+	p := d.Params
+	p.Slots = g.m.slots
+	y := g.new(qkv.Rows, p.VHeads*p.HeadV)
+	g.fail(ops.RefGatedDeltaNet(g.v(y), g.v(qkv), g.v(beta), g.v(alpha), g.w(d.DtBias), g.w(d.A), g.m.ssmState[d.Layer], g.runs, p))
+	return y
 }
 
 func (g *cpuGraph) fail(err error) {

@@ -644,3 +644,63 @@ func (g *gpuGraph) EmbedInputs(x Act) {
 		g.c.Copy(dst, src)
 	}
 }
+
+func (g *gpuGraph) Mul(dst, a Act) {
+	if dst.Rows*dst.Cols != a.Rows*a.Cols {
+		g.shapeErr("Mul", dst.Rows*dst.Cols, a.Rows*a.Cols)
+	}
+	if g.live() && dst.Rows > 0 {
+		n := dst.Rows * dst.Cols
+		g.dep(g.r(dst), g.r(dst), g.r(a))
+		g.fail(g.m.k.Mul(g.c, g.r(dst), g.r(dst), g.r(a), n, n))
+	}
+}
+
+func (g *gpuGraph) Sigmoid(x Act) {
+	if g.live() && x.Rows > 0 {
+		g.dep(g.r(x), g.r(x))
+		g.fail(g.m.k.Sigmoid(g.c, g.r(x), g.r(x), x.Rows*x.Cols))
+	}
+}
+
+// runsRange is the pass's sequence runs (inRuns) and their count.
+func (g *gpuGraph) runsRange() (vk.Range, int) {
+	n := g.m.maxRuns(g.n)
+	return g.m.input(inRuns, 4*n), n
+}
+
+func (g *gpuGraph) SSMConv(x Act, w *Tensor, layer int) Act {
+	y := g.like(x, x.Cols)
+	if w.Rows() != x.Cols {
+		g.shapeErr("SSMConv "+w.Name, w.Rows(), x.Cols)
+		return y
+	}
+	if !g.live() || x.Rows == 0 {
+		return y
+	}
+	m := g.m
+	st := m.convState[layer]
+	runs, n := g.runsRange()
+	g.deps([3]vk.Range{g.r(y), st}, g.r(x), st)
+	g.fail(m.k.SSMConv(g.c, g.r(y), g.r(x), g.vec(w), st, runs, n, ops.SSMConvParams{Channels: x.Cols, Kernel: w.Cols(), Slots: m.cfg.Slots}))
+	return y
+}
+
+func (g *gpuGraph) DeltaNet(qkv, beta, alpha Act, d *DeltaNet) Act {
+	p := d.Params
+	p.Slots = g.m.cfg.Slots
+	y := g.like(qkv, p.VHeads*p.HeadV)
+	if qkv.Cols != p.QKVCols() || beta.Cols != p.VHeads || alpha.Cols != p.VHeads {
+		g.shapeErr("DeltaNet", p.QKVCols(), qkv.Cols)
+		return y
+	}
+	if !g.live() || qkv.Rows == 0 {
+		return y
+	}
+	m := g.m
+	st := m.ssmState[d.Layer]
+	runs, n := g.runsRange()
+	g.deps([3]vk.Range{g.r(y), st}, g.r(qkv), g.r(beta), g.r(alpha), st)
+	g.fail(m.k.GatedDeltaNet(g.c, g.r(y), g.r(qkv), g.r(beta), g.r(alpha), g.vec(d.DtBias), g.vec(d.A), st, runs, n, p))
+	return y
+}

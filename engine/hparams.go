@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/vkllm/vkllm/engine/ops"
 	"github.com/vkllm/vkllm/engine/tensortag"
 	"github.com/vkllm/vkllm/gguf"
 )
@@ -52,6 +53,96 @@ type Options struct {
 	// expert_count, expert_used_count and expert_feed_forward_length
 	// (default FFN); 0 experts: a dense FFN.
 	Experts, ExpertsUsed, ExpertFFN int
+	// KVLayers is the number of layers with a KV cache: every layer but
+	// a hybrid model's recurrent ones.
+	KVLayers int
+	// Recurrent describes a hybrid model's linear-attention layers (nil
+	// for others).
+	Recurrent *Recurrent
+}
+
+// Recurrent describes the Gated DeltaNet layers of a hybrid model (qwen35):
+// which layers they are and the shapes of their per-sequence state, a
+// convolution state and an SSM state per layer whose size does not depend
+// on the sequence's length.
+type Recurrent struct {
+	// Layer[i] is layer i's index among the recurrent layers, or -1 for
+	// a full-attention layer.
+	Layer []int
+	// Count is the number of recurrent layers.
+	Count int
+	// Kernel is ssm.conv_kernel: the convolution's taps.
+	Kernel int
+	// KHeads (ssm.group_count) key heads and VHeads (ssm.time_step_rank)
+	// value heads, HeadK wide (ssm.state_size) and HeadV (ssm.inner_size /
+	// VHeads).
+	KHeads, VHeads, HeadK, HeadV int
+}
+
+// Channels is the width of the convolved q|k|v rows.
+func (r *Recurrent) Channels() int { return 2*r.KHeads*r.HeadK + r.VHeads*r.HeadV }
+
+// ConvLen is the number of f32 values of one sequence's convolution state
+// in one layer.
+func (r *Recurrent) ConvLen() int { return (r.Kernel - 1) * r.Channels() }
+
+// SSMLen is the number of f32 values of one sequence's SSM state in one
+// layer.
+func (r *Recurrent) SSMLen() int { return r.VHeads * r.HeadV * r.HeadK }
+
+// StateBytes is the recurrent state of one sequence, every layer.
+func (r *Recurrent) StateBytes() int64 { return 4 * int64(r.Count) * int64(r.ConvLen()+r.SSMLen()) }
+
+// readRecurrent reads a hybrid model's ssm.* keys and the layer pattern
+// (full_attention_interval, default 4: layers 3, 7, ... attend).
+func readRecurrent(f *gguf.File, p string, o *Options) error {
+	r := &Recurrent{}
+	inner := 0
+	for _, k := range []struct {
+		key string
+		dst *int
+	}{{"ssm.conv_kernel", &r.Kernel}, {"ssm.state_size", &r.HeadK}, {"ssm.group_count", &r.KHeads},
+		{"ssm.time_step_rank", &r.VHeads}, {"ssm.inner_size", &inner}} {
+		v, err := f.Int(p + k.key)
+		if err != nil {
+			return err
+		}
+		if v <= 0 || v > 1<<20 {
+			return fmt.Errorf("engine: %s%s = %d is out of range", p, k.key, v)
+		}
+		*k.dst = int(v)
+	}
+	interval := int64(4)
+	if v, err := f.Int(p + "full_attention_interval"); err == nil {
+		interval = v
+	}
+	switch {
+	case interval < 1 || interval > 1<<20:
+		return fmt.Errorf("engine: %sfull_attention_interval = %d is out of range", p, interval)
+	case inner%r.VHeads != 0:
+		return fmt.Errorf("engine: %sssm.inner_size %d is not a multiple of ssm.time_step_rank %d", p, inner, r.VHeads)
+	case r.VHeads%r.KHeads != 0:
+		return fmt.Errorf("engine: %sssm.time_step_rank %d is not a multiple of ssm.group_count %d", p, r.VHeads, r.KHeads)
+	case r.Kernel > ops.SSMConvMaxKernel:
+		return fmt.Errorf("engine: %sssm.conv_kernel %d exceeds %d", p, r.Kernel, ops.SSMConvMaxKernel)
+	}
+	r.HeadV = inner / r.VHeads
+	if r.HeadK != r.HeadV || r.HeadK > ops.DeltaNetMaxHead {
+		return fmt.Errorf("engine: %sssm.state_size %d and value heads of %d: want equal, at most %d", p, r.HeadK, r.HeadV, ops.DeltaNetMaxHead)
+	}
+	r.Layer = make([]int, o.Layers)
+	o.KVLayers = 0
+	for i := range r.Layer {
+		if (i+1)%int(interval) != 0 {
+			r.Layer[i] = r.Count
+			r.Count++
+		} else {
+			r.Layer[i] = -1
+			o.KVLayers++
+		}
+	}
+	o.Recurrent = r
+	return nil
 }
 
 // YaRN are the settings of YaRN RoPE scaling, as the reference's defaults.
@@ -65,6 +156,7 @@ type YaRN struct {
 type archSpec struct {
 	layerNorm bool // eps from attention.layer_norm_epsilon
 	encoder   bool
+	recurrent bool // a hybrid model: ssm.* keys (Options.Recurrent)
 	// load binds the architecture's tensors and reads its own settings.
 	load func(f *gguf.File, o Options) (archModel, error)
 	// weights is the struct load binds, whose tags declare the tensors.
@@ -86,6 +178,8 @@ func archFor(name string) (archSpec, error) {
 		return archSpec{load: loadPhi3, weights: reflect.TypeFor[phi3Model]()}, nil
 	case "gpt-oss":
 		return archSpec{load: loadGptOss, weights: reflect.TypeFor[gptossModel]()}, nil
+	case "qwen35":
+		return archSpec{load: loadQwen35, weights: reflect.TypeFor[qwen35Model](), recurrent: true}, nil
 	case "bert":
 		return archSpec{load: loadBert, weights: reflect.TypeFor[bertModel](), layerNorm: true, encoder: true}, nil
 	}
@@ -93,7 +187,7 @@ func archFor(name string) (archSpec, error) {
 }
 
 // supportedArchs lists the architectures archFor knows, for errors.
-const supportedArchs = "llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, gpt-oss, bert"
+const supportedArchs = "llama, qwen2, qwen3, qwen3moe, qwen35, gemma2, gemma3, phi3, gpt-oss, bert"
 
 // Architectures returns the names of the architectures the engine loads.
 func Architectures() []string { return strings.Split(supportedArchs, ", ") }
@@ -196,6 +290,12 @@ func ReadOptions(f *gguf.File) (Options, error) {
 		return Options{}, err
 	}
 	o.NormEps = float32(eps)
+	o.KVLayers = o.Layers
+	if spec.recurrent {
+		if err := readRecurrent(f, p, &o); err != nil {
+			return Options{}, err
+		}
+	}
 	if err := readRope(f, p, &o); err != nil {
 		return Options{}, err
 	}

@@ -39,6 +39,15 @@ type kvCache struct {
 	cachedTokens int
 
 	tree radixTree
+
+	// rec, for a hybrid model (Options.Recurrent), is how many positions
+	// each slot's recurrent state holds: a row at position p > 0 must
+	// continue it (p == rec[slot]); position 0 starts it afresh. The
+	// state cannot be cut back, so a slot cut below rec holds none (0).
+	// stateCopies are the pending copies of whole states between slots
+	// (n/best_of followers), made before the next pass.
+	rec         []int
+	stateCopies []pageCopy
 }
 
 // pageCopy is a pending copy-on-write: page dst gets page src's contents.

@@ -204,13 +204,17 @@ func checkTensors(m any, o Options) error {
 // shapeEnv gives the names of shape tags (see tensortag.Env) their values
 // for o.
 func (o Options) shapeEnv() tensortag.Env {
-	return tensortag.Env{
+	env := tensortag.Env{
 		"E": o.Embd, "V": o.Vocab, "F": o.FFN, "D": o.HeadDim,
 		"q": o.Heads * o.HeadDim, "kv": o.KVHeads * o.HeadDim,
 		"qv": o.Heads * o.HeadDimV, "kvv": o.KVHeads * o.HeadDimV,
 		"R": o.RopeDim, "C": o.CtxTrain,
 		"X": o.Experts, "FX": o.ExpertFFN, "H": o.Heads,
 	}
+	if r := o.Recurrent; r != nil {
+		env["SC"], env["SK"], env["SH"], env["SD"], env["SV"] = r.Channels(), r.Kernel, r.VHeads, r.HeadV, r.VHeads*r.HeadV
+	}
+	return env
 }
 
 // collectTensors lists every non-nil exported *Tensor field of the struct
