@@ -109,18 +109,18 @@ type GPUModel struct {
 	k     *ops.Kernels
 	model archModel
 
-	bufs     []*vk.Buffer // everything to close
-	weights  []ops.Weight // by Tensor.idx
-	kCache   []vk.Range   // per layer (decoders): the K page pool
-	vCache   []vk.Range
-	kv       *kvCache // which pages each slot uses (decoders)
+	bufs    []*vk.Buffer // everything to close
+	weights []ops.Weight // by Tensor.idx
+	kCache  []vk.Range   // per layer (decoders): the K page pool
+	vCache  []vk.Range
+	kv      *kvCache // which pages each slot uses (decoders)
 	// convState and ssmState are a hybrid model's recurrent states, per
 	// recurrent layer: [slot][Recurrent.ConvLen()] and
 	// [slot][Recurrent.SSMLen()] f32 (ops.SSMConv, ops.GatedDeltaNet);
 	// runs is the pass's rows as ops.SeqRuns (padded with empty runs).
 	convState, ssmState []vk.Range
 	runs                []ops.SeqRun
-	tableRow []int32  // scratch for one row of the page table
+	tableRow            []int32 // scratch for one row of the page table
 
 	// Per-forward scratch, sized for cfg.BatchSize rows.
 	acts []*vk.Buffer // the activations (see gpuGraph)
