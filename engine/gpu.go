@@ -594,7 +594,8 @@ type HeapShare struct {
 	// the device-local budget was spent (integrated GPUs).
 	Fallback bool
 	// Weights, KV and Scratch are the bytes of the weights, the KV cache
-	// and the rest (activations, inputs and outputs).
+	// (with a hybrid model's recurrent states) and the rest (activations,
+	// inputs and outputs).
 	Weights, KV, Scratch int64
 }
 
@@ -607,8 +608,8 @@ func (m *GPUModel) Placement() []HeapShare {
 			what[w.Data.Buf] = 1
 		}
 	}
-	for _, r := range append(append([]vk.Range(nil), m.kCache...), m.vCache...) {
-		what[r.Buf] = 2
+	for _, r := range slices.Concat(m.kCache, m.vCache, m.convState, m.ssmState) {
+		what[r.Buf] = 2 // a hybrid model's recurrent states count with the KV cache
 	}
 	var out []HeapShare
 	for _, b := range m.bufs {
