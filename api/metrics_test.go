@@ -282,7 +282,7 @@ func TestMetricsWhileLoading(t *testing.T) {
 // against a generation held in its slot: a sequence whose consumer stops
 // reading keeps decoding until its event buffer (1024) is full and then
 // waits there, so the state seen is exact, not a matter of timing. A
-// second request meanwhile waits in the queue.
+// second request then takes its slot, the held one parked.
 func TestPropsAndSlots(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
 	if err := modelgen.WriteFile(path, modelgen.Options{Arch: "llama", Embd: 64, Layers: 1, Seed: 5}); err != nil {
@@ -385,29 +385,23 @@ func TestPropsAndSlots(t *testing.T) {
 	if got := jsonPath(slot, "next_token", "n_remain"); got != float64(1150-decoded) {
 		t.Errorf("/slots[0].next_token.n_remain = %v, want %d", got, 1150-decoded)
 	}
-	// A second request waits for the only slot: the queue depth says so.
-	queued := make(chan response, 1)
-	go func() { queued <- ts.do("POST", "/v1/completions", `{"prompt":"hi","max_tokens":2}`, auth...) }()
-	for {
-		fams := scrape(t, ts, auth...)
-		if v, _ := metricValue(fams, "vkllm_queue_depth"); v == 1 {
-			if r, _ := metricValue(fams, "vkllm_sequences_running"); r != 1 {
-				t.Errorf("vkllm_sequences_running = %v with one sequence parked, want 1", r)
-			}
-			if d, _ := metricValue(fams, "vkllm_sequences_decoding"); d != 1 {
-				t.Errorf("vkllm_sequences_decoding = %v, want 1", d)
-			}
-			break
+	// A second request takes the only slot: the held sequence, whose
+	// consumer is behind, is parked (it gives its slot up and waits in the
+	// queue until its consumer reads again), so the request completes while
+	// the held one still waits.
+	if r := ts.do("POST", "/v1/completions", `{"prompt":"hi","max_tokens":2}`, auth...); r.status != 200 {
+		t.Fatalf("the second request = %d %s, want 200 (the held sequence parked)", r.status, r.body)
+	}
+	fams := scrape(t, ts, auth...)
+	for name, want := range map[string]float64{"vkllm_parked_total": 1, "vkllm_queue_depth": 1, "vkllm_sequences_running": 0, "vkllm_sequences_decoding": 0} {
+		if v, _ := metricValue(fams, name); v != want {
+			t.Errorf("%s = %v with the held sequence parked, want %v", name, v, want)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
 	close(release)
 	if err := <-done; err == nil {
 		t.Error("the held generation ended without its context's error")
-	}
-	if r := <-queued; r.status != 200 {
-		t.Errorf("the queued request = %d %s, want 200 once the slot is free", r.status, r.body)
 	}
 	var slots []map[string]any
 	json.Unmarshal(ts.do("GET", "/slots", "", auth...).body, &slots)
