@@ -42,22 +42,22 @@ type qwen35Block struct {
 	Down     *Tensor `gguf:"ffn_down.weight" shape:"F,E"`
 	// The full-attention layers': attn_q holds each head's query and
 	// then its gate (QGate, split at load into Q and OutGate).
-	QGate *Tensor `gguf:"attn_q.weight,optional" shape:"E,2*q"`
-	K     *Tensor `gguf:"attn_k.weight,optional" shape:"E,kv"`
-	V     *Tensor `gguf:"attn_v.weight,optional" shape:"E,kvv"`
-	QNorm *Tensor `gguf:"attn_q_norm.weight,optional" shape:"D"`
-	KNorm *Tensor `gguf:"attn_k_norm.weight,optional" shape:"D"`
-	Out   *Tensor `gguf:"attn_output.weight,optional" shape:"qv,E"`
+	QGate *Tensor `gguf:"attn_q.weight,optional" shape:"E,2*q" gen:"attention"`
+	K     *Tensor `gguf:"attn_k.weight,optional" shape:"E,kv" gen:"attention"`
+	V     *Tensor `gguf:"attn_v.weight,optional" shape:"E,kvv" gen:"attention"`
+	QNorm *Tensor `gguf:"attn_q_norm.weight,optional" shape:"D" gen:"attention"`
+	KNorm *Tensor `gguf:"attn_k_norm.weight,optional" shape:"D" gen:"attention"`
+	Out   *Tensor `gguf:"attn_output.weight,optional" shape:"qv,E" gen:"attention"`
 	// The Gated DeltaNet layers'.
-	QKVMix  *Tensor `gguf:"attn_qkv.weight,optional" shape:"E,SC"`
-	Z       *Tensor `gguf:"attn_gate.weight,optional" shape:"E,SV"`
-	Conv    *Tensor `gguf:"ssm_conv1d.weight,optional" shape:"SK,SC"`
-	DtBias  *Tensor `gguf:"ssm_dt.bias,optional" shape:"SH"`
-	A       *Tensor `gguf:"ssm_a,optional" shape:"SH"`
-	Beta    *Tensor `gguf:"ssm_beta.weight,optional" shape:"E,SH"`
-	Alpha   *Tensor `gguf:"ssm_alpha.weight,optional" shape:"E,SH"`
-	SSMNorm *Tensor `gguf:"ssm_norm.weight,optional" shape:"SD"`
-	SSMOut  *Tensor `gguf:"ssm_out.weight,optional" shape:"SV,E"`
+	QKVMix  *Tensor `gguf:"attn_qkv.weight,optional" shape:"E,SC" gen:"recurrent"`
+	Z       *Tensor `gguf:"attn_gate.weight,optional" shape:"E,SV" gen:"recurrent"`
+	Conv    *Tensor `gguf:"ssm_conv1d.weight,optional" shape:"SK,SC" gen:"recurrent"`
+	DtBias  *Tensor `gguf:"ssm_dt.bias,optional" shape:"SH" gen:"recurrent"`
+	A       *Tensor `gguf:"ssm_a,optional" shape:"SH" gen:"recurrent"`
+	Beta    *Tensor `gguf:"ssm_beta.weight,optional" shape:"E,SH" gen:"recurrent"`
+	Alpha   *Tensor `gguf:"ssm_alpha.weight,optional" shape:"E,SH" gen:"recurrent"`
+	SSMNorm *Tensor `gguf:"ssm_norm.weight,optional" shape:"SD" gen:"recurrent"`
+	SSMOut  *Tensor `gguf:"ssm_out.weight,optional" shape:"SV,E" gen:"recurrent"`
 	// Q and OutGate are QGate's rows apart; GateUp joins Gate|Up
 	// (fuseRows).
 	Q, OutGate, GateUp *Tensor

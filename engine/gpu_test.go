@@ -85,16 +85,17 @@ func TestGPUMatchesCPU(t *testing.T) {
 		ropeFreqs   bool
 	}{{"llama", "spm", false, false}, {"qwen2", "bpe", true, false}, {"qwen3", "bpe", false, false},
 		{"llama", "bpe", true, true}, {"gemma2", "spm", true, false}, {"gemma3", "spm", true, false}, {"phi3", "spm", false, false},
-		{"qwen3moe", "bpe", false, false}, {"gpt-oss", "bpe", false, false}}
+		{"qwen3moe", "bpe", false, false}, {"gpt-oss", "bpe", false, false}, {"qwen35", "spm", false, false}}
 	types := []gguf.GGMLType{gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_1,
 		gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeMXFP4}
 	few := []gguf.GGMLType{gguf.TypeF32, gguf.TypeQ8_0, gguf.TypeQ4_K}
 	for ai, a := range archs {
 		for _, typ := range types {
 			if j := slices.Index(few, typ); (a.arch != "llama" || a.ropeFreqs) && (j < 0 || !sweep.Pick(ai, j, len(few))) &&
-				!(a.arch == "qwen3moe" && sweep.Long()) {
+				!((a.arch == "qwen3moe" || a.arch == "qwen35") && sweep.Long()) {
 				// Every format on llama and (make test-long) qwen3moe, whose
-				// experts run in matvec_id kernels of their own; on the
+				// experts run in matvec_id kernels of their own, and
+				// qwen35, whose recurrent layers do too; on the
 				// others F32, Q8_0 and Q4_K (make test-long), or one of
 				// them, rotating (CI).
 				continue

@@ -276,6 +276,9 @@ func eval(expr string, env Env) (int, error) {
 //	    the embedding, or when the generator's RopeFreqs or Rerank option
 //	    is set. Without one an optional tensor is written only where it is
 //	    needed.
+//	recurrent, attention  in a hybrid model's block: only in its
+//	    recurrent (Gated DeltaNet) layers, or only in its full-attention
+//	    layers.
 //	std=S       normal values of standard deviation S (mean 0) instead of
 //	    the default rule.
 //	divisors=T  RoPE frequency divisors rising from 1 to T instead of
@@ -287,7 +290,7 @@ type Gen struct {
 }
 
 // whens are the conditions a gen tag may name.
-var whens = []string{"always", "untied", "rope_freqs", "rerank"}
+var whens = []string{"always", "untied", "rope_freqs", "rerank", "recurrent", "attention"}
 
 // ParseGen parses a gen tag.
 func ParseGen(s string) (Gen, error) {

@@ -204,10 +204,32 @@ type generator struct {
 // moeArch reports whether arch has a mixture-of-experts FFN.
 func moeArch(arch string) bool { return arch == "qwen3moe" || arch == "gpt-oss" }
 
+// hybridArch reports whether arch has recurrent (Gated DeltaNet) layers.
+func hybridArch(arch string) bool { return arch == "qwen35" }
+
+// The shape of generated hybrid models' recurrent layers: 2 key heads, 4
+// value heads as wide as the attention heads, 4 taps, and a full-attention
+// layer every hybridInterval-th (so that two layers have one of each).
+const (
+	hybridKHeads   = 2
+	hybridVHeads   = 4
+	hybridKernel   = 4
+	hybridInterval = 2
+)
+
+// recurrentLayer reports whether layer l of a model of opts is a recurrent
+// one (a hybrid model's layers but every hybridInterval-th).
+func recurrentLayer(opts Options, l int) bool {
+	return hybridArch(opts.Arch) && (l+1)%hybridInterval != 0
+}
+
 // typeOf returns the type of the 2-D weight or 3-D expert tensor name:
 // g.typ (g.expertTyp for experts), or what the mix gives it, as
 // llama.cpp's llama_tensor_get_type does for Q4_K_M.
 func (g *generator) typeOf(name string) gguf.GGMLType {
+	if strings.Contains(name, "ssm_conv1d") {
+		return gguf.TypeF32 // the convolution's taps, as the real files
+	}
 	typ := g.typ
 	if strings.Contains(name, "_exps.") {
 		typ = g.expertTyp
@@ -318,13 +340,18 @@ func (g *generator) parallel(typ gguf.GGMLType, mean, std float64, cols, rows in
 // for in this architecture, or one its gen tag's condition selects. Values
 // follow d's gen tag, else the rule of its kind: norms 1 +- 0.1, biases
 // 0 +- 0.1, other weights normal with a deviation of 1/sqrt(row length).
-func (g *generator) generate(d tensortag.Decl, prefix string, opts Options, env tensortag.Env) error {
+func (g *generator) generate(d tensortag.Decl, prefix string, layer int, opts Options, env tensortag.Env) error {
 	name := prefix + d.Name
 	gen, err := tensortag.ParseGen(d.Gen)
 	if err != nil {
 		return fmt.Errorf("modelgen: tensor %s: %w", name, err)
 	}
-	if !d.Needed(opts.Arch) && !when(gen.When, opts) {
+	switch {
+	case gen.When == "recurrent" || gen.When == "attention":
+		if (gen.When == "recurrent") != recurrentLayer(opts, layer) {
+			return nil
+		}
+	case !d.Needed(opts.Arch) && !when(gen.When, opts):
 		return nil
 	}
 	shape, err := tensortag.ParseShape(d.Shape)
@@ -342,6 +369,8 @@ func (g *generator) generate(d tensortag.Decl, prefix string, opts Options, env 
 	switch {
 	case gen.Std > 0:
 		std = gen.Std
+	case strings.HasSuffix(name, "ssm_a"):
+		mean, std = -1, 0.2 // -exp(A_log): a decay
 	case strings.HasSuffix(name, ".bias"):
 		std = 0.1
 	case strings.Contains(name, "norm"):
@@ -402,11 +431,14 @@ func archNames() string {
 	return strings.Join(names, ", ")
 }
 
-// ropeDims is the rotated width: three quarters of a head for phi3 (a
-// partial rotation, even), the whole head otherwise.
+// ropeDims is the rotated width: three quarters of a head for phi3 and a
+// quarter for qwen35 (partial rotations, even), the whole head otherwise.
 func ropeDims(o Options) int {
-	if o.Arch == "phi3" {
+	switch o.Arch {
+	case "phi3":
 		return o.HeadDim * 3 / 4 &^ 1
+	case "qwen35":
+		return max(o.HeadDim/4&^1, 2) // a quarter, as Qwen3.5's 64 of 256
 	}
 	return o.HeadDim
 }
@@ -511,6 +543,16 @@ func Generate(opts Options) (*gguf.Writer, error) {
 		w.MustSet(a+".rope.scaling.factor", float32(32))
 		w.MustSet(a+".rope.scaling.original_context_length", uint32(4096))
 	}
+	if hybridArch(a) {
+		n := ropeDims(opts) / 2 // rotated pairs, in three sections (text: all the position)
+		w.MustSet(a+".rope.dimension_sections", []int32{int32(n+2) / 3, int32(n+1) / 3, int32(n) / 3, 0})
+		w.MustSet(a+".ssm.conv_kernel", uint32(hybridKernel))
+		w.MustSet(a+".ssm.state_size", uint32(opts.HeadDim))
+		w.MustSet(a+".ssm.group_count", uint32(hybridKHeads))
+		w.MustSet(a+".ssm.time_step_rank", uint32(hybridVHeads))
+		w.MustSet(a+".ssm.inner_size", uint32(hybridVHeads*opts.HeadDim))
+		w.MustSet(a+".full_attention_interval", uint32(hybridInterval))
+	}
 	if moeArch(a) {
 		w.MustSet(a+".expert_count", uint32(opts.Experts))
 		w.MustSet(a+".expert_used_count", uint32(opts.ExpertsUsed))
@@ -525,11 +567,13 @@ func Generate(opts Options) (*gguf.Writer, error) {
 		q, kv = E, E // no grouped heads: the file has no head_count_kv
 	}
 	env := tensortag.Env{"E": E, "V": nVocab, "F": opts.FFN, "D": opts.HeadDim, "q": q, "kv": kv, "qv": q, "kvv": kv,
-		"R": ropeDims(opts), "C": opts.Context, "X": opts.Experts, "FX": opts.ExpertFFN, "H": opts.Heads}
+		"R": ropeDims(opts), "C": opts.Context, "X": opts.Experts, "FX": opts.ExpertFFN, "H": opts.Heads,
+		"SC": 2*hybridKHeads*opts.HeadDim + hybridVHeads*opts.HeadDim, "SK": hybridKernel, "SH": hybridVHeads,
+		"SD": opts.HeadDim, "SV": hybridVHeads * opts.HeadDim}
 	decls := archDeclsOf(a)
 	for i := 0; i < len(decls); {
 		if !decls[i].Block {
-			if err := g.generate(decls[i], "", opts, env); err != nil {
+			if err := g.generate(decls[i], "", -1, opts, env); err != nil {
 				return nil, err
 			}
 			i++
@@ -542,7 +586,7 @@ func Generate(opts Options) (*gguf.Writer, error) {
 		}
 		for l := range opts.Layers {
 			for _, d := range decls[i:j] {
-				if err := g.generate(d, fmt.Sprintf("blk.%d.", l), opts, env); err != nil {
+				if err := g.generate(d, fmt.Sprintf("blk.%d.", l), l, opts, env); err != nil {
 					return nil, err
 				}
 			}
