@@ -47,6 +47,8 @@
 # and for the mixture-of-experts shapes:
 #   bash tools/gpucheck/gpucheck.sh device --no-tests --classes a3b --formats Q4_K_M
 #   bash tools/gpucheck/gpucheck.sh device --no-tests --classes oss20b --formats Q8_0
+# and the hybrid (Qwen3.5-9B's shape):
+#   bash tools/gpucheck/gpucheck.sh device --no-tests --classes q35-9b --formats Q4_K_M
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -73,7 +75,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 if [ $small = 1 ]; then
-	classes=small,moe-small
+	classes=small,moe-small,q35-small
 fi
 
 say() { printf '\n== %s\n' "$*"; }
@@ -185,8 +187,12 @@ shape() {
 	# gpt-oss-20b (32 experts, 4 used, MXFP4 experts whatever -type says).
 	moe-small) echo "-arch qwen3moe -embd 256 -layers 2 -heads 4 -kv-heads 2 -head-dim 64 -ffn 768 -experts 16 -experts-used 4 -expert-ffn 256 -vocab-pad 2048" ;;
 	a3b) echo "-arch qwen3moe -embd 2048 -layers 48 -heads 32 -kv-heads 4 -head-dim 128 -ffn 6144 -experts 128 -experts-used 8 -expert-ffn 768 -vocab-pad 151936" ;;
+	q35-small) echo "-arch qwen35 -embd 256 -layers 4 -heads 4 -kv-heads 2 -head-dim 64 -ffn 768 -ssm-groups 2 -ssm-heads 4 -ssm-state 64 -full-attn-interval 4 -vocab-pad 2048" ;;
+	# Qwen3.5-9B: 32 layers, every 4th full attention (16 heads of 256, 4 KV
+	# heads), the others Gated DeltaNet (16 key heads, 32 value heads of 128).
+	q35-9b) echo "-arch qwen35 -embd 4096 -layers 32 -heads 16 -kv-heads 4 -head-dim 256 -ffn 12288 -ssm-groups 16 -ssm-heads 32 -ssm-state 128 -full-attn-interval 4 -vocab-pad 248320" ;;
 	oss20b) echo "-arch gpt-oss -embd 2880 -layers 24 -heads 64 -kv-heads 8 -head-dim 64 -ffn 2880 -experts 32 -experts-used 4 -expert-ffn 2880 -expert-type MXFP4 -vocab-pad 201088" ;;
-	*) echo "gpucheck: unknown size class $1 (small, 1b, 8b, moe-small, a3b, oss20b)" >&2; exit 2 ;;
+	*) echo "gpucheck: unknown size class $1 (small, 1b, 8b, moe-small, a3b, oss20b, q35-small, q35-9b)" >&2; exit 2 ;;
 	esac
 }
 
@@ -204,7 +210,7 @@ benchModel() {
 	desc=$(echo "$flags" | sed -E 's/-embd ([0-9]+) -layers ([0-9]+) -heads ([0-9]+) -kv-heads ([0-9]+) -ffn ([0-9]+) -vocab-pad ([0-9]+)/\1x\2, \3\/\4 heads, ffn \5, vocab \6/')
 	printf '{"name":"%s","class":"%s","format":"%s","shape":"%s","bytes":%d,"gen":"%ds"}\n' "$name" "$class" "$format" "$desc" "$bytes" "$gen" >"$R/$name.info.json"
 	local single parallel
-	if [ $small = 1 ] || [ "$class" = moe-small ]; then
+	if [ $small = 1 ] || [ "$class" = moe-small ] || [ "$class" = q35-small ]; then
 		single=(-p 32 -n 8 -r 2)
 		parallel=(-p 8 -n 4 -r 1)
 	else

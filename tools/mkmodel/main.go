@@ -42,6 +42,10 @@ func main() {
 	flag.IntVar(&o.ExpertsUsed, "experts-used", 0, "qwen3moe, gpt-oss: experts each token uses (default 2)")
 	flag.IntVar(&o.ExpertFFN, "expert-ffn", 0, "qwen3moe, gpt-oss: an expert's feed-forward width (default ffn/2 rounded to the format's block)")
 	flag.StringVar(&expertTyp, "expert-type", "", "qwen3moe, gpt-oss: format of the experts' 3-D tensors (default -type; gpt-oss files use MXFP4)")
+	flag.IntVar(&o.SSMGroups, "ssm-groups", 0, "qwen35: key heads of the recurrent layers (default 2)")
+	flag.IntVar(&o.SSMHeads, "ssm-heads", 0, "qwen35: value heads of the recurrent layers (default 4)")
+	flag.IntVar(&o.SSMState, "ssm-state", 0, "qwen35: width of the recurrent layers' heads (default head-dim)")
+	flag.IntVar(&o.FullAttnInterval, "full-attn-interval", 0, "qwen35: a full-attention layer every so many (default 2; Qwen3.5 uses 4)")
 	flag.StringVar(&out, "o", "", "output file (required)")
 	flag.Parse()
 	if out == "" {

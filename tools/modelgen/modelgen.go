@@ -74,6 +74,12 @@ type Options struct {
 	// Q8_0 matrices).
 	Experts, ExpertsUsed, ExpertFFN int
 	ExpertType                      gguf.GGMLType
+	// SSMGroups, SSMHeads and SSMState shape a hybrid model's (qwen35)
+	// recurrent layers: key heads (default 2), value heads (default 4)
+	// and their width (default HeadDim); FullAttnInterval puts a
+	// full-attention layer every so many (default 2, so that two layers
+	// have one of each; Qwen3.5's files say 4).
+	SSMGroups, SSMHeads, SSMState, FullAttnInterval int
 	// Workers > 1 generates each large tensor in parallel, its rows in
 	// chunks with random streams of their own: deterministic, but other
 	// values than the sequential generator's. For benchmark-sized models.
@@ -156,6 +162,24 @@ func (o *Options) fill() error {
 	} else if o.Experts != 0 || o.ExpertsUsed != 0 || o.ExpertFFN != 0 {
 		return fmt.Errorf("modelgen: %s has no experts", o.Arch)
 	}
+	if hybridArch(o.Arch) {
+		for _, d := range []struct {
+			v   *int
+			def int
+		}{{&o.SSMGroups, 2}, {&o.SSMHeads, 4}, {&o.SSMState, o.HeadDim}, {&o.FullAttnInterval, 2}} {
+			if *d.v == 0 {
+				*d.v = d.def
+			}
+		}
+		if o.SSMHeads%o.SSMGroups != 0 {
+			return fmt.Errorf("modelgen: %d value heads is not a multiple of %d key heads", o.SSMHeads, o.SSMGroups)
+		}
+		if v := o.SSMHeads * o.SSMState; v%bs != 0 {
+			return fmt.Errorf("modelgen: value width %d is not a multiple of the %v block size %d", v, o.Type, bs)
+		}
+	} else if o.SSMGroups != 0 || o.SSMHeads != 0 || o.SSMState != 0 || o.FullAttnInterval != 0 {
+		return fmt.Errorf("modelgen: %s has no recurrent layers", o.Arch)
+	}
 	if o.RopeBase == 0 {
 		o.RopeBase = 10000
 		if o.Arch == "qwen2" {
@@ -207,20 +231,13 @@ func moeArch(arch string) bool { return arch == "qwen3moe" || arch == "gpt-oss" 
 // hybridArch reports whether arch has recurrent (Gated DeltaNet) layers.
 func hybridArch(arch string) bool { return arch == "qwen35" }
 
-// The shape of generated hybrid models' recurrent layers: 2 key heads, 4
-// value heads as wide as the attention heads, 4 taps, and a full-attention
-// layer every hybridInterval-th (so that two layers have one of each).
-const (
-	hybridKHeads   = 2
-	hybridVHeads   = 4
-	hybridKernel   = 4
-	hybridInterval = 2
-)
+// hybridKernel is generated hybrid models' convolution taps.
+const hybridKernel = 4
 
 // recurrentLayer reports whether layer l of a model of opts is a recurrent
-// one (a hybrid model's layers but every hybridInterval-th).
+// one (a hybrid model's layers but every FullAttnInterval-th).
 func recurrentLayer(opts Options, l int) bool {
-	return hybridArch(opts.Arch) && (l+1)%hybridInterval != 0
+	return hybridArch(opts.Arch) && (l+1)%opts.FullAttnInterval != 0
 }
 
 // typeOf returns the type of the 2-D weight or 3-D expert tensor name:
@@ -547,11 +564,11 @@ func Generate(opts Options) (*gguf.Writer, error) {
 		n := ropeDims(opts) / 2 // rotated pairs, in three sections (text: all the position)
 		w.MustSet(a+".rope.dimension_sections", []int32{int32(n+2) / 3, int32(n+1) / 3, int32(n) / 3, 0})
 		w.MustSet(a+".ssm.conv_kernel", uint32(hybridKernel))
-		w.MustSet(a+".ssm.state_size", uint32(opts.HeadDim))
-		w.MustSet(a+".ssm.group_count", uint32(hybridKHeads))
-		w.MustSet(a+".ssm.time_step_rank", uint32(hybridVHeads))
-		w.MustSet(a+".ssm.inner_size", uint32(hybridVHeads*opts.HeadDim))
-		w.MustSet(a+".full_attention_interval", uint32(hybridInterval))
+		w.MustSet(a+".ssm.state_size", uint32(opts.SSMState))
+		w.MustSet(a+".ssm.group_count", uint32(opts.SSMGroups))
+		w.MustSet(a+".ssm.time_step_rank", uint32(opts.SSMHeads))
+		w.MustSet(a+".ssm.inner_size", uint32(opts.SSMHeads*opts.SSMState))
+		w.MustSet(a+".full_attention_interval", uint32(opts.FullAttnInterval))
 	}
 	if moeArch(a) {
 		w.MustSet(a+".expert_count", uint32(opts.Experts))
@@ -568,8 +585,8 @@ func Generate(opts Options) (*gguf.Writer, error) {
 	}
 	env := tensortag.Env{"E": E, "V": nVocab, "F": opts.FFN, "D": opts.HeadDim, "q": q, "kv": kv, "qv": q, "kvv": kv,
 		"R": ropeDims(opts), "C": opts.Context, "X": opts.Experts, "FX": opts.ExpertFFN, "H": opts.Heads,
-		"SC": 2*hybridKHeads*opts.HeadDim + hybridVHeads*opts.HeadDim, "SK": hybridKernel, "SH": hybridVHeads,
-		"SD": opts.HeadDim, "SV": hybridVHeads * opts.HeadDim}
+		"SC": (2*opts.SSMGroups + opts.SSMHeads) * opts.SSMState, "SK": hybridKernel, "SH": opts.SSMHeads,
+		"SD": opts.SSMState, "SV": opts.SSMHeads * opts.SSMState}
 	decls := archDeclsOf(a)
 	for i := 0; i < len(decls); {
 		if !decls[i].Block {
