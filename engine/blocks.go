@@ -1,6 +1,9 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Blocks owns the state of a model's sequence slots between forward
 // passes: each slot's length (positions 0..Len-1 of the slot hold one
@@ -101,19 +104,89 @@ func (b *Blocks) CopyPrefix(dst, src, n int) error {
 // that the prefix cache holds (whole pages, then part of one), and returns
 // its length: the tokens need not be fed again.
 func (b *Blocks) AttachPrefix(slot int, tokens []int32) int {
-	if b.kv == nil || b.kv.rec != nil {
-		// Encoders cache nothing; a hybrid model's recurrent state
-		// cannot be rebuilt from cached pages.
+	if b.kv == nil {
 		b.lens[slot] = 0
-		if b.kv != nil {
-			b.kv.truncate(slot, 0)
-			b.kv.rec[slot] = 0
-		}
 		return 0
+	}
+	if b.kv.rec != nil {
+		return b.attachCheckpoint(slot, tokens)
 	}
 	n := b.kv.attach(slot, tokens)
 	b.lens[slot] = n
 	return n
+}
+
+// attachCheckpoint is AttachPrefix for a hybrid model: a recurrent state
+// cannot be cut back, so the slot takes the longest prefix of tokens that
+// a checkpoint holds the state of and the prefix cache the pages of, the
+// state copied in before the next pass.
+func (b *Blocks) attachCheckpoint(slot int, tokens []int32) int {
+	kv := b.kv
+	best := -1
+	for {
+		next := -1 // the longest usable checkpoint shorter than best's
+		for i, c := range kv.ckpts {
+			n := len(c.tokens)
+			if n == 0 || n > len(tokens) || (best >= 0 && n >= len(kv.ckpts[best].tokens)) || !slices.Equal(c.tokens, tokens[:n]) {
+				continue
+			}
+			if next < 0 || n > len(kv.ckpts[next].tokens) {
+				next = i
+			}
+		}
+		if next < 0 {
+			break
+		}
+		best = next
+		n := len(kv.ckpts[best].tokens)
+		if kv.attach(slot, tokens[:n]) == n {
+			kv.clock++
+			kv.ckpts[best].used = kv.clock
+			kv.stateCopies = append(kv.stateCopies, pageCopy{dst: int32(slot), src: int32(len(b.lens) + best)})
+			kv.rec[slot], b.lens[slot] = n, n
+			return n
+		}
+	}
+	kv.truncate(slot, 0)
+	kv.rec[slot], b.lens[slot] = 0, 0
+	return 0
+}
+
+// Checkpoint saves slot's recurrent state, that of tokens (the slot's
+// positions, all of which its state holds), in a free or the least
+// recently used checkpoint, copied before the next pass; later prompts
+// starting with tokens resume from it (AttachPrefix). Models without
+// recurrent state, or without checkpoints, ignore it.
+func (b *Blocks) Checkpoint(slot int, tokens []int32) {
+	if !b.Recurrent() || len(b.kv.ckpts) == 0 || len(tokens) == 0 || b.kv.rec[slot] != len(tokens) {
+		return
+	}
+	kv := b.kv
+	at := 0
+	for i, c := range kv.ckpts {
+		if slices.Equal(c.tokens, tokens) {
+			at = i // the same state again: refresh it
+			break
+		}
+		if c.used < kv.ckpts[at].used {
+			at = i // free checkpoints have used 0
+		}
+	}
+	kv.clock++
+	kv.ckpts[at] = checkpoint{tokens: append(kv.ckpts[at].tokens[:0], tokens...), used: kv.clock}
+	kv.stateCopies = append(kv.stateCopies, pageCopy{dst: int32(len(b.lens) + at), src: int32(slot)})
+}
+
+// CheckpointEvery is the positions between a hybrid model's recurrent-state
+// checkpoints (0: none): the scheduler ends prompt chunks on multiples of
+// it and saves the state there (Checkpoint).
+func (b *Blocks) CheckpointEvery() int {
+	if !b.Recurrent() || len(b.kv.ckpts) == 0 {
+		return 0
+	}
+	// Four KV pages: the pages of a checkpoint's prefix are whole ones,
+	// which the prefix cache holds while its sequence still runs.
+	return 4 * b.kv.pageSize
 }
 
 // CachePrefix leaves the pages of slot that hold tokens (its positions

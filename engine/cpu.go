@@ -85,6 +85,13 @@ func NewCPUModel(o Options, w *Weights, ctx, slots int) (*CPUModel, error) {
 func (m *CPUModel) useKV(kv *kvCache) {
 	o := m.o
 	m.kv, m.ownKV = kv, false
+	if r := o.Recurrent; r != nil && len(kv.ckpts) > 0 {
+		// The checkpoints' states follow the slots' (kvCache.ckpts).
+		n := len(kv.tables) + len(kv.ckpts)
+		for l := range r.Count {
+			m.convState[l], m.ssmState[l] = make([]float32, n*r.ConvLen()), make([]float32, n*r.SSMLen())
+		}
+	}
 	m.kCache, m.vCache = make([][]float32, o.KVLayers), make([][]float32, o.KVLayers)
 	for l := range o.KVLayers {
 		m.kCache[l] = make([]float32, kv.pages*kv.pageSize*o.KVHeads*o.HeadDim)

@@ -41,6 +41,10 @@ type GPUConfig struct {
 	// no splits on CPU devices, where a positive value turns them on
 	// (tests run the GPUs' decode path on lavapipe so).
 	ComputeUnits int
+	// Checkpoints is how many recurrent-state checkpoints a hybrid model
+	// keeps for its prefix cache (--ctx-checkpoints; 0: 8, < 0: none):
+	// each a copy of one sequence's states, every recurrent layer's.
+	Checkpoints int
 	// Pages is set by NewGPUModel to the pages of the pool.
 	Pages int
 	// Progress, when set, is called as weights are uploaded with the bytes
@@ -95,8 +99,20 @@ func (c *GPUConfig) fill(o Options) error {
 	if c.KVMemory < 0 || c.KVFraction < 0 || c.KVFraction > 1 {
 		return fmt.Errorf("engine: KV memory %d bytes or fraction %g out of range (want bytes >= 0, a fraction in (0, 1])", c.KVMemory, c.KVFraction)
 	}
+	switch {
+	case o.Recurrent == nil || c.Checkpoints < 0:
+		c.Checkpoints = 0
+	case c.Checkpoints == 0:
+		c.Checkpoints = defaultCheckpoints
+	case c.Checkpoints > 1<<12:
+		return fmt.Errorf("engine: %d recurrent-state checkpoints out of range (at most %d)", c.Checkpoints, 1<<12)
+	}
 	return nil
 }
+
+// defaultCheckpoints is the recurrent-state checkpoints a hybrid model
+// keeps by default (GPUConfig.Checkpoints).
+const defaultCheckpoints = 8
 
 // GPUModel is a model whose weights and KV cache live on a Vulkan device.
 // Forward records the whole pass into one command buffer: one submit, one
@@ -228,6 +244,7 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 		m.kv = newKVCache(m.cfg.Pages, m.cfg.PageSize, m.cfg.Slots, m.cfg.CtxSize)
 		if o.Recurrent != nil {
 			m.kv.rec = make([]int, m.cfg.Slots)
+			m.kv.ckpts = make([]checkpoint, m.cfg.Checkpoints)
 		}
 	}
 	if err := m.upload(w); err != nil {
@@ -331,7 +348,7 @@ func (m *GPUModel) deviceBytes(w *Weights) int64 {
 	o, B := m.o, int64(m.cfg.BatchSize)
 	total += int64(o.KVLayers) * m.kvBytes()
 	if r := o.Recurrent; r != nil {
-		total += int64(m.cfg.Slots) * r.StateBytes()
+		total += int64(m.cfg.Slots+m.cfg.Checkpoints) * r.StateBytes()
 	}
 	total += m.g.actBytes() + int64(m.g.attnScratch) + 4*B*int64(o.Embd+o.Vocab+6)
 	total += int64(m.q8Bytes())
@@ -874,7 +891,7 @@ func (m *GPUModel) reserveRecurrent() error {
 	if r == nil {
 		return nil
 	}
-	S := uint64(m.cfg.Slots)
+	S := uint64(m.cfg.Slots + m.cfg.Checkpoints) // the slots', then the checkpoints' (kvCache.ckpts)
 	m.convState, m.ssmState = make([]vk.Range, r.Count), make([]vk.Range, r.Count)
 	for l := range r.Count {
 		for _, st := range []struct {

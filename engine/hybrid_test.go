@@ -20,8 +20,13 @@ import (
 // with recurrent state, and full-attention layers) with slots slots.
 func hybridModel(t *testing.T, slots, batch int) *Model {
 	t.Helper()
+	return hybridModelConfig(t, Config{CtxSize: 160, Parallel: slots, BatchSize: batch, Validation: true})
+}
+
+func hybridModelConfig(t *testing.T, cfg Config) *Model {
+	t.Helper()
 	path := filepath.Join(fixtures.Dir(t, "archs-next"), "hybrid", "qwen35-spm-256x8-q8_0.gguf")
-	m, err := Load(path, Config{CtxSize: 160, Parallel: slots, BatchSize: batch, Validation: true})
+	m, err := Load(path, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +112,7 @@ func TestHybridPositions(t *testing.T) {
 
 // TestHybridScheduler runs 16 hybrid sequences at once (prompts of 3 to
 // 78 tokens fed in chunks of 8 beside the others' decode rows): each
-// equals its run alone; the prefix cache gives them nothing (a recurrent
-// state cannot be rebuilt from cached pages).
+// equals its run alone.
 func TestHybridScheduler(t *testing.T) {
 	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	m := hybridModel(t, 16, 32)
@@ -143,9 +147,6 @@ func TestHybridScheduler(t *testing.T) {
 	st := s.Stats()
 	if st.Active != 0 || st.Queued != 0 {
 		t.Errorf("after all finished: %d active, %d queued", st.Active, st.Queued)
-	}
-	if st.ReusedTokens != 0 {
-		t.Errorf("%d prompt tokens taken from the prefix cache by a hybrid model", st.ReusedTokens)
 	}
 	if st.Steps >= int64(n*maxTokens) {
 		t.Errorf("%d steps for %d sequences of %d tokens: they did not run together", st.Steps, n, maxTokens)
@@ -271,5 +272,58 @@ func TestHybridCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	compareRuns(t, "after the cancellations", collect(g), want)
+	vktest.Check(t, m.Device())
+}
+
+// TestHybridCheckpoints serves prompts that share a 200-token start (a
+// system prompt) on a hybrid model with the CPU reference checking every
+// pass (Config.Verify, its states copied alike): the first prompt's chunks
+// end on checkpoint positions (every 64) and save the recurrent state
+// there; the later prompts resume from the longest checkpoint of their
+// start (192 tokens) with the prefix cache's pages, and each equals its run
+// alone.
+func TestHybridCheckpoints(t *testing.T) {
+	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
+	m := hybridModelConfig(t, Config{CtxSize: 256, Parallel: 4, BatchSize: 128, Validation: true, Verify: true})
+	system := testPrompt(m, 6, 200)
+	prompts := make([][]int32, 5)
+	want := make([]genResult, len(prompts))
+	for i := range prompts {
+		prompts[i] = append(append([]int32(nil), system...), testPrompt(m, 10+i, 5+3*i)...)
+		want[i] = soloGenerate(t, m, prompts[i], sampling.RandomSeed, 6)
+	}
+	m.Blocks.Truncate(0, 0)
+	if every := m.Blocks.CheckpointEvery(); every != 64 {
+		t.Fatalf("checkpoints every %d positions, want 64", every)
+	}
+	s := NewScheduler(m, SchedulerConfig{})
+	defer s.Close()
+	run := func(i int) genResult {
+		g, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompts[i], Chain: newChain(t, m, prompts[i], sampling.RandomSeed), MaxTokens: 6, Logprobs: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return collect(g)
+	}
+	compareRuns(t, "the first prompt", run(0), want[0])
+	if st := s.Stats(); st.ReusedTokens != 0 {
+		t.Fatalf("the first prompt reused %d tokens", st.ReusedTokens)
+	}
+	got := make([]genResult, len(prompts))
+	var wg sync.WaitGroup
+	for i := 1; i < len(prompts); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = run(i)
+		}()
+	}
+	wg.Wait()
+	for i := 1; i < len(prompts); i++ {
+		compareRuns(t, fmt.Sprintf("prompt %d", i), got[i], want[i])
+	}
+	if st, most := s.Stats(), int64(4*192); st.ReusedTokens != most {
+		t.Errorf("the later prompts reused %d tokens, want %d (four times the 192 of the last checkpoint of their shared start)", st.ReusedTokens, most)
+	}
 	vktest.Check(t, m.Device())
 }

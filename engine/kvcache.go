@@ -48,6 +48,17 @@ type kvCache struct {
 	// (n/best_of followers), made before the next pass.
 	rec         []int
 	stateCopies []pageCopy
+	// ckpts are the recurrent-state checkpoints (a hybrid model's prefix
+	// cache): checkpoint i is state row slots+i of the state buffers, the
+	// state after its tokens. clock orders their use (LRU eviction).
+	ckpts []checkpoint
+	clock int64
+}
+
+// checkpoint is one saved recurrent state: that of a sequence of tokens.
+type checkpoint struct {
+	tokens []int32 // nil: free
+	used   int64
 }
 
 // pageCopy is a pending copy-on-write: page dst gets page src's contents.

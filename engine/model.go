@@ -46,6 +46,9 @@ type Config struct {
 	// selfCheckBroken breaks the self-check's GPU result of the path so
 	// named (tests).
 	selfCheckBroken string
+	// Checkpoints is the recurrent-state checkpoints of a hybrid model's
+	// prefix cache (GPUConfig.Checkpoints; 0: 8, < 0: none).
+	Checkpoints int
 	// Verify also builds the CPU reference; Model.ForwardInto then runs it
 	// beside the GPU and fails when their outputs differ (--verify).
 	Verify bool
@@ -120,7 +123,7 @@ func (m *Model) load(cfg Config) error {
 		applySelfCheck(m.dev, m.Checks)
 	}
 	gc := GPUConfig{CtxSize: cfg.CtxSize, Slots: cfg.Parallel, BatchSize: cfg.BatchSize, Progress: cfg.Progress,
-		KVMemory: cfg.KVMemory, KVFraction: cfg.KVFraction, TypeK: cfg.CacheTypeK, TypeV: cfg.CacheTypeV}
+		KVMemory: cfg.KVMemory, KVFraction: cfg.KVFraction, TypeK: cfg.CacheTypeK, TypeV: cfg.CacheTypeV, Checkpoints: cfg.Checkpoints}
 	if m.GPU, err = NewGPUModel(m.dev, m.Opts, w, gc); err != nil {
 		return err
 	}

@@ -204,6 +204,14 @@ func (s *Scheduler) feedPrompts(budget int) {
 				continue
 			}
 		}
+		if every := s.m.Blocks.CheckpointEvery(); every > 0 {
+			// A hybrid model's chunk ends on the last checkpoint position
+			// it reaches before the prompt's last token, where commit
+			// saves the recurrent state for later prompts.
+			if end := min(q.fed+n, len(q.prompt)-1) / every * every; end > q.fed && end < q.fed+n {
+				n = end - q.fed
+			}
+		}
 		n = s.feedPrompt(q, n)
 		budget = max(budget-n, 0) // an image may go past the chunk (mediaChunk)
 	}
@@ -278,8 +286,12 @@ func (s *Scheduler) commit() {
 			s.cache[q.slot] = append(s.cache[q.slot], q.prompt[q.fed:q.fed+e.rows]...)
 			q.fed += e.rows
 			q.pos = q.fed
-			// Later prompts may share the full pages fed so far.
+			// Later prompts may share the full pages fed so far, and a
+			// hybrid model's state at a checkpoint position.
 			s.m.Blocks.CachePrefix(q.slot, s.cache[q.slot], false)
+			if every := s.m.Blocks.CheckpointEvery(); every > 0 && q.fed%every == 0 && q.fed < len(q.prompt) {
+				s.m.Blocks.Checkpoint(q.slot, s.cache[q.slot])
+			}
 		}
 		if e.next.Kind != OutNone || e.promptN > 0 {
 			s.sampled = append(s.sampled, e)

@@ -91,7 +91,6 @@ var llamaEquivalents = map[string]string{
 	"kv-unified":           "the KV cache is always one pool (--kv-memory)",
 	"cram":                 "",
 	"cache-ram":            "",
-	"ctx-checkpoints":      "",
 	"swa-full":             "",
 	"verbose":              "",
 	"v":                    "",

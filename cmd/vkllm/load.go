@@ -27,6 +27,9 @@ type modelFlags struct {
 	validation bool
 	verify     bool
 	cacheDir   string
+	// checkpoints is --ctx-checkpoints: a hybrid model's recurrent-state
+	// checkpoints.
+	checkpoints int
 }
 
 // register adds the model flags to fs. With env (serve), their defaults are
@@ -44,6 +47,7 @@ func (m *modelFlags) register(fs *ff.FlagSet, defaultCtx int, env bool) {
 	fs.StringVar(&m.kvMemory, 0, "kv-memory", "", "KV-cache pool `size` shared by all sequences: bytes (2GiB, 512MB) or a fraction of the device memory left after the weights (0.5); default: all of it but a 5% safety margin on GPUs, --parallel x --ctx-size positions on CPU devices")
 	fs.StringVar(&m.cacheTypeK, 0, "cache-type-k", "f16", "KV-cache `type` of keys: f16, q8_0 (half the memory) or q4_0 (a quarter, some accuracy lost)")
 	fs.StringVar(&m.cacheTypeV, 0, "cache-type-v", "f16", "KV-cache `type` of values: f16, q8_0 or q4_0")
+	fs.IntVar(&m.checkpoints, 0, "ctx-checkpoints", 8, "hybrid models (qwen35): recurrent-state `checkpoints` kept for the prefix cache, each one sequence's state (every 64 prompt positions a prompt's state is saved; later prompts with the same start resume from the longest); 0 turns them off")
 	fs.IntVar(&m.batchSize, 0, "batch-size", 512, "most `tokens` per forward pass (prompts are processed in chunks of this)")
 	fs.BoolVarDefault(&m.validation, 0, "validation", validation, "enable the Vulkan validation layer")
 	fs.StringVar(&m.cacheDir, 0, "cache-dir", defaultCacheDir(), "`folder` of the compiled-kernel cache (a Vulkan pipeline cache file per device, loaded at start, saved after warm-up and at exit); \"\" or none turns it off")
@@ -69,6 +73,7 @@ func (m *modelFlags) load(parallel int) (*engine.Model, error) {
 		Device: m.device, CtxSize: m.ctxSize, Parallel: parallel, BatchSize: m.batchSize,
 		KVMemory: kvBytes, KVFraction: kvFrac, CacheTypeK: typeK, CacheTypeV: typeV,
 		Validation: m.validation, Verify: m.verify, Progress: bar.update, PipelineCacheDir: m.pipelineCacheDir(),
+		Checkpoints: checkpointCount(m.checkpoints),
 	})
 	bar.done()
 	if err != nil {
@@ -207,4 +212,13 @@ func (p *progress) done() {
 		fmt.Fprintln(p.w)
 		p.drawn = false
 	}
+}
+
+// checkpointCount is engine.Config.Checkpoints for --ctx-checkpoints n (0
+// there means none, and none is -1 in engine.Config).
+func checkpointCount(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }

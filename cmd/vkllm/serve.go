@@ -246,7 +246,7 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 			Device: f.device, CtxSize: f.ctxSize, Parallel: f.parallel, BatchSize: f.batchSize,
 			KVMemory: kvBytes, KVFraction: kvFrac, CacheTypeK: typeK, CacheTypeV: typeV,
 			Validation: f.validation, Verify: f.verify, PipelineCacheDir: f.pipelineCacheDir(),
-			SelfCheck: f.selfCheck,
+			SelfCheck: f.selfCheck, Checkpoints: checkpointCount(f.checkpoints),
 			Progress: func(done, total int64) {
 				bar.update(done, total)
 				if total > 0 {
