@@ -142,6 +142,8 @@ var (
 	descReadBytes   = prometheus.NewDesc("vkllm_readback_bytes_total", "Bytes of logits, argmax ids, top-k logits and hidden states read back from the device.", nil, nil)
 	descContextSize = prometheus.NewDesc("vkllm_context_size_tokens", "Positions one sequence may use (prompt plus generated tokens).", nil, nil)
 	descUtil        = prometheus.NewDesc("vkllm_kv_cache_utilization_ratio", "Fraction (0 to 1) of the KV-cache pages that running sequences hold; pages only the prefix cache holds count as free, as they are evicted when needed (the Gateway API Inference Extension's KVCacheUtilization).", nil, nil)
+	descStateBytes  = prometheus.NewDesc("vkllm_recurrent_state_bytes", "A hybrid model's recurrent-state memory (fixed, whatever the sequences' lengths): for the slots and for the prefix cache's checkpoints (--ctx-checkpoints).", []string{"for"}, nil)
+	descCheckpoints = prometheus.NewDesc("vkllm_recurrent_checkpoints", "A hybrid model's recurrent-state checkpoints: holding a saved state (used) or not (free).", []string{"state"}, nil)
 	descKVInfo      = prometheus.NewDesc("vkllm_kv_cache_config_info", "Always 1; its labels give the KV-cache page size in positions (block_size) and the page count (num_gpu_blocks).", []string{"block_size", "num_gpu_blocks"}, nil)
 )
 
@@ -230,6 +232,12 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descPages, float64(kv.Cached), "cached")
 		gauge(descPages, float64(kv.Free), "free")
 		gauge(descPageSize, float64(kv.PageSize))
+		if kv.StateBytes > 0 {
+			gauge(descStateBytes, float64(kv.StateBytes)*float64(n), "slots")
+			gauge(descStateBytes, float64(kv.StateBytes)*float64(kv.Checkpoints), "checkpoints")
+			gauge(descCheckpoints, float64(kv.CheckpointsUsed), "used")
+			gauge(descCheckpoints, float64(kv.Checkpoints-kv.CheckpointsUsed), "free")
+		}
 	}
 	gauge(descPosUsed, float64(st.CachedTokens))
 	gauge(descPosTotal, total)

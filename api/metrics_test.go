@@ -460,3 +460,39 @@ func TestTimingsPlacement(t *testing.T) {
 		}
 	}
 }
+
+// TestHybridMetrics checks the recurrent-state gauges of a hybrid model
+// (qwen35): the memory of the slots' and the checkpoints' states, computed
+// here from the generated shape, and the checkpoints a long prompt fills.
+func TestHybridMetrics(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hybrid.gguf")
+	// Two layers: one recurrent (2 key and 4 value heads of 16, 4 taps),
+	// one full attention.
+	if err := modelgen.WriteFile(path, modelgen.Options{Arch: "qwen35", Embd: 64, Layers: 2, Heads: 4, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.Load(path, engine.Config{CtxSize: 256, Parallel: 2, BatchSize: 64, Checkpoints: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	ts := newReadyServer(t, newTestBackend(t, m, engine.SchedulerConfig{}), Config{})
+	const conv, ssm = 3 * (2*2 + 4) * 16 * 4, 4 * 16 * 16 * 4 // bytes: (taps-1) x channels, value heads x 16 x 16, f32
+	fams := scrape(t, ts)
+	for _, c := range []struct {
+		name, label, value string
+		want               float64
+	}{{"vkllm_recurrent_state_bytes", "for", "slots", 2 * (conv + ssm)}, {"vkllm_recurrent_state_bytes", "for", "checkpoints", 3 * (conv + ssm)},
+		{"vkllm_recurrent_checkpoints", "state", "used", 0}, {"vkllm_recurrent_checkpoints", "state", "free", 3}} {
+		if v, ok := metricValue(fams, c.name, c.label, c.value); !ok || v != c.want {
+			t.Errorf("%s{%s=%q} = %v (%v), want %v", c.name, c.label, c.value, v, ok, c.want)
+		}
+	}
+	// A prompt of some 150 tokens leaves checkpoints at 64 and 128.
+	if r := ts.post("/v1/completions", `{"prompt":"`+strings.Repeat("a b c d e f ", 25)+`","max_tokens":1}`); r.status != 200 {
+		t.Fatalf("completion = %d %s", r.status, r.body)
+	}
+	if v, _ := metricValue(scrape(t, ts), "vkllm_recurrent_checkpoints", "state", "used"); v != 2 {
+		t.Errorf("checkpoints used after a prompt of about 150 tokens: %v, want 2", v)
+	}
+}

@@ -245,6 +245,7 @@ func NewGPUModel(dev *vk.Device, o Options, w *Weights, cfg GPUConfig) (*GPUMode
 		if o.Recurrent != nil {
 			m.kv.rec = make([]int, m.cfg.Slots)
 			m.kv.ckpts = make([]checkpoint, m.cfg.Checkpoints)
+			m.kv.stateBytes = o.Recurrent.StateBytes()
 		}
 	}
 	if err := m.upload(w); err != nil {

@@ -53,6 +53,8 @@ type kvCache struct {
 	// state after its tokens. clock orders their use (LRU eviction).
 	ckpts []checkpoint
 	clock int64
+	// stateBytes is one sequence's recurrent state (KVStats.StateBytes).
+	stateBytes int64
 }
 
 // checkpoint is one saved recurrent state: that of a sequence of tokens.
@@ -88,11 +90,23 @@ type KVStats struct {
 	Free     int // pages nobody holds
 	// CachedTokens is the positions of the Cached pages that hold tokens.
 	CachedTokens int
+	// A hybrid model's recurrent states: StateBytes is one sequence's
+	// (every recurrent layer's), reserved for each slot and each of the
+	// Checkpoints, of which CheckpointsUsed hold a state.
+	StateBytes                   int64
+	Checkpoints, CheckpointsUsed int
 }
 
 func (c *kvCache) stats() KVStats {
 	f := len(c.free)
-	return KVStats{PageSize: c.pageSize, Pages: c.pages, Used: c.pages - f - c.cached, Cached: c.cached, Free: f, CachedTokens: c.cachedTokens}
+	st := KVStats{PageSize: c.pageSize, Pages: c.pages, Used: c.pages - f - c.cached, Cached: c.cached, Free: f, CachedTokens: c.cachedTokens,
+		StateBytes: c.stateBytes, Checkpoints: len(c.ckpts)}
+	for _, k := range c.ckpts {
+		if k.tokens != nil {
+			st.CheckpointsUsed++
+		}
+	}
+	return st
 }
 
 // available is the number of pages an allocation can get: free ones and
