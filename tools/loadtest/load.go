@@ -45,6 +45,11 @@ type Config struct {
 	// prompts every run, different from one request to the next, so a
 	// server's prompt cache does not skip their prefill.
 	PromptWords int
+	// PrefixWords, when positive, puts the same prompt of PrefixWords
+	// words (seeded by Seed alone) before every ordinary request's
+	// prompt: a shared system prompt, which a server's prompt cache
+	// serves to all requests after the first.
+	PrefixWords int
 	// Temperature is sent as the request's temperature.
 	Temperature float64
 	// APIKey, when set, is sent as "Authorization: Bearer APIKey".
@@ -84,8 +89,10 @@ func (c *Config) fill() error {
 		return fmt.Errorf("loadtest: URL %q: want http://host:port or https://host:port", c.URL)
 	}
 	switch {
-	case c.Concurrency < 0, c.Requests < 0, c.MaxTokens < 0, c.PromptWords < 0, c.InjectWords < 0, c.Timeout < 0, c.InjectAfter < 0:
+	case c.Concurrency < 0, c.Requests < 0, c.MaxTokens < 0, c.PromptWords < 0, c.PrefixWords < 0, c.InjectWords < 0, c.Timeout < 0, c.InjectAfter < 0:
 		return fmt.Errorf("loadtest: negative setting in %+v", *c)
+	case c.PrefixWords > 1<<20:
+		return fmt.Errorf("loadtest: prefix of %d words out of range", c.PrefixWords)
 	case c.Concurrency > 4096 || c.Requests > 1<<20 || c.PromptWords > 1<<20 || c.InjectWords > 1<<20:
 		return fmt.Errorf("loadtest: concurrency %d, requests %d or prompt words %d/%d out of range", c.Concurrency, c.Requests, c.PromptWords, c.InjectWords)
 	}
@@ -232,10 +239,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				if i >= cfg.Requests || ctx.Err() != nil {
 					return
 				}
-				prompt := cfg.Prompt
-				if cfg.PromptWords > 0 {
-					prompt = promptWords(cfg.PromptWords, promptSeed(cfg.Seed, uint64(i)+1))
-				}
+				prompt := requestPrompt(&cfg, i)
 				streams[i] = doRequest(ctx, client, &cfg, prompt)
 			}
 		}()
@@ -512,4 +516,17 @@ func promptWords(n int, seed uint64) string {
 		b.WriteString(words[rng.IntN(len(words))])
 	}
 	return b.String()
+}
+
+// requestPrompt is ordinary request i's prompt: Prompt, or its own of
+// PromptWords words, after the shared PrefixWords words.
+func requestPrompt(cfg *Config, i int) string {
+	prompt := cfg.Prompt
+	if cfg.PromptWords > 0 {
+		prompt = promptWords(cfg.PromptWords, promptSeed(cfg.Seed, uint64(i)+1))
+	}
+	if cfg.PrefixWords > 0 {
+		prompt = promptWords(cfg.PrefixWords, promptSeed(cfg.Seed, 0)) + " " + prompt
+	}
+	return prompt
 }

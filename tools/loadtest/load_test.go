@@ -350,6 +350,12 @@ func TestRun(t *testing.T) {
 			completed: 3, tokens: 6, usage: 6, path: "/v1/completions",
 		},
 		{
+			name:      "shared prefix",
+			server:    &fakeServer{},
+			cfg:       Config{Concurrency: 2, Requests: 4, MaxTokens: 2, PromptWords: 3, PrefixWords: 5, Seed: 4},
+			completed: 4, tokens: 8, usage: 8, path: "/v1/completions",
+		},
+		{
 			name:      "chat with key",
 			server:    &fakeServer{apiKey: "sekrit"},
 			cfg:       Config{Chat: true, Concurrency: 2, Requests: 3, MaxTokens: 4, Prompt: "hi there", APIKey: "sekrit"},
@@ -430,7 +436,20 @@ func TestRun(t *testing.T) {
 			if cfg.PromptWords > 0 {
 				var want []string
 				for i := range cfg.Requests {
-					want = append(want, promptWords(cfg.PromptWords, promptSeed(cfg.Seed, uint64(i)+1)))
+					p := promptWords(cfg.PromptWords, promptSeed(cfg.Seed, uint64(i)+1))
+					if cfg.PrefixWords > 0 {
+						// The same words before each: the seed's own list.
+						p = promptWords(cfg.PrefixWords, promptSeed(cfg.Seed, 0)) + " " + p
+					}
+					want = append(want, p)
+				}
+				if cfg.PrefixWords > 0 {
+					first := strings.Fields(want[0])[:cfg.PrefixWords]
+					for _, p := range want {
+						if !slices.Equal(strings.Fields(p)[:cfg.PrefixWords], first) || len(strings.Fields(p)) != cfg.PrefixWords+cfg.PromptWords {
+							t.Fatalf("prompt %q: want the shared %d words %q, then %d of its own", p, cfg.PrefixWords, first, cfg.PromptWords)
+						}
+					}
 				}
 				got := slices.Clone(f.prompts)
 				slices.Sort(got)

@@ -51,6 +51,7 @@ func run(args []string, w io.Writer) error {
 	fs.IntVar(&cfg.MaxTokens, "n", 64, "max_tokens of each request")
 	fs.StringVar(&cfg.Prompt, "prompt", "Once upon a time", "prompt `text` of every request (unless -prompt-words)")
 	fs.IntVar(&cfg.PromptWords, "prompt-words", 0, "give request i its own prompt of `K` words (deterministic, seeded by i)")
+	fs.IntVar(&cfg.PrefixWords, "prefix-words", 0, "put one shared prompt of `K` words (a system prompt) before every request's prompt")
 	fs.Float64Var(&cfg.Temperature, "temp", 0, "temperature")
 	fs.StringVar(&cfg.APIKey, "api-key", os.Getenv("VKLLM_API_KEY"), "send `key` as a Bearer token ($VKLLM_API_KEY)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "stop the whole run after this long")
@@ -93,6 +94,9 @@ func writeText(w io.Writer, cfg *Config, res *Result) {
 	prompt := fmt.Sprintf("prompt %q", cfg.Prompt)
 	if cfg.PromptWords > 0 {
 		prompt = fmt.Sprintf("prompts of %d words", cfg.PromptWords)
+	}
+	if cfg.PrefixWords > 0 {
+		prompt += fmt.Sprintf(" after a shared prefix of %d words", cfg.PrefixWords)
 	}
 	fmt.Fprintf(w, "%s: %d requests, %d concurrent, max_tokens %d, %s\n", res.URL, res.Requests, res.Concurrency, res.MaxTokens, prompt)
 	fmt.Fprintf(w, "completed     %d in %.2f s, %d errors, %d not started", res.Completed, res.Elapsed, res.Errors, res.NotStarted)
