@@ -37,9 +37,20 @@ type qwen35Model struct {
 type qwen35Block struct {
 	AttnNorm *Tensor `gguf:"attn_norm.weight" shape:"E"`
 	PostNorm *Tensor `gguf:"post_attention_norm.weight" shape:"E"`
-	Gate     *Tensor `gguf:"ffn_gate.weight" shape:"E,F"`
-	Up       *Tensor `gguf:"ffn_up.weight" shape:"E,F"`
-	Down     *Tensor `gguf:"ffn_down.weight" shape:"F,E"`
+	Gate     *Tensor `gguf:"ffn_gate.weight,optional" shape:"E,F" need:"qwen35"`
+	Up       *Tensor `gguf:"ffn_up.weight,optional" shape:"E,F" need:"qwen35"`
+	Down     *Tensor `gguf:"ffn_down.weight,optional" shape:"F,E" need:"qwen35"`
+	// qwen35moe's FFN in place of Gate, Up and Down: routed experts
+	// (softmax gating, the picked weights renormalised) and a shared
+	// expert scaled by sigmoid(GateInpShexp · x) per token.
+	GateInp      *Tensor `gguf:"ffn_gate_inp.weight,optional" shape:"E,X" need:"qwen35moe"`
+	GateExps     *Tensor `gguf:"ffn_gate_exps.weight,optional" shape:"E,FX,X" need:"qwen35moe"`
+	UpExps       *Tensor `gguf:"ffn_up_exps.weight,optional" shape:"E,FX,X" need:"qwen35moe"`
+	DownExps     *Tensor `gguf:"ffn_down_exps.weight,optional" shape:"FX,E,X" need:"qwen35moe"`
+	GateInpShexp *Tensor `gguf:"ffn_gate_inp_shexp.weight,optional" shape:"E" need:"qwen35moe"`
+	GateShexp    *Tensor `gguf:"ffn_gate_shexp.weight,optional" shape:"E,FS" need:"qwen35moe"`
+	UpShexp      *Tensor `gguf:"ffn_up_shexp.weight,optional" shape:"E,FS" need:"qwen35moe"`
+	DownShexp    *Tensor `gguf:"ffn_down_shexp.weight,optional" shape:"FS,E" need:"qwen35moe"`
 	// The full-attention layers': attn_q holds each head's query and
 	// then its gate (QGate, split at load into Q and OutGate).
 	QGate *Tensor `gguf:"attn_q.weight,optional" shape:"E,2*q" gen:"attention"`
@@ -58,12 +69,15 @@ type qwen35Block struct {
 	Alpha   *Tensor `gguf:"ssm_alpha.weight,optional" shape:"E,SH" gen:"recurrent"`
 	SSMNorm *Tensor `gguf:"ssm_norm.weight,optional" shape:"SD" gen:"recurrent"`
 	SSMOut  *Tensor `gguf:"ssm_out.weight,optional" shape:"SV,E" gen:"recurrent"`
-	// Q and OutGate are QGate's rows apart; GateUp joins Gate|Up
-	// (fuseRows).
-	Q, OutGate, GateUp *Tensor
+	// Q and OutGate are QGate's rows apart; GateUp joins Gate|Up and
+	// GateUpShexp the shared expert's (fuseRows), GateUpExps the gate and
+	// up experts (fuseExperts); ShexpGate is GateInpShexp as a matrix of
+	// one row.
+	Q, OutGate, GateUp, GateUpShexp, GateUpExps, ShexpGate *Tensor
 
 	attn Attn
 	dn   *DeltaNet
+	moe  *MoE
 }
 
 func loadQwen35(f *gguf.File, o Options) (archModel, error) {
@@ -119,6 +133,22 @@ func loadQwen35(f *gguf.File, o Options) (archModel, error) {
 			kvLayer++
 		}
 		b.GateUp = fuseRows(p+"ffn_gate_up.weight", b.Gate, b.Up)
+		if b.GateExps != nil {
+			if o.Experts == 0 {
+				return nil, fmt.Errorf("engine: %s needs %s.expert_count", o.Arch, o.Arch)
+			}
+			b.moe = &MoE{Router: b.GateInp, Gate: b.GateExps, Up: b.UpExps, Down: b.DownExps, Used: o.ExpertsUsed, Gating: ops.GatingSoftmax, Norm: true}
+			if err := checkMoE(b.moe, o.Experts); err != nil {
+				return nil, err
+			}
+			b.GateUpExps = fuseExperts(p+"ffn_gate_up_exps.weight", b.GateExps, b.UpExps)
+			b.GateUpShexp = fuseRows(p+"ffn_gate_up_shexp.weight", b.GateShexp, b.UpShexp)
+			b.ShexpGate = &Tensor{Name: p + "ffn_gate_inp_shexp.weight", Type: b.GateInpShexp.Type, Dims: []uint64{b.GateInpShexp.Dims[0], 1}, Data: b.GateInpShexp.Data}
+			b.GateInpShexp = nil // read as ShexpGate
+		}
+	}
+	if v, err := f.Float(o.Arch + ".expert_weights_scale"); err == nil && v != 0 && v != 1 {
+		return nil, fmt.Errorf("engine: %s.expert_weights_scale %g is not supported (1 is)", o.Arch, v)
 	}
 	m.eps = o.NormEps
 	m.rope = o.rope(true, o.RopeBase, o.RopeScale)
@@ -168,11 +198,26 @@ func (m *qwen35Model) forward(g Graph) {
 		} else {
 			b.attention(g, x, h, m)
 		}
-		g.MatMulAdd(x, b.Down, g.GLU(g.RMSNorm(x, b.PostNorm, m.eps), b.Gate, b.Up, false))
+		b.feedForward(g, x, g.RMSNorm(x, b.PostNorm, m.eps))
 	}
 	h := g.RMSNorm(g.OutputRows(x), m.OutputNorm, m.eps)
 	g.Hidden(h)
 	g.Logits(m.Output, h, 0)
+}
+
+// feedForward adds the FFN of the normed h to x: SwiGLU (qwen35), or the
+// routed experts plus the gated shared expert (qwen35moe).
+func (b *qwen35Block) feedForward(g Graph, x, h Act) {
+	if b.moe == nil {
+		g.MatMulAdd(x, b.Down, g.GLU(h, b.Gate, b.Up, false))
+		return
+	}
+	g.MoEAdd(x, h, b.moe)
+	shared := g.GLU(h, b.GateShexp, b.UpShexp, false)
+	gate := g.MatMul(b.ShexpGate, h)
+	g.Sigmoid(gate)
+	g.MulRows(shared, gate) // before the down projection: the same, scaled per row
+	g.MatMulAdd(x, b.DownShexp, shared)
 }
 
 // attention adds the gated full attention of the normed h to x.

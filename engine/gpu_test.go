@@ -85,7 +85,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 		ropeFreqs   bool
 	}{{"llama", "spm", false, false}, {"qwen2", "bpe", true, false}, {"qwen3", "bpe", false, false},
 		{"llama", "bpe", true, true}, {"gemma2", "spm", true, false}, {"gemma3", "spm", true, false}, {"phi3", "spm", false, false},
-		{"qwen3moe", "bpe", false, false}, {"gpt-oss", "bpe", false, false}, {"qwen35", "spm", false, false}}
+		{"qwen3moe", "bpe", false, false}, {"gpt-oss", "bpe", false, false}, {"qwen35", "spm", false, false}, {"qwen35moe", "bpe", false, false}}
 	types := []gguf.GGMLType{gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_1,
 		gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeMXFP4}
 	few := []gguf.GGMLType{gguf.TypeF32, gguf.TypeQ8_0, gguf.TypeQ4_K}

@@ -167,6 +167,9 @@ type Graph interface {
 	Sigmoid(x Act)
 	// Mul multiplies dst by a, element by element (same shape).
 	Mul(dst, a Act)
+	// MulRows multiplies each row of dst by s's value of that row (s:
+	// [dst.Rows][1]).
+	MulRows(dst, s Act)
 	// SSMConv returns the causal depthwise convolution of x ([rows][C])
 	// by the taps w (ssm_conv1d, [C][K]) over each row's K-1 previous
 	// inputs of its sequence, then SiLU (ops.SSMConv): a hybrid model's

@@ -36,6 +36,14 @@ func (g *cpuGraph) Mul(dst, a Act) {
 	ops.RefMul(g.v(dst), g.v(dst), g.v(a), n, n)
 }
 
+func (g *cpuGraph) MulRows(dst, s Act) {
+	if s.Rows != dst.Rows || s.Cols != 1 {
+		g.fail(fmt.Errorf("engine: MulRows: scales [%d][%d] for %d rows", s.Rows, s.Cols, dst.Rows))
+		return
+	}
+	ops.RefMulRows(g.v(dst), g.v(dst), g.v(s), dst.Rows, dst.Cols)
+}
+
 func (g *cpuGraph) Sigmoid(x Act) { ops.RefSigmoid(g.v(x), g.v(x)) }
 
 func (g *cpuGraph) SSMConv(x Act, w *Tensor, layer int) Act {

@@ -656,6 +656,16 @@ func (g *gpuGraph) Mul(dst, a Act) {
 	}
 }
 
+func (g *gpuGraph) MulRows(dst, s Act) {
+	if s.Rows != dst.Rows || s.Cols != 1 {
+		g.shapeErr("MulRows", 1, s.Cols)
+	}
+	if g.live() && dst.Rows > 0 {
+		g.dep(g.r(dst), g.r(dst), g.r(s))
+		g.fail(g.m.k.MulRows(g.c, g.r(dst), g.r(dst), g.r(s), dst.Rows, dst.Cols))
+	}
+}
+
 func (g *gpuGraph) Sigmoid(x Act) {
 	if g.live() && x.Rows > 0 {
 		g.dep(g.r(x), g.r(x))

@@ -53,6 +53,9 @@ type Options struct {
 	// expert_count, expert_used_count and expert_feed_forward_length
 	// (default FFN); 0 experts: a dense FFN.
 	Experts, ExpertsUsed, ExpertFFN int
+	// SharedFFN is expert_shared_feed_forward_length, a shared expert's
+	// width (default FFN).
+	SharedFFN int
 	// KVLayers is the number of layers with a KV cache: every layer but
 	// a hybrid model's recurrent ones.
 	KVLayers int
@@ -178,7 +181,7 @@ func archFor(name string) (archSpec, error) {
 		return archSpec{load: loadPhi3, weights: reflect.TypeFor[phi3Model]()}, nil
 	case "gpt-oss":
 		return archSpec{load: loadGptOss, weights: reflect.TypeFor[gptossModel]()}, nil
-	case "qwen35":
+	case "qwen35", "qwen35moe":
 		return archSpec{load: loadQwen35, weights: reflect.TypeFor[qwen35Model](), recurrent: true}, nil
 	case "bert":
 		return archSpec{load: loadBert, weights: reflect.TypeFor[bertModel](), layerNorm: true, encoder: true}, nil
@@ -187,7 +190,7 @@ func archFor(name string) (archSpec, error) {
 }
 
 // supportedArchs lists the architectures archFor knows, for errors.
-const supportedArchs = "llama, qwen2, qwen3, qwen3moe, qwen35, gemma2, gemma3, phi3, gpt-oss, bert"
+const supportedArchs = "llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, gemma2, gemma3, phi3, gpt-oss, bert"
 
 // Architectures returns the names of the architectures the engine loads.
 func Architectures() []string { return strings.Split(supportedArchs, ", ") }
@@ -258,7 +261,8 @@ func ReadOptions(f *gguf.File) (Options, error) {
 	for _, r := range []struct {
 		key string
 		dst *int
-	}{{p + "expert_count", &o.Experts}, {p + "expert_used_count", &o.ExpertsUsed}, {p + "expert_feed_forward_length", &o.ExpertFFN}} {
+	}{{p + "expert_count", &o.Experts}, {p + "expert_used_count", &o.ExpertsUsed}, {p + "expert_feed_forward_length", &o.ExpertFFN},
+		{p + "expert_shared_feed_forward_length", &o.SharedFFN}} {
 		v, err := f.Int(r.key)
 		switch {
 		case errors.Is(err, gguf.ErrKeyNotFound):
@@ -272,6 +276,9 @@ func ReadOptions(f *gguf.File) (Options, error) {
 	}
 	if o.ExpertFFN == 0 {
 		o.ExpertFFN = o.FFN
+	}
+	if o.SharedFFN == 0 {
+		o.SharedFFN = o.FFN
 	}
 	o.HeadDimV = o.HeadDim
 	if v, err := f.Int(p + "attention.value_length"); err == nil {

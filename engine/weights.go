@@ -209,7 +209,7 @@ func (o Options) shapeEnv() tensortag.Env {
 		"q": o.Heads * o.HeadDim, "kv": o.KVHeads * o.HeadDim,
 		"qv": o.Heads * o.HeadDimV, "kvv": o.KVHeads * o.HeadDimV,
 		"R": o.RopeDim, "C": o.CtxTrain,
-		"X": o.Experts, "FX": o.ExpertFFN, "H": o.Heads,
+		"X": o.Experts, "FX": o.ExpertFFN, "FS": o.SharedFFN, "H": o.Heads,
 	}
 	if r := o.Recurrent; r != nil {
 		env["SC"], env["SK"], env["SH"], env["SD"], env["SV"] = r.Channels(), r.Kernel, r.VHeads, r.HeadV, r.VHeads*r.HeadV

@@ -91,6 +91,40 @@ func (k *Kernels) Mul(c *vk.Cmd, dst, a, b vk.Range, n, nb int) error {
 	return k.binary(c, "Mul", "mul_f32", dst, a, b, n, nb)
 }
 
+// MulRows records dst[r][c] = a[r][c] * s[r] over rows rows of cols f32
+// values: one scale per row (a gate per token).
+func (k *Kernels) MulRows(c *vk.Cmd, dst, a, s vk.Range, rows, cols int) error {
+	const op = "MulRows"
+	if rows <= 0 || cols <= 0 {
+		return fmt.Errorf("ops: %s: %d rows of %d", op, rows, cols)
+	}
+	n := rows * cols
+	for _, o := range []struct {
+		what string
+		r    vk.Range
+		n    int
+	}{{"dst", dst, n}, {"a", a, n}, {"s", s, rows}} {
+		if err := sized(op, o.what, o.r, 4*uint64(o.n)); err != nil {
+			return err
+		}
+	}
+	if uint64(rows)*4 > k.dev.MaxBinding() {
+		return fmt.Errorf("ops: %s: %d row scales exceed one binding", op, rows)
+	}
+	return k.chunks(op, uint64(n), 4, func(off, cnt uint64) error {
+		push := BinaryPush{N: uint32(cnt), NB: uint32(cols), Off: uint32(off)}
+		return Record(k, c, "mul_rows_f32", []uint32{k.wg}, k.Groups(ceilDiv(uint32(cnt), k.wg)), &push,
+			k.window(a, 4*off, 4*cnt), k.window(s, 0, 4*uint64(rows)), k.window(dst, 4*off, 4*cnt))
+	})
+}
+
+// RefMulRows is the CPU reference of MulRows.
+func RefMulRows(dst, a, s []float32, rows, cols int) {
+	for i := range rows * cols {
+		dst[i] = a[i] * s[i/cols]
+	}
+}
+
 // RefAdd is the CPU reference of Add.
 func RefAdd(dst, a, b []float32, n, nb int) {
 	for i := 0; i < n; i++ {

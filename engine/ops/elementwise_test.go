@@ -30,6 +30,33 @@ func TestBinary(t *testing.T) {
 	}
 }
 
+// TestMulRows scales each row by its own factor (a shared expert's gate),
+// also in place and over chunked dispatches' offsets.
+func TestMulRows(t *testing.T) {
+	g := newRig(t)
+	for _, sh := range []struct{ rows, cols int }{{1, 1}, {1, 333}, {37, 64}, {5, 4099}} {
+		t.Run(fmt.Sprintf("%dx%d", sh.rows, sh.cols), func(t *testing.T) {
+			n := sh.rows * sh.cols
+			a, s := g.randn(n, 1), g.randn(sh.rows, 2)
+			ar, sr, dr := g.upF32(a), g.upF32(s), g.buf(4*n)
+			g.run(func(c *vk.Cmd) error { return g.k.MulRows(c, dr, ar, sr, sh.rows, sh.cols) })
+			want := make([]float32, n)
+			RefMulRows(want, a, s, sh.rows, sh.cols)
+			closeTo(t, "MulRows", g.downF32(dr, n), want, 1e-6)
+			g.run(func(c *vk.Cmd) error { return g.k.MulRows(c, ar, ar, sr, sh.rows, sh.cols) })
+			closeTo(t, "MulRows in place", g.downF32(ar, n), want, 1e-6)
+			for r := range sh.rows { // the reference is the definition
+				if want[r*sh.cols] != a[r*sh.cols]*s[r] {
+					t.Fatalf("RefMulRows row %d: %g, want %g", r, want[r*sh.cols], a[r*sh.cols]*s[r])
+				}
+			}
+		})
+	}
+	if err := g.k.MulRows(nil, g.buf(16), g.buf(16), g.buf(4), 2, 2); err == nil {
+		t.Error("MulRows with 1 scale for 2 rows: no error")
+	}
+}
+
 func TestUnary(t *testing.T) {
 	g := newRig(t)
 	ops := []struct {

@@ -25,7 +25,7 @@ import (
 )
 
 // names are the hyper-parameters a shape expression may use (see Env).
-var names = []string{"E", "V", "F", "D", "q", "kv", "qv", "kvv", "R", "C", "X", "FX", "H", "SC", "SK", "SH", "SD", "SV"}
+var names = []string{"E", "V", "F", "D", "q", "kv", "qv", "kvv", "R", "C", "X", "FX", "FS", "H", "SC", "SK", "SH", "SD", "SV"}
 
 // Env gives the names a shape expression may use their values for one
 // model:
@@ -34,9 +34,10 @@ var names = []string{"E", "V", "F", "D", "q", "kv", "qv", "kvv", "R", "C", "X", 
 //	q query width (heads*D), kv key width (KV heads*D), qv and kvv the
 //	value widths (heads and KV heads times the value head width),
 //	R rotated dimensions, C training context, X experts, FX an expert's
-//	feed-forward width, H attention heads; a hybrid model's recurrent
-//	layers: SC convolved channels (q|k|v), SK convolution taps, SH value
-//	heads, SD a head's width, SV the value width (SH*SD).
+//	feed-forward width, FS a shared expert's, H attention heads; a
+//	hybrid model's recurrent layers: SC convolved channels (q|k|v), SK
+//	convolution taps, SH value heads, SD a head's width, SV the value
+//	width (SH*SD).
 //
 // A shape whose name has no value in the Env fails to evaluate.
 type Env map[string]int

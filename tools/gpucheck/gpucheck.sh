@@ -47,8 +47,9 @@
 # and for the mixture-of-experts shapes:
 #   bash tools/gpucheck/gpucheck.sh device --no-tests --classes a3b --formats Q4_K_M
 #   bash tools/gpucheck/gpucheck.sh device --no-tests --classes oss20b --formats Q8_0
-# and the hybrid (Qwen3.5-9B's shape):
+# and the hybrids (Qwen3.5-9B's and Qwen3.5-35B-A3B's shapes):
 #   bash tools/gpucheck/gpucheck.sh device --no-tests --classes q35-9b --formats Q4_K_M
+#   bash tools/gpucheck/gpucheck.sh device --no-tests --classes q35-a3b --formats Q4_K_M
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -191,8 +192,11 @@ shape() {
 	# Qwen3.5-9B: 32 layers, every 4th full attention (16 heads of 256, 4 KV
 	# heads), the others Gated DeltaNet (16 key heads, 32 value heads of 128).
 	q35-9b) echo "-arch qwen35 -embd 4096 -layers 32 -heads 16 -kv-heads 4 -head-dim 256 -ffn 12288 -ssm-groups 16 -ssm-heads 32 -ssm-state 128 -full-attn-interval 4 -vocab-pad 248320" ;;
+	# Qwen3.5-35B-A3B: the hybrid stack with 256 experts of 512 (8 used)
+	# and a shared expert.
+	q35-a3b) echo "-arch qwen35moe -embd 2048 -layers 40 -heads 16 -kv-heads 2 -head-dim 256 -ffn 512 -experts 256 -experts-used 8 -expert-ffn 512 -ssm-groups 16 -ssm-heads 32 -ssm-state 128 -full-attn-interval 4 -vocab-pad 248320" ;;
 	oss20b) echo "-arch gpt-oss -embd 2880 -layers 24 -heads 64 -kv-heads 8 -head-dim 64 -ffn 2880 -experts 32 -experts-used 4 -expert-ffn 2880 -expert-type MXFP4 -vocab-pad 201088" ;;
-	*) echo "gpucheck: unknown size class $1 (small, 1b, 8b, moe-small, a3b, oss20b, q35-small, q35-9b)" >&2; exit 2 ;;
+	*) echo "gpucheck: unknown size class $1 (small, 1b, 8b, moe-small, a3b, oss20b, q35-small, q35-9b, q35-a3b)" >&2; exit 2 ;;
 	esac
 }
 

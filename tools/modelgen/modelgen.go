@@ -226,10 +226,10 @@ type generator struct {
 }
 
 // moeArch reports whether arch has a mixture-of-experts FFN.
-func moeArch(arch string) bool { return arch == "qwen3moe" || arch == "gpt-oss" }
+func moeArch(arch string) bool { return arch == "qwen3moe" || arch == "gpt-oss" || arch == "qwen35moe" }
 
 // hybridArch reports whether arch has recurrent (Gated DeltaNet) layers.
-func hybridArch(arch string) bool { return arch == "qwen35" }
+func hybridArch(arch string) bool { return arch == "qwen35" || arch == "qwen35moe" }
 
 // hybridKernel is generated hybrid models' convolution taps.
 const hybridKernel = 4
@@ -454,7 +454,7 @@ func ropeDims(o Options) int {
 	switch o.Arch {
 	case "phi3":
 		return o.HeadDim * 3 / 4 &^ 1
-	case "qwen35":
+	case "qwen35", "qwen35moe":
 		return max(o.HeadDim/4&^1, 2) // a quarter, as Qwen3.5's 64 of 256
 	}
 	return o.HeadDim
@@ -574,6 +574,9 @@ func Generate(opts Options) (*gguf.Writer, error) {
 		w.MustSet(a+".expert_count", uint32(opts.Experts))
 		w.MustSet(a+".expert_used_count", uint32(opts.ExpertsUsed))
 		w.MustSet(a+".expert_feed_forward_length", uint32(opts.ExpertFFN))
+		if a == "qwen35moe" {
+			w.MustSet(a+".expert_shared_feed_forward_length", uint32(opts.ExpertFFN))
+		}
 	}
 	w.MustSet(a+".vocab_size", uint32(nVocab))
 	vocab.set(w)
@@ -584,7 +587,7 @@ func Generate(opts Options) (*gguf.Writer, error) {
 		q, kv = E, E // no grouped heads: the file has no head_count_kv
 	}
 	env := tensortag.Env{"E": E, "V": nVocab, "F": opts.FFN, "D": opts.HeadDim, "q": q, "kv": kv, "qv": q, "kvv": kv,
-		"R": ropeDims(opts), "C": opts.Context, "X": opts.Experts, "FX": opts.ExpertFFN, "H": opts.Heads,
+		"R": ropeDims(opts), "C": opts.Context, "X": opts.Experts, "FX": opts.ExpertFFN, "FS": opts.ExpertFFN, "H": opts.Heads,
 		"SC": (2*opts.SSMGroups + opts.SSMHeads) * opts.SSMState, "SK": hybridKernel, "SH": opts.SSMHeads,
 		"SD": opts.SSMState, "SV": opts.SSMHeads * opts.SSMState}
 	decls := archDeclsOf(a)
