@@ -116,42 +116,11 @@ func TestHybridPositions(t *testing.T) {
 func TestHybridScheduler(t *testing.T) {
 	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	m := hybridModel(t, 16, 32)
-	const n, maxTokens = 16, 10
-	prompts := make([][]int32, n)
-	want := make([]genResult, n)
+	prompts := make([][]int32, 16)
 	for i := range prompts {
-		prompts[i] = testPrompt(m, i%5, 3+5*i) // shared starts: the cache must not serve them
-		want[i] = soloGenerate(t, m, prompts[i], sampling.RandomSeed, maxTokens)
+		prompts[i] = testPrompt(m, i%5, 3+5*i) // some share their start
 	}
-	m.Blocks.Truncate(0, 0)
-	s := NewScheduler(m, SchedulerConfig{PrefillChunk: 8})
-	defer s.Close()
-	got := make([]genResult, n)
-	var wg sync.WaitGroup
-	for i := range prompts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			g, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompts[i], Chain: newChain(t, m, prompts[i], sampling.RandomSeed), MaxTokens: maxTokens, Logprobs: true}})
-			if err != nil {
-				got[i].err = err
-				return
-			}
-			got[i] = collect(g)
-		}()
-	}
-	wg.Wait()
-	for i := range got {
-		compareRuns(t, fmt.Sprintf("sequence %d", i), got[i], want[i])
-	}
-	st := s.Stats()
-	if st.Active != 0 || st.Queued != 0 {
-		t.Errorf("after all finished: %d active, %d queued", st.Active, st.Queued)
-	}
-	if st.Steps >= int64(n*maxTokens) {
-		t.Errorf("%d steps for %d sequences of %d tokens: they did not run together", st.Steps, n, maxTokens)
-	}
-	vktest.Check(t, m.Device())
+	checkTogetherMatchesSolo(t, m, prompts, 10)
 }
 
 // TestHybridCandidates runs n seeded candidates of one prompt on a hybrid

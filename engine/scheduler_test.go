@@ -163,44 +163,54 @@ func TestSchedulerMatchesSolo(t *testing.T) {
 	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen3moe", "gpt-oss", "qwen35moe"} {
 		t.Run(arch, func(t *testing.T) {
 			m := schedModel(t, arch, 16, 32)
-			const n, maxTokens = 16, 12
-			prompts := make([][]int32, n)
-			want := make([]genResult, n)
+			prompts := make([][]int32, 16)
 			for i := range prompts {
 				prompts[i] = testPrompt(m, i, 3+5*i) // 3..78 tokens: some span several chunks
-				want[i] = soloGenerate(t, m, prompts[i], sampling.RandomSeed, maxTokens)
 			}
-			m.Blocks.Truncate(0, 0)
-			s := NewScheduler(m, SchedulerConfig{PrefillChunk: 8})
-			defer s.Close()
-			got := make([]genResult, n)
-			var wg sync.WaitGroup
-			for i := range prompts {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					g, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompts[i], Chain: newChain(t, m, prompts[i], sampling.RandomSeed), MaxTokens: maxTokens, Logprobs: true}})
-					if err != nil {
-						got[i].err = err
-						return
-					}
-					got[i] = collect(g)
-				}()
-			}
-			wg.Wait()
-			for i := range got {
-				compareRuns(t, fmt.Sprintf("sequence %d", i), got[i], want[i])
-			}
-			st := s.Stats()
-			if st.Active != 0 || st.Queued != 0 {
-				t.Errorf("after all finished: %d active, %d queued", st.Active, st.Queued)
-			}
-			if st.Steps >= int64(n*maxTokens) {
-				t.Errorf("%d steps for %d sequences of %d tokens: they did not run together", st.Steps, n, maxTokens)
-			}
-			vktest.Check(t, m.Device())
+			checkTogetherMatchesSolo(t, m, prompts, 12)
 		})
 	}
+}
+
+// checkTogetherMatchesSolo runs prompts at once through a scheduler (prompt
+// chunks of 8 beside the others' decode rows), greedy for maxTokens each,
+// and requires each to equal its run alone, and the steps to be shared.
+func checkTogetherMatchesSolo(t *testing.T, m *Model, prompts [][]int32, maxTokens int) {
+	t.Helper()
+	n := len(prompts)
+	want := make([]genResult, n)
+	for i := range prompts {
+		want[i] = soloGenerate(t, m, prompts[i], sampling.RandomSeed, maxTokens)
+	}
+	m.Blocks.Truncate(0, 0)
+	s := NewScheduler(m, SchedulerConfig{PrefillChunk: 8})
+	defer s.Close()
+	got := make([]genResult, n)
+	var wg sync.WaitGroup
+	for i := range prompts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g, err := s.Generate(context.Background(), []GenRequest{{Prompt: prompts[i], Chain: newChain(t, m, prompts[i], sampling.RandomSeed), MaxTokens: maxTokens, Logprobs: true}})
+			if err != nil {
+				got[i].err = err
+				return
+			}
+			got[i] = collect(g)
+		}()
+	}
+	wg.Wait()
+	for i := range got {
+		compareRuns(t, fmt.Sprintf("sequence %d", i), got[i], want[i])
+	}
+	st := s.Stats()
+	if st.Active != 0 || st.Queued != 0 {
+		t.Errorf("after all finished: %d active, %d queued", st.Active, st.Queued)
+	}
+	if st.Steps >= int64(n*maxTokens) {
+		t.Errorf("%d steps for %d sequences of %d tokens: they did not run together", st.Steps, n, maxTokens)
+	}
+	vktest.Check(t, m.Device())
 }
 
 // TestSchedulerCandidates runs n seeded candidates of one prompt: the
