@@ -7,23 +7,31 @@
 // state S (HEAD_K values, S[i][j] at state offset j*HEAD_K+i) in
 // registers, as delta_net.comp. Per chunk of n <= CHUNK rows (the rows
 // past n padded with k = q = 0, b = g = 0, which leaves everything alone):
-//   1. the workgroup puts the chunk's q and k of key head h % k_heads into
-//      shared memory, L2-normalised (max(|x|, eps); q also times
-//      1/sqrt(HEAD_K)), with g_t = softplus(alpha + dt_bias) * a, their
+//   1. the workgroup puts the chunk's raw q and k of key head h % k_heads
+//      into shared memory, with g_t = softplus(alpha + dt_bias) * a, their
 //      cumulative sums G_t within the chunk and b_t = sigmoid(beta);
-//   2. A[t][s] = b_t exp(G_t-G_s) k_t.k_s (s < t) and
-//      QK[t][s] = exp(G_t-G_s) q_t.k_s (s <= t), one (t, s) per
-//      invocation; T = (I + A)^-1 by forward substitution, column s by
-//      invocation s;
+//   2. the Gram products k_t.k_s and q_t.k_s (s <= t), one (t, s) per
+//      invocation, whose diagonal gives the L2 norms' inverses
+//      (1/max(|x|, eps); q's also times 1/sqrt(HEAD_K)), which scale
+//      everything after (q and k stay raw in shared memory); then
+//      A[t][s] = b_t exp(G_t-G_s) k_t.k_s (s < t),
+//      QK[t][s] = exp(G_t-G_s) q_t.k_s (s <= t) and T = (I + A)^-1 by
+//      forward substitution, column s by invocation s;
 //   3. invocation j, for its column S_j: the chunk's new values
 //      d = T diag(b) (v_j - diag(exp G) K S_j), outputs
 //      o_t = exp(G_t) q_t.S_j + sum_{s<=t} QK[t][s] d_s and the state
 //      S_j = exp(G_last) S_j + sum_s exp(G_last-G_s) k_s d_s.
-// Every loop but the one over a run's chunks is unrolled (CHUNK, HEAD_K
-// and WG are specialization constants): lavapipe ends a shader's loops
-// after 65535 iterations in all. exp is only taken of G_t - G_s (s <= t)
-// and of G_t, never of -G: the decays are at most 1. Shared memory is
-// 4*(2*CHUNK*HEAD_K + 3*CHUNK*CHUNK + 4*CHUNK) bytes; WG >= CHUNK.
+// exp is only taken of G_t - G_s (s <= t) and of G_t, never of -G: the
+// decays are at most 1. Shared memory is 4*(2*CHUNK*HEAD_K +
+// 3*CHUNK*CHUNK + 4*CHUNK) bytes; WG >= CHUNK.
+// The loops over HEAD_K keys (a column's registers) and over CHUNK rows
+// within a column's small sums are unrolled; the loops over a chunk's
+// elements, pairs and rows around the big bodies are not: lavapipe's
+// compiler takes minutes over this kernel unrolled for 32-row chunks and
+// seconds as it is. lavapipe ends a shader's loops after 65535 iterations
+// in all: a chunk costs CHUNK*HEAD_K/WG + 2*CHUNK*CHUNK/WG + 2*CHUNK + 1
+// of them (at most 65 for chunks of 16 rows, HEAD_K <= WG: about 4 a
+// row), so runs of up to about 16000 rows there.
 // Runs outside the slots or the rows the bindings hold are skipped (the
 // whole workgroup: barriers stay in uniform control flow). CPU reference:
 // engine/ops RefGatedDeltaNet (chunkedGDN in deltanet_chunk_test.go spells

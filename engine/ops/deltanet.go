@@ -167,7 +167,9 @@ func (k *Kernels) DeltaNetChunkRows(p DeltaNetParams) int {
 // It pays for runs of many rows (prompts); a run shorter than a chunk
 // costs a whole chunk's work, so decoding batches belong to
 // GatedDeltaNet. Heads whose chunk does not fit the device
-// (DeltaNetChunkRows(p) == 0) are recorded as GatedDeltaNet.
+// (DeltaNetChunkRows(p) == 0) are recorded as GatedDeltaNet. On lavapipe,
+// which ends a shader's loops after 65535 iterations in all, runs may
+// have up to about 16000 rows (GatedDeltaNet's up to 65535).
 func (k *Kernels) GatedDeltaNetChunked(c *vk.Cmd, out, qkv, beta, alpha, dtBias, a, state, runs vk.Range, nRuns int, p DeltaNetParams) error {
 	wg, push, err := k.deltaNetCheck("GatedDeltaNetChunked", out, qkv, beta, alpha, dtBias, a, state, runs, nRuns, p)
 	if err != nil {

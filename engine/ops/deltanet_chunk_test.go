@@ -141,7 +141,8 @@ func TestGatedDeltaNetChunked(t *testing.T) {
 	for _, tc := range []chunkTest{
 		{"32/tiled", DeltaNetParams{KHeads: 2, VHeads: 4, HeadK: 32, HeadV: 32, Eps: 1e-6}},
 		{"128/tiled", DeltaNetParams{KHeads: 2, VHeads: 4, HeadK: 128, HeadV: 128, Eps: 1e-6}},
-		{"k>v", DeltaNetParams{KHeads: 1, VHeads: 3, HeadK: 40, HeadV: 24, Eps: 1e-6}},
+		// Heads off the multiples of 32 (lavapipe compiles each shape
+		// for seconds: one of them).
 		{"v>k", DeltaNetParams{KHeads: 1, VHeads: 2, HeadK: 20, HeadV: 50, Eps: 1e-6}},
 	} {
 		C := g.k.DeltaNetChunkRows(tc.p)
@@ -149,8 +150,8 @@ func TestGatedDeltaNetChunked(t *testing.T) {
 			t.Fatalf("%s: no chunk rows for %+v", tc.name, tc.p)
 		}
 		t.Run(tc.name+"/long", func(t *testing.T) {
-			if tc.name == "k>v" || tc.name == "v>k" {
-				t.Skip("the mixed batch covers these shapes")
+			if tc.name == "v>k" {
+				t.Skip("the mixed batch covers this shape")
 			}
 			p := tc.p
 			p.Slots = 2

@@ -292,6 +292,14 @@ func TestDeltaNetErrors(t *testing.T) {
 		defer c.Abort()
 		return g.k.GatedDeltaNet(c, b, b, b, b, b, b, state, b, n, p)
 	}
+	gdnc := func(p DeltaNetParams, n int, state vk.Range) error {
+		c, err := g.k.dev.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Abort()
+		return g.k.GatedDeltaNetChunked(c, b, b, b, b, b, b, state, b, n, p)
+	}
 	for _, tc := range []struct {
 		err  error
 		want []string
@@ -311,6 +319,9 @@ func TestDeltaNetErrors(t *testing.T) {
 		{gdn(DeltaNetParams{KHeads: 1, VHeads: 2, HeadK: 8, HeadV: 8, Slots: 1, Eps: float32(math.NaN())}, 1, b), []string{"GatedDeltaNet", "Eps"}},
 		{gdn(dp, -1, b), []string{"GatedDeltaNet", "nRuns"}},
 		{gdn(dp, 1, small), []string{"GatedDeltaNet", "state"}},
+		{gdnc(DeltaNetParams{KHeads: 1, VHeads: 2, HeadK: 257, HeadV: 8, Slots: 1}, 1, b), []string{"GatedDeltaNetChunked", "HeadK 257"}},
+		{gdnc(dp, 0, b), []string{"GatedDeltaNetChunked", "nRuns"}},
+		{gdnc(dp, 1, small), []string{"GatedDeltaNetChunked", "state"}},
 	} {
 		if tc.err == nil {
 			t.Errorf("no error, want one naming %q", tc.want)
