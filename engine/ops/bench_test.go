@@ -241,3 +241,32 @@ func TestSetsStableAcrossSizes(t *testing.T) {
 		t.Errorf("CachedSets() after RMSNorm over 1..%d rows = %d, want 1", maxRows, n)
 	}
 }
+
+// BenchmarkGatedDeltaNet compares GatedDeltaNet (token by token) with
+// GatedDeltaNetChunked on a prompt: one run of 512 rows from position 0,
+// 8 value heads (2 key heads) of 128, Qwen3.5's head size. Bytes: q, k, v
+// and out of every row, the state read and written.
+func BenchmarkGatedDeltaNet(b *testing.B) {
+	const rows = 512
+	p := DeltaNetParams{KHeads: 2, VHeads: 8, HeadK: 128, HeadV: 128, Slots: 1, Eps: 1e-6}
+	for _, k := range []string{"token", "chunked"} {
+		b.Run(k+"-prompt512-8h-128", func(b *testing.B) {
+			g := benchRig(b)
+			op := g.k.GatedDeltaNet
+			if k == "chunked" {
+				op = g.k.GatedDeltaNetChunked
+			}
+			qkv := g.mustUp(b, g.randn(rows*p.QKVCols(), 1))
+			beta, alpha := g.mustUp(b, g.randn(rows*p.VHeads, 1)), g.mustUp(b, g.randn(rows*p.VHeads, 1))
+			a := g.randn(p.VHeads, 0.5)
+			for i, v := range a {
+				a[i] = -float32(math.Exp(float64(v)))
+			}
+			dt, ar := g.mustUp(b, g.randn(p.VHeads, 1)), g.mustUp(b, a)
+			state, out := g.mustUp(b, make([]float32, p.StateLen())), g.mustUp(b, make([]float32, rows*p.VHeads*p.HeadV))
+			runs := g.mustUpI32(b, []int32{0, 0, rows, 0})
+			bytes := int64(4 * (rows*(p.QKVCols()+p.VHeads*p.HeadV) + 2*p.StateLen()))
+			runN(b, g, bytes, func(c *vk.Cmd) error { return op(c, out, qkv, beta, alpha, dt, ar, state, runs, 1, p) })
+		})
+	}
+}

@@ -106,29 +106,106 @@ func (k *Kernels) SSMConv(c *vk.Cmd, dst, x, w, state, runs vk.Range, nRuns int,
 // must name distinct slots; runs outside the slots or the rows that qkv,
 // beta, alpha and out hold (within one binding) are skipped, as are rows
 // outside every run.
+//
+// GatedDeltaNet walks a run's rows one by one, a barrier and a chain of
+// dependent dot products per row: the kernel for decoding (runs of one
+// row) and short runs. GatedDeltaNetChunked computes the same for runs of
+// many rows a chunk at a time; the runs' lengths live on the device, so
+// the caller picks: GatedDeltaNetChunked when the batch is prompt-shaped
+// (a run of at least 2*DeltaNetChunkRows rows), GatedDeltaNet otherwise.
 func (k *Kernels) GatedDeltaNet(c *vk.Cmd, out, qkv, beta, alpha, dtBias, a, state, runs vk.Range, nRuns int, p DeltaNetParams) error {
-	const op = "GatedDeltaNet"
+	wg, push, err := k.deltaNetCheck("GatedDeltaNet", out, qkv, beta, alpha, dtBias, a, state, runs, nRuns, p)
+	if err != nil {
+		return err
+	}
+	return k.recordDeltaNet(c, "delta_net", []uint32{wg, uint32(p.HeadK), uint32(p.HeadV)}, &push, out, qkv, beta, alpha, dtBias, a, state, runs, nRuns, p)
+}
+
+// DeltaNetChunkMaxHead is the largest key or value head dimension
+// GatedDeltaNetChunked runs chunked; larger heads fall back to
+// GatedDeltaNet.
+const DeltaNetChunkMaxHead = 128
+
+// deltaNetChunkShared is the shared memory of delta_net_chunk.comp with
+// chunks of c rows and heads of hk keys, in bytes.
+func deltaNetChunkShared(c, hk int) int { return 4 * (2*c*hk + 3*c*c + 4*c) }
+
+// DeltaNetChunkRows is the rows per chunk GatedDeltaNetChunked works on
+// together for heads of p's shape on this device: 16, or 0 where
+// GatedDeltaNetChunked falls back to GatedDeltaNet (heads over
+// DeltaNetChunkMaxHead, or too little shared memory). Chunks of 16 rows of
+// heads of 128 take 19.3 KiB of shared memory; 32 rows would take 44.5
+// KiB, more than lavapipe's 32 KiB, and its compiler takes minutes over
+// the kernel unrolled for 32 rows.
+func (k *Kernels) DeltaNetChunkRows(p DeltaNetParams) int {
+	if p.HeadK <= 0 || p.HeadV <= 0 || p.HeadK > DeltaNetChunkMaxHead || p.HeadV > DeltaNetChunkMaxHead {
+		return 0
+	}
+	const c = 16
+	if wg := (max(p.HeadK, p.HeadV) + 31) &^ 31; c > wg || deltaNetChunkShared(c, p.HeadK) > int(k.dev.Limits().MaxSharedMemory) {
+		return 0
+	}
+	return c
+}
+
+// GatedDeltaNetChunked records the same as GatedDeltaNet (same arguments,
+// same semantics for any runs, RefGatedDeltaNet its CPU reference, equal
+// up to f32 rounding) in the chunked form of the gated delta rule (the
+// Gated DeltaNet paper's, as llama.cpp's build_delta_net_chunking): per
+// value head and chunk of C = DeltaNetChunkRows(p) rows of a run, with G_t
+// the cumulative sum of the chunk's log decays g, b_t the rates, k_t and
+// q_t the normalised keys and queries (q scaled by 1/sqrt(HeadK)) and S
+// the incoming state,
+//
+//	A[t][s] = b_t exp(G_t-G_s) k_t.k_s (s < t),  T = (I + A)^-1
+//	D       = T diag(b) (V - diag(exp G) K S)     (the rows' corrections)
+//	o_t     = exp(G_t) q_t^T S + sum_{s<=t} exp(G_t-G_s) (q_t.k_s) d_s
+//	S'      = exp(G_C) S + sum_s exp(G_C-G_s) k_s d_s^T
+//
+// so that the dot products of a chunk's rows are independent of each
+// other and one chunk needs a handful of barriers instead of one per row.
+// It pays for runs of many rows (prompts); a run shorter than a chunk
+// costs a whole chunk's work, so decoding batches belong to
+// GatedDeltaNet. Heads whose chunk does not fit the device
+// (DeltaNetChunkRows(p) == 0) are recorded as GatedDeltaNet. On lavapipe,
+// which ends a shader's loops after 65535 iterations in all, runs may
+// have up to about 16000 rows (GatedDeltaNet's up to 65535).
+func (k *Kernels) GatedDeltaNetChunked(c *vk.Cmd, out, qkv, beta, alpha, dtBias, a, state, runs vk.Range, nRuns int, p DeltaNetParams) error {
+	wg, push, err := k.deltaNetCheck("GatedDeltaNetChunked", out, qkv, beta, alpha, dtBias, a, state, runs, nRuns, p)
+	if err != nil {
+		return err
+	}
+	chunk := k.DeltaNetChunkRows(p)
+	if chunk == 0 {
+		return k.recordDeltaNet(c, "delta_net", []uint32{wg, uint32(p.HeadK), uint32(p.HeadV)}, &push, out, qkv, beta, alpha, dtBias, a, state, runs, nRuns, p)
+	}
+	return k.recordDeltaNet(c, "delta_net_chunk", []uint32{wg, uint32(p.HeadK), uint32(p.HeadV), uint32(chunk)}, &push, out, qkv, beta, alpha, dtBias, a, state, runs, nRuns, p)
+}
+
+// deltaNetCheck validates GatedDeltaNet's arguments for op and returns the
+// workgroup size (both kernels') and the push constants.
+func (k *Kernels) deltaNetCheck(op string, out, qkv, beta, alpha, dtBias, a, state, runs vk.Range, nRuns int, p DeltaNetParams) (uint32, deltaNetPush, error) {
 	switch {
 	case p.KHeads <= 0:
-		return fmt.Errorf("ops: %s: KHeads %d, want at least 1", op, p.KHeads)
+		return 0, deltaNetPush{}, fmt.Errorf("ops: %s: KHeads %d, want at least 1", op, p.KHeads)
 	case p.VHeads <= 0 || p.VHeads%p.KHeads != 0:
-		return fmt.Errorf("ops: %s: VHeads %d, want a positive multiple of KHeads %d", op, p.VHeads, p.KHeads)
+		return 0, deltaNetPush{}, fmt.Errorf("ops: %s: VHeads %d, want a positive multiple of KHeads %d", op, p.VHeads, p.KHeads)
 	case p.HeadK <= 0 || p.HeadK > DeltaNetMaxHead:
-		return fmt.Errorf("ops: %s: HeadK %d, want 1..%d", op, p.HeadK, DeltaNetMaxHead)
+		return 0, deltaNetPush{}, fmt.Errorf("ops: %s: HeadK %d, want 1..%d", op, p.HeadK, DeltaNetMaxHead)
 	case p.HeadV <= 0 || p.HeadV > DeltaNetMaxHead:
-		return fmt.Errorf("ops: %s: HeadV %d, want 1..%d", op, p.HeadV, DeltaNetMaxHead)
+		return 0, deltaNetPush{}, fmt.Errorf("ops: %s: HeadV %d, want 1..%d", op, p.HeadV, DeltaNetMaxHead)
 	case p.Slots <= 0:
-		return fmt.Errorf("ops: %s: Slots %d, want at least 1", op, p.Slots)
+		return 0, deltaNetPush{}, fmt.Errorf("ops: %s: Slots %d, want at least 1", op, p.Slots)
 	case !(p.Eps >= 0):
-		return fmt.Errorf("ops: %s: Eps %g, want at least 0", op, p.Eps)
+		return 0, deltaNetPush{}, fmt.Errorf("ops: %s: Eps %g, want at least 0", op, p.Eps)
 	case nRuns <= 0:
-		return fmt.Errorf("ops: %s: nRuns %d, want at least 1", op, nRuns)
+		return 0, deltaNetPush{}, fmt.Errorf("ops: %s: nRuns %d, want at least 1", op, nRuns)
 	case uint64(nRuns)*uint64(p.VHeads) > 1<<31:
-		return fmt.Errorf("ops: %s: %d runs of %d heads exceed 32-bit indexing", op, nRuns, p.VHeads)
+		return 0, deltaNetPush{}, fmt.Errorf("ops: %s: %d runs of %d heads exceed 32-bit indexing", op, nRuns, p.VHeads)
 	}
 	wg := uint32(max(p.HeadK, p.HeadV)+31) &^ 31
 	if lim := k.dev.Limits(); wg > lim.MaxWorkgroupSize[0] || wg > lim.MaxWorkgroupInvocations {
-		return fmt.Errorf("ops: %s: heads of %d keys and %d values need a workgroup of %d, more than the device's %d", op, p.HeadK, p.HeadV, wg,
+		return 0, deltaNetPush{}, fmt.Errorf("ops: %s: heads of %d keys and %d values need a workgroup of %d, more than the device's %d", op, p.HeadK, p.HeadV, wg,
 			min(lim.MaxWorkgroupSize[0], lim.MaxWorkgroupInvocations))
 	}
 	cols, vw := uint64(p.QKVCols()), uint64(p.VHeads*p.HeadV)
@@ -141,13 +218,21 @@ func (k *Kernels) GatedDeltaNet(c *vk.Cmd, out, qkv, beta, alpha, dtBias, a, sta
 	}{{"out", out, vw}, {"qkv", qkv, cols}, {"beta", beta, vh}, {"alpha", alpha, vh}, {"dtBias", dtBias, vh}, {"a", a, vh},
 		{"state", state, stateN}, {"runs", runs, 4 * uint64(nRuns)}} {
 		if err := k.oneBinding(op, o.what, o.r, 4*o.n); err != nil {
-			return err
+			return 0, deltaNetPush{}, err
 		}
 	}
 	rows := k.runRows([]int{int(cols), int(vw), p.VHeads, p.VHeads}, qkv, out, beta, alpha)
-	push := deltaNetPush{KHeads: uint32(p.KHeads), VHeads: uint32(p.VHeads), Slots: uint32(p.Slots), Rows: uint32(rows),
-		NRuns: uint32(nRuns), Eps: p.Eps}
-	return Record(k, c, "delta_net", []uint32{wg, uint32(p.HeadK), uint32(p.HeadV)}, k.Groups(uint32(nRuns*p.VHeads)), &push,
+	return wg, deltaNetPush{KHeads: uint32(p.KHeads), VHeads: uint32(p.VHeads), Slots: uint32(p.Slots), Rows: uint32(rows),
+		NRuns: uint32(nRuns), Eps: p.Eps}, nil
+}
+
+// recordDeltaNet records one of the gated delta rule's kernels (their
+// bindings are the same): one workgroup per value head and run.
+func (k *Kernels) recordDeltaNet(c *vk.Cmd, name string, spec []uint32, push *deltaNetPush, out, qkv, beta, alpha, dtBias, a, state, runs vk.Range, nRuns int, p DeltaNetParams) error {
+	cols, vw := uint64(p.QKVCols()), uint64(p.VHeads*p.HeadV)
+	vh := uint64(p.VHeads)
+	stateN := uint64(p.Slots) * uint64(p.StateLen())
+	return Record(k, c, name, spec, k.Groups(uint32(nRuns*p.VHeads)), push,
 		k.window(qkv, 0, 4*cols), k.window(beta, 0, 4*vh), k.window(alpha, 0, 4*vh), k.window(dtBias, 0, 4*vh),
 		k.window(a, 0, 4*vh), k.window(state, 0, 4*stateN), k.window(runs, 0, 16*uint64(nRuns)), k.window(out, 0, 4*vw))
 }

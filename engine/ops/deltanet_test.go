@@ -159,10 +159,18 @@ func (g *rig) gdnInputs(p DeltaNetParams, rows int) gdnCase {
 		alpha: g.randn(rows*p.VHeads, 1.5), dtBias: g.randn(p.VHeads, 1), a: a, state0: g.randn(p.Slots*p.StateLen(), 0.3)}
 }
 
-// gpu runs GatedDeltaNet over each batch of runs in turn (one dispatch
+// gdnOp is GatedDeltaNet's signature (GatedDeltaNetChunked's too).
+type gdnOp func(c *vk.Cmd, out, qkv, beta, alpha, dtBias, a, state, runs vk.Range, nRuns int, p DeltaNetParams) error
+
+// gdnGPU runs GatedDeltaNet over each batch of runs in turn (one dispatch
 // each, the state carried in its buffer) and returns out and the final
 // state.
 func (g *rig) gdnGPU(cs gdnCase, batches ...[]SeqRun) (out, state []float32) {
+	return g.gdnGPUOp(g.k.GatedDeltaNet, cs, batches...)
+}
+
+// gdnGPUOp is gdnGPU with op in place of GatedDeltaNet.
+func (g *rig) gdnGPUOp(op gdnOp, cs gdnCase, batches ...[]SeqRun) (out, state []float32) {
 	p := cs.p
 	qr, br, ar, dr, aa, sr := g.upF32(cs.qkv), g.upF32(cs.beta), g.upF32(cs.alpha), g.upF32(cs.dtBias), g.upF32(cs.a), g.upF32(cs.state0)
 	or := g.buf(4 * cs.rows * p.VHeads * p.HeadV)
@@ -172,7 +180,7 @@ func (g *rig) gdnGPU(cs gdnCase, batches ...[]SeqRun) (out, state []float32) {
 	}
 	g.run(func(c *vk.Cmd) error {
 		for i, b := range batches {
-			if err := g.k.GatedDeltaNet(c, or, qr, br, ar, dr, aa, sr, rr[i], len(b), p); err != nil {
+			if err := op(c, or, qr, br, ar, dr, aa, sr, rr[i], len(b), p); err != nil {
 				return err
 			}
 		}
@@ -284,6 +292,14 @@ func TestDeltaNetErrors(t *testing.T) {
 		defer c.Abort()
 		return g.k.GatedDeltaNet(c, b, b, b, b, b, b, state, b, n, p)
 	}
+	gdnc := func(p DeltaNetParams, n int, state vk.Range) error {
+		c, err := g.k.dev.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Abort()
+		return g.k.GatedDeltaNetChunked(c, b, b, b, b, b, b, state, b, n, p)
+	}
 	for _, tc := range []struct {
 		err  error
 		want []string
@@ -303,6 +319,9 @@ func TestDeltaNetErrors(t *testing.T) {
 		{gdn(DeltaNetParams{KHeads: 1, VHeads: 2, HeadK: 8, HeadV: 8, Slots: 1, Eps: float32(math.NaN())}, 1, b), []string{"GatedDeltaNet", "Eps"}},
 		{gdn(dp, -1, b), []string{"GatedDeltaNet", "nRuns"}},
 		{gdn(dp, 1, small), []string{"GatedDeltaNet", "state"}},
+		{gdnc(DeltaNetParams{KHeads: 1, VHeads: 2, HeadK: 257, HeadV: 8, Slots: 1}, 1, b), []string{"GatedDeltaNetChunked", "HeadK 257"}},
+		{gdnc(dp, 0, b), []string{"GatedDeltaNetChunked", "nRuns"}},
+		{gdnc(dp, 1, small), []string{"GatedDeltaNetChunked", "state"}},
 	} {
 		if tc.err == nil {
 			t.Errorf("no error, want one naming %q", tc.want)
