@@ -53,6 +53,12 @@ type GPUConfig struct {
 	// intDot forces the integer-dot matvec path (ops.Kernels.IntegerDot)
 	// on devices that keep it off by default (tests on CPU devices).
 	intDot bool
+	// chunkedDelta says whether prompt-shaped passes of a hybrid model run
+	// the gated delta rule's chunked kernel (ops.GatedDeltaNetChunked):
+	// PathAuto on GPUs, not on CPU devices, where it measured 2x slower
+	// than the token-by-token kernel (BenchmarkGatedDeltaNet); PathOn
+	// forces it (tests).
+	chunkedDelta Path
 	// gpuMatVec forces the GPU matvec layout (ops.Kernels.SetGPUMatVec)
 	// on CPU devices (tests).
 	gpuMatVec bool

@@ -711,6 +711,10 @@ func (g *gpuGraph) DeltaNet(qkv, beta, alpha Act, d *DeltaNet) Act {
 	st := m.ssmState[d.Layer]
 	runs, n := g.runsRange()
 	g.deps([3]vk.Range{g.r(y), st}, g.r(qkv), g.r(beta), g.r(alpha), st)
-	g.fail(m.k.GatedDeltaNet(g.c, g.r(y), g.r(qkv), g.r(beta), g.r(alpha), g.vec(d.DtBias), g.vec(d.A), st, runs, n, p))
+	op := m.k.GatedDeltaNet
+	if c := m.k.DeltaNetChunkRows(p); c > 0 && qkv.Rows >= 2*c && m.cfg.chunkedDelta.or(m.dev.Info().Type != vk.TypeCPU) {
+		op = m.k.GatedDeltaNetChunked // prompt-shaped: parallel within chunks of c rows
+	}
+	g.fail(op(g.c, g.r(y), g.r(qkv), g.r(beta), g.r(alpha), g.vec(d.DtBias), g.vec(d.A), st, runs, n, p))
 	return y
 }

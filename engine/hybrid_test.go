@@ -36,10 +36,22 @@ func hybridModelConfig(t *testing.T, cfg Config) *Model {
 
 // TestHybridChunks feeds one prompt in chunks of 1, 7, 64 and whole: the
 // recurrent states carried between passes give the last token the same
-// logits (the CPU reference's, within f32 rounding) however it is cut.
+// logits (the CPU reference's, within f32 rounding) however it is cut,
+// with the delta rule's token-by-token kernel and with its chunked one
+// for the passes of 32 rows and more.
 func TestHybridChunks(t *testing.T) {
 	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
-	m := hybridModel(t, 1, 128)
+	for _, chunked := range []Path{PathOff, PathOn} {
+		t.Run(fmt.Sprintf("chunked=%v", chunked == PathOn), func(t *testing.T) {
+			checkHybridChunks(t, chunked)
+		})
+	}
+}
+
+// checkHybridChunks is TestHybridChunks with the delta rule's chunked
+// kernel for prompt-shaped passes on or off.
+func checkHybridChunks(t *testing.T, chunked Path) {
+	m := hybridModelConfig(t, Config{CtxSize: 160, Parallel: 1, BatchSize: 128, Validation: true, chunkedDelta: chunked})
 	prompt := testPrompt(m, 2, 100)
 	cpu, err := NewCPUModel(m.Opts, mustWeights(t, m), m.CtxSize(), 1)
 	if err != nil {

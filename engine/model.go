@@ -46,6 +46,8 @@ type Config struct {
 	// selfCheckBroken breaks the self-check's GPU result of the path so
 	// named (tests).
 	selfCheckBroken string
+	// chunkedDelta is GPUConfig.chunkedDelta (tests).
+	chunkedDelta Path
 	// Checkpoints is the recurrent-state checkpoints of a hybrid model's
 	// prefix cache (GPUConfig.Checkpoints; 0: 8, < 0: none).
 	Checkpoints int
@@ -123,7 +125,7 @@ func (m *Model) load(cfg Config) error {
 		applySelfCheck(m.dev, m.Checks)
 	}
 	gc := GPUConfig{CtxSize: cfg.CtxSize, Slots: cfg.Parallel, BatchSize: cfg.BatchSize, Progress: cfg.Progress,
-		KVMemory: cfg.KVMemory, KVFraction: cfg.KVFraction, TypeK: cfg.CacheTypeK, TypeV: cfg.CacheTypeV, Checkpoints: cfg.Checkpoints}
+		KVMemory: cfg.KVMemory, KVFraction: cfg.KVFraction, TypeK: cfg.CacheTypeK, TypeV: cfg.CacheTypeV, Checkpoints: cfg.Checkpoints, chunkedDelta: cfg.chunkedDelta}
 	if m.GPU, err = NewGPUModel(m.dev, m.Opts, w, gc); err != nil {
 		return err
 	}
