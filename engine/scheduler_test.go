@@ -160,7 +160,7 @@ func compareRuns(t *testing.T, what string, got, want genResult) {
 // of a step route to different experts, an expert's rows share its passes).
 func TestSchedulerMatchesSolo(t *testing.T) {
 	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
-	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen3moe", "gpt-oss", "qwen35moe"} {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen3moe", "gpt-oss"} {
 		t.Run(arch, func(t *testing.T) {
 			m := schedModel(t, arch, 16, 32)
 			prompts := make([][]int32, 16)
