@@ -99,31 +99,26 @@ func loadQwen35(f *gguf.File, o Options) (archModel, error) {
 	kvLayer := 0
 	for i := range m.Blocks {
 		b, p := &m.Blocks[i], fmt.Sprintf("blk.%d.", i)
-		if l := r.Layer[i]; l >= 0 {
-			for _, t := range []struct {
-				t    *Tensor
-				name string
-			}{{b.QKVMix, "attn_qkv.weight"}, {b.Z, "attn_gate.weight"}, {b.Conv, "ssm_conv1d.weight"}, {b.DtBias, "ssm_dt.bias"},
-				{b.A, "ssm_a"}, {b.Beta, "ssm_beta.weight"}, {b.Alpha, "ssm_alpha.weight"}, {b.SSMNorm, "ssm_norm.weight"}, {b.SSMOut, "ssm_out.weight"}} {
-				if t.t == nil {
-					return nil, fmt.Errorf("engine: tensor %s%s is missing; %s's linear-attention layer %d needs it", p, t.name, o.Arch, i)
-				}
+		// The tensors of the layer's kind (the gen tags recurrent and
+		// attention mark them) must all be there.
+		kind, need := "attention", []namedTensor{{b.QGate, "attn_q.weight"}, {b.K, "attn_k.weight"}, {b.V, "attn_v.weight"},
+			{b.QNorm, "attn_q_norm.weight"}, {b.KNorm, "attn_k_norm.weight"}, {b.Out, "attn_output.weight"}}
+		if r.Layer[i] >= 0 {
+			kind, need = "linear-attention", []namedTensor{{b.QKVMix, "attn_qkv.weight"}, {b.Z, "attn_gate.weight"}, {b.Conv, "ssm_conv1d.weight"},
+				{b.DtBias, "ssm_dt.bias"}, {b.A, "ssm_a"}, {b.Beta, "ssm_beta.weight"}, {b.Alpha, "ssm_alpha.weight"}, {b.SSMNorm, "ssm_norm.weight"}, {b.SSMOut, "ssm_out.weight"}}
+		}
+		for _, t := range need {
+			if t.t == nil {
+				return nil, fmt.Errorf("engine: tensor %s%s is missing; %s's %s layer %d needs it", p, t.name, o.Arch, kind, i)
 			}
+		}
+		if l := r.Layer[i]; l >= 0 {
 			if b.Conv.Type != gguf.TypeF32 {
 				return nil, fmt.Errorf("engine: tensor %s has type %v; the convolution's taps must be F32", b.Conv.Name, b.Conv.Type)
 			}
 			b.dn = &DeltaNet{Layer: l, DtBias: b.DtBias, A: b.A, Params: ops.DeltaNetParams{
 				KHeads: r.KHeads, VHeads: r.VHeads, HeadK: r.HeadK, HeadV: r.HeadV, Eps: o.NormEps}}
 		} else {
-			for _, t := range []struct {
-				t    *Tensor
-				name string
-			}{{b.QGate, "attn_q.weight"}, {b.K, "attn_k.weight"}, {b.V, "attn_v.weight"}, {b.QNorm, "attn_q_norm.weight"},
-				{b.KNorm, "attn_k_norm.weight"}, {b.Out, "attn_output.weight"}} {
-				if t.t == nil {
-					return nil, fmt.Errorf("engine: tensor %s%s is missing; %s's attention layer %d needs it", p, t.name, o.Arch, i)
-				}
-			}
 			var err error
 			if b.Q, b.OutGate, err = splitHeads(b.QGate, o.Heads, p+"attn_q.weight", p+"attn_q_gate.weight"); err != nil {
 				return nil, err
@@ -161,6 +156,13 @@ func loadQwen35(f *gguf.File, o Options) (archModel, error) {
 	}
 	m.rope.Factors = m.RopeSections
 	return m, nil
+}
+
+// namedTensor is a tensor field and its name in a block (for errors naming
+// a missing one).
+type namedTensor struct {
+	t    *Tensor
+	name string
 }
 
 // splitHeads splits the matrix t, whose rows hold per head a first and a

@@ -122,27 +122,19 @@ func (b *Blocks) AttachPrefix(slot int, tokens []int32) int {
 // state copied in before the next pass.
 func (b *Blocks) attachCheckpoint(slot int, tokens []int32) int {
 	kv := b.kv
-	best := -1
-	for {
-		next := -1 // the longest usable checkpoint shorter than best's
-		for i, c := range kv.ckpts {
-			n := len(c.tokens)
-			if n == 0 || n > len(tokens) || (best >= 0 && n >= len(kv.ckpts[best].tokens)) || !slices.Equal(c.tokens, tokens[:n]) {
-				continue
-			}
-			if next < 0 || n > len(kv.ckpts[next].tokens) {
-				next = i
-			}
+	var starts []int // the checkpoints whose tokens start tokens, longest first
+	for i, c := range kv.ckpts {
+		if n := len(c.tokens); n > 0 && n <= len(tokens) && slices.Equal(c.tokens, tokens[:n]) {
+			starts = append(starts, i)
 		}
-		if next < 0 {
-			break
-		}
-		best = next
-		n := len(kv.ckpts[best].tokens)
+	}
+	slices.SortFunc(starts, func(i, j int) int { return len(kv.ckpts[j].tokens) - len(kv.ckpts[i].tokens) })
+	for _, i := range starts {
+		n := len(kv.ckpts[i].tokens)
 		if kv.attach(slot, tokens[:n]) == n {
 			kv.clock++
-			kv.ckpts[best].used = kv.clock
-			kv.stateCopies = append(kv.stateCopies, pageCopy{dst: int32(slot), src: int32(len(b.lens) + best)})
+			kv.ckpts[i].used = kv.clock
+			kv.stateCopies = append(kv.stateCopies, pageCopy{dst: int32(slot), src: int32(len(b.lens) + i)})
 			kv.rec[slot], b.lens[slot] = n, n
 			return n
 		}
@@ -293,16 +285,17 @@ func (b *Blocks) advance(batch Batch) error {
 		copy(rec, b.kv.rec)
 	}
 	for i, s := range batch.Slots {
-		if p := int(batch.Pos[i]); p < 0 || p > lens[s] {
+		p := int(batch.Pos[i])
+		if p < 0 || p > lens[s] {
 			return fmt.Errorf("engine: batch row %d: position %d of slot %d, which holds %d positions (a row may extend a slot by one or rewrite it)", i, p, s, lens[s])
 		}
-		if p := int(batch.Pos[i]); rec != nil {
+		if rec != nil {
 			if p != 0 && p != rec[s] {
 				return fmt.Errorf("engine: batch row %d: position %d of slot %d, whose recurrent state holds %d positions (a hybrid model's row continues its slot or starts it at 0)", i, p, s, rec[s])
 			}
 			rec[s] = p + 1
 		}
-		lens[s] = int(batch.Pos[i]) + 1
+		lens[s] = p + 1
 	}
 	if b.kv != nil {
 		for s, n := range lens {

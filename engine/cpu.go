@@ -67,12 +67,6 @@ func NewCPUModel(o Options, w *Weights, ctx, slots int) (*CPUModel, error) {
 			return nil, err
 		}
 	}
-	if r := o.Recurrent; r != nil {
-		m.convState, m.ssmState = make([][]float32, r.Count), make([][]float32, r.Count)
-		for l := range r.Count {
-			m.convState[l], m.ssmState[l] = make([]float32, slots*r.ConvLen()), make([]float32, slots*r.SSMLen())
-		}
-	}
 	if !o.Encoder {
 		ps := ops.DefaultPageSize
 		m.useKV(newKVCache(slots*((ctx+ps-1)/ps), ps, slots, ctx))
@@ -85,9 +79,10 @@ func NewCPUModel(o Options, w *Weights, ctx, slots int) (*CPUModel, error) {
 func (m *CPUModel) useKV(kv *kvCache) {
 	o := m.o
 	m.kv, m.ownKV = kv, false
-	if r := o.Recurrent; r != nil && len(kv.ckpts) > 0 {
-		// The checkpoints' states follow the slots' (kvCache.ckpts).
+	if r := o.Recurrent; r != nil {
+		// A state row per slot, then per checkpoint (kvCache.ckpts).
 		n := len(kv.tables) + len(kv.ckpts)
+		m.convState, m.ssmState = make([][]float32, r.Count), make([][]float32, r.Count)
 		for l := range r.Count {
 			m.convState[l], m.ssmState[l] = make([]float32, n*r.ConvLen()), make([]float32, n*r.SSMLen())
 		}
@@ -129,9 +124,9 @@ func (m *CPUModel) applyCopies() {
 		}
 	}
 	if r := m.o.Recurrent; r != nil {
+		cl, sl := r.ConvLen(), r.SSMLen()
 		for _, cp := range m.kv.stateCopies {
 			for l := range r.Count {
-				cl, sl := r.ConvLen(), r.SSMLen()
 				copy(m.convState[l][int(cp.dst)*cl:int(cp.dst+1)*cl], m.convState[l][int(cp.src)*cl:int(cp.src+1)*cl])
 				copy(m.ssmState[l][int(cp.dst)*sl:int(cp.dst+1)*sl], m.ssmState[l][int(cp.src)*sl:int(cp.src+1)*sl])
 			}

@@ -906,8 +906,8 @@ func (m *GPUModel) reserveRecurrent() error {
 			n   uint64
 		}{{&m.convState[l], S * 4 * uint64(r.ConvLen())}, {&m.ssmState[l], S * 4 * uint64(r.SSMLen())}} {
 			if st.n > m.dev.MaxBinding() {
-				return fmt.Errorf("engine: one layer's recurrent state of %d slots (%s) exceeds the device's largest binding (%s): use fewer --parallel slots",
-					m.cfg.Slots, formatBytes(int64(st.n)), formatBytes(int64(m.dev.MaxBinding())))
+				return fmt.Errorf("engine: one layer's recurrent states of %d slots and %d checkpoints (%s) exceed the device's largest binding (%s): use fewer --parallel slots or --ctx-checkpoints",
+					m.cfg.Slots, m.cfg.Checkpoints, formatBytes(int64(st.n)), formatBytes(int64(m.dev.MaxBinding())))
 			}
 			b, err := m.newBuffer(st.n, vk.DeviceBuffer)
 			if err != nil {
