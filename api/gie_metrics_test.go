@@ -1,17 +1,13 @@
 package api
 
 import (
-	"context"
-	"fmt"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/vkllm/vkllm/engine"
-	"github.com/vkllm/vkllm/sampling/grammar"
 	"github.com/vkllm/vkllm/tools/modelgen"
 )
 
@@ -106,30 +102,7 @@ func TestInferenceExtensionMetrics(t *testing.T) {
 
 	// A generation that cannot end (EOG banned, 1150 tokens) whose
 	// consumer stops at its first text: it keeps the only slot.
-	var bias []string
-	for _, id := range m.Tok.EOGIDs() {
-		bias = append(bias, fmt.Sprintf("%q:-1000", fmt.Sprint(id)))
-	}
-	req, e := decodeCompletion(grammar.Budget{}, []byte(`{"prompt":"hello","max_tokens":1150,"temperature":0,"logit_bias":{`+strings.Join(bias, ",")+`}}`))
-	if e != nil {
-		t.Fatal(e)
-	}
-	prompts, e := ts.s.prepareCompletion(req)
-	if e != nil {
-		t.Fatal(e)
-	}
-	gctx, cancel := context.WithCancel(withReqStats(context.Background(), "cmpl-held"))
-	defer cancel()
-	release := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		specs := ts.s.candidateSpecs(1, genSpec{prompt: prompts[0].tokens, g: req.genRequest})
-		_, err := ts.s.generateAll(gctx, specs, func(int, []byte, []tokenLogprob) error {
-			<-release
-			return nil
-		})
-		done <- err
-	}()
+	_, stop := holdCompletion(t, ts, m, "hello", 1150)
 	queued := make(chan response, 1)
 	go func() { queued <- ts.do("POST", "/v1/completions", `{"prompt":"hi","max_tokens":2}`) }()
 	for {
@@ -142,9 +115,7 @@ func TestInferenceExtensionMetrics(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	cancel()
-	close(release)
-	<-done
+	stop()
 	if r := <-queued; r.status != 200 {
 		t.Fatalf("the queued request = %d %s", r.status, r.body)
 	}

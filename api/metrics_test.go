@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -332,30 +333,7 @@ func TestPropsAndSlots(t *testing.T) {
 	}
 
 	// A generation that cannot end before its buffer fills: EOG banned.
-	var bias []string
-	for _, id := range m.Tok.EOGIDs() {
-		bias = append(bias, fmt.Sprintf("%q:-1000", fmt.Sprint(id)))
-	}
-	req, e := decodeCompletion(grammar.Budget{}, []byte(`{"prompt":"hello","max_tokens":1150,"temperature":0,"logit_bias":{`+strings.Join(bias, ",")+`}}`))
-	if e != nil {
-		t.Fatal(e)
-	}
-	prompts, e := ts.s.prepareCompletion(req)
-	if e != nil {
-		t.Fatal(e)
-	}
-	gctx, cancel := context.WithCancel(withReqStats(context.Background(), "cmpl-held"))
-	defer cancel()
-	release := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		specs := ts.s.candidateSpecs(1, genSpec{prompt: prompts[0].tokens, g: req.genRequest})
-		_, err := ts.s.generateAll(gctx, specs, func(int, []byte, []tokenLogprob) error {
-			<-release // the consumer stops at the first piece of text
-			return nil
-		})
-		done <- err
-	}()
+	prompts, stop := holdCompletion(t, ts, m, "hello", 1150)
 	// Wait (bounded by the test timeout) until it has run past 1024
 	// tokens: the consumer took the first few events (until one released
 	// text), so from then on the sequence stays in its slot, decoding or
@@ -398,16 +376,57 @@ func TestPropsAndSlots(t *testing.T) {
 			t.Errorf("%s = %v with the held sequence parked, want %v", name, v, want)
 		}
 	}
-	cancel()
-	close(release)
-	if err := <-done; err == nil {
-		t.Error("the held generation ended without its context's error")
-	}
+	stop()
 	var slots []map[string]any
 	json.Unmarshal(ts.do("GET", "/slots", "", auth...).body, &slots)
 	if len(slots) != 1 || slots[0]["state"] != "idle" || slots[0]["is_processing"] != false || slots[0]["id_task"] != "" {
 		t.Errorf("/slots after the requests = %v, want one idle slot", slots)
 	}
+}
+
+// holdCompletion starts a greedy completion of prompt with every
+// end-of-generation token banned, whose consumer stops reading at its
+// first piece of text: the sequence stays in its slot (decoding until its
+// event buffer is full, then waiting) until stop, which cancels it and
+// checks that it ended with the context's error.
+func holdCompletion(t *testing.T, ts *testServer, m *engine.Model, prompt string, maxTokens int) (prompts []preparedPrompt, stop func()) {
+	t.Helper()
+	var bias []string
+	for _, id := range m.Tok.EOGIDs() {
+		bias = append(bias, fmt.Sprintf("%q:-1000", fmt.Sprint(id)))
+	}
+	req, e := decodeCompletion(grammar.Budget{}, []byte(fmt.Sprintf(`{"prompt":%q,"max_tokens":%d,"temperature":0,"logit_bias":{%s}}`,
+		prompt, maxTokens, strings.Join(bias, ","))))
+	if e != nil {
+		t.Fatal(e)
+	}
+	prompts, e = ts.s.prepareCompletion(req)
+	if e != nil {
+		t.Fatal(e)
+	}
+	gctx, cancel := context.WithCancel(withReqStats(context.Background(), "cmpl-held"))
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		specs := ts.s.candidateSpecs(1, genSpec{prompt: prompts[0].tokens, g: req.genRequest})
+		_, err := ts.s.generateAll(gctx, specs, func(int, []byte, []tokenLogprob) error {
+			<-release // the consumer stops at the first piece of text
+			return nil
+		})
+		done <- err
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			close(release)
+			if err := <-done; err == nil {
+				t.Error("the held generation ended without its context's error")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return prompts, stop
 }
 
 // TestTimingsPlacement: streams carry timings on their last chunk only
@@ -476,7 +495,9 @@ func TestHybridMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	ts := newReadyServer(t, newTestBackend(t, m, engine.SchedulerConfig{}), Config{})
+	// A small event buffer: a sequence whose consumer stops reading stays
+	// in its slot after a few tokens.
+	ts := newReadyServer(t, newTestBackend(t, m, engine.SchedulerConfig{EventBuffer: 4}), Config{})
 	const conv, ssm = 3 * (2*2 + 4) * 16 * 4, 4 * 16 * 16 * 4 // bytes: (taps-1) x channels, value heads x 16 x 16, f32
 	fams := scrape(t, ts)
 	for _, c := range []struct {
@@ -489,10 +510,50 @@ func TestHybridMetrics(t *testing.T) {
 		}
 	}
 	// A prompt of some 150 tokens leaves checkpoints at 64 and 128.
-	if r := ts.post("/v1/completions", `{"prompt":"`+strings.Repeat("a b c d e f ", 25)+`","max_tokens":1}`); r.status != 200 {
+	text := strings.Repeat("a b c d e f ", 25)
+	if r := ts.post("/v1/completions", `{"prompt":"`+text+`","max_tokens":1}`); r.status != 200 {
 		t.Fatalf("completion = %d %s", r.status, r.body)
 	}
 	if v, _ := metricValue(scrape(t, ts), "vkllm_recurrent_checkpoints", "state", "used"); v != 2 {
 		t.Errorf("checkpoints used after a prompt of about 150 tokens: %v, want 2", v)
+	}
+	// /slots shows each slot's recurrent state, of its fixed size: none in
+	// a free slot, and in the slot of a sequence held there (its consumer
+	// stops reading) every position it has fed. The held prompt is the
+	// same: it starts from the checkpoint at 128.
+	prompts, _ := holdCompletion(t, ts, m, text, 60)
+	n := len(prompts[0].tokens)
+	for {
+		var slots []map[string]any
+		if err := json.Unmarshal(ts.do("GET", "/slots", "").body, &slots); err != nil || len(slots) != 2 {
+			t.Fatalf("/slots = %v (%v), want 2 slots", slots, err)
+		}
+		var held, free map[string]any
+		for _, sl := range slots {
+			if b := jsonPath(sl, "recurrent", "bytes"); b != float64(conv+ssm) {
+				t.Fatalf("/slots[%v].recurrent.bytes = %v, want %d", sl["id"], b, conv+ssm)
+			}
+			if sl["state"] == "decoding" {
+				held = sl
+			} else {
+				free = sl
+			}
+		}
+		if held == nil || jsonPath(held, "next_token", "n_decoded").(float64) < 2 {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		// Every generated token but the newest has been fed.
+		want := float64(n) + jsonPath(held, "next_token", "n_decoded").(float64) - 1
+		if got := jsonPath(held, "recurrent", "n_pos"); got != want || held["n_cached"] != want {
+			t.Errorf("held slot: recurrent.n_pos %v, n_cached %v, want both %v", got, held["n_cached"], want)
+		}
+		if held["n_prompt_tokens_cache"] != 128.0 {
+			t.Errorf("held slot: n_prompt_tokens_cache %v, want 128 (the checkpoint)", held["n_prompt_tokens_cache"])
+		}
+		if got := jsonPath(free, "recurrent", "n_pos"); got != 0.0 {
+			t.Errorf("free slot: recurrent.n_pos %v, want 0", got)
+		}
+		break
 	}
 }

@@ -143,6 +143,8 @@ func (s *Server) handleProps(ctx *fasthttp.RequestCtx) handlerResult {
 // slotsBackend is a backend that reports its KV-cache slots.
 type slotsBackend interface {
 	slots() []engine.SlotState
+	// stateBytes is one slot's recurrent state (0 unless hybrid).
+	stateBytes() int64
 }
 
 // slotBody is one entry of GET /slots, with the reference server's names
@@ -158,6 +160,16 @@ type slotBody struct {
 	NProcessed   int       `json:"n_prompt_tokens_processed"`
 	NReused      int       `json:"n_prompt_tokens_cache"`
 	NextToken    nextToken `json:"next_token"`
+	// Recurrent is a hybrid model's recurrent state of the slot (absent
+	// for other models).
+	Recurrent *slotState `json:"recurrent,omitempty"`
+}
+
+// slotState is a slot's recurrent state: the positions it holds (its
+// continuation point) and its fixed size.
+type slotState struct {
+	NPos  int   `json:"n_pos"`
+	Bytes int64 `json:"bytes"`
 }
 
 type nextToken struct {
@@ -173,11 +185,15 @@ func (s *Server) handleSlots(ctx *fasthttp.RequestCtx) handlerResult {
 		return handlerResult{}
 	}
 	out := []slotBody{}
+	stateBytes := sb.stateBytes()
 	for i, v := range sb.slots() {
 		e := slotBody{ID: i, NCtx: s.info.ContextSize, State: v.Phase.String(), IsProcessing: v.Phase != engine.SlotIdle,
 			RequestID: v.Label, NCached: v.Cached, NPrompt: v.Prompt, NProcessed: v.Fed, NReused: v.Reused}
 		if v.Phase == engine.SlotPrefill || v.Phase == engine.SlotDecoding {
 			e.NextToken = nextToken{HasNextToken: true, NDecoded: v.Generated, NRemain: max(0, v.MaxTokens-v.Generated)}
+		}
+		if stateBytes > 0 {
+			e.Recurrent = &slotState{NPos: v.StatePos, Bytes: stateBytes}
 		}
 		out = append(out, e)
 	}
@@ -201,6 +217,8 @@ func (b *EngineBackend) props() backendProps {
 
 // slots reports what each KV-cache slot does.
 func (b *EngineBackend) slots() []engine.SlotState { return b.s.Slots() }
+
+func (b *EngineBackend) stateBytes() int64 { return b.s.Stats().KV.StateBytes }
 
 // slotCount is the number of KV-cache slots (--parallel).
 func (b *EngineBackend) slotCount() int { return b.m.Slots() }

@@ -38,6 +38,15 @@ func (b *Blocks) Slots() int { return len(b.lens) }
 // Len returns the number of positions slot holds.
 func (b *Blocks) Len(slot int) int { return b.lens[slot] }
 
+// StatePos returns how many positions slot's recurrent state holds (a
+// hybrid model; 0 otherwise): the slot continues only from there.
+func (b *Blocks) StatePos(slot int) int {
+	if !b.Recurrent() {
+		return 0
+	}
+	return b.kv.rec[slot]
+}
+
 // Stats returns the statistics of the KV page pool (zero for encoders).
 func (b *Blocks) Stats() KVStats {
 	if b.kv == nil {

@@ -128,6 +128,10 @@ type SlotState struct {
 	Reused    int    // of which taken from the cache
 	Generated int    // tokens generated so far
 	MaxTokens int    // the sequence's budget (0 for embeddings)
+	// StatePos is how many positions the slot's recurrent state holds (a
+	// hybrid model's; 0 otherwise), whether a sequence is in it or not:
+	// a prompt that starts with those tokens continues from it.
+	StatePos int
 }
 
 // Scheduler runs every sequence of a Model: one goroutine owns the model
@@ -310,6 +314,7 @@ func (s *Scheduler) publish() {
 				decoding++
 			}
 		}
+		v.StatePos = s.m.Blocks.StatePos(t)
 		s.view[t] = v
 	}
 	s.kv = kv
