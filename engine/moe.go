@@ -76,7 +76,7 @@ func (g *gpuGraph) MoEAdd(dst, x Act, f *MoE) {
 	B, k, E, F := g.m.cfg.BatchSize, f.Used, f.experts(), f.Gate.Rows()
 	s := f.shape(x.Rows)
 	sel, wts := g.alloc(x.Rows, k, 4*B*k), g.alloc(x.Rows, k, 4*B*k)
-	routes := g.alloc(1, E+E*x.Rows, 4*(E+E*B))
+	routes := g.alloc(1, s.RoutesLen(), 4*f.shape(B).RoutesLen())
 	gate, up := g.alloc(x.Rows*k, F, 4*B*k*F), g.alloc(x.Rows*k, F, 4*B*k*F)
 	down := g.alloc(x.Rows*k, dst.Cols, 4*B*k*dst.Cols)
 	if x.Cols != f.Gate.Cols() || dst.Cols != f.Down.Rows() || dst.Rows != x.Rows {

@@ -32,12 +32,18 @@ layout(constant_id = EPI_ID) const uint EPI = EPI_SPLIT;
 #endif
 #if defined(MUL_MAT_ID)
 // The matvec_id variants (and matvec_fused_id, the gate and up expert
-// products with the GLU epilogue): workgroup z = chunk * ne + e selects
-// expert e0 + e of the bound window and its pass of columns chunk*NCOLS..
-// of the expert's column list. Binding ID_BIND holds the routes (engine/ops
-// MoERoutes): the count of each expert's columns at [0, experts), then each
-// expert's list of pairs (row*k + slot, in ascending order) at list_off +
-// expert*list_stride. Binding ID_BIND+1 holds the experts' biases
+// products with the GLU epilogue): workgroup z = chunk * na + j selects
+// an expert of the bound window (experts e0..e0+ne-1) and its pass of
+// columns chunk*NCOLS.. of the expert's column list: expert e0 + j where
+// na = ne, else the window's j-th active expert; na is at most the batch's
+// pairs, so a decode step launches workgroups for the experts it can use,
+// not for all. Binding ID_BIND holds the
+// routes (engine/ops MoERoute): the count of each expert's columns at
+// [0, experts), then each expert's list of pairs (row*k + slot, in
+// ascending order) at list_off + expert*list_stride, then at act_off each
+// expert's rank among the active experts (experts+1 entries, the last
+// their number) and at act_list the active experts in ascending order.
+// Binding ID_BIND+1 holds the experts' biases
 // ([experts][M] f32, added where id_bias is set; in matvec_fused_id the
 // gate's, and ID_BIND+2 the up's).
 #if defined(FUSED)
@@ -69,7 +75,9 @@ layout(binding = ID_BIND + 2) readonly buffer IB2 { float data_ib2[]; };
 //   e0, ne: the window's first expert and its experts
 //   w_estride: bytes from one expert's matrix to the next
 //   id_bias: add the expert's bias rows
-#define ID_PARAMS uint x_div; uint list_off; uint list_stride; uint e0; uint ne; uint w_estride; uint id_bias;
+//   act_off, act_list: where the ranks and the active list start
+//   na: the grid's expert slots per pass of columns
+#define ID_PARAMS uint x_div; uint list_off; uint list_stride; uint e0; uint ne; uint w_estride; uint id_bias; uint act_off; uint act_list; uint na;
 #else
 #define ID_PARAMS
 #endif
@@ -90,12 +98,23 @@ uint id_e;          // the workgroup's expert (an index into the routes)
 uint id_n;          // its columns in this pass, 1..NCOLS
 uint id_pair[16];   // the pass's pairs (padding columns repeat the last)
 
-// id_setup reads the workgroup's expert and pairs; false when the expert
-// has no columns in this pass (the whole workgroup returns: an unused
-// expert's weights are never read).
+// id_setup reads the workgroup's expert and pairs; false when its slot has
+// no active expert or the expert no columns in this pass (the whole
+// workgroup returns: an unused expert's weights are never read).
 bool id_setup(uint ncols) {
-	const uint e = gl_WorkGroupID.z % p.ne;
-	const uint c0 = (gl_WorkGroupID.z / p.ne) * ncols;
+	const uint j = gl_WorkGroupID.z % p.na;
+	const uint c0 = (gl_WorkGroupID.z / p.na) * ncols;
+	uint e = j;
+	if (p.na < p.ne) {
+		// Fewer slots than experts: slot j takes the window's j-th active
+		// expert. (With a slot per expert each keeps its own, so the busy
+		// workgroups stay spread over the grid as the experts are.)
+		const uint a = IDS_AT(p.act_off + p.e0) + j;
+		if (a >= IDS_AT(p.act_off + p.e0 + p.ne)) {
+			return false;
+		}
+		e = IDS_AT(p.act_list + a) - p.e0;
+	}
 	id_e = p.e0 + e;
 	const uint cnt = IDS_AT(id_e);
 	if (c0 >= cnt) {

@@ -11,7 +11,9 @@
 //     softmax over those k. Ties go to the lower expert index. Then one
 //     invocation per expert: how many of the batch's pairs
 //     (row*k + slot) chose it and their list, in ascending order (the
-//     routes).
+//     routes); then, by one invocation, the active experts (those some
+//     pair chose) in ascending order and each expert's rank among them
+//     (the expert products' workgroups take the active experts only).
 //   moe_sum: one invocation per output value: y[row][j] (+)= sum over the
 //     row's slots of weight * expert output.
 // variant: moe_route -DROUTE=1
@@ -22,7 +24,7 @@
 layout(binding = 0) readonly buffer L { float data_l[]; };
 layout(binding = 1) coherent buffer S { uint data_sel[]; };
 layout(binding = 2) writeonly buffer W { float data_w[]; };
-layout(binding = 3) writeonly buffer IDS { uint data_ids[]; };
+layout(binding = 3) coherent buffer IDS { uint data_ids[]; };
 
 // Params is mirrored by engine/ops moeRoutePush.
 layout(push_constant) uniform Params {
@@ -33,6 +35,7 @@ layout(push_constant) uniform Params {
 	uint norm;
 	uint list_off;    // where the lists start in IDS
 	uint list_stride; // entries per expert's list (the batch's rows)
+	uint act_off;     // where the ranks start in IDS: [experts+1], then the active list
 } p;
 
 #define MAX_K 32u
@@ -119,6 +122,20 @@ void main() {
 			}
 		}
 		data_ids[e] = n;
+	}
+	memoryBarrierBuffer();
+	barrier();
+	if (tid == 0u) {
+		// rank[e]: the active experts before e; rank[experts]: all of them.
+		uint r = 0u;
+		for (uint e = 0u; e < p.experts; e++) {
+			data_ids[p.act_off + e] = r;
+			if (data_ids[e] != 0u) {
+				data_ids[p.act_off + p.experts + 1u + r] = e;
+				r++;
+			}
+		}
+		data_ids[p.act_off + p.experts] = r;
 	}
 }
 #endif

@@ -44,8 +44,19 @@ func (s MoEShape) Pairs() int { return s.Rows * s.Used }
 
 // RoutesLen is the uint32 entries of a routes buffer (MoERoute): the
 // count of each expert's pairs, then each expert's list of up to Rows
-// pairs.
-func (s MoEShape) RoutesLen() int { return s.Experts + s.Experts*s.Rows }
+// pairs, then each expert's rank among the active experts (those some
+// pair chose; Experts+1 entries, the last their number) and the active
+// experts in ascending order.
+func (s MoEShape) RoutesLen() int { return s.actList() + s.Experts }
+
+// actOff and actList are where the ranks and the active list start in a
+// routes buffer.
+func (s MoEShape) actOff() int  { return s.Experts + s.Experts*s.Rows }
+func (s MoEShape) actList() int { return s.actOff() + s.Experts + 1 }
+
+// gridExperts is the expert slots of a window of ne experts in the expert
+// products' grid: no more than the pairs can make active.
+func (s MoEShape) gridExperts(ne int) uint32 { return uint32(min(ne, s.Pairs())) }
 
 func (s MoEShape) check(op string) error {
 	if s.Rows <= 0 || s.Experts <= 0 || s.Used <= 0 || s.Used > s.Experts || s.Used > moeMaxUsed {
@@ -61,7 +72,7 @@ func (s MoEShape) check(op string) error {
 const moeMaxUsed = 32
 
 type moeRoutePush struct {
-	Rows, Experts, K, Mode, Norm, ListOff, ListStride uint32
+	Rows, Experts, K, Mode, Norm, ListOff, ListStride, ActOff uint32
 }
 
 type moeSumPush struct {
@@ -73,14 +84,16 @@ type moeSumPush struct {
 type IDPush struct {
 	MatVecPush
 	XDiv, ListOff, ListStride, E0, NE, WEStride, HasBias uint32
+	ActOff, ActList, NA                                  uint32
 }
 
 // MoERoute records the routing of s.Rows rows of router logits ([Rows]
 // [Experts] f32): each row's Used experts into sel ([Pairs] uint32) and
 // their weights into w ([Pairs] f32), slot 0 the largest; then the routes
 // ([RoutesLen] uint32): routes[e] is how many pairs chose expert e and
-// routes[Experts + e*Rows + i] the i-th of them, in ascending order. One
-// workgroup does both, so the whole routing is one dispatch.
+// routes[Experts + e*Rows + i] the i-th of them, in ascending order, then
+// the active experts' ranks and list (RoutesLen). One workgroup does it
+// all, so the whole routing is one dispatch.
 func (k *Kernels) MoERoute(c *vk.Cmd, logits vk.Range, s MoEShape, sel, w, routes vk.Range) error {
 	if err := s.check("MoERoute"); err != nil {
 		return err
@@ -95,7 +108,7 @@ func (k *Kernels) MoERoute(c *vk.Cmd, logits vk.Range, s MoEShape, sel, w, route
 		}
 	}
 	push := moeRoutePush{Rows: uint32(s.Rows), Experts: uint32(s.Experts), K: uint32(s.Used), Mode: uint32(s.Gating), Norm: b2u(s.Norm),
-		ListOff: uint32(s.Experts), ListStride: uint32(s.Rows)}
+		ListOff: uint32(s.Experts), ListStride: uint32(s.Rows), ActOff: uint32(s.actOff())}
 	return Record(k, c, "moe_route", []uint32{min(k.wg, 64)}, [3]uint32{1, 1, 1}, &push,
 		k.window(logits, 0, 4*uint64(s.Rows*s.Experts)), k.window(sel, 0, 4*uint64(s.Pairs())), k.window(w, 0, 4*uint64(s.Pairs())),
 		k.window(routes, 0, 4*uint64(s.RoutesLen())))
@@ -206,8 +219,10 @@ func matvecIDKernels(t gguf.GGMLType) (plain, sg string, ok bool) {
 // holds one column per row ([Rows][Cols]: the gate and up products) or 1
 // when it holds one per pair ([Pairs][Cols]: the down product); y is
 // [Pairs][w.Rows]. Each expert's columns go in passes of up to the
-// matvec pass width; an expert with no pairs costs one empty workgroup
-// per pass and row group and reads no weights.
+// matvec pass width; the grid has a slot per expert the pairs can make
+// active (at most Pairs), taken by the active experts in order, and a
+// slot left over costs one empty workgroup per pass and row group and
+// reads no weights.
 func (k *Kernels) MatVecID(c *vk.Cmd, w Weight, s MoEShape, x vk.Range, xDiv int, routes, bias, y vk.Range) error {
 	const op = "MatVecID"
 	if err := s.check(op); err != nil {
@@ -294,7 +309,12 @@ func (k *Kernels) MatVecID(c *vk.Cmd, w Weight, s MoEShape, x vk.Range, xDiv int
 		if lead+perExpert+4 > wRange {
 			return fmt.Errorf("ops: %s: one expert's matrix of %d bytes exceeds the %d-byte binding limit", op, perExpert, wRange)
 		}
-		ne := min(s.Experts-e0, int((wRange-lead-4)/perExpert), int(lim[2]/chunks))
+		ne := min(s.Experts-e0, int((wRange-lead-4)/perExpert))
+		na := s.gridExperts(ne)
+		if uint64(na)*uint64(chunks) > uint64(lim[2]) {
+			ne = int(lim[2] / chunks)
+			na = s.gridExperts(ne)
+		}
 		if ne <= 0 {
 			return fmt.Errorf("ops: %s: %d passes of columns exceed the device's %d workgroups", op, chunks, lim[2])
 		}
@@ -310,9 +330,10 @@ func (k *Kernels) MatVecID(c *vk.Cmd, w Weight, s MoEShape, x vk.Range, xDiv int
 				XOff: xOff, XStride: uint32(w.Cols), YOff: yOff, YStride: uint32(w.Rows)},
 			XDiv: uint32(xDiv), ListOff: uint32(s.Experts), ListStride: uint32(s.Rows),
 			E0: uint32(e0), NE: uint32(ne), WEStride: uint32(perExpert), HasBias: b2u(hasBias),
+			ActOff: uint32(s.actOff()), ActList: uint32(s.actList()), NA: na,
 		}
 		g := groups
-		g[2] = uint32(ne) * chunks
+		g[2] = na * chunks
 		if e0 > 0 {
 			c.NoBarrier() // disjoint outputs
 		}
@@ -330,6 +351,7 @@ func (k *Kernels) MatVecID(c *vk.Cmd, w Weight, s MoEShape, x vk.Range, xDiv int
 type IDFusedPush struct {
 	FusedPush
 	XDiv, ListOff, ListStride, E0, NE, WEStride, IDBias uint32
+	ActOff, ActList, NA                                 uint32
 }
 
 // epiSwiGLUOAI is the fused matvec's epilogue of gpt-oss's clamped SwiGLU
@@ -435,8 +457,9 @@ func (k *Kernels) MatVecIDGLU(c *vk.Cmd, gate, up Weight, s MoEShape, x, routes,
 	}
 	ncols := colBucket(min(k.matvecPass, s.Rows))
 	chunks := ceilDiv(uint32(s.Rows), ncols)
-	if lim := k.dev.Limits().MaxWorkgroupCount[2]; uint64(s.Experts)*uint64(chunks) > uint64(lim) {
-		return fmt.Errorf("ops: %s: %d experts x %d passes exceed the device's %d workgroups", op, s.Experts, chunks, lim)
+	na := s.gridExperts(s.Experts)
+	if lim := k.dev.Limits().MaxWorkgroupCount[2]; uint64(na)*uint64(chunks) > uint64(lim) {
+		return fmt.Errorf("ops: %s: %d experts x %d passes exceed the device's %d workgroups", op, na, chunks, lim)
 	}
 	rpl := k.fusedRowsPerLane(tpr, gate.Rows, int(ncols), true)
 	orpl := rpl
@@ -448,7 +471,7 @@ func (k *Kernels) MatVecIDGLU(c *vk.Cmd, gate, up Weight, s MoEShape, x, routes,
 	if groups[1] != 1 {
 		return fmt.Errorf("ops: %s: %d rows per expert exceed one row of workgroups", op, gate.Rows)
 	}
-	groups[2] = uint32(s.Experts) * chunks
+	groups[2] = na * chunks
 	xr, xOff := bindWindow(x, 0, 4*uint64(s.Rows)*uint64(gate.Cols), xAlign, xRange)
 	yr, yOff := bindWindow(y, 0, 4*uint64(s.Pairs())*uint64(gate.Rows), align, maxRange)
 	fast := uint32(0)
@@ -468,6 +491,7 @@ func (k *Kernels) MatVecIDGLU(c *vk.Cmd, gate, up Weight, s MoEShape, x, routes,
 		},
 		XDiv: uint32(s.Used), ListOff: uint32(s.Experts), ListStride: uint32(s.Rows),
 		E0: 0, NE: uint32(s.Experts), WEStride: uint32(perExpert), IDBias: b2u(hasBias),
+		ActOff: uint32(s.actOff()), ActList: uint32(s.actList()), NA: na,
 	}
 	spec := []uint32{wg, ncols, fast, tpr, 0, rpl, epi}
 	if err := Record(k, c, name, spec, groups, &push, wr, xr, yr, yr, yr, wr,

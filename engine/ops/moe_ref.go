@@ -93,6 +93,15 @@ func RefMoEGroup(sel []int32, s MoEShape) ([]uint32, error) {
 		routes[s.Experts+int(e)*s.Rows+int(routes[e])] = uint32(p)
 		routes[e]++
 	}
+	r := uint32(0)
+	for e := range s.Experts {
+		routes[s.actOff()+e] = r
+		if routes[e] != 0 {
+			routes[s.actList()+int(r)] = uint32(e)
+			r++
+		}
+	}
+	routes[s.actOff()+s.Experts] = r
 	return routes, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/vkllm/vkllm/gguf"
@@ -68,6 +69,15 @@ func TestMoERoute(t *testing.T) {
 						t.Fatalf("expert %d pair %d: %d, want %d", e, i, routes[base+i], want[base+i])
 					}
 				}
+			}
+			// The ranks and the active list (entries past it are not
+			// written): the active experts are the used ones, ascending.
+			act, n := s.actOff(), s.Experts-unused
+			if end := s.actList() + n; !slices.Equal(routes[act:end], want[act:end]) {
+				t.Fatalf("ranks and active list %v, want %v", routes[act:end], want[act:end])
+			}
+			if got := int(routes[act+s.Experts]); got != n || !slices.IsSorted(routes[s.actList():s.actList()+n]) {
+				t.Fatalf("%d active experts %v, want the %d used ones ascending", got, routes[s.actList():s.actList()+n], n)
 			}
 			t.Logf("%d of %d experts unused", unused, s.Experts)
 		})
