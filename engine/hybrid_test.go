@@ -141,28 +141,7 @@ func TestHybridScheduler(t *testing.T) {
 func TestHybridCandidates(t *testing.T) {
 	t.Parallel() // a heavy test: see "Parallel tests" in gpu_test.go
 	m := hybridModel(t, 4, 32)
-	prompt := testPrompt(m, 3, 40)
-	const n, maxTokens = 4, 10
-	want := make([]genResult, n)
-	for i := range want {
-		want[i] = soloGenerate(t, m, prompt, int64(100+i), maxTokens)
-	}
-	m.Blocks.Truncate(0, 0)
-	s := NewScheduler(m, SchedulerConfig{PrefillChunk: 16})
-	defer s.Close()
-	reqs := make([]GenRequest, n)
-	for i := range reqs {
-		reqs[i] = GenRequest{Prompt: prompt, Chain: newChain(t, m, prompt, int64(100+i)), MaxTokens: maxTokens, Logprobs: true}
-	}
-	g, err := s.Generate(context.Background(), reqs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := collectAll(g)
-	for i := range got {
-		compareRuns(t, fmt.Sprintf("candidate %d", i), got[i], want[i])
-	}
-	vktest.Check(t, m.Device())
+	checkCandidates(t, m, testPrompt(m, 3, 40), SchedulerConfig{PrefillChunk: 16})
 }
 
 // TestHybridStateCopy checks the copy of a leader's recurrent state to a

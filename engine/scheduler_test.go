@@ -218,17 +218,32 @@ func checkTogetherMatchesSolo(t *testing.T, m *Model, prompts [][]int32, maxToke
 // its last token) and each candidate equals the same seed run alone.
 func TestSchedulerCandidates(t *testing.T) {
 	m := schedModel(t, "llama", 4, 32)
-	prompt := testPrompt(m, 1, 40)
+	prompt := len(testPrompt(m, 1, 40))
+	st := checkCandidates(t, m, testPrompt(m, 1, 40), SchedulerConfig{})
+	const n = 4 // checkCandidates'
+	if wantRows := int64(prompt + n - 1); st.PrefillRows != wantRows {
+		t.Errorf("prompt rows fed: %d, want %d (the prompt once, then its last token per other candidate)", st.PrefillRows, wantRows)
+	}
+	if wantReused := int64((n - 1) * (prompt - 1)); st.ReusedTokens != wantReused {
+		t.Errorf("reused prompt tokens: %d, want %d", st.ReusedTokens, wantReused)
+	}
+}
+
+// checkCandidates generates 4 candidates of prompt (seeds 100..103, 10
+// tokens, log-probabilities) as one request on a scheduler of cfg and
+// checks each against its run alone; it returns the scheduler's stats.
+func checkCandidates(t *testing.T, m *Model, prompt []int32, cfg SchedulerConfig) Stats {
+	t.Helper()
 	const n, maxTokens = 4, 10
 	want := make([]genResult, n)
 	for i := range want {
 		want[i] = soloGenerate(t, m, prompt, int64(100+i), maxTokens)
 	}
+	// The solo runs left the prompt in slot 0's cache: Truncate empties
+	// it, so the scheduler, which trusts only positions the model holds,
+	// starts from nothing.
 	m.Blocks.Truncate(0, 0)
-	// The solo runs left the prompt in slot 0's cache: Model.Truncate
-	// emptied it, so the scheduler, which trusts only positions the model
-	// holds, starts from nothing.
-	s := NewScheduler(m, SchedulerConfig{})
+	s := NewScheduler(m, cfg)
 	defer s.Close()
 	reqs := make([]GenRequest, n)
 	for i := range reqs {
@@ -242,14 +257,8 @@ func TestSchedulerCandidates(t *testing.T) {
 	for i := range got {
 		compareRuns(t, fmt.Sprintf("candidate %d", i), got[i], want[i])
 	}
-	st := s.Stats()
-	if wantRows := int64(len(prompt) + n - 1); st.PrefillRows != wantRows {
-		t.Errorf("prompt rows fed: %d, want %d (the prompt once, then its last token per other candidate)", st.PrefillRows, wantRows)
-	}
-	if wantReused := int64((n - 1) * (len(prompt) - 1)); st.ReusedTokens != wantReused {
-		t.Errorf("reused prompt tokens: %d, want %d", st.ReusedTokens, wantReused)
-	}
 	vktest.Check(t, m.Device())
+	return s.Stats()
 }
 
 // TestSchedulerEmbed checks an embedding that runs beside generations
