@@ -108,9 +108,9 @@ func probeCaps(tpl *jinja.Template, src string) templateCaps {
 	}
 	if c.nativeTools {
 		// shows renders a call with args and returns whether the argument
-		// name appears, and whether only JSON-escaped (a string printed
-		// with tojson).
-		shows := func(args any) (shown, escaped bool) {
+		// name appears, whether only JSON-escaped (a string printed with
+		// tojson), and the output.
+		shows := func(args any) (shown, escaped bool, out string) {
 			for _, content := range []any{"", nil} {
 				fn := jinja.NewDict()
 				fn.Set("name", "vkllm_probe_tool")
@@ -123,16 +123,22 @@ func probeCaps(tpl *jinja.Template, src string) templateCaps {
 				a.Set("tool_calls", jinja.NewList(call))
 				out := try(msg("user", probeUser), a)
 				if strings.Contains(out, probeArg) {
-					return true, strings.Contains(out, `\"`+probeArg)
+					return true, strings.Contains(out, `\"`+probeArg), out
 				}
 			}
-			return false, false
+			return false, false, ""
 		}
 		obj := jinja.NewDict()
 		obj.Set(probeArg, "x")
-		strShown, strEscaped := shows(`{"` + probeArg + `": "x"}`)
-		objShown, _ := shows(obj)
-		c.objectArguments = objShown && (!strShown || strEscaped)
+		strShown, strEscaped, _ := shows(`{"` + probeArg + `": "x"}`)
+		objShown, _, objOut := shows(obj)
+		// Object arguments as the reference decides: the template reads
+		// the arguments' members (it iterates them, as Gemma 4's does,
+		// rather than printing the object whole), or a string would only
+		// show JSON-escaped.
+		membersRead := objShown && !strings.Contains(objOut, `{"`+probeArg+`": "x"}`) &&
+			!strings.Contains(objOut, `{'`+probeArg+`': 'x'}`) && !strings.Contains(objOut, `{"`+probeArg+`":"x"}`)
+		c.objectArguments = objShown && (!strShown || strEscaped || membersRead)
 	}
 	c.thinking = detectThinking(tpl, src)
 	return c
