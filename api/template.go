@@ -213,6 +213,22 @@ func detectThinking(tpl *jinja.Template, src string) bool {
 	for q < len(off)-p && q < len(on)-p && off[len(off)-1-q] == on[len(on)-1-q] {
 		q++
 	}
+	// Align the split to markers, as the reference's diff does: a prefix
+	// or suffix may not end or start inside one (<think> against </think>).
+	if i := strings.LastIndexByte(off[:p], '<'); i >= 0 && !strings.Contains(off[i:p], ">") {
+		p = i
+	}
+	if q > len(off)-p {
+		q = len(off) - p
+	}
+	if q > len(on)-p {
+		q = len(on) - p
+	}
+	if suf := off[len(off)-q:]; q > 0 {
+		if gt := strings.IndexByte(suf, '>'); gt >= 0 && !strings.Contains(suf[:gt], "<") {
+			q -= gt + 1
+		}
+	}
 	left, right := off[p:len(off)-q], on[p:len(on)-q]
 	if strings.TrimSpace(left) == "" {
 		r := strings.TrimSpace(right)

@@ -1,0 +1,83 @@
+# Generates expected.json: what Python's jinja2 (3.1) renders for each
+# family template here and the four standard requests of
+# ../shared/fixtures/templates/expected-prompts.json, with the context the
+# reference (llama.cpp) passes: enable_thinking always set (true where the
+# reference's template analysis finds reasoning, stated per template below),
+# tool-call arguments as objects where its capability check asks for them
+# (stated below), null content as "", date 23 Nov 2026. Where the
+# reference's engine deliberately differs from jinja2 the renderer follows
+# the reference: tojson spacing (", ", ": "), and string + none/undefined
+# concatenates as with "".
+#
+#   python3 gen.py ../../../../shared/fixtures/templates/expected-prompts.json > expected.json
+import datetime, json, os, sys
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+# template: (object arguments, thinking), decided by the reference's rules.
+FLAGS = {
+    "deliberation": (True, False),   # enable_thinking only changes plain text
+    "splitthink": (False, True),     # content.split('</think>')
+    "thinkmode": (False, True),      # enable_thinking switches <think> markers
+    "declarations": (True, True),    # arguments read member by member
+    "dsml": (True, True),
+    "controls": (False, False),
+}
+
+
+class RefUndefined(jinja2.Undefined):
+    def __add__(self, o):
+        return o if isinstance(o, str) else super().__add__(o)
+
+    def __radd__(self, o):
+        return o if isinstance(o, str) else super().__radd__(o)
+
+
+def tojson(x, indent=None, ensure_ascii=False, **_):
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent)
+
+
+def raise_exception(m):
+    raise jinja2.exceptions.TemplateError(m)
+
+
+def main():
+    ep = json.load(open(sys.argv[1]))
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = {}
+    for name, (objargs, thinking) in sorted(FLAGS.items()):
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                            extensions=["jinja2.ext.loopcontrols"], undefined=RefUndefined)
+        env.filters["tojson"] = tojson
+        env.globals["raise_exception"] = raise_exception
+        env.globals["strftime_now"] = lambda f: datetime.date(2026, 11, 23).strftime(f)
+        t = env.from_string(open(os.path.join(here, name + ".jinja")).read())
+        res = {"object_arguments": objargs, "thinking": thinking, "prompts": {}}
+        for rq, req in sorted(ep["requests"].items()):
+            msgs = []
+            for m in req["messages"]:
+                m = dict(m)
+                if m.get("content") is None:
+                    m["content"] = ""
+                if "tool_calls" in m:
+                    calls = []
+                    for tc in m["tool_calls"]:
+                        fn = dict(tc["function"])
+                        if objargs:
+                            fn["arguments"] = json.loads(fn["arguments"])
+                        calls.append({"id": tc["id"], "type": "function", "function": fn})
+                    m["tool_calls"] = calls
+                msgs.append(m)
+            ctx = dict(messages=msgs, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
+                       enable_thinking=thinking, add_generation_prompt=True,
+                       date_string="23 Nov 2026", datetime="Nov 23 2026")
+            if "tools" in req:
+                ctx["tools"] = req["tools"]
+            res["prompts"][rq] = t.render(**ctx)
+        out[name] = res
+    json.dump(out, sys.stdout, indent=1, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+main()
