@@ -329,3 +329,28 @@ func TestSelfReference(t *testing.T) {
 		{"range with extreme bounds", "{{ range(-9000000000000000000, 9000000000000000000, 4000000000000000000)|length }}", "5"},
 	}, nil)
 }
+
+// TestReferenceConcat checks the reference engine's string concatenation,
+// where it deliberately differs from Python's Jinja (which raises): a
+// string + none or an undefined value concatenates as with "", a string +
+// a number as with its text (Apertus's template prints tool.name and
+// tool.description off the OpenAI wrapper, where they are undefined).
+// Arithmetic on undefined without a string still fails.
+func TestReferenceConcat(t *testing.T) {
+	for _, c := range []renderCase{
+		{"string plus none", "{{ 'a' + none }}", "a"},
+		{"none plus string", "{{ none + 'b' }}", "b"},
+		{"undefined in the middle", "{{ 'x' + nope + 'y' }}", "xy"},
+		{"undefined attribute", "{% set t = {'function': {}} %}{{ '// ' + t.description + '|' }}", "// |"},
+		{"string plus number", "{{ 'n' + 1 }}", "n1"},
+		{"strings", "{{ 'a' + 'b' }}", "ab"},
+	} {
+		got, err := render(t, c.src, nil)
+		if err != nil || got != c.want {
+			t.Errorf("%s: Render(%q) = %q, %v, want %q", c.name, c.src, got, err, c.want)
+		}
+	}
+	if _, err := render(t, "{{ 1 + nope }}", nil); err == nil {
+		t.Errorf("Render(1 + nope) = nil error, want 'nope' is undefined")
+	}
+}
