@@ -701,14 +701,6 @@ func (r *renderer) binop(op string, l, rv any) (any, error) {
 	case "~":
 		s := str(l) + str(rv)
 		return s, r.allocStr(len(s))
-	case "+":
-		// The reference's engine concatenates a string with none or an
-		// undefined value as with "" (Python's Jinja raises), and a
-		// string with any other value as with its text; templates such as
-		// Apertus's rely on it for tools without top-level fields.
-		if s, ok := concatOperands(l, rv); ok {
-			return s, r.allocStr(len(s))
-		}
 	}
 	if err := undefinedOperand(l, rv); err != nil {
 		return nil, err
@@ -778,29 +770,6 @@ func (r *renderer) binop(op string, l, rv any) (any, error) {
 		}
 	}
 	return arith(op, l, rv)
-}
-
-// concatOperands is the reference's string concatenation for "+": when
-// one side is a string and the other is not, the other counts as "" when
-// none or undefined and as its text otherwise. Two strings, and operands
-// without a string, are not its case.
-func concatOperands(l, rv any) (string, bool) {
-	ls, lok := l.(string)
-	rs, rok := rv.(string)
-	if lok == rok {
-		return "", false
-	}
-	text := func(v any) string {
-		switch v.(type) {
-		case nil, Undefined:
-			return ""
-		}
-		return str(v)
-	}
-	if lok {
-		return ls + text(rv), true
-	}
-	return text(l) + rs, true
 }
 
 func undefinedOperand(l, rv any) error {

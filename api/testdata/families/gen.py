@@ -6,8 +6,9 @@
 # tool-call arguments as objects where its capability check asks for them
 # (stated below), null content as "", date 23 Nov 2026. Where the
 # reference's engine deliberately differs from jinja2 the renderer follows
-# the reference: tojson spacing (", ", ": "), and string + none/undefined
-# concatenates as with "".
+# the reference: tojson spacing (", ", ": ") and non-ASCII kept. A request
+# the template refuses (an error, e.g. string + undefined, which the
+# reference's engine raises too) is null.
 #
 #   python3 gen.py ../../../../shared/fixtures/templates/expected-prompts.json > expected.json
 import datetime, json, os, sys
@@ -26,14 +27,6 @@ FLAGS = {
 }
 
 
-class RefUndefined(jinja2.Undefined):
-    def __add__(self, o):
-        return o if isinstance(o, str) else super().__add__(o)
-
-    def __radd__(self, o):
-        return o if isinstance(o, str) else super().__radd__(o)
-
-
 def tojson(x, indent=None, ensure_ascii=False, **_):
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent)
 
@@ -48,7 +41,7 @@ def main():
     out = {}
     for name, (objargs, thinking) in sorted(FLAGS.items()):
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                            extensions=["jinja2.ext.loopcontrols"], undefined=RefUndefined)
+                                            extensions=["jinja2.ext.loopcontrols"])
         env.filters["tojson"] = tojson
         env.globals["raise_exception"] = raise_exception
         env.globals["strftime_now"] = lambda f: datetime.date(2026, 11, 23).strftime(f)
@@ -74,7 +67,10 @@ def main():
                        date_string="23 Nov 2026", datetime="Nov 23 2026")
             if "tools" in req:
                 ctx["tools"] = req["tools"]
-            res["prompts"][rq] = t.render(**ctx)
+            try:
+                res["prompts"][rq] = t.render(**ctx)
+            except jinja2.exceptions.TemplateError:
+                res["prompts"][rq] = None
         out[name] = res
     json.dump(out, sys.stdout, indent=1, ensure_ascii=False)
     sys.stdout.write("\n")
