@@ -30,8 +30,8 @@ func TestTemplateFamilies(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want map[string]struct {
-		ObjectArguments bool              `json:"object_arguments"`
-		Thinking        bool              `json:"thinking"`
+		ObjectArguments bool               `json:"object_arguments"`
+		Thinking        bool               `json:"thinking"`
 		Prompts         map[string]*string `json:"prompts"` // nil: the template refuses the request
 	}
 	if err := json.Unmarshal(b, &want); err != nil {
