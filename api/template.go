@@ -169,9 +169,10 @@ func msg(role string, content any) *jinja.Dict {
 	return d
 }
 
-// markerRE matches a special-token-like marker: <think>, </think>,
-// <|inner_prefix|>, <｜Assistant｜>, [THINK].
-var markerRE = regexp.MustCompile(`<[^<>\s]{1,64}>|\[/?[A-Z_]{2,32}\]`)
+// markerRE matches a marker as the reference's template analysis reads
+// one: text in <...> or [...] (<think>, </think>, <|inner_prefix|>,
+// <｜Assistant｜>, [THINK], [BEGIN FINAL RESPONSE]).
+var markerRE = regexp.MustCompile(`<[^<>]{1,64}>|\[[^\[\]]{1,64}\]`)
 
 // detectThinking reports whether tpl supports reasoning, as the
 // reference's template analysis decides it (and so whether the reference
