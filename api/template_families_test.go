@@ -81,3 +81,33 @@ func TestTemplateFamilies(t *testing.T) {
 		}
 	}
 }
+
+// TestDetectThinking checks reasoning detection against the rules of the
+// reference's template analysis (common/chat-diff-analyzer: reasoning
+// presence, thinking enabled, and its workarounds), on small templates.
+func TestDetectThinking(t *testing.T) {
+	gen := "{% for m in messages %}{{ m.content }}{% endfor %}{% if add_generation_prompt %}A:"
+	for _, c := range []struct {
+		name, src string
+		want      bool
+	}{
+		{"reasoning rendered between markers", "{% for m in messages %}{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}{% endfor %}", true},
+		{"reasoning rendered before a closing marker only", "{% for m in messages %}{{ m.reasoning_content }}\n[END THOUGHT]{{ m.content }}{% endfor %}", true},
+		{"reasoning rendered as plain text", "{% for m in messages %}{{ m.reasoning_content }} {{ m.content }}{% endfor %}", false},
+		{"enable_thinking opens a marker at the end", gen + "{% if enable_thinking %}<think>{% endif %}{% endif %}", true},
+		{"enable_thinking switches markers", gen + "{{ '<think>' if enable_thinking else '</think>' }}{% endif %}", true},
+		{"only the disabled prompt has markers", gen + "{% if enable_thinking is false %}<think></think>{% endif %}{% endif %}", false},
+		{"enable_thinking changes plain text", "Mode: {{ 'enabled' if enable_thinking else 'disabled' }}\n" + gen + "{% endif %}", false},
+		{"old form cutting content at </think>", "{% for m in messages %}{{ m.content.split('</think>')[-1] }}{% endfor %}", true},
+		{"harmony channels", "{% for m in messages %}<|start|>{{ m.role }}<|channel|>final<|message|>{{ m.content }}{% endfor %}", true},
+		{"no reasoning at all", gen + "{% endif %}", false},
+	} {
+		tmpl, err := newChatTemplate("jinja", c.src)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if tmpl.caps.thinking != c.want {
+			t.Errorf("%s: thinking = %v, want %v", c.name, tmpl.caps.thinking, c.want)
+		}
+	}
+}
