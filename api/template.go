@@ -280,8 +280,13 @@ func (t *chatTemplate) render(in renderInput) (string, error) {
 	if !t.caps.systemRole && hasSystem(msgs) {
 		msgs = foldSystem(msgs, "\n")
 	}
+	messages := t.messagesValue(msgs)
+	gemma4 := isGemma4ToolResponses(t.source)
+	if gemma4 {
+		messages = gemma4ToolResponses(messages)
+	}
 	vars := map[string]any{
-		"messages":              t.messagesValue(msgs),
+		"messages":              messages,
 		"add_generation_prompt": true,
 		"bos_token":             in.bos,
 		"eos_token":             in.eos,
@@ -319,6 +324,11 @@ func (t *chatTemplate) render(in renderInput) (string, error) {
 			return "", &templateError{msg: "the chat template raised an error: " + re.Msg, raised: true}
 		}
 		return "", &templateError{msg: "rendering the chat template: " + err.Error()}
+	}
+	if gemma4 && strings.HasSuffix(out, "<turn|>\n") {
+		// As the reference: a Gemma 4 conversation that ends on a turn the
+		// template closed still gets the model's turn opened.
+		out += "<|turn>model\n"
 	}
 	return out, nil
 }

@@ -27,6 +27,42 @@ FLAGS = {
 }
 
 
+def gemma4_tool_responses(msgs):
+    # The reference's conversion for Gemma 4 templates (the literal
+    # '<|tool_call>call:' in the source): an assistant message with tool calls,
+    # the tool results after it and a final assistant answer become one
+    # assistant message with tool_responses [{name, response}], the response
+    # parsed as JSON when it is JSON.
+    out, i = [], 0
+    while i < len(msgs):
+        m = msgs[i]
+        if m.get("role") != "assistant" or not m.get("tool_calls"):
+            out.append(m)
+            i += 1
+            continue
+        calls, responses = list(m["tool_calls"]), []
+        i += 1
+        while i < len(msgs) and msgs[i].get("role") == "tool":
+            r = msgs[i]
+            try:
+                response = json.loads(r.get("content"))
+            except (TypeError, ValueError):
+                response = r.get("content")
+            name = calls[len(responses)]["function"]["name"] if len(responses) < len(calls) else ""
+            responses.append({"name": name or r.get("tool_call_id", ""), "response": response})
+            i += 1
+        merged = {"role": "assistant", "tool_calls": calls}
+        if responses:
+            merged["tool_responses"] = responses
+        if i < len(msgs) and msgs[i].get("role") == "assistant" and not msgs[i].get("tool_calls") and msgs[i].get("content"):
+            merged["content"] = msgs[i]["content"]
+            i += 1
+        if m.get("reasoning_content"):
+            merged["reasoning_content"] = m["reasoning_content"]
+        out.append(merged)
+    return out
+
+
 def tojson(x, indent=None, ensure_ascii=False, **_):
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent)
 
@@ -62,6 +98,9 @@ def main():
                         calls.append({"id": tc["id"], "type": "function", "function": fn})
                     m["tool_calls"] = calls
                 msgs.append(m)
+            src = open(os.path.join(here, name + ".jinja")).read()
+            if "'<|tool_call>call:'" in src:
+                msgs = gemma4_tool_responses(msgs)
             ctx = dict(messages=msgs, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
                        enable_thinking=thinking, add_generation_prompt=True,
                        date_string="23 Nov 2026", datetime="Nov 23 2026")
