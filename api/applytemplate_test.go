@@ -14,7 +14,7 @@ func TestApplyTemplate(t *testing.T) {
 		"{% for m in messages %}<{{ m.role }}>{{ m.content }}{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments|tojson }}{% endif %}{% endfor %}" +
 		"{% if tools %}|{{ tools[0].function.parameters|tojson }}{% endif %}" +
 		"{% if messages|length > 3 %}{{ raise_exception('too many messages: ' ~ messages|length) }}{% endif %}" +
-		"{% if custom is defined %}|custom={{ custom }}{% endif %}<think>"
+		"{% if custom is defined %}|custom={{ custom }}{% endif %}{% if enable_thinking %}<think>{% endif %}"
 	ts := newReadyServer(t, f, Config{})
 	cases := []struct {
 		name, body string
@@ -25,7 +25,7 @@ func TestApplyTemplate(t *testing.T) {
 			"[think=True]<user>hi<think>"},
 		{"chat_template_kwargs override enable_thinking and add variables",
 			`{"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"enable_thinking": false, "custom": [1, "x"]}}`, 200,
-			"[think=False]<user>hi|custom=[1, 'x']<think>"},
+			"[think=False]<user>hi|custom=[1, 'x']"},
 		{"tools and arguments keep the client's key order; null content is empty; a template printing arguments with tojson gets objects",
 			`{"messages": [{"role": "user", "content": "w?"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"z\": 1, \"a\": 2}"}}]}],
 			  "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"z": {"type": "integer"}}, "required": ["z"]}}}]}`, 200,

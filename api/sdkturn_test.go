@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// sdkTemplate prints each message and the reasoning_effort variable, so a
-// test sees what reached the template.
-const sdkTemplate = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}" +
+// sdkTemplate prints each message, its tool calls and the
+// reasoning_effort variable, so a test sees what reached the template.
+const sdkTemplate = "{% for m in messages %}[{{ m.role }}] " +
+	"{% for c in m.tool_calls or [] %}{{ c.function.name }}({{ c.function.arguments }}){% endfor %}{{ m.content }}\n{% endfor %}" +
 	"{% if reasoning_effort is defined %}effort={{ reasoning_effort }}{% endif %}"
 
 // TestSDKSecondTurn sends a second turn as the official SDKs build it from

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -28,9 +29,10 @@ type chatTemplate struct {
 // request, found as the reference finds it: from the source and from
 // renders of probe conversations.
 type templateCaps struct {
-	// nativeTools: the source handles tools or tool calls itself, so
-	// tools, tool calls and tool results go to it unchanged; otherwise
-	// vkllm's own tool prompt and a text form of the calls are used.
+	// nativeTools: the source mentions tools or tool calls. Tools, tool
+	// calls and tool results go to every Jinja template unchanged, as the
+	// reference passes them; a template that ignores them renders the
+	// conversation without them, as the reference's does.
 	nativeTools bool
 	// systemRole: a system message is rendered; otherwise it is folded
 	// into the first user message, separated by a newline.
@@ -40,9 +42,9 @@ type templateCaps struct {
 	objectArguments bool
 	// typedContent: content must be a list of {type: text, text} parts.
 	typedContent bool
-	// thinking: the template supports reasoning (enable_thinking is set):
-	// it reads enable_thinking, writes <think>, or has Harmony's analysis
-	// channel (the reference sets enable_thinking for gpt-oss too).
+	// thinking: the template supports reasoning, found as the reference's
+	// template analysis finds it (see detectThinking); enable_thinking is
+	// true for it and false for every other template.
 	thinking bool
 }
 
@@ -93,27 +95,9 @@ const (
 func probeCaps(tpl *jinja.Template, src string) templateCaps {
 	c := templateCaps{
 		nativeTools: strings.Contains(src, "tools") || strings.Contains(src, "tool_calls"),
-		// Harmony (gpt-oss) reasons in its analysis channel.
-		thinking: strings.Contains(src, "enable_thinking") || strings.Contains(src, "<think>") ||
-			strings.Contains(src, "<|channel|>analysis"),
 	}
 	try := func(msgs ...*jinja.Dict) string {
-		l := jinja.NewList()
-		for _, m := range msgs {
-			l.Items = append(l.Items, m)
-		}
-		out, err := tpl.Render(map[string]any{"messages": l, "add_generation_prompt": false,
-			"bos_token": "", "eos_token": ""}, jinja.Options{MaxWork: 1_000_000, MaxOutput: 1 << 20})
-		if err != nil {
-			return ""
-		}
-		return out
-	}
-	msg := func(role string, content any) *jinja.Dict {
-		d := jinja.NewDict()
-		d.Set("role", role)
-		d.Set("content", content)
-		return d
+		return probeRender(tpl, nil, msgs...)
 	}
 	c.systemRole = strings.Contains(try(msg("system", probeSystem), msg("user", probeUser)), probeSystem)
 	if !strings.Contains(try(msg("user", probeUser)), probeUser) {
@@ -124,9 +108,9 @@ func probeCaps(tpl *jinja.Template, src string) templateCaps {
 	}
 	if c.nativeTools {
 		// shows renders a call with args and returns whether the argument
-		// name appears, and whether only JSON-escaped (a string printed
-		// with tojson).
-		shows := func(args any) (shown, escaped bool) {
+		// name appears, whether only JSON-escaped (a string printed with
+		// tojson), and the output.
+		shows := func(args any) (shown, escaped bool, out string) {
 			for _, content := range []any{"", nil} {
 				fn := jinja.NewDict()
 				fn.Set("name", "vkllm_probe_tool")
@@ -139,18 +123,119 @@ func probeCaps(tpl *jinja.Template, src string) templateCaps {
 				a.Set("tool_calls", jinja.NewList(call))
 				out := try(msg("user", probeUser), a)
 				if strings.Contains(out, probeArg) {
-					return true, strings.Contains(out, `\"`+probeArg)
+					return true, strings.Contains(out, `\"`+probeArg), out
 				}
 			}
-			return false, false
+			return false, false, ""
 		}
 		obj := jinja.NewDict()
 		obj.Set(probeArg, "x")
-		strShown, strEscaped := shows(`{"` + probeArg + `": "x"}`)
-		objShown, _ := shows(obj)
-		c.objectArguments = objShown && (!strShown || strEscaped)
+		strShown, strEscaped, _ := shows(`{"` + probeArg + `": "x"}`)
+		objShown, _, objOut := shows(obj)
+		// Object arguments as the reference decides: the template reads
+		// the arguments' members (it iterates them, as Gemma 4's does,
+		// rather than printing the object whole), or a string would only
+		// show JSON-escaped.
+		membersRead := objShown && !strings.Contains(objOut, `{"`+probeArg+`": "x"}`) &&
+			!strings.Contains(objOut, `{'`+probeArg+`': 'x'}`) && !strings.Contains(objOut, `{"`+probeArg+`":"x"}`)
+		c.objectArguments = objShown && (!strShown || strEscaped || membersRead)
 	}
+	c.thinking = detectThinking(tpl, src)
 	return c
+}
+
+// probeRender renders msgs with tpl (no generation prompt unless vars sets
+// it, empty special tokens), "" when the template fails.
+func probeRender(tpl *jinja.Template, vars map[string]any, msgs ...*jinja.Dict) string {
+	l := jinja.NewList()
+	for _, m := range msgs {
+		l.Items = append(l.Items, m)
+	}
+	all := map[string]any{"messages": l, "add_generation_prompt": false, "bos_token": "", "eos_token": ""}
+	for k, v := range vars {
+		all[k] = v
+	}
+	out, err := tpl.Render(all, jinja.Options{MaxWork: 1_000_000, MaxOutput: 1 << 20})
+	if err != nil {
+		return ""
+	}
+	return out
+}
+
+func msg(role string, content any) *jinja.Dict {
+	d := jinja.NewDict()
+	d.Set("role", role)
+	d.Set("content", content)
+	return d
+}
+
+// markerRE matches a marker as the reference's template analysis reads
+// one: text in <...> or [...] (<think>, </think>, <|inner_prefix|>,
+// <｜Assistant｜>, [THINK], [BEGIN FINAL RESPONSE]).
+var markerRE = regexp.MustCompile(`<[^<>]{1,64}>|\[[^\[\]]{1,64}\]`)
+
+// detectThinking reports whether tpl supports reasoning, as the
+// reference's template analysis decides it (and so whether the reference
+// sets enable_thinking): Harmony's channels (gpt-oss); the old
+// Qwen/DeepSeek form that cuts content at </think>; Granite 3.3's
+// <think></think> instructions; a reasoning_content rendered next to a
+// marker; or a generation prompt that enable_thinking opens (a marker
+// added at the end) or switches between markers. A template that only
+// changes plain text with enable_thinking (Apertus's "Deliberation:
+// enabled") is not one.
+func detectThinking(tpl *jinja.Template, src string) bool {
+	if strings.Contains(src, "<|channel|>") || strings.Contains(src, "content.split('</think>')") ||
+		strings.Contains(src, "Write your thoughts between <think></think> and write your response between <response></response>") {
+		return true
+	}
+	const reasoning = "vkllm probe reasoning"
+	user := msg("user", probeUser)
+	with := msg("assistant", "vkllm probe answer")
+	with.Set("reasoning_content", reasoning)
+	if out := probeRender(tpl, map[string]any{"enable_thinking": true}, user, with); strings.Contains(out, reasoning) {
+		i := strings.Index(out, reasoning)
+		after := strings.TrimLeft(out[i+len(reasoning):], " \t\r\n")
+		if loc := markerRE.FindStringIndex(after); loc != nil && loc[0] == 0 {
+			return true
+		}
+	}
+	gen := func(on bool) string {
+		return probeRender(tpl, map[string]any{"enable_thinking": on, "add_generation_prompt": true}, msg("user", probeUser))
+	}
+	off, on := gen(false), gen(true)
+	if off == on || on == "" {
+		return false
+	}
+	p := 0
+	for p < len(off) && p < len(on) && off[p] == on[p] {
+		p++
+	}
+	q := 0
+	for q < len(off)-p && q < len(on)-p && off[len(off)-1-q] == on[len(on)-1-q] {
+		q++
+	}
+	// Align the split to markers, as the reference's diff does: a prefix
+	// or suffix may not end or start inside one (<think> against </think>).
+	if i := strings.LastIndexByte(off[:p], '<'); i >= 0 && !strings.Contains(off[i:p], ">") {
+		p = i
+	}
+	if q > len(off)-p {
+		q = len(off) - p
+	}
+	if q > len(on)-p {
+		q = len(on) - p
+	}
+	if suf := off[len(off)-q:]; q > 0 {
+		if gt := strings.IndexByte(suf, '>'); gt >= 0 && !strings.Contains(suf[:gt], "<") {
+			q -= gt + 1
+		}
+	}
+	left, right := off[p:len(off)-q], on[p:len(on)-q]
+	if strings.TrimSpace(left) == "" {
+		r := strings.TrimSpace(right)
+		return r != "" && strings.HasSuffix(on, r) && markerRE.MatchString(r)
+	}
+	return markerRE.MatchString(left) && markerRE.MatchString(right)
 }
 
 // renderInput is what a template renders.
@@ -192,28 +277,24 @@ func (t *chatTemplate) render(in renderInput) (string, error) {
 		}
 		return renderNamed(t.name, msgs, t.format, in.bos, in.eos), nil
 	}
-	if !t.caps.nativeTools {
-		// A template that knows nothing of tools gets vkllm's tool prompt
-		// and earlier calls and results as text.
-		if len(in.tools) > 0 {
-			msgs = withToolSystem(msgs, toolSystemPrompt(in.tools, t.format))
-		}
-		if hasToolUse(msgs) {
-			msgs = polyfillTools(msgs, t.format)
-		}
-	}
 	if !t.caps.systemRole && hasSystem(msgs) {
 		msgs = foldSystem(msgs, "\n")
 	}
+	messages := t.messagesValue(msgs)
+	gemma4 := isGemma4ToolResponses(t.source)
+	if gemma4 {
+		messages = gemma4ToolResponses(messages)
+	}
 	vars := map[string]any{
-		"messages":              t.messagesValue(msgs),
+		"messages":              messages,
 		"add_generation_prompt": true,
 		"bos_token":             in.bos,
 		"eos_token":             in.eos,
 		"date_string":           jinja.Strftime(in.now, "%d %b %Y"),
-	}
-	if t.caps.thinking {
-		vars["enable_thinking"] = true
+		"datetime":              jinja.Strftime(in.now, "%b %d %Y"),
+		// As the reference: true where the template supports reasoning,
+		// false (not undefined) elsewhere.
+		"enable_thinking": t.caps.thinking,
 	}
 	if len(in.tools) > 0 {
 		tv := in.toolsValue
@@ -232,9 +313,7 @@ func (t *chatTemplate) render(in renderInput) (string, error) {
 	case "":
 	case "none":
 		delete(vars, "reasoning_effort")
-		if t.caps.thinking {
-			vars["enable_thinking"] = false
-		}
+		vars["enable_thinking"] = false
 	default:
 		vars["reasoning_effort"] = in.reasoningEffort
 	}
@@ -245,6 +324,11 @@ func (t *chatTemplate) render(in renderInput) (string, error) {
 			return "", &templateError{msg: "the chat template raised an error: " + re.Msg, raised: true}
 		}
 		return "", &templateError{msg: "rendering the chat template: " + err.Error()}
+	}
+	if gemma4 && strings.HasSuffix(out, "<turn|>\n") {
+		// As the reference: a Gemma 4 conversation that ends on a turn the
+		// template closed still gets the model's turn opened.
+		out += "<|turn>model\n"
 	}
 	return out, nil
 }
@@ -331,45 +415,6 @@ func toolsValue(tools []tool) any {
 		l.Items = append(l.Items, w)
 	}
 	return l
-}
-
-func hasToolUse(msgs []message) bool {
-	for _, m := range msgs {
-		if m.role == "tool" || len(m.toolCalls) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// polyfillTools rewrites tool use for templates that know only user and
-// assistant: calls become assistant text, results become user messages
-// (merged with a neighbouring user message, so roles still alternate).
-func polyfillTools(msgs []message, f grammar.ToolFormat) []message {
-	out := make([]message, 0, len(msgs))
-	for _, m := range msgs {
-		switch {
-		case m.role == "tool" || m.role == "user":
-			text := m.content
-			if m.role == "tool" {
-				text = prefixTool(m) + m.content
-			}
-			if n := len(out); n > 0 && out[n-1].role == "user" {
-				out[n-1].content += "\n" + text
-				continue
-			}
-			out = append(out, message{role: "user", content: text, name: m.name})
-		case len(m.toolCalls) > 0:
-			c := formatToolCalls(m.toolCalls, f)
-			if m.content != "" {
-				c = m.content + "\n" + c
-			}
-			out = append(out, message{role: m.role, content: c})
-		default:
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 func hasSystem(msgs []message) bool {

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +33,11 @@ type expectedPrompt struct {
 }
 
 func loadExpectedPrompts(t *testing.T, sub string) (string, *expectedPrompts) {
-	dir := fixtures.Dir(t, sub)
+	return loadExpectedPromptsFrom(t, fixtures.Dir(t, sub))
+}
+
+// loadExpectedPromptsFrom reads dir/expected-prompts.json.
+func loadExpectedPromptsFrom(t *testing.T, dir string) (string, *expectedPrompts) {
 	b, err := os.ReadFile(filepath.Join(dir, "expected-prompts.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -44,14 +47,6 @@ func loadExpectedPrompts(t *testing.T, sub string) (string, *expectedPrompts) {
 		t.Fatalf("expected-prompts.json: %v", err)
 	}
 	return dir, &ep
-}
-
-// toolLessDivergence reports whether vkllm renders this pair differently
-// from the reference on purpose: a template that mentions no tools gets
-// vkllm's own tool prompt (and earlier calls as text), where the reference
-// drops the tools.
-func toolLessDivergence(tmpl *chatTemplate, req *chatRequest) bool {
-	return !tmpl.caps.nativeTools && (len(req.tools) > 0 || hasToolUse(req.messages))
 }
 
 // TestExpectedPrompts renders every request of expected-prompts.json with
@@ -75,7 +70,7 @@ func testExpectedPrompts(t *testing.T, sub string) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	matched, templateOnly, total := 0, 0, 0
+	matched, total := 0, 0
 	for _, name := range names {
 		src, err := os.ReadFile(filepath.Join(dir, name+".jinja"))
 		if err != nil {
@@ -110,23 +105,6 @@ func testExpectedPrompts(t *testing.T, sub string) {
 				if e != nil {
 					t.Fatalf("render = error %v, want the reference's prompt %q", e, want.Prompt)
 				}
-				if toolLessDivergence(tmpl, req) {
-					// The template itself renders as the reference does
-					// when given the request without vkllm's tool prompt.
-					bare := renderInput{messages: req.messages, tools: req.tools, toolsValue: req.toolsValue,
-						bos: ep.ModelTokens.BOS, eos: ep.ModelTokens.EOS, now: date}
-					native := *tmpl
-					native.caps.nativeTools = true
-					if out, err := native.render(bare); err != nil || out != want.Prompt {
-						t.Errorf("template alone = %q, %v, want %q", out, err, want.Prompt)
-					} else {
-						templateOnly++
-					}
-					if !strings.Contains(got, "You can call the following functions") {
-						t.Errorf("render = %q, want vkllm's tool prompt for a template without tool support", got)
-					}
-					return
-				}
 				if got != want.Prompt {
 					t.Errorf("render =\n%s\nwant (reference)\n%s\nfirst difference at byte %d", got, want.Prompt, firstDiff(got, want.Prompt))
 					return
@@ -135,8 +113,7 @@ func testExpectedPrompts(t *testing.T, sub string) {
 			})
 		}
 	}
-	t.Logf("%d of %d expected prompts match the reference exactly through the request path; %d more match with the template alone (vkllm adds its tool prompt there on purpose)",
-		matched, total, templateOnly)
+	t.Logf("%d of %d expected prompts match the reference exactly through the request path", matched, total)
 }
 
 func firstDiff(a, b string) int {

@@ -39,6 +39,9 @@ func TestFixtureTemplates(t *testing.T) {
 	wantErr := map[string]string{
 		// It reads the variables functions and datetime, which no server sets.
 		"fireworks-ai-llama-3-firefunction-v2.jinja": "line 21, column 60: 'functions' is undefined",
+		// A tool result is a turn of its own, which it refuses (the
+		// reference refuses its tool requests too).
+		"google-gemma-2-2b-it.jinja": "Conversation roles must alternate",
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
