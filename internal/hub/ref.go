@@ -103,6 +103,9 @@ func quantOf(p string) string {
 	t := tokens(strings.TrimSuffix(strings.ToLower(p), ".gguf"))
 	for i := len(t) - 1; i >= 0; i-- {
 		if quantToken.MatchString(t[i]) {
+			if i > 0 && t[i-1] == "ud" { // unsloth's dynamic quants
+				return "UD-" + strings.ToUpper(t[i])
+			}
 			return strings.ToUpper(t[i])
 		}
 	}
