@@ -38,6 +38,7 @@ type serveFlags struct {
 	maxRequestSeqs                                       int
 	readTimeout, writeTimeout, shutdownTimeout           time.Duration
 	logJSON, version, propsFullPath, selfCheck           bool
+	noMMProj                                             bool
 	prefillSlowdown                                      float64
 }
 
@@ -59,6 +60,7 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	fs.StringVar(&f.template, 0, "chat-template", "", "default chat `template`: "+strings.Join(api.TemplateNames, ", ")+" (default jinja when the model or --chat-template-file has a template, else plain)")
 	fs.StringVar(&f.templateFile, 0, "chat-template-file", "", "Jinja chat template `file` used instead of the model's tokenizer.chat_template")
 	f.mediaFlags.register(fs)
+	fs.BoolVarDefault(&f.noMMProj, 0, "no-mmproj", false, "with -hf or a stored model's name, leave the repository's vision projector (mmproj) out")
 	f.llamaFlags.register(fs)
 	fs.StringVar(&f.pooling, 0, "pooling", "", "embedding `pooling`: mean, cls or last (default the model's {arch}.pooling_type, mean when absent)")
 	fs.IntVar(&f.maxBody, 0, "max-request-bytes", 16<<20, "largest request body in `bytes`")
@@ -101,15 +103,17 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 	fs := newFlagSet("serve")
 	var f serveFlags
 	f.register(fs)
-	if err := parseFlags(fs, args, true, "vkllm serve -m FILE [flags]"); err != nil {
+	if err := parseFlags(fs, args, true, "vkllm serve -m FILE [flags]", "vkllm serve -hf owner/repo[:quant] [flags]", "vkllm serve owner/repo[:quant] [flags]   (a model in the store)"); err != nil {
 		return err
 	}
 	if f.version {
 		printVersion(os.Stdout)
 		return nil
 	}
-	if len(fs.GetArgs()) > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.GetArgs())
+	if rest := fs.GetArgs(); len(rest) == 1 && f.model == "" && f.hfRepo == "" {
+		f.model = rest[0] // vkllm serve NAME, as ollama serves by name
+	} else if len(rest) > 0 {
+		return fmt.Errorf("unexpected arguments %q", rest)
 	}
 	if err := f.validate(); err != nil {
 		return err
@@ -124,8 +128,8 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 		}
 		debug.SetMemoryLimit(n)
 	}
-	if f.model == "" {
-		return errors.New("no model: pass -m file.gguf")
+	if f.model == "" && f.hfRepo == "" {
+		return errors.New("no model: pass -m file.gguf, -hf owner/repo[:quant] or the name of a stored model")
 	}
 	templateText, err := f.chatTemplate()
 	if err != nil {
@@ -175,6 +179,24 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
+
+	// A hub model is downloaded (when the store lacks it) before the server
+	// listens, as llama-server does.
+	bars := func(label string) reporter {
+		r := con.progress(label)
+		if p, ok := r.(*progress); ok {
+			p.verb = "downloaded"
+		}
+		return r
+	}
+	proj, err := f.resolve(context.Background(), bars, func(s string) { log.Warn(s) }, f.mmproj == "" && !f.noMMProj && mtmdBuilt)
+	if err != nil {
+		return err
+	}
+	if proj != "" {
+		f.mmproj = proj
+		con.say("mmproj  "+proj, "mmproj", "path", proj)
+	}
 
 	// What will be loaded, on the console before the load starts: a file
 	// that is not a model or a device that does not exist fails here.
