@@ -103,6 +103,12 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 	fs := newFlagSet("serve")
 	var f serveFlags
 	f.register(fs)
+	// vkllm serve NAME [flags]: a stored model's name first, as ollama
+	// users type it (flag parsing stops at the first argument no flag).
+	var named string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && args[0] != "help" {
+		named, args = args[0], args[1:]
+	}
 	if err := parseFlags(fs, args, true, "vkllm serve -m FILE [flags]", "vkllm serve -hf owner/repo[:quant] [flags]", "vkllm serve owner/repo[:quant] [flags]   (a model in the store)"); err != nil {
 		return err
 	}
@@ -110,10 +116,18 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 		printVersion(os.Stdout)
 		return nil
 	}
-	if rest := fs.GetArgs(); len(rest) == 1 && f.model == "" && f.hfRepo == "" {
-		f.model = rest[0] // vkllm serve NAME, as ollama serves by name
-	} else if len(rest) > 0 {
+	rest := fs.GetArgs()
+	if named == "" && len(rest) == 1 {
+		named, rest = rest[0], nil
+	}
+	if len(rest) > 0 {
 		return fmt.Errorf("unexpected arguments %q", rest)
+	}
+	if named != "" {
+		if f.model != "" || f.hfRepo != "" {
+			return fmt.Errorf("the model %q and -m/--hf-repo both name a model: pass one", named)
+		}
+		f.model = named
 	}
 	if err := f.validate(); err != nil {
 		return err
