@@ -140,6 +140,7 @@ func TestServeHF(t *testing.T) {
 func TestPullListRm(t *testing.T) {
 	hub, _, downloads := tinyHub(t)
 	dir := t.TempDir()
+	t.Setenv("HF_HOME", t.TempDir())
 	t.Setenv("HF_ENDPOINT", hub.URL)
 	t.Setenv("HF_TOKEN", "")
 	t.Setenv("HF_HUB_OFFLINE", "")

@@ -117,7 +117,7 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 		return nil
 	}
 	rest := fs.GetArgs()
-	if named == "" && len(rest) == 1 {
+	if named == "" && len(rest) == 1 && f.model == "" && f.hfRepo == "" {
 		named, rest = rest[0], nil
 	}
 	if len(rest) > 0 {

@@ -59,8 +59,10 @@ type Client struct {
 }
 
 // NewFromEnv returns a client configured as huggingface_hub reads its
-// environment: $HF_ENDPOINT, $HF_TOKEN and $HF_HUB_OFFLINE (1, true, yes
-// or on). dir is the store folder ("" = DefaultDir()).
+// environment: $HF_ENDPOINT, $HF_TOKEN (else the token file "hf auth
+// login" writes: $HF_TOKEN_PATH, else $HF_HOME/token, else
+// ~/.cache/huggingface/token) and $HF_HUB_OFFLINE (1, true, yes or on).
+// dir is the store folder ("" = DefaultDir()).
 func NewFromEnv(dir string) *Client {
 	if dir == "" {
 		dir = DefaultDir()
@@ -68,10 +70,37 @@ func NewFromEnv(dir string) *Client {
 	off := strings.ToLower(os.Getenv("HF_HUB_OFFLINE"))
 	return &Client{
 		Endpoint: os.Getenv("HF_ENDPOINT"),
-		Token:    strings.TrimSpace(os.Getenv("HF_TOKEN")),
+		Token:    envToken(),
 		Offline:  off == "1" || off == "true" || off == "yes" || off == "on",
 		Dir:      dir,
 	}
+}
+
+// envToken is $HF_TOKEN, else the first line of the token file.
+func envToken() string {
+	if t := strings.TrimSpace(os.Getenv("HF_TOKEN")); t != "" {
+		return t
+	}
+	name := os.Getenv("HF_TOKEN_PATH")
+	if name == "" {
+		home := os.Getenv("HF_HOME")
+		if home == "" {
+			d, err := os.UserCacheDir()
+			if err != nil {
+				return ""
+			}
+			home = filepath.Join(d, "huggingface")
+		}
+		name = filepath.Join(home, "token")
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, 4096))
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(line)
 }
 
 // DefaultDir is the store's default folder: $HF_HOME/vkllm when $HF_HOME is

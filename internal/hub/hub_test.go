@@ -364,3 +364,25 @@ func TestListRemove(t *testing.T) {
 		t.Errorf("after removing both: List = %v, models folder holds %d entries", ms, len(entries))
 	}
 }
+
+// TestNewFromEnv reads the settings huggingface_hub reads.
+func TestNewFromEnv(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HF_HOME", home)
+	t.Setenv("HF_TOKEN", "")
+	t.Setenv("HF_TOKEN_PATH", "")
+	t.Setenv("HF_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("HF_HUB_OFFLINE", "1")
+	if err := os.WriteFile(filepath.Join(home, "token"), []byte("hf_fromfile\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := NewFromEnv("")
+	if c.Token != "hf_fromfile" || !c.Offline || c.Endpoint != "http://127.0.0.1:1" || c.Dir != filepath.Join(home, "vkllm") {
+		t.Errorf("NewFromEnv = %+v", c)
+	}
+	t.Setenv("HF_TOKEN", " hf_env ")
+	t.Setenv("HF_HUB_OFFLINE", "0")
+	if c := NewFromEnv("/store"); c.Token != "hf_env" || c.Offline || c.Dir != "/store" {
+		t.Errorf("NewFromEnv with HF_TOKEN = %+v", c)
+	}
+}
