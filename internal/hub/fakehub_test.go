@@ -32,7 +32,7 @@ type fakeHub struct {
 	cutAfter    map[string]int64
 	ignoreRange bool
 
-	served     int64    // bytes the CDN sent
+	served     int64    // bytes the CDN sent (or was sending)
 	ranges     []string // the Range headers the CDN saw
 	cdnAuth    []string // the Authorization headers the CDN saw
 	listings   int
@@ -167,10 +167,12 @@ func (h *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
 	if hasCut {
 		body = body[:cut]
 	}
-	n, _ := w.Write(body)
+	// Counted before it is written: the client may be done reading, and
+	// the test looking, before Write returns.
 	h.mu.Lock()
-	h.served += int64(n)
+	h.served += int64(len(body))
 	h.mu.Unlock()
+	w.Write(body)
 	if hasCut {
 		// The connection drops midway: the client sees fewer bytes than
 		// Content-Length promised.
