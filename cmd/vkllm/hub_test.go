@@ -23,13 +23,17 @@ import (
 
 // tinyHub serves one repository, org/tiny-GGUF, as the Hugging Face hub
 // does (its tree listing and /resolve/ downloads), with a real GGUF from
-// the fixtures as its Q4_K_M file and another quant beside it.
-func tinyHub(t *testing.T) (srv *httptest.Server, model []byte, downloads *atomic.Int64) {
+// the fixtures as its Q4_K_M file and another quant beside it; withProj
+// adds a (bogus) vision projector.
+func tinyHub(t *testing.T, withProj bool) (srv *httptest.Server, model []byte, downloads *atomic.Int64) {
 	model, err := os.ReadFile(filepath.Join(fixtures.Dir(t, "models"), "llama-2-tiny-random.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	files := map[string][]byte{"tiny-Q4_K_M.gguf": model, "tiny-Q8_0.gguf": model[:1000]}
+	if withProj {
+		files["mmproj-tiny-F16.gguf"] = model[:500]
+	}
 	downloads = new(atomic.Int64)
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -59,7 +63,7 @@ func tinyHub(t *testing.T) (srv *httptest.Server, model []byte, downloads *atomi
 // store under $HF_HOME and loaded, and the server answers. The stored
 // model is then found by name with the hub offline.
 func TestServeHF(t *testing.T) {
-	hub, model, downloads := tinyHub(t)
+	hub, model, downloads := tinyHub(t, false)
 	home := t.TempDir()
 	t.Setenv("HF_ENDPOINT", hub.URL)
 	t.Setenv("HF_HOME", home)
@@ -138,7 +142,7 @@ func TestServeHF(t *testing.T) {
 
 // TestPullListRm runs the store's commands against the fake hub.
 func TestPullListRm(t *testing.T) {
-	hub, _, downloads := tinyHub(t)
+	hub, _, downloads := tinyHub(t, true)
 	dir := t.TempDir()
 	t.Setenv("HF_HOME", t.TempDir())
 	t.Setenv("HF_ENDPOINT", hub.URL)
@@ -149,8 +153,8 @@ func TestPullListRm(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := downloads.Load(); n != 1 {
-		t.Errorf("two pulls made %d downloads, want 1", n)
+	if n := downloads.Load(); n != 2 {
+		t.Errorf("two pulls made %d downloads, want 2 (the model and its projector, once)", n)
 	}
 	var h hubFlags
 	h.modelsDir = dir
@@ -158,9 +162,21 @@ func TestPullListRm(t *testing.T) {
 	if err := listModels(&out, h.client()); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("org/tiny-GGUF:Q8_0  Q8_0   1000 B  -       %s\n", filepath.Join(dir, "models", "org", "tiny-GGUF", "tiny-Q8_0.gguf"))
+	want := fmt.Sprintf("org/tiny-GGUF:Q8_0  Q8_0   1.5 KiB  yes     %s\n", filepath.Join(dir, "models", "org", "tiny-GGUF", "tiny-Q8_0.gguf"))
 	if lines := strings.SplitAfter(out.String(), "\n"); len(lines) != 3 || lines[1] != want {
 		t.Errorf("vkllm list prints\n%s\nwant a header and\n%s", out.String(), want)
+	}
+	// By name, the stored model comes with its projector, unless not wanted.
+	for _, withProj := range []bool{true, false} {
+		m := modelFlags{model: "org/tiny-GGUF:q8_0", hubFlags: hubFlags{modelsDir: dir}}
+		proj, err := m.resolve(context.Background(), newDownloadProgress(os.Stderr), nil, withProj)
+		wantProj := filepath.Join(dir, "models", "org", "tiny-GGUF", "mmproj-tiny-F16.gguf")
+		if !withProj {
+			wantProj = ""
+		}
+		if err != nil || proj != wantProj || filepath.Base(m.model) != "tiny-Q8_0.gguf" {
+			t.Errorf("resolve(-m org/tiny-GGUF:q8_0, mmproj %v) = %q, %q, %v", withProj, m.model, proj, err)
+		}
 	}
 	if err := cmdRm([]string{"--models-dir", dir, "org/tiny-GGUF"}); err != nil {
 		t.Fatal(err)
