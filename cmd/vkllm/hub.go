@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 
@@ -25,6 +26,11 @@ type hubFlags struct {
 
 func (h *hubFlags) register(fs *ff.FlagSet) {
 	fs.StringVar(&h.hfRepo, 0, "hf-repo", "", "(-hf) Hugging Face `owner/repo[:quant]` to download into the store (when not there yet) and load: the quant is matched without regard to case, Q4_K_M by default, else the repository's first GGUF; a vision repository's mmproj file comes too (serve loads it unless --no-mmproj)")
+	h.registerPull(fs)
+}
+
+// registerPull adds the flags of vkllm pull: all but --hf-repo.
+func (h *hubFlags) registerPull(fs *ff.FlagSet) {
 	fs.StringVar(&h.hfFile, 0, "hf-file", "", "(-hff) the repository's model `file` to take instead of a quant")
 	fs.StringVar(&h.hfToken, 0, "hf-token", "", "(-hft) Hugging Face access `token` for gated and private repositories (default $HF_TOKEN)")
 	fs.StringVar(&h.modelsDir, 0, "models-dir", "", "`folder` of the model store (default $HF_HOME/vkllm when $HF_HOME is set, else vkllm/models in the user's cache folder: "+hub.DefaultDir()+")")
@@ -131,15 +137,17 @@ func pull(ctx context.Context, c *hub.Client, ref hub.Ref, withMMProj bool, bars
 func cmdPull(args []string) error {
 	fs := newFlagSet("pull")
 	var h hubFlags
-	h.register(fs)
+	h.registerPull(fs)
 	noMMProj := fs.BoolLong("no-mmproj", "leave a vision repository's projector out")
+	names, args := leadingArgs(args)
 	if err := parseFlags(fs, args, false, "vkllm pull [flags] owner/repo[:quant]"); err != nil {
 		return err
 	}
-	if len(fs.GetArgs()) != 1 || h.hfRepo != "" {
+	names = append(names, fs.GetArgs()...)
+	if len(names) != 1 {
 		return fmt.Errorf("want one model: vkllm pull owner/repo[:quant]")
 	}
-	ref, err := hub.ParseRef(fs.GetArgs()[0])
+	ref, err := hub.ParseRef(names[0])
 	if err != nil {
 		return err
 	}
@@ -195,14 +203,16 @@ func cmdRm(args []string) error {
 	fs := newFlagSet("rm")
 	var h hubFlags
 	fs.StringVar(&h.modelsDir, 0, "models-dir", "", "`folder` of the model store (default "+hub.DefaultDir()+")")
+	names, args := leadingArgs(args)
 	if err := parseFlags(fs, args, false, "vkllm rm [--models-dir DIR] owner/repo[:quant]..."); err != nil {
 		return err
 	}
-	if len(fs.GetArgs()) == 0 {
+	names = append(names, fs.GetArgs()...)
+	if len(names) == 0 {
 		return errors.New("want the name of a stored model: vkllm rm owner/repo[:quant] (see vkllm list)")
 	}
 	c := h.client()
-	for _, name := range fs.GetArgs() {
+	for _, name := range names {
 		removed, err := c.Remove(name)
 		if err != nil {
 			return err
@@ -210,4 +220,14 @@ func cmdRm(args []string) error {
 		fmt.Printf("removed %s (%d files)\n", name, len(removed))
 	}
 	return nil
+}
+
+// leadingArgs splits off the arguments before the first flag (vkllm pull
+// NAME --models-dir DIR): flag parsing stops at the first argument that
+// is no flag.
+func leadingArgs(args []string) (names, rest []string) {
+	for len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		names, args = append(names, args[0]), args[1:]
+	}
+	return names, args
 }

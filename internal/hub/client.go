@@ -324,6 +324,7 @@ func (c *Client) Pull(ctx context.Context, ref Ref, withMMProj bool) (*Model, er
 				c.notice(fmt.Sprintf("the hub could not be reached (%v); using the stored %s", err, m.Name()))
 				return m, nil
 			}
+			return nil, fmt.Errorf("%s: the hub %s could not be reached (%w), and the model is not in the store %s", ref, c.endpoint(), err, c.Dir)
 		}
 		return nil, err
 	}

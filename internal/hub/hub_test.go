@@ -324,6 +324,10 @@ func TestOffline(t *testing.T) {
 	if m, err := c.Pull(context.Background(), Ref{Repo: "o/r"}, true); err != nil || m.Name() != "o/r:Q4_K_M" || len(notes) != 1 {
 		t.Errorf("Pull with the hub down = %v, %v (notices %q), want the stored model with a notice", m, err, notes)
 	}
+	if _, err := c.Pull(context.Background(), Ref{Repo: "o/r", Quant: "Q8_0"}, true); err == nil || !strings.Contains(err.Error(), "could not be reached") ||
+		!strings.Contains(err.Error(), "not in the store") {
+		t.Errorf("Pull of a model not stored with the hub down = %v", err)
+	}
 }
 
 // TestListRemove: two quantizations share a projector; removing one keeps
