@@ -129,6 +129,9 @@ func TestServeHF(t *testing.T) {
 			t.Errorf("resolve(-m %s) = %q, %v, want %s", name, m.model, err, stored)
 		}
 	}
+	if err := cmdTokenize([]string{"-m", "org/tiny-GGUF", "-p", "hi"}); err != nil {
+		t.Errorf("vkllm tokenize -m org/tiny-GGUF = %v", err)
+	}
 	m := modelFlags{model: "org/tiny-GGUF:Q8_0"}
 	if _, err := m.resolve(context.Background(), newDownloadProgress(console), nil, true); err == nil ||
 		!strings.Contains(err.Error(), "no such file, and org/tiny-GGUF:Q8_0 is not in the store") {
