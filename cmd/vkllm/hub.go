@@ -22,6 +22,9 @@ type hubFlags struct {
 	hfRepo, hfFile, hfToken string
 	modelsDir               string
 	offline                 bool
+	// storeName is the store name (owner/repo:QUANT) of the model resolve
+	// found, "" for a file.
+	storeName string
 }
 
 func (h *hubFlags) register(fs *ff.FlagSet) {
@@ -103,7 +106,7 @@ func (m *modelFlags) resolve(ctx context.Context, bars barFactory, notes func(st
 	default:
 		return "", nil
 	}
-	m.model = model.Path()
+	m.model, m.storeName = model.Path(), model.Name()
 	if len(model.Files) > 1 {
 		notes(fmt.Sprintf("%s is split in %d files; loading the first", model.Name(), len(model.Files)))
 	}

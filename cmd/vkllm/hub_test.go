@@ -99,8 +99,8 @@ func TestServeHF(t *testing.T) {
 		json.NewDecoder(r.Body).Decode(&models)
 		r.Body.Close()
 	}
-	if len(models.Data) != 1 || models.Data[0].ID != "tiny-Q4_K_M" {
-		t.Errorf("/v1/models = %+v, want the model tiny-Q4_K_M", models.Data)
+	if len(models.Data) != 1 || models.Data[0].ID != "org/tiny-GGUF:Q4_K_M" {
+		t.Errorf("/v1/models = %+v, want the model org/tiny-GGUF:Q4_K_M", models.Data)
 	}
 	if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -56,7 +56,7 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	fs.StringVar(&f.apiKey, 0, "api-key", "", "require \"Authorization: Bearer `key`\" on every route but /health and the chat page (default none)")
 	fs.StringVar(&f.allowedHosts, 0, "allowed-hosts", "", "comma-separated Host `names` answered besides those a DNS-rebinding page cannot bring (on loopback: localhost and 127.x; elsewhere without this flag or --api-key: IP addresses, names without a dot, .local/.internal/.lan names, the hostname); other Hosts get 403; on a non-loopback address only these are answered; * allows all")
 	fs.StringVar(&f.corsOrigins, 0, "cors-origins", "", "comma-separated web `origins` (https://app.example) allowed to call the server from a browser, with CORS headers; * allows any (default none: POSTs from other sites' pages get 403; clients that are no browser page are not concerned)")
-	fs.StringVar(&f.alias, 'a', "model-alias", "", "model `id` in /v1/models and responses (default the file name)")
+	fs.StringVar(&f.alias, 'a', "model-alias", "", "model `id` in /v1/models and responses (default the file name; a hub model's store name, owner/repo:QUANT)")
 	fs.StringVar(&f.template, 0, "chat-template", "", "default chat `template`: "+strings.Join(api.TemplateNames, ", ")+" (default jinja when the model or --chat-template-file has a template, else plain)")
 	fs.StringVar(&f.templateFile, 0, "chat-template-file", "", "Jinja chat template `file` used instead of the model's tokenizer.chat_template")
 	f.mediaFlags.register(fs)
@@ -206,6 +206,11 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 	proj, err := f.resolve(context.Background(), bars, func(s string) { log.Warn(s) }, f.mmproj == "" && !f.noMMProj && mtmdBuilt)
 	if err != nil {
 		return err
+	}
+	if f.alias == "" {
+		// A hub model is known by its store name, as llama-server names
+		// an -hf model by its repository.
+		f.alias = f.storeName
 	}
 	if proj != "" {
 		f.mmproj = proj
