@@ -393,12 +393,40 @@ func (c *Client) fetch(ctx context.Context, hc *http.Client, m *Model, f File, k
 		delay = 500 * time.Millisecond
 	}
 	part := dst + ".part"
-	var err error
+	// A part left by an earlier command may be of another version of the
+	// file: when the result does not verify, it is fetched once more whole.
+	st, err := os.Stat(part)
+	stale := err == nil && st.Size() > 0
+	for {
+		err := c.downloadAttempts(ctx, hc, u, m.Repo, f, part, attempts, delay)
+		if err != nil {
+			return fmt.Errorf("downloading %s: %w", f.Path, err)
+		}
+		got, err := hashFile(part)
+		if err != nil {
+			return err
+		}
+		if f.SHA256 != "" && got != f.SHA256 {
+			os.Remove(part)
+			if stale {
+				c.notice(fmt.Sprintf("%s: the download resumed from an earlier partial file does not verify; downloading it whole", f.Path))
+				stale = false
+				continue
+			}
+			return &HashError{File: f.Path, Got: got, Want: f.SHA256}
+		}
+		return os.Rename(part, dst)
+	}
+}
+
+// downloadAttempts runs download up to attempts times while it fails for
+// a reason a retry may cure, waiting delay, then twice that, and so on.
+func (c *Client) downloadAttempts(ctx context.Context, hc *http.Client, u, repo string, f File, part string, attempts int, delay time.Duration) error {
 	for a := 1; ; a++ {
-		err = c.download(ctx, hc, u, m.Repo, f, part)
+		err := c.download(ctx, hc, u, repo, f, part)
 		var se *StatusError
 		if err == nil || errors.As(err, &se) && se.Status < 500 || ctx.Err() != nil || a == attempts {
-			break
+			return err
 		}
 		c.notice(fmt.Sprintf("%s: download interrupted (%v); resuming", f.Path, err))
 		select {
@@ -408,18 +436,6 @@ func (c *Client) fetch(ctx context.Context, hc *http.Client, m *Model, f File, k
 		}
 		delay *= 2
 	}
-	if err != nil {
-		return fmt.Errorf("downloading %s: %w", f.Path, err)
-	}
-	got, err := hashFile(part)
-	if err != nil {
-		return err
-	}
-	if f.SHA256 != "" && got != f.SHA256 {
-		os.Remove(part)
-		return &HashError{File: f.Path, Got: got, Want: f.SHA256}
-	}
-	return os.Rename(part, dst)
 }
 
 func escapePath(p string) string {

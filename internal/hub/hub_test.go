@@ -390,3 +390,33 @@ func TestNewFromEnv(t *testing.T) {
 		t.Errorf("NewFromEnv with HF_TOKEN = %+v", c)
 	}
 }
+
+// TestPullStalePart: a partial file left from an earlier version of the
+// file does not verify once resumed, so it is downloaded whole once more.
+func TestPullStalePart(t *testing.T) {
+	h := newFakeHub(t)
+	data := h.add("o/r", "r-Q4_K_M.gguf", 50_000)
+	c := h.client(t)
+	part := filepath.Join(c.Dir, "models", "o", "r", "r-Q4_K_M.gguf.part")
+	if err := os.MkdirAll(filepath.Dir(part), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(part, bytes.Repeat([]byte{7}, 20_000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	c.Notice = func(s string) { notes = append(notes, s) }
+	m, err := c.Pull(context.Background(), Ref{Repo: "o/r"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(m.Path()); !bytes.Equal(got, data) {
+		t.Fatal("the file differs from the hub's")
+	}
+	if served, ranges, _ := h.stats(); served != 30_000+50_000 || len(ranges) != 2 || ranges[0] != "bytes=20000-" || ranges[1] != "" {
+		t.Errorf("served %d bytes, ranges %q; want a resume at 20000 then the whole file", served, ranges)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "does not verify") {
+		t.Errorf("notices %q", notes)
+	}
+}
