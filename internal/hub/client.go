@@ -373,16 +373,27 @@ func checkPath(p string) error {
 // downloaded.
 func (c *Client) fetch(ctx context.Context, hc *http.Client, m *Model, f File, known map[string]string) error {
 	dst := m.local(f)
-	if st, err := os.Stat(dst); err == nil && st.Size() == f.Size {
-		if f.SHA256 == "" || known[f.Path] == f.SHA256 {
-			return nil
-		}
-		if got, err := hashFile(dst); err == nil && got == f.SHA256 {
-			return nil
-		}
+	if present(dst, f, known) {
+		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
+	}
+	// One download of a file at a time: another pull of it waits, then
+	// finds it present.
+	lockName := filepath.Join(c.Dir, "locks", filepath.FromSlash(m.Repo), filepath.FromSlash(f.Path)+".lock")
+	if err := os.MkdirAll(filepath.Dir(lockName), 0o755); err != nil {
+		return err
+	}
+	unlock, err := lock(ctx, lockName, func() {
+		c.notice(fmt.Sprintf("%s: waiting for another pull downloading it", f.Path))
+	})
+	if err != nil {
+		return fmt.Errorf("locking %s: %w", dst, err)
+	}
+	defer unlock()
+	if present(dst, f, nil) {
+		return nil
 	}
 	u := fmt.Sprintf("%s/%s/resolve/%s/%s", c.endpoint(), m.Repo, url.PathEscape(m.Revision), escapePath(f.Path))
 	attempts, delay := c.Attempts, c.RetryDelay
@@ -436,6 +447,20 @@ func (c *Client) downloadAttempts(ctx context.Context, hc *http.Client, u, repo 
 		}
 		delay *= 2
 	}
+}
+
+// present reports whether dst holds f: its size and, unless a manifest
+// recorded that hash for it (known), its SHA-256.
+func present(dst string, f File, known map[string]string) bool {
+	st, err := os.Stat(dst)
+	if err != nil || st.Size() != f.Size {
+		return false
+	}
+	if f.SHA256 == "" || known[f.Path] == f.SHA256 {
+		return true
+	}
+	got, err := hashFile(dst)
+	return err == nil && got == f.SHA256
 }
 
 func escapePath(p string) string {

@@ -38,6 +38,8 @@ type fakeHub struct {
 	listings   int
 	downloads  int
 	pageLength int // entries per listing page (0 = all in one)
+	// gate, when set, holds each download until it is closed.
+	gate chan struct{}
 }
 
 func newFakeHub(t *testing.T) *fakeHub {
@@ -145,7 +147,11 @@ func (h *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
 	delete(h.cutAfter, key)
 	ignore := h.ignoreRange
 	h.downloads++
+	gate := h.gate
 	h.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	if !ok {
 		http.NotFound(w, r)
 		return

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseRef(t *testing.T) {
@@ -242,12 +243,14 @@ func TestPullCorrupt(t *testing.T) {
 		t.Fatalf("Pull = %v, want a HashError naming the file and both hashes", err)
 	}
 	var left []string
-	filepath.Walk(c.Dir, func(p string, info os.FileInfo, err error) error {
-		if err == nil && !info.IsDir() {
-			left = append(left, p)
-		}
-		return nil
-	})
+	for _, sub := range []string{"models", "manifests"} {
+		filepath.Walk(filepath.Join(c.Dir, sub), func(p string, info os.FileInfo, err error) error {
+			if err == nil && !info.IsDir() {
+				left = append(left, p)
+			}
+			return nil
+		})
+	}
 	if len(left) > 0 {
 		t.Errorf("the store holds %q after a corrupt download", left)
 	}
@@ -418,5 +421,44 @@ func TestPullStalePart(t *testing.T) {
 	}
 	if len(notes) != 1 || !strings.Contains(notes[0], "does not verify") {
 		t.Errorf("notices %q", notes)
+	}
+}
+
+// TestPullConcurrent: two pulls of one model at once download it once; the
+// second waits for the first and finds the file present.
+func TestPullConcurrent(t *testing.T) {
+	h := newFakeHub(t)
+	data := h.add("o/r", "r-Q4_K_M.gguf", 30_000)
+	h.gate = make(chan struct{})
+	dir := t.TempDir()
+	waiting := make(chan string, 1)
+	errs := make(chan error, 2)
+	pull := func(c *Client) {
+		m, err := c.Pull(context.Background(), Ref{Repo: "o/r"}, true)
+		if err == nil {
+			if got, _ := os.ReadFile(m.Path()); !bytes.Equal(got, data) {
+				err = errors.New("the file differs from the hub's")
+			}
+		}
+		errs <- err
+	}
+	first := &Client{Endpoint: h.hub.URL, Dir: dir}
+	go pull(first)
+	for _, _, n := h.stats(); n == 0; _, _, n = h.stats() {
+		time.Sleep(time.Millisecond) // until the first download has started
+	}
+	second := &Client{Endpoint: h.hub.URL, Dir: dir, Notice: func(s string) { waiting <- s }}
+	go pull(second)
+	if note := <-waiting; !strings.Contains(note, "waiting for another pull") {
+		t.Errorf("the second pull says %q", note)
+	}
+	close(h.gate)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if _, _, n := h.stats(); n != 1 {
+		t.Errorf("%d downloads, want 1", n)
 	}
 }

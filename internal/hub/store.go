@@ -11,8 +11,9 @@ import (
 	"strings"
 )
 
-// The store in Dir holds models/{owner}/{repo}/{file} and, per pulled
-// model, manifests/{owner}/{repo}/{QUANT}.json.
+// The store in Dir holds models/{owner}/{repo}/{file}, per pulled model
+// manifests/{owner}/{repo}/{QUANT}.json, and the (empty) lock files of
+// the downloads in locks/.
 
 // maxManifest bounds a manifest file read back.
 const maxManifest = 1 << 20
