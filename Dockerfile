@@ -31,16 +31,19 @@ ENV NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics \
     VKLLM_HOST=0.0.0.0 \
     VKLLM_PORT=8080 \
-    MESA_SHADER_CACHE_DIR=/var/cache/mesa
+    MESA_SHADER_CACHE_DIR=/var/cache/mesa \
+    HF_HOME=/var/cache/huggingface
 # An unprivileged user; pass the host's render group with --group-add for
 # /dev/dri (see the README).
 RUN useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin vkllm \
- && install -d -o 10001 -g 10001 /var/cache/mesa
+ && install -d -o 10001 -g 10001 /var/cache/mesa /var/cache/huggingface
 USER 10001:10001
 # Mesa's shader cache: the compiled kernels, kept across containers when a
 # named volume is mounted here (-v vkllm-shaders:/var/cache/mesa), so a
 # restart skips most of the compilation. Writable without a volume too.
 VOLUME /var/cache/mesa
+# The model store of -hf and vkllm pull is $HF_HOME/vkllm: mount a named
+# volume at /var/cache/huggingface to keep the downloads.
 EXPOSE 8080
 # Healthy once the model is loaded (/health answers 200; 503 while it
 # loads, which the start period allows for: a large model on a CPU driver

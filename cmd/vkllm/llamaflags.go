@@ -30,6 +30,9 @@ var llamaAliases = map[string]string{
 	"b":          "batch-size",
 	"ctk":        "cache-type-k",
 	"ctv":        "cache-type-v",
+	"hf":         "hf-repo",
+	"hff":        "hf-file",
+	"hft":        "hf-token",
 }
 
 // llamaEquivalents names, for llama-server flags vkllm does not take, the
@@ -51,9 +54,6 @@ var llamaEquivalents = map[string]string{
 	"no-context-shift":     "the context never shifts: a prompt over it is a 400",
 	"list-devices":         "vkllm devices",
 	"s":                    "seed in the request",
-	"hf":                   "",
-	"hf-repo":              "",
-	"hf-file":              "",
 	"mu":                   "",
 	"model-url":            "",
 	"tb":                   "",

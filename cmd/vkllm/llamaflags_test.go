@@ -109,3 +109,32 @@ func TestLlamaServerFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestLlamaServerHubFlags parses llama-server's hub spellings (-hf, -hff,
+// -hft, --no-mmproj) with serve's flag set, and the store name given as
+// serve's argument.
+func TestLlamaServerHubFlags(t *testing.T) {
+	f, err, _ := parseServe(t, strings.Fields("-hf ggml-org/gemma-3-4b-it-GGUF:Q8_0 -hff gemma-3-4b-it-Q8_0.gguf -hft hf_x --no-mmproj -ngl 99"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.hfRepo != "ggml-org/gemma-3-4b-it-GGUF:Q8_0" || f.hfFile != "gemma-3-4b-it-Q8_0.gguf" || f.hfToken != "hf_x" || !f.noMMProj {
+		t.Errorf("-hf -hff -hft --no-mmproj = %q %q %q %v", f.hfRepo, f.hfFile, f.hfToken, f.noMMProj)
+	}
+	if f, err, _ = parseServe(t, strings.Fields("--hf-repo o/r --models-dir /m --offline")); err != nil || f.hfRepo != "o/r" || f.modelsDir != "/m" || !f.offline {
+		t.Errorf("--hf-repo --models-dir --offline = %+v, %v", f.hubFlags, err)
+	}
+	for _, tc := range []struct{ args, want string }{
+		{"-m x.gguf -hf o/r", "-m x.gguf and --hf-repo o/r both name a model"},
+		{"-hf nope", `--hf-repo: model "nope": want a hub repository owner/name`},
+		{"-m x.gguf -hff f.gguf", "--hf-file needs --hf-repo"},
+		{"-m x.gguf extra more", `unexpected arguments ["extra" "more"]`},
+		{"o/r -m x.gguf", `the model "o/r" and -m/--hf-repo both name a model`},
+		{"o/r:Q8_0 --offline --models-dir /nonexistent", "-m o/r:Q8_0: no such file, and o/r:Q8_0 is not in the store /nonexistent"},
+	} {
+		err := cmdServe(strings.Fields(tc.args))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("serve %s = %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -30,6 +31,7 @@ type modelFlags struct {
 	// checkpoints is --ctx-checkpoints: a hybrid model's recurrent-state
 	// checkpoints.
 	checkpoints int
+	hubFlags
 }
 
 // register adds the model flags to fs. With env (serve), their defaults are
@@ -41,7 +43,8 @@ func (m *modelFlags) register(fs *ff.FlagSet, defaultCtx int, env bool) {
 	if !env {
 		model, device, validation = os.Getenv("VKLLM_MODEL"), os.Getenv("VKLLM_DEVICE"), os.Getenv("VKLLM_VALIDATION") == "1"
 	}
-	fs.StringVar(&m.model, 'm', "model", model, "GGUF model `file`")
+	fs.StringVar(&m.model, 'm', "model", model, "GGUF model `file`, or the name of a model in the store (owner/repo[:quant], see vkllm list)")
+	m.hubFlags.register(fs)
 	fs.StringVar(&m.device, 0, "device", device, "Vulkan device: `index or name substring` (default discrete > integrated > virtual > CPU; see vkllm devices)")
 	fs.IntVar(&m.ctxSize, 'c', "ctx-size", defaultCtx, "most `positions` one sequence may use, prompt and output (0 = the model's training context, at most 4096)")
 	fs.StringVar(&m.kvMemory, 0, "kv-memory", "", "KV-cache pool `size` shared by all sequences: bytes (2GiB, 512MB) or a fraction of the device memory left after the weights (0.5); default: all of it but a 5% safety margin on GPUs, --parallel x --ctx-size positions on CPU devices")
@@ -56,8 +59,11 @@ func (m *modelFlags) register(fs *ff.FlagSet, defaultCtx int, env bool) {
 
 // load loads the model with a progress display on stderr.
 func (m *modelFlags) load(parallel int) (*engine.Model, error) {
+	if _, err := m.resolve(context.Background(), newDownloadProgress(os.Stderr), nil, false); err != nil {
+		return nil, err
+	}
 	if m.model == "" {
-		return nil, fmt.Errorf("no model: pass -m file.gguf")
+		return nil, fmt.Errorf("no model: pass -m file.gguf, -m owner/repo[:quant] (a stored model) or -hf owner/repo[:quant]")
 	}
 	kvBytes, kvFrac, err := parseKVMemory(m.kvMemory)
 	if err != nil {
@@ -177,6 +183,7 @@ func parseKVMemory(s string) (bytes int64, frac float64, err error) {
 type progress struct {
 	w       io.Writer
 	label   string
+	verb    string // what the lines off a terminal say was done ("" = uploaded)
 	tty     bool
 	lastPct int
 	drawn   bool
@@ -202,7 +209,11 @@ func (p *progress) update(done, total int64) {
 			pct, float64(done)/(1<<20), float64(total)/(1<<20))
 		p.drawn = true
 	} else if pct/25 != p.lastPct/25 || p.lastPct < 0 {
-		fmt.Fprintf(p.w, "%s: %d%% of %.1f MiB uploaded\n", p.label, pct, float64(total)/(1<<20))
+		verb := p.verb
+		if verb == "" {
+			verb = "uploaded"
+		}
+		fmt.Fprintf(p.w, "%s: %d%% of %.1f MiB %s\n", p.label, pct, float64(total)/(1<<20), verb)
 	}
 	p.lastPct = pct
 }

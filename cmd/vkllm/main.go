@@ -23,6 +23,9 @@ func commands() []command {
 	return []command{
 		{"serve", "serve the HTTP API (completions, chat, embeddings, rerank, tokenize)", cmdServe},
 		{"run", "generate a continuation of a prompt", cmdRun},
+		{"pull", "download a model from a Hugging Face hub into the store (owner/repo[:quant])", cmdPull},
+		{"list", "list the models in the store", cmdList},
+		{"rm", "remove models from the store", cmdRm},
 		{"perplexity", "measure perplexity over a text file", cmdPerplexity},
 		{"bench", "measure prompt processing and generation speed", cmdBench},
 		{"tokenize", "print the token ids of a text (metadata only, no GPU)", cmdTokenize},

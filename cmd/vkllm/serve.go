@@ -38,6 +38,7 @@ type serveFlags struct {
 	maxRequestSeqs                                       int
 	readTimeout, writeTimeout, shutdownTimeout           time.Duration
 	logJSON, version, propsFullPath, selfCheck           bool
+	noMMProj                                             bool
 	prefillSlowdown                                      float64
 }
 
@@ -55,10 +56,11 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	fs.StringVar(&f.apiKey, 0, "api-key", "", "require \"Authorization: Bearer `key`\" on every route but /health and the chat page (default none)")
 	fs.StringVar(&f.allowedHosts, 0, "allowed-hosts", "", "comma-separated Host `names` answered besides those a DNS-rebinding page cannot bring (on loopback: localhost and 127.x; elsewhere without this flag or --api-key: IP addresses, names without a dot, .local/.internal/.lan names, the hostname); other Hosts get 403; on a non-loopback address only these are answered; * allows all")
 	fs.StringVar(&f.corsOrigins, 0, "cors-origins", "", "comma-separated web `origins` (https://app.example) allowed to call the server from a browser, with CORS headers; * allows any (default none: POSTs from other sites' pages get 403; clients that are no browser page are not concerned)")
-	fs.StringVar(&f.alias, 'a', "model-alias", "", "model `id` in /v1/models and responses (default the file name)")
+	fs.StringVar(&f.alias, 'a', "model-alias", "", "model `id` in /v1/models and responses (default the file name; a hub model's store name, owner/repo:QUANT)")
 	fs.StringVar(&f.template, 0, "chat-template", "", "default chat `template`: "+strings.Join(api.TemplateNames, ", ")+" (default jinja when the model or --chat-template-file has a template, else plain)")
 	fs.StringVar(&f.templateFile, 0, "chat-template-file", "", "Jinja chat template `file` used instead of the model's tokenizer.chat_template")
 	f.mediaFlags.register(fs)
+	fs.BoolVarDefault(&f.noMMProj, 0, "no-mmproj", false, "with -hf or a stored model's name, leave the repository's vision projector (mmproj) out")
 	f.llamaFlags.register(fs)
 	fs.StringVar(&f.pooling, 0, "pooling", "", "embedding `pooling`: mean, cls or last (default the model's {arch}.pooling_type, mean when absent)")
 	fs.IntVar(&f.maxBody, 0, "max-request-bytes", 16<<20, "largest request body in `bytes`")
@@ -101,15 +103,31 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 	fs := newFlagSet("serve")
 	var f serveFlags
 	f.register(fs)
-	if err := parseFlags(fs, args, true, "vkllm serve -m FILE [flags]"); err != nil {
+	// vkllm serve NAME [flags]: a stored model's name first, as ollama
+	// users type it (flag parsing stops at the first argument no flag).
+	var named string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && args[0] != "help" {
+		named, args = args[0], args[1:]
+	}
+	if err := parseFlags(fs, args, true, "vkllm serve -m FILE [flags]", "vkllm serve -hf owner/repo[:quant] [flags]", "vkllm serve owner/repo[:quant] [flags]   (a model in the store)"); err != nil {
 		return err
 	}
 	if f.version {
 		printVersion(os.Stdout)
 		return nil
 	}
-	if len(fs.GetArgs()) > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.GetArgs())
+	rest := fs.GetArgs()
+	if named == "" && len(rest) == 1 && f.model == "" && f.hfRepo == "" {
+		named, rest = rest[0], nil
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("unexpected arguments %q", rest)
+	}
+	if named != "" {
+		if f.model != "" || f.hfRepo != "" {
+			return fmt.Errorf("the model %q and -m/--hf-repo both name a model: pass one", named)
+		}
+		f.model = named
 	}
 	if err := f.validate(); err != nil {
 		return err
@@ -124,8 +142,8 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 		}
 		debug.SetMemoryLimit(n)
 	}
-	if f.model == "" {
-		return errors.New("no model: pass -m file.gguf")
+	if f.model == "" && f.hfRepo == "" {
+		return errors.New("no model: pass -m file.gguf, -hf owner/repo[:quant] or the name of a stored model")
 	}
 	templateText, err := f.chatTemplate()
 	if err != nil {
@@ -175,6 +193,29 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
+
+	// A hub model is downloaded (when the store lacks it) before the server
+	// listens, as llama-server does.
+	bars := func(label string) reporter {
+		r := con.progress(label)
+		if p, ok := r.(*progress); ok {
+			p.verb = "downloaded"
+		}
+		return r
+	}
+	proj, err := f.resolve(context.Background(), bars, func(s string) { log.Warn(s) }, f.mmproj == "" && !f.noMMProj && mtmdBuilt)
+	if err != nil {
+		return err
+	}
+	if f.alias == "" {
+		// A hub model is known by its store name, as llama-server names
+		// an -hf model by its repository.
+		f.alias = f.storeName
+	}
+	if proj != "" {
+		f.mmproj = proj
+		con.say("mmproj  "+proj, "mmproj", "path", proj)
+	}
 
 	// What will be loaded, on the console before the load starts: a file
 	// that is not a model or a device that does not exist fails here.

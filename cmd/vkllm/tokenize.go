@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -17,7 +18,7 @@ import (
 // work and no GPU is touched.
 func cmdTokenize(args []string) error {
 	fs := newFlagSet("tokenize")
-	model := fs.String('m', "model", "", "GGUF `file` whose tokenizer to use (required)")
+	model := fs.String('m', "model", "", "GGUF `file` whose tokenizer to use, or a stored model's name (required)")
 	prompt := fs.StringShort('p', "", "`text` to tokenize (default: read stdin)")
 	noBOS := fs.BoolLong("no-bos", "do not add the special tokens (BOS/EOS, CLS/SEP) the model asks for")
 	noParse := fs.BoolLong("no-parse-special", "tokenize special-token text such as <|im_start|> as plain text")
@@ -39,7 +40,11 @@ func cmdTokenize(args []string) error {
 		}
 		text = string(b)
 	}
-	f, err := gguf.Open(*model)
+	mf := modelFlags{model: *model}
+	if _, err := mf.resolve(context.Background(), nil, nil, false); err != nil {
+		return err
+	}
+	f, err := gguf.Open(mf.model)
 	if err != nil {
 		return err
 	}
