@@ -10,6 +10,7 @@ package gguf
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -56,6 +57,8 @@ type TensorInfo struct {
 	Offset uint64
 	// Size is the tensor's size in bytes.
 	Size uint64
+
+	part int // the split model's part that holds it (0: the first file)
 }
 
 // NumElements returns the product of the dimensions.
@@ -75,19 +78,41 @@ type File struct {
 	Alignment uint64
 	// DataOffset is the absolute byte offset of the tensor data section.
 	DataOffset int64
-	// Size is the size of the file in bytes.
+	// Size is the size of the file in bytes (of every part, for a split
+	// model).
 	Size int64
+	// Parts is the number of files of a split model (1 otherwise).
+	Parts int
 
 	index       map[string]int
 	tensorIndex map[string]int
 	r           io.ReaderAt
 	mapping     []byte // the whole file when mapped or in memory
 	closer      func() error
+	parts       []*File // a split model's other parts (see Open)
 }
 
 // Open memory-maps the named file and parses it. Close releases the mapping;
 // tensor data slices must not be used after Close.
+//
+// A split model (the split.count key above 1: files named
+// PREFIX-00001-of-0000N.gguf, as the reference's gguf-split writes them)
+// opens from its first part: Open maps every part and the File holds them
+// all, its metadata the first part's and its tensors every part's.
 func Open(name string) (*File, error) {
+	f, err := openOne(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.openParts(name); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// openOne maps and parses one file.
+func openOne(name string) (*File, error) {
 	fd, err := os.Open(name)
 	if err != nil {
 		return nil, err
@@ -127,13 +152,18 @@ func NewFile(r io.ReaderAt) (*File, error) {
 	return parse(r, nil, size)
 }
 
-// Close releases the mapping made by Open. It does nothing for a File made by
-// NewFile. The File must not be used afterwards.
+// Close releases the mappings made by Open. It does nothing for a File made
+// by NewFile. The File must not be used afterwards.
 func (f *File) Close() error {
-	if f.closer == nil {
-		return nil
+	var err error
+	for _, p := range f.parts {
+		err = errors.Join(err, p.Close())
 	}
-	err := f.closer()
+	f.parts = nil
+	if f.closer == nil {
+		return err
+	}
+	err = errors.Join(err, f.closer())
 	f.closer = nil
 	f.mapping = nil
 	return err
@@ -152,6 +182,9 @@ func (f *File) Tensor(name string) (*TensorInfo, bool) {
 // slice of the mapping (no copy) and must not be modified or used after
 // Close; otherwise it is read from the underlying reader.
 func (f *File) TensorData(t *TensorInfo) ([]byte, error) {
+	if t.part > 0 {
+		f = f.parts[t.part-1]
+	}
 	start := f.DataOffset + int64(t.Offset)
 	if f.mapping != nil {
 		return f.mapping[start : start+int64(t.Size) : start+int64(t.Size)], nil
@@ -295,7 +328,7 @@ func parse(r io.ReaderAt, data []byte, size int64) (*File, error) {
 	default:
 		return nil, d.errorf(4, version, "unsupported GGUF version")
 	}
-	f := &File{Version: version, Size: size, r: r, mapping: data, Alignment: DefaultAlignment}
+	f := &File{Version: version, Size: size, Parts: 1, r: r, mapping: data, Alignment: DefaultAlignment}
 	// Minimum encoded sizes: a tensor info is a name length (8), n_dims (4),
 	// one dim (8), type (4) and offset (8); a pair is a key length (8), a
 	// type (4) and a one-byte value.

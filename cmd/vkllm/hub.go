@@ -107,9 +107,6 @@ func (m *modelFlags) resolve(ctx context.Context, bars barFactory, notes func(st
 		return "", nil
 	}
 	m.model, m.storeName = model.Path(), model.Name()
-	if len(model.Files) > 1 {
-		notes(fmt.Sprintf("%s is split in %d files; loading the first", model.Name(), len(model.Files)))
-	}
 	if withMMProj {
 		mmproj = model.MMProjPath()
 	}
