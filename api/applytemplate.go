@@ -23,7 +23,7 @@ func (s *Server) chatPrompt(req *chatRequest) (string, *chatTemplate, *Error) {
 			return "", nil, badRequest("template", "template: %v", err)
 		}
 	}
-	text, e := t.renderRequest(req, s.info.BOSText, s.info.EOSText, s.cfg.Now(), 4*s.cfg.MaxRequestBytes+1<<20)
+	text, e := t.renderRequest(req, s.info.BOSText, s.info.EOSText, s.cfg.Now(), 4*s.cfg.MaxRequestBytes+1<<20, s.cfg.NoThinking)
 	return text, t, e
 }
 
@@ -31,9 +31,9 @@ func (s *Server) chatPrompt(req *chatRequest) (string, *chatTemplate, *Error) {
 // does: tools only when tool_choice is not "none", the request's
 // chat_template_kwargs over the other variables. maxOutput bounds the
 // text.
-func (t *chatTemplate) renderRequest(req *chatRequest, bos, eos string, now time.Time, maxOutput int) (string, *Error) {
+func (t *chatTemplate) renderRequest(req *chatRequest, bos, eos string, now time.Time, maxOutput int, noThinking bool) (string, *Error) {
 	in := renderInput{messages: req.messages, kwargs: req.kwargs, reasoningEffort: req.reasoningEffort,
-		bos: bos, eos: eos, now: now, maxOutput: maxOutput}
+		bos: bos, eos: eos, now: now, maxOutput: maxOutput, noThinking: noThinking}
 	if len(req.tools) > 0 && req.toolChoice != toolChoiceNone {
 		in.tools, in.toolsValue = req.tools, req.toolsValue
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/vkllm/vkllm/internal/jinja"
 	"github.com/vkllm/vkllm/sampling/grammar"
@@ -63,13 +64,16 @@ type chatRequest struct {
 	// reasoningEffort is reasoning_effort ("" when absent): the template
 	// variable reasoning_effort, or "none" for enable_thinking false.
 	reasoningEffort string
+	// reasoningFormat is reasoning_format ("" when absent: the server's
+	// --reasoning-format); see reasoning.go.
+	reasoningFormat string
 	// marker stands for each image in the messages' content (media.go);
 	// "" when there are none.
 	marker string
 }
 
 var chatFields = append(append([]string{"messages", "template", "chat_template", "tools", "tool_choice",
-	"function_call", "functions", "parallel_tool_calls", "chat_template_kwargs", "reasoning_effort"},
+	"function_call", "functions", "parallel_tool_calls", "chat_template_kwargs", "reasoning_effort", "reasoning_format"},
 	outputNeutralFields...), genFields...)
 
 func decodeChat(b grammar.Budget, body []byte) (*chatRequest, *Error) {
@@ -127,6 +131,12 @@ func decodeChat(b grammar.Budget, body []byte) (*chatRequest, *Error) {
 	}
 	r.readOutputNeutral(m)
 	req.reasoningEffort = r.readReasoningEffort(m, false)
+	if f, ok := r.optStr(m, "", "reasoning_format"); ok {
+		if !slices.Contains(ReasoningFormats, f) {
+			r.fail(badRequest("reasoning_format", "reasoning_format: %q, want one of %s", f, strings.Join(ReasoningFormats, ", ")))
+		}
+		req.reasoningFormat = f
+	}
 	req.genRequest = r.readGen(m, false)
 	if r.err != nil {
 		return nil, r.err

@@ -120,6 +120,8 @@ type preparedChat struct {
 	forced  bool
 	factory constraintFactory
 	media   []*engine.Media // the prompt's images (media.go)
+	// reasoning splits a thinking model's answers (reasoning.go).
+	reasoning reasoningSplit
 }
 
 func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
@@ -131,6 +133,11 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 		return nil, e
 	}
 	pc := &preparedChat{tmpl: t, toolsActive: len(req.tools) > 0 && req.toolChoice != toolChoiceNone}
+	format := req.reasoningFormat
+	if format == "" {
+		format = s.cfg.ReasoningFormat
+	}
+	pc.reasoning = newReasoningSplit(t, text, format)
 	pc.forced = pc.toolsActive && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed)
 	src, root, param := req.grammar, req.grammarRoot, "grammar"
 	lazy := false
@@ -321,6 +328,37 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 			harmony[j] = newHarmonyStream(req, pc)
 		}
 	}
+	// A thinking model's reasoning streams as reasoning_content as the
+	// parser separates it (reasoning.go); the content after it goes on
+	// through the tool hold.
+	var thinks []*thinkStream
+	if harmony == nil && pc.reasoning.on() {
+		thinks = make([]*thinkStream, req.n)
+		for j := range thinks {
+			thinks[j] = &thinkStream{p: pc.reasoning.parser()}
+		}
+	}
+	// sendThink sends a thinking candidate's new reasoning and passes its
+	// new content to the hold; the logprobs of the tokens behind them go
+	// with the first chunk sent.
+	sendThink := func(j int, h *thinkStream) error {
+		if len(h.reasoning) > 0 {
+			t := string(h.reasoning)
+			if err := send(chatChunkChoice{Index: j, Delta: chatDelta{ReasoningContent: &t}, Logprobs: chatLP(req.logprobs, h.lps)}); err != nil {
+				return err
+			}
+			h.lps = nil
+		}
+		if len(h.content) == 0 {
+			return nil
+		}
+		text, lps, ok := holds[j].add(h.content, h.lps)
+		h.lps = nil
+		if !ok {
+			return nil
+		}
+		return sendText(j, text, lps)
+	}
 	// sendParts sends a Harmony candidate's new reasoning and content, the
 	// logprobs of the tokens behind them with the first.
 	sendParts := func(j int, h *harmonyStream) error {
@@ -346,6 +384,15 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 			h.lps = append(h.lps, lps...)
 			h.reasoning, h.content = h.p.add(text, h.reasoning[:0], h.content[:0])
 			return sendParts(j, h)
+		}
+		if thinks != nil {
+			h := thinks[j]
+			h.lps = append(h.lps, lps...)
+			h.reasoning, h.content = h.p.add(text, h.reasoning[:0], h.content[:0])
+			if pc.reasoning.legacy {
+				h.content = append(h.content[:0], text...) // the content keeps the whole answer
+			}
+			return sendThink(j, h)
 		}
 		text, lps, send := holds[j].add(text, lps)
 		if !send {
@@ -396,7 +443,10 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 					return u.CompletionTokens, 499
 				}
 			}
-		} else if text, heldLPs, ok := holds[j].rest(); ok {
+		} else if thinks != nil && thinkEnd(thinks[j], pc.reasoning.legacy, func(h *thinkStream) error { return sendThink(j, h) }) != nil {
+			return u.CompletionTokens, 499
+		}
+		if text, heldLPs, ok := holds[j].rest(); harmony == nil && ok {
 			// The logprobs of the held text go with its first chunk.
 			lps := chatLP(req.logprobs, heldLPs)
 			prefix, calls, cut := req.splitCalls(pc, text, pc.forced)
@@ -424,6 +474,8 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		if harmony != nil && len(harmony[j].lps) > 0 {
 			// Tokens that were only markup (headers, <|end|>).
 			restLPs = chatLP(req.logprobs, harmony[j].lps)
+		} else if thinks != nil && len(thinks[j].lps) > 0 {
+			restLPs = chatLP(req.logprobs, thinks[j].lps) // a marker's tokens
 		}
 		if send(chatChunkChoice{Index: j, Delta: chatDelta{}, Logprobs: restLPs, FinishReason: &finish}) != nil {
 			return u.CompletionTokens, 499
@@ -465,4 +517,23 @@ func fragments(s string, n int) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// thinkStream is one streamed candidate's reasoning parser, with what it
+// gave out of the last text and the logprobs not yet sent.
+type thinkStream struct {
+	p                  *thinkParser
+	reasoning, content []byte
+	lps                []tokenLogprob
+}
+
+// thinkEnd ends a thinking candidate's stream: what the parser held goes
+// out through send (under deepseek-legacy the content was sent whole as
+// it came).
+func thinkEnd(h *thinkStream, legacy bool, send func(*thinkStream) error) error {
+	h.reasoning, h.content = h.p.finish(h.reasoning[:0], h.content[:0])
+	if legacy {
+		h.content = h.content[:0]
+	}
+	return send(h)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 	"github.com/vkllm/vkllm/sampling/grammar"
@@ -205,7 +206,7 @@ func (s *Server) completeWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *com
 		u.PromptTokens += len(p.tokens)
 		off := 0
 		if req.echo {
-			off = len(p.text)
+			off = utf8.RuneCountInString(p.text)
 		}
 		specs := s.candidateSpecs(req.bestOf, genSpec{prompt: p.tokens, g: req.genRequest, constraint: factory,
 			textOffset: off, wantLogprob: req.logprobs, echoLogprobs: req.echo && req.logprobs})
@@ -271,7 +272,7 @@ func (s *Server) streamCompletion(gctx contextT, cancel func(), sse *sseWriter, 
 		off := 0
 		echoLP := req.echo && req.logprobs
 		if req.echo {
-			off = len(p.text)
+			off = utf8.RuneCountInString(p.text)
 			// With logprobs the echo goes out with the prompt's logprobs
 			// once the model has scored it (generateAll sends it).
 			for j := 0; j < req.n && !echoLP; j++ {

@@ -718,3 +718,25 @@ func TestDefaultMaxTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestTextOffsetCharacters: logprobs.text_offset counts characters of the
+// choice text, as OpenAI's completions do, not UTF-8 bytes. The fake
+// model's tokens are bytes, so a two-byte character is two tokens, both at
+// the character's offset; an echoed prompt of two characters (four bytes)
+// puts the first generated token at 2.
+func TestTextOffsetCharacters(t *testing.T) {
+	f := newFake()
+	f.reply = func(string) string { return "ééx" }
+	ts := newReadyServer(t, f, Config{})
+	for _, c := range []struct {
+		body, want string
+	}{
+		{`{"prompt":"a","max_tokens":5,"logprobs":1}`, "[0 0 1 1 2]"},
+		{`{"prompt":"éé","max_tokens":5,"logprobs":1,"echo":true}`, "[0 0 0 1 1 2 2 3 3 4]"},
+	} {
+		m := decodeBody(t, ts.post("/v1/completions", c.body).body)
+		if got := fmt.Sprint(jsonPath(m, "choices", 0, "logprobs", "text_offset")); got != c.want {
+			t.Errorf("%s: text_offset %s, want %s (text %q)", c.body, got, c.want, jsonPath(m, "choices", 0, "text"))
+		}
+	}
+}

@@ -969,8 +969,19 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 	if pc.tmpl.family == familyHarmony {
 		harmony = newHarmonyStream(req.chat, pc)
 	}
+	// A thinking model's reasoning is left out too (reasoning.go); its
+	// content goes on through the tool hold.
+	var think *thinkParser
+	var thinkR, thinkC []byte
+	if harmony == nil && pc.reasoning.on() && !pc.reasoning.legacy {
+		think = pc.reasoning.parser()
+	}
 	var lps []tokenLogprob
 	onText := func(_ int, t []byte, l []tokenLogprob) error {
+		if think != nil {
+			thinkR, thinkC = think.add(t, thinkR[:0], thinkC[:0])
+			t = thinkC
+		}
 		if harmony != nil {
 			if req.chat.logprobs {
 				lps = append(lps, l...)
@@ -999,6 +1010,13 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 	}
 	c := cands[0]
 	var calls []toolCall
+	if think != nil {
+		if thinkR, thinkC = think.finish(thinkR[:0], thinkC[:0]); len(thinkC) > 0 {
+			if t, _, send := hold.add(thinkC, nil); send && sendText(t) != nil {
+				return c.tokens, 499
+			}
+		}
+	}
 	held, heldLPs, ok := hold.rest()
 	if req.chat.logprobs {
 		lps = append(lps, heldLPs...)

@@ -90,6 +90,13 @@ type Config struct {
 	// gives none (nor max_completion_tokens; --n-predict): 0 keeps the
 	// contract's default of 16, -1 means up to the context.
 	DefaultMaxTokens int
+	// ReasoningFormat is how a thinking model's reasoning is returned when
+	// the request's reasoning_format does not say (--reasoning-format: one
+	// of ReasoningFormats; "" is "auto"; see reasoning.go).
+	ReasoningFormat string
+	// NoThinking renders prompts with enable_thinking false unless the
+	// request's chat_template_kwargs set it (--reasoning-budget 0).
+	NoThinking bool
 	// GrammarSteps bounds the work of compiling one request's grammar,
 	// JSON Schema or tool grammar before it is admitted (grammar.Budget);
 	// more is a 400 naming the field (0: grammar.DefaultSteps).

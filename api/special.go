@@ -220,7 +220,7 @@ func (s *Server) tokenizeChat(req *chatRequest, t *chatTemplate, text string, ad
 	}
 	open, close := contentMarkers(texts)
 	marked := s.markedRequest(req, open, close)
-	out, e := t.renderRequest(marked, s.info.BOSText, s.info.EOSText, s.cfg.Now(), 4*s.cfg.MaxRequestBytes+1<<20)
+	out, e := t.renderRequest(marked, s.info.BOSText, s.info.EOSText, s.cfg.Now(), 4*s.cfg.MaxRequestBytes+1<<20, s.cfg.NoThinking)
 	if e != nil {
 		return nil, e
 	}

@@ -252,8 +252,11 @@ type renderInput struct {
 	// reasoning_effort (gpt-oss reads it), over chat_template_kwargs as
 	// in the reference; "none" sets enable_thinking false instead.
 	reasoningEffort string
-	bos, eos        string
-	now             time.Time
+	// noThinking sets enable_thinking false (--reasoning-budget 0) where
+	// the kwargs do not set it.
+	noThinking bool
+	bos, eos   string
+	now        time.Time
 	// maxOutput bounds the rendered text (0: the engine's default).
 	maxOutput int
 }
@@ -294,7 +297,7 @@ func (t *chatTemplate) render(in renderInput) (string, error) {
 		"datetime":              jinja.Strftime(in.now, "%b %d %Y"),
 		// As the reference: true where the template supports reasoning,
 		// false (not undefined) elsewhere.
-		"enable_thinking": t.caps.thinking,
+		"enable_thinking": t.caps.thinking && !in.noThinking,
 	}
 	if len(in.tools) > 0 {
 		tv := in.toolsValue

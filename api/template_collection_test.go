@@ -62,7 +62,7 @@ func TestTemplateCollection(t *testing.T) {
 			if e != nil {
 				t.Fatal(e)
 			}
-			got, e := tmpl.renderRequest(req, ep.ModelTokens.BOS, ep.ModelTokens.EOS, date, 0)
+			got, e := tmpl.renderRequest(req, ep.ModelTokens.BOS, ep.ModelTokens.EOS, date, 0, false)
 			if out != "" {
 				text, ext := got, ".txt"
 				if e != nil {

@@ -94,7 +94,7 @@ func testExpectedPrompts(t *testing.T, sub string) {
 				if e != nil {
 					t.Fatalf("decodeChat(grammar.Budget{}, request %s) = %v", rq, e)
 				}
-				got, e := tmpl.renderRequest(req, ep.ModelTokens.BOS, ep.ModelTokens.EOS, date, 0)
+				got, e := tmpl.renderRequest(req, ep.ModelTokens.BOS, ep.ModelTokens.EOS, date, 0, false)
 				want, ok := ep.Templates[name][rq]
 				if !ok {
 					// The reference refused this pair; vkllm may refuse

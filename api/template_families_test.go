@@ -67,7 +67,7 @@ func TestTemplateFamilies(t *testing.T) {
 			if e != nil {
 				t.Fatal(e)
 			}
-			got, e := tmpl.renderRequest(req, ep.ModelTokens.BOS, ep.ModelTokens.EOS, date, 0)
+			got, e := tmpl.renderRequest(req, ep.ModelTokens.BOS, ep.ModelTokens.EOS, date, 0, false)
 			switch {
 			case prompt == nil:
 				if e == nil {

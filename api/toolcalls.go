@@ -37,11 +37,12 @@ func (req *chatRequest) splitCalls(pc *preparedChat, text string, forced bool) (
 // and go through splitCalls when tools are active.
 func (req *chatRequest) splitAnswer(pc *preparedChat, text string) (reasoning, content string, calls []toolCall, cut bool) {
 	if pc.tmpl.family != familyHarmony {
+		reasoning, content = pc.reasoning.split(text)
 		if !pc.toolsActive {
-			return "", text, nil, false
+			return reasoning, content, nil, false
 		}
-		content, calls, cut = req.splitCalls(pc, text, pc.forced)
-		return "", content, calls, cut
+		content, calls, cut = req.splitCalls(pc, content, pc.forced)
+		return reasoning, content, calls, cut
 	}
 	var known []tool
 	if pc.toolsActive {

@@ -76,8 +76,6 @@ var llamaEquivalents = map[string]string{
 	"ssl-key-file":         "",
 	"ssl-cert-file":        "",
 	"chat-template-kwargs": "chat_template_kwargs in the request",
-	"reasoning-format":     "",
-	"reasoning-budget":     "",
 	"grammar":              "grammar in the request",
 	"json-schema":          "json_schema in the request",
 	"temp":                 "temperature in the request",

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,6 +34,8 @@ type serveFlags struct {
 	host, apiKey, alias, template, templateFile, pooling string
 	allowedHosts, corsOrigins, memoryLimit               string
 	metricsAddr, logLevel                                string
+	reasoningFormat                                      string
+	reasoningBudget                                      int
 	port, parallel, queueSize, maxBody, prefill          int
 	maxInflight, maxRequestTokens, nPredict              int
 	maxRequestSeqs                                       int
@@ -65,6 +68,8 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	fs.StringVar(&f.pooling, 0, "pooling", "", "embedding `pooling`: mean, cls or last (default the model's {arch}.pooling_type, mean when absent)")
 	fs.IntVar(&f.maxBody, 0, "max-request-bytes", 16<<20, "largest request body in `bytes`")
 	fs.IntVar(&f.maxInflight, 0, "max-inflight-bytes", 0, "most `bytes` of request bodies read or served at once; a body that does not fit is answered 503 before it is read (0: 4x --max-request-bytes)")
+	fs.StringVar(&f.reasoningFormat, 0, "reasoning-format", "auto", "how a thinking model's reasoning is returned when the request's reasoning_format does not say: auto or deepseek (in reasoning_content), deepseek-legacy (in reasoning_content and, with its markers, in content), none (left in content), as llama-server's")
+	fs.IntVar(&f.reasoningBudget, 0, "reasoning-budget", -1, "`tokens` of thinking allowed, as llama-server's: -1 unlimited, 0 renders prompts with enable_thinking false (unless a request's chat_template_kwargs set it)")
 	fs.IntVar(&f.nPredict, 'n', "n-predict", 0, "`tokens` a generation request without max_tokens may generate (0: 16, the API's default; -1: up to the context), as llama-server's -n")
 	fs.IntVar(&f.maxRequestTokens, 0, "max-request-tokens", 0, "most `tokens` one request may ask for: prompts x candidates (n, best_of) x (prompt + max_tokens); more is a 400 (0: 16x the context size)")
 	fs.StringVar(&f.memoryLimit, 0, "memory-limit", "", "soft limit of the Go heap, as GOMEMLIMIT (`size` like 4GiB or 512MiB): the collector works harder near it instead of letting request garbage grow the process (default none: $GOMEMLIMIT if set)")
@@ -234,6 +239,7 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 		Parallel: f.parallel, QueueSize: f.queueSize, MaxRequestBytes: f.maxBody, ReadTimeout: f.readTimeout,
 		WriteTimeout: f.writeTimeout, Logger: log, Version: version, ModelPath: f.model, PropsFullPath: f.propsFullPath,
 		MaxBodyBytesInFlight: f.maxInflight, MaxRequestTokens: f.maxRequestTokens, DefaultMaxTokens: f.nPredict,
+		ReasoningFormat: f.reasoningFormat, NoThinking: f.reasoningBudget == 0,
 		MaxRequestSeqs: f.requestSeqs(),
 		AllowedHosts:   splitList(f.allowedHosts), CORSOrigins: splitList(f.corsOrigins),
 		HasProjector: f.mmproj != "", MediaDir: f.mediaDir, MaxImageBytes: int64(f.maxImageBytes),
@@ -473,6 +479,12 @@ func (f *serveFlags) validate() error {
 		if c.v < 0 {
 			return fmt.Errorf("%s: %d, want >= 0 (0: the default)", c.name, c.v)
 		}
+	}
+	if !slices.Contains(api.ReasoningFormats, f.reasoningFormat) {
+		return fmt.Errorf("--reasoning-format: %q, want one of %s", f.reasoningFormat, strings.Join(api.ReasoningFormats, ", "))
+	}
+	if f.reasoningBudget != -1 && f.reasoningBudget != 0 {
+		return fmt.Errorf("--reasoning-budget: %d, want -1 (unlimited) or 0 (no thinking), as llama-server takes", f.reasoningBudget)
 	}
 	if f.nPredict < -1 {
 		return fmt.Errorf("--n-predict: %d, want -1 (up to the context), 0 (the default, 16) or a count of tokens", f.nPredict)

@@ -1,0 +1,199 @@
+package api
+
+import (
+	"bytes"
+	"strings"
+)
+
+// Reasoning output of thinking models other than gpt-oss (whose Harmony
+// channels harmony.go parses): the answer starts with the model's
+// reasoning between two markers (<think> and </think> for Qwen3, DeepSeek
+// R1, GLM, Granite and most others), which llama-server returns as
+// message.reasoning_content (streamed as delta.reasoning_content), the rest
+// as content. How, as the reference's --reasoning-format and the request's
+// reasoning_format say:
+//
+//   - "auto" (the default) and "deepseek": reasoning goes to
+//     reasoning_content, stripped of surrounding whitespace, the content
+//     after the end marker without its leading whitespace;
+//   - "deepseek-legacy": the same reasoning_content, and the content keeps
+//     the whole answer, markers included;
+//   - "none": nothing is parsed: the whole answer is content.
+//
+// The reasoning starts at the answer's start marker (after whitespace) or,
+// when the rendered prompt ends with the start marker (the template opened
+// it: "forced open"), at the first token. An answer that ends before the
+// end marker (max_tokens) is all reasoning.
+
+// Reasoning formats (--reasoning-format, reasoning_format).
+const (
+	reasoningAuto     = "auto"
+	reasoningDeepSeek = "deepseek"
+	reasoningLegacy   = "deepseek-legacy"
+	reasoningNone     = "none"
+)
+
+// ReasoningFormats are the values of --reasoning-format and of the
+// request field reasoning_format.
+var ReasoningFormats = []string{reasoningAuto, reasoningDeepSeek, reasoningLegacy, reasoningNone}
+
+// thinkMarkers are the reasoning markers of the families that write them,
+// most specific first: a template that writes the end marker uses them.
+var thinkMarkers = [][2]string{
+	{"<seed:think>", "</seed:think>"}, // Seed-OSS
+	{"[THINK]", "[/THINK]"},           // Magistral
+	{"◁think▷", "◁/think▷"},           // Kimi VL thinking
+	{"<think>", "</think>"},           // Qwen3, DeepSeek R1, GLM, Granite, Hunyuan, ...
+}
+
+// thinkMarkersOf returns the reasoning markers of a thinking template's
+// source ("" when it writes none of them).
+func thinkMarkersOf(src string) (start, end string) {
+	for _, m := range thinkMarkers {
+		if strings.Contains(src, m[1]) {
+			return m[0], m[1]
+		}
+	}
+	return "", ""
+}
+
+// reasoningSplit is how one request's answers are split: the markers, and
+// whether the prompt left the reasoning open. A zero value splits nothing.
+type reasoningSplit struct {
+	start, end string
+	forcedOpen bool
+	legacy     bool // deepseek-legacy: the content keeps the whole answer
+}
+
+// on reports whether answers are split.
+func (r reasoningSplit) on() bool { return r.end != "" }
+
+// newReasoningSplit returns the split of answers to a prompt rendered as
+// prompt by t under format (one of ReasoningFormats).
+func newReasoningSplit(t *chatTemplate, prompt, format string) reasoningSplit {
+	if format == reasoningNone || !t.caps.thinking || t.family == familyHarmony {
+		return reasoningSplit{}
+	}
+	start, end := thinkMarkersOf(t.source)
+	if end == "" {
+		return reasoningSplit{}
+	}
+	return reasoningSplit{start: start, end: end, legacy: format == reasoningLegacy,
+		forcedOpen: strings.HasSuffix(strings.TrimRight(prompt, " \t\r\n"), start)}
+}
+
+// split splits a whole answer into its reasoning and content.
+func (r reasoningSplit) split(text string) (reasoning, content string) {
+	if !r.on() {
+		return "", text
+	}
+	p := r.parser()
+	rb, cb := p.add([]byte(text), nil, nil)
+	rb, cb = p.finish(rb, cb)
+	if r.legacy {
+		return string(rb), text
+	}
+	return string(rb), string(cb)
+}
+
+// parser returns a streaming parser of one answer.
+func (r reasoningSplit) parser() *thinkParser {
+	p := &thinkParser{start: r.start, end: r.end}
+	if r.forcedOpen {
+		p.state = thinkIn
+	}
+	return p
+}
+
+// thinkParser splits an answer, fed as it is generated, into reasoning and
+// content; text that may still be a marker or whitespace at an edge the
+// reference strips is held for the next call.
+type thinkParser struct {
+	start, end string
+	state      int
+	buf        []byte // held text
+	said       bool   // some reasoning has been given out
+	trim       bool   // the content's leading whitespace is dropped
+}
+
+// The parser's states: before the answer's first text (which may open the
+// reasoning), in the reasoning, in the content.
+const (
+	thinkBegin = iota
+	thinkIn
+	thinkOut
+)
+
+// add consumes the answer's next text and appends what it now knows to
+// reasoning and content.
+func (p *thinkParser) add(text, reasoning, content []byte) ([]byte, []byte) {
+	p.buf = append(p.buf, text...)
+	for {
+		switch p.state {
+		case thinkBegin:
+			t := bytes.TrimLeft(p.buf, " \t\r\n")
+			switch {
+			case bytes.HasPrefix(t, []byte(p.start)):
+				p.buf = append(p.buf[:0], t[len(p.start):]...)
+				p.state = thinkIn
+				continue
+			case len(t) < len(p.start) && strings.HasPrefix(p.start, string(t)):
+				return reasoning, content // may still open the reasoning
+			}
+			p.state = thinkOut
+			continue
+		case thinkIn:
+			if !p.said {
+				p.buf = bytes.TrimLeft(p.buf, " \t\r\n")
+			}
+			if i := bytes.Index(p.buf, []byte(p.end)); i >= 0 {
+				reasoning = p.give(reasoning, bytes.TrimRight(p.buf[:i], " \t\r\n"))
+				p.buf = append(p.buf[:0], p.buf[i+len(p.end):]...)
+				p.state, p.trim = thinkOut, true
+				continue
+			}
+			// Keep what may start the end marker, and trailing whitespace
+			// (stripped if the reasoning ends there).
+			keep := markerPrefixLen(p.buf, []string{p.end})
+			body := p.buf[:len(p.buf)-keep]
+			ws := len(body) - len(bytes.TrimRight(body, " \t\r\n"))
+			keep += ws
+			reasoning = p.give(reasoning, p.buf[:len(p.buf)-keep])
+			p.buf = append(p.buf[:0], p.buf[len(p.buf)-keep:]...)
+			return reasoning, content
+		default: // thinkOut
+			if p.trim {
+				// The content after the end marker starts at its first
+				// non-space.
+				if p.buf = bytes.TrimLeft(p.buf, " \t\r\n"); len(p.buf) == 0 {
+					return reasoning, content
+				}
+				p.trim = false
+			}
+			content = append(content, p.buf...)
+			p.buf = p.buf[:0]
+			return reasoning, content
+		}
+	}
+}
+
+// give appends b to reasoning, noting that reasoning has started.
+func (p *thinkParser) give(reasoning, b []byte) []byte {
+	if len(b) > 0 {
+		p.said = true
+	}
+	return append(reasoning, b...)
+}
+
+// finish ends the answer: held text goes where it belongs (reasoning left
+// open is reasoning, stripped).
+func (p *thinkParser) finish(reasoning, content []byte) ([]byte, []byte) {
+	switch p.state {
+	case thinkIn:
+		reasoning = p.give(reasoning, bytes.TrimRight(p.buf, " \t\r\n"))
+	case thinkBegin:
+		content = append(content, p.buf...)
+	}
+	p.buf = p.buf[:0]
+	return reasoning, content
+}
