@@ -309,16 +309,21 @@ func TestResponsesHarmony(t *testing.T) {
 		}
 		return "<|channel|>analysis<|message|>User asks capital.<|end|><|start|>assistant<|channel|>final<|message|>Paris."
 	}
+	// isReasoning reports whether item is a reasoning item of text.
+	isReasoning := func(item any, text string) bool {
+		return jsonPath(item, "type") == "reasoning" && jsonPath(item, "content", 0, "type") == "reasoning_text" &&
+			jsonPath(item, "content", 0, "text") == text
+	}
 	r := ts.post("/v1/responses", `{"input":"capital?"}`)
 	m := decodeBody(t, r.body)
-	if out, _ := jsonPath(m, "output").([]any); len(out) != 1 || jsonPath(out, 0, "content", 0, "text") != "Paris." {
-		t.Errorf("output = %s, want one message with Paris.", r.body)
+	if out, _ := jsonPath(m, "output").([]any); len(out) != 2 || !isReasoning(out[0], "User asks capital.") || jsonPath(out, 1, "content", 0, "text") != "Paris." {
+		t.Errorf("output = %s, want the reasoning, then one message with Paris.", r.body)
 	}
 	r = ts.post("/v1/responses", `{"input":"weather?",`+responsesWeatherTool+`}`)
 	m = decodeBody(t, r.body)
-	if out, _ := jsonPath(m, "output").([]any); len(out) != 1 || jsonPath(out, 0, "type") != "function_call" ||
-		jsonPath(out, 0, "name") != "get_weather" || jsonPath(out, 0, "arguments") != `{"city":"Paris"}` {
-		t.Errorf("output = %s, want one get_weather call for Paris", r.body)
+	if out, _ := jsonPath(m, "output").([]any); len(out) != 2 || !isReasoning(out[0], "Need weather.") || jsonPath(out, 1, "type") != "function_call" ||
+		jsonPath(out, 1, "name") != "get_weather" || jsonPath(out, 1, "arguments") != `{"city":"Paris"}` {
+		t.Errorf("output = %s, want the reasoning, then one get_weather call for Paris", r.body)
 	}
 	t.Run("reasoning.effort", func(t *testing.T) {
 		var prompt string
@@ -338,20 +343,27 @@ func TestResponsesHarmony(t *testing.T) {
 	})
 	t.Run("stream", func(t *testing.T) {
 		evs := respEvents(t, ts.post("/v1/responses", `{"input":"capital?","stream":true}`).body)
-		var text strings.Builder
+		var text, reasoning strings.Builder
 		for _, ev := range evs {
-			if ev["type"] == "response.output_text.delta" {
+			switch ev["type"] {
+			case "response.output_text.delta":
 				text.WriteString(ev["delta"].(string))
+				if ev["output_index"] != 1.0 {
+					t.Errorf("text delta at output %v, want 1 (after the reasoning)", ev["output_index"])
+				}
+			case "response.reasoning_text.delta":
+				reasoning.WriteString(ev["delta"].(string))
 			}
 		}
 		last := evs[len(evs)-1]
-		if text.String() != "Paris." || jsonPath(last, "response", "output", 0, "content", 0, "text") != "Paris." {
-			t.Errorf("streamed text %q, final %v, want Paris.", text.String(), last)
+		if text.String() != "Paris." || reasoning.String() != "User asks capital." || !isReasoning(jsonPath(last, "response", "output", 0), "User asks capital.") ||
+			jsonPath(last, "response", "output", 1, "content", 0, "text") != "Paris." {
+			t.Errorf("streamed text %q, reasoning %q, final %v, want the reasoning, then Paris.", text.String(), reasoning.String(), last)
 		}
 		evs = respEvents(t, ts.post("/v1/responses", `{"input":"weather?","stream":true,`+responsesWeatherTool+`}`).body)
-		final := jsonPath(evs[len(evs)-1], "response", "output", 0)
+		final := jsonPath(evs[len(evs)-1], "response", "output", 1)
 		if jsonPath(final, "type") != "function_call" || jsonPath(final, "arguments") != `{"city":"Paris"}` {
-			t.Errorf("final output %v, want a get_weather call for Paris", final)
+			t.Errorf("final output %v, want a get_weather call for Paris after the reasoning", final)
 		}
 	})
 }

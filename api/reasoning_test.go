@@ -234,3 +234,45 @@ func TestChatThinking(t *testing.T) {
 		}
 	})
 }
+
+// TestResponsesThinking: /v1/responses returns a thinking model's
+// reasoning as a reasoning item before its message, streamed as
+// response.reasoning_text.delta events; a reasoning item sent back as
+// input goes to the template as the next assistant message's
+// reasoning_content.
+func TestResponsesThinking(t *testing.T) {
+	f := newFake()
+	f.ctxSize = 4096
+	f.template = qwen3Template
+	var prompt string
+	f.reply = func(p string) string { prompt = p; return "<think>\nThe user asks for the capital.\n</think>\n\nParis." }
+	ts := newReadyServer(t, f, Config{})
+	m := decodeBody(t, ts.post("/v1/responses", `{"input":"capital?"}`).body)
+	if jsonPath(m, "output", 0, "type") != "reasoning" || jsonPath(m, "output", 0, "content", 0, "text") != "The user asks for the capital." ||
+		jsonPath(m, "output", 1, "content", 0, "text") != "Paris." {
+		t.Errorf("output %v, want the reasoning item, then Paris.", m["output"])
+	}
+	evs := respEvents(t, ts.post("/v1/responses", `{"input":"capital?","stream":true}`).body)
+	var reasoning, text strings.Builder
+	for _, ev := range evs {
+		switch ev["type"] {
+		case "response.reasoning_text.delta":
+			reasoning.WriteString(ev["delta"].(string))
+		case "response.output_text.delta":
+			text.WriteString(ev["delta"].(string))
+		}
+	}
+	if reasoning.String() != "The user asks for the capital." || text.String() != "Paris." {
+		t.Errorf("stream: reasoning %q, text %q", reasoning.String(), text.String())
+	}
+	in := `{"input":[{"role":"user","content":"capital?"},` +
+		`{"type":"reasoning","id":"rs_1","summary":[],"content":[{"type":"reasoning_text","text":"Think first."}]},` +
+		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Paris."}]},` +
+		`{"role":"user","content":"and Italy?"}]}`
+	if r := ts.post("/v1/responses", in); r.status != 200 {
+		t.Fatalf("status %d %s", r.status, r.body)
+	}
+	if !strings.Contains(prompt, "<|im_start|>assistant\n<think>\nThink first.\n</think>\n\nParis.<|im_end|>") {
+		t.Errorf("prompt %q, want the earlier reasoning before Paris.", prompt)
+	}
+}

@@ -393,7 +393,18 @@ func (r *reader) readItems(items []jsonValue, images bool) []message {
 		}
 		switch typ {
 		case "message":
-			out = append(out, r.readItemMessage(it, path, images))
+			msg := r.readItemMessage(it, path, images)
+			if n := len(out); n > 0 && msg.role == "assistant" && reasoningOnly(out[n-1]) {
+				// The reasoning before this answer (a reasoning item).
+				msg.reasoning, out = out[n-1].reasoning, out[:n-1]
+			}
+			out = append(out, msg)
+		case "reasoning":
+			// An earlier answer's reasoning: it goes to the template with
+			// the assistant message or calls that follow it.
+			if text := r.readReasoningItem(it, path); r.err == nil {
+				out = append(out, message{role: "assistant", null: true, reasoning: text})
+			}
 		case "function_call":
 			fm := r.object(it, path, "type", "id", "call_id", "name", "arguments", "status")
 			if fm == nil {
@@ -436,10 +447,57 @@ func (r *reader) readItems(items []jsonValue, images bool) []message {
 			}
 			out = append(out, msg)
 		default:
-			r.fail(badRequest(path+".type", "%s.type: %q is not supported: input items are messages, function_call, function_call_output and item_reference", path, typ))
+			r.fail(badRequest(path+".type", "%s.type: %q is not supported: input items are messages, reasoning, function_call, function_call_output and item_reference", path, typ))
 		}
 	}
-	return out
+	// Reasoning that no answer followed has nothing to go with.
+	return slices.DeleteFunc(out, reasoningOnly)
+}
+
+// reasoningOnly reports whether m is a reasoning item's message not yet
+// joined to an answer.
+func reasoningOnly(m message) bool {
+	return m.role == "assistant" && m.null && len(m.toolCalls) == 0 && m.reasoning != "" && len(m.parts) == 0
+}
+
+// readReasoningItem reads a reasoning item ({"type": "reasoning", "id",
+// "summary", "content": [{"type": "reasoning_text", "text"}],
+// "encrypted_content", "status"}) and returns its text: the content's
+// texts, else the summary's.
+func (r *reader) readReasoningItem(v jsonValue, path string) string {
+	m := r.object(v, path, "type", "id", "summary", "content", "encrypted_content", "status")
+	if m == nil {
+		return ""
+	}
+	r.optStr(m, path, "id")
+	r.optStr(m, path, "status")
+	if e, ok := m["encrypted_content"]; ok && e != nil && !e.isString() {
+		r.typeErr(path+".encrypted_content", "string or null", e)
+	}
+	texts := func(key, typ string) []string {
+		var out []string
+		a, ok := r.array(m, path, key)
+		if !ok {
+			return nil
+		}
+		r.each(a, path+"."+key, maxMessages, func(i int, pv jsonValue) {
+			pp := indexPath(path+"."+key, i)
+			pm := r.object(pv, pp, "type", "text")
+			if pm == nil {
+				return
+			}
+			if t := r.str(pm, pp, "type", ""); t != typ && r.err == nil {
+				r.fail(badRequest(pp+".type", "%s.type: %q, want %q", pp, t, typ))
+			}
+			out = append(out, r.str(pm, pp, "text", ""))
+		})
+		return out
+	}
+	summary, content := texts("summary", "summary_text"), texts("content", "reasoning_text")
+	if len(content) > 0 {
+		return strings.Join(content, "\n")
+	}
+	return strings.Join(summary, "\n")
 }
 
 // readItemMessage reads a message item.
@@ -690,6 +748,27 @@ func newMessageItem(text string, lps []respLogprob) *respMessage {
 		Content: []respOutputText{{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: lps}}}
 }
 
+// respReasoningItem is a reasoning output item: the model's reasoning as
+// reasoning_text content (as OpenAI returns it for open-weight models),
+// with an empty summary.
+type respReasoningItem struct {
+	Type    string              `json:"type"`
+	ID      string              `json:"id"`
+	Summary []any               `json:"summary"`
+	Content []respReasoningText `json:"content"`
+	Status  string              `json:"status"`
+}
+
+type respReasoningText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func newReasoningItem(text string) *respReasoningItem {
+	return &respReasoningItem{Type: "reasoning", ID: newID("rs_"), Summary: []any{}, Status: "completed",
+		Content: []respReasoningText{{Type: "reasoning_text", Text: text}}}
+}
+
 func newCallItem(tc toolCall) *respFunctionCall {
 	return &respFunctionCall{Type: "function_call", ID: newID("fc_"), CallID: tc.id, Name: tc.name, Arguments: tc.arguments, Status: "completed"}
 }
@@ -737,18 +816,27 @@ func (s *Server) handleResponses(ctx *fasthttp.RequestCtx) handlerResult {
 		func(gctx contextT) handlerResult { return s.responseWhole(ctx, gctx, req, pc, id, created) })
 }
 
-// outputItems turns a finished candidate into output items: a message
-// with the text (unless the answer is only tool calls), then the calls.
+// outputItems turns a finished candidate into output items: a thinking
+// model's reasoning, a message with the text (unless the answer is only
+// tool calls), then the calls.
 func (s *Server) outputItems(req *responsesRequest, pc *preparedChat, c *candidate) []any {
-	text := c.text
+	var reasoning, text string
 	var calls []toolCall
 	if pc.tmpl.family == familyHarmony {
-		// The message is gpt-oss's final channel, its reasoning left out.
-		_, text, calls, _ = req.chat.splitAnswer(pc, c.text)
-	} else if pc.toolsActive {
-		text, calls, _ = req.chat.splitCalls(pc, c.text, false)
+		// The message is gpt-oss's final channel.
+		reasoning, text, calls, _ = req.chat.splitAnswer(pc, c.text)
+	} else {
+		split := pc.reasoning
+		split.legacy = false // a chat completions format: deepseek here
+		reasoning, text = split.split(c.text)
+		if pc.toolsActive {
+			text, calls, _ = req.chat.splitCalls(pc, text, false)
+		}
 	}
 	var out []any
+	if reasoning != "" {
+		out = append(out, newReasoningItem(reasoning))
+	}
 	if text != "" || len(calls) == 0 {
 		var lps []respLogprob
 		if req.chat.logprobs {
@@ -842,7 +930,7 @@ func (rs *respStream) event(typ string, fields any) error {
 
 // textDelta writes a response.output_text.delta event without going
 // through encoding/json: it is the stream's hot path.
-func (rs *respStream) textDelta(itemID string, delta []byte) error {
+func (rs *respStream) textDelta(itemID string, index int, delta []byte) error {
 	if rs.err != nil {
 		return rs.err
 	}
@@ -851,7 +939,9 @@ func (rs *respStream) textDelta(itemID string, delta []byte) error {
 	rs.seq++
 	b = append(b, `,"item_id":"`...)
 	b = append(b, itemID...)
-	b = append(b, `","output_index":0,"content_index":0,"delta":`...)
+	b = append(b, `","output_index":`...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, `,"content_index":0,"delta":`...)
 	b = appendJSONString(b, string(delta))
 	b = append(b, `,"logprobs":[]}`...)
 	rs.buf = b
@@ -904,6 +994,16 @@ type itemEvent struct {
 	Item        any `json:"item"`
 }
 
+// reasoningDeltaEvent is a response.reasoning_text.delta (Delta) or
+// .done (Text) event of the reasoning item, output 0.
+type reasoningDeltaEvent struct {
+	ItemID       string `json:"item_id"`
+	OutputIndex  int    `json:"output_index"`
+	ContentIndex int    `json:"content_index"`
+	Delta        string `json:"delta,omitempty"`
+	Text         string `json:"text,omitempty"`
+}
+
 type partEvent struct {
 	ItemID       string         `json:"item_id"`
 	OutputIndex  int            `json:"output_index"`
@@ -937,20 +1037,60 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 	if rs.event("response.created", responseEvent{resp}) != nil || rs.event("response.in_progress", responseEvent{resp}) != nil {
 		return 0, 499
 	}
+	// A thinking model's reasoning streams first, as a reasoning item
+	// (output 0) that closes when the answer's text or calls begin.
+	var rsn *respReasoningItem
+	var rtext strings.Builder
+	sendReasoning := func(t []byte) error {
+		if len(t) == 0 {
+			return nil
+		}
+		if rsn == nil {
+			rsn = newReasoningItem("")
+			rsn.Status = "in_progress"
+			if err := rs.event("response.output_item.added", itemEvent{0, rsn}); err != nil {
+				return err
+			}
+		}
+		rtext.Write(t)
+		return rs.event("response.reasoning_text.delta", reasoningDeltaEvent{ItemID: rsn.ID, Delta: string(t)})
+	}
+	rsnDone := false
+	closeReasoning := func() error {
+		if rsn == nil || rsnDone {
+			return nil
+		}
+		rsnDone = true
+		done := newReasoningItem(rtext.String())
+		done.ID = rsn.ID
+		if err := rs.event("response.reasoning_text.done", reasoningDeltaEvent{ItemID: rsn.ID, Text: done.Content[0].Text}); err != nil {
+			return err
+		}
+		if err := rs.event("response.output_item.done", itemEvent{0, done}); err != nil {
+			return err
+		}
+		resp.Output = append(resp.Output, done)
+		return nil
+	}
 	// The message item opens with the first text; text that may be a
 	// tool call is held back until it is clearly not one.
 	var msg *respMessage
 	var text strings.Builder
+	msgIndex := 0
 	openMessage := func() error {
 		if msg != nil {
 			return nil
 		}
-		msg = newMessageItem("", nil)
-		msg.Status, msg.Content = "in_progress", []respOutputText{}
-		if err := rs.event("response.output_item.added", itemEvent{0, msg}); err != nil {
+		if err := closeReasoning(); err != nil {
 			return err
 		}
-		return rs.event("response.content_part.added", partEvent{msg.ID, 0, 0, respOutputText{Type: "output_text", Annotations: []any{}, Logprobs: []respLogprob{}}})
+		msgIndex = len(resp.Output)
+		msg = newMessageItem("", nil)
+		msg.Status, msg.Content = "in_progress", []respOutputText{}
+		if err := rs.event("response.output_item.added", itemEvent{msgIndex, msg}); err != nil {
+			return err
+		}
+		return rs.event("response.content_part.added", partEvent{msg.ID, msgIndex, 0, respOutputText{Type: "output_text", Annotations: []any{}, Logprobs: []respLogprob{}}})
 	}
 	sendText := func(t []byte) error {
 		if len(t) == 0 {
@@ -960,26 +1100,30 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 			return err
 		}
 		text.Write(t)
-		return rs.textDelta(msg.ID, t)
+		return rs.textDelta(msg.ID, msgIndex, t)
 	}
 	hold := newToolHold(pc, false)
-	// A Harmony answer (gpt-oss) streams its content as the parser
-	// separates it from the reasoning, which is left out.
+	// A Harmony answer (gpt-oss) streams its reasoning and content as the
+	// parser separates them.
 	var harmony *harmonyStream
 	if pc.tmpl.family == familyHarmony {
 		harmony = newHarmonyStream(req.chat, pc)
 	}
-	// A thinking model's reasoning is left out too (reasoning.go); its
-	// content goes on through the tool hold.
+	// So does a thinking model's (reasoning.go; deepseek-legacy, a chat
+	// completions format, splits as deepseek here); its content goes on
+	// through the tool hold.
 	var think *thinkParser
 	var thinkR, thinkC []byte
-	if harmony == nil && pc.reasoning.on() && !pc.reasoning.legacy {
+	if harmony == nil && pc.reasoning.on() {
 		think = pc.reasoning.parser()
 	}
 	var lps []tokenLogprob
 	onText := func(_ int, t []byte, l []tokenLogprob) error {
 		if think != nil {
 			thinkR, thinkC = think.add(t, thinkR[:0], thinkC[:0])
+			if err := sendReasoning(thinkR); err != nil {
+				return err
+			}
 			t = thinkC
 		}
 		if harmony != nil {
@@ -987,6 +1131,9 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 				lps = append(lps, l...)
 			}
 			harmony.reasoning, harmony.content = harmony.p.add(t, harmony.reasoning[:0], harmony.content[:0])
+			if err := sendReasoning(harmony.reasoning); err != nil {
+				return err
+			}
 			return sendText(harmony.content)
 		}
 		t, l, send := hold.add(t, l)
@@ -1011,7 +1158,11 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 	c := cands[0]
 	var calls []toolCall
 	if think != nil {
-		if thinkR, thinkC = think.finish(thinkR[:0], thinkC[:0]); len(thinkC) > 0 {
+		thinkR, thinkC = think.finish(thinkR[:0], thinkC[:0])
+		if sendReasoning(thinkR) != nil {
+			return c.tokens, 499
+		}
+		if len(thinkC) > 0 {
 			if t, _, send := hold.add(thinkC, nil); send && sendText(t) != nil {
 				return c.tokens, 499
 			}
@@ -1026,7 +1177,7 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 		if len(calls) > 0 && !req.chat.parallelCall {
 			calls = calls[:1]
 		}
-		if sendText(harmony.content) != nil {
+		if sendReasoning(harmony.reasoning) != nil || sendText(harmony.content) != nil {
 			return c.tokens, 499
 		}
 	} else if ok {
@@ -1041,15 +1192,18 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 			return c.tokens, 499
 		}
 	}
+	if closeReasoning() != nil {
+		return c.tokens, 499
+	}
 	if msg != nil {
 		done := newMessageItem(text.String(), nil)
 		done.ID = msg.ID
 		if req.chat.logprobs {
 			done.Content[0].Logprobs = toRespLogprobs(lps)
 		}
-		if rs.event("response.output_text.done", textDoneEvent{msg.ID, 0, 0, done.Content[0].Text, done.Content[0].Logprobs}) != nil ||
-			rs.event("response.content_part.done", partEvent{msg.ID, 0, 0, done.Content[0]}) != nil ||
-			rs.event("response.output_item.done", itemEvent{0, done}) != nil {
+		if rs.event("response.output_text.done", textDoneEvent{msg.ID, msgIndex, 0, done.Content[0].Text, done.Content[0].Logprobs}) != nil ||
+			rs.event("response.content_part.done", partEvent{msg.ID, msgIndex, 0, done.Content[0]}) != nil ||
+			rs.event("response.output_item.done", itemEvent{msgIndex, done}) != nil {
 			return c.tokens, 499
 		}
 		resp.Output = append(resp.Output, done)
