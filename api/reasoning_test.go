@@ -245,7 +245,10 @@ func TestResponsesThinking(t *testing.T) {
 	f.ctxSize = 4096
 	f.template = qwen3Template
 	var prompt string
-	f.reply = func(p string) string { prompt = p; return "<think>\nThe user asks for the capital.\n</think>\n\nParis." }
+	f.reply = func(p string) string {
+		prompt = p
+		return "<think>\nThe user asks for the capital.\n</think>\n\nParis."
+	}
 	ts := newReadyServer(t, f, Config{})
 	m := decodeBody(t, ts.post("/v1/responses", `{"input":"capital?"}`).body)
 	if jsonPath(m, "output", 0, "type") != "reasoning" || jsonPath(m, "output", 0, "content", 0, "text") != "The user asks for the capital." ||
