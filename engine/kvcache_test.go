@@ -245,7 +245,7 @@ func TestKVCacheEvictInner(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.publish(0, a[:2], false, CacheScope{}) // node X: a[0:2] in slot 0's page
-	c.truncate(0, 0)           // X is cached only
+	c.truncate(0, 0)                         // X is cached only
 	// Slot 1 computes a[0:4] itself (pages of its own) and publishes:
 	// a[2:4] goes below X, held by slot 1 and the tree.
 	if err := c.reserve(1, 0, 4); err != nil {

@@ -31,14 +31,14 @@ type serveFlags struct {
 	mediaFlags
 	llamaFlags
 	host, apiKey, cacheShare, alias, template, templateFile, pooling string
-	allowedHosts, corsOrigins, memoryLimit               string
-	metricsAddr, logLevel                                string
-	port, parallel, queueSize, maxBody, prefill          int
-	maxInflight, maxRequestTokens, nPredict              int
-	maxRequestSeqs                                       int
-	readTimeout, writeTimeout, shutdownTimeout           time.Duration
-	logJSON, version, propsFullPath, selfCheck           bool
-	prefillSlowdown                                      float64
+	allowedHosts, corsOrigins, memoryLimit                           string
+	metricsAddr, logLevel                                            string
+	port, parallel, queueSize, maxBody, prefill                      int
+	maxInflight, maxRequestTokens, nPredict                          int
+	maxRequestSeqs                                                   int
+	readTimeout, writeTimeout, shutdownTimeout                       time.Duration
+	logJSON, version, propsFullPath, selfCheck                       bool
+	prefillSlowdown                                                  float64
 }
 
 // register adds serve's flags to fs. Each is also read from its VKLLM_*
