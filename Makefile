@@ -100,6 +100,19 @@ STRESS_TIME ?= 2m
 test-race: deps shaders
 	VKLLM_STRESS_TIME=$(STRESS_TIME) $(GO) test -tags '$(TAGS) stress' -race -count=1 -timeout 30m -run '^TestStress$$' -v ./api/
 
+# soak runs tools/soak for SOAK_TIME (10m) against a fresh server of the
+# gemma3 image fixture pair: 64 clients of mixed requests (images, n>1,
+# streams), random disconnects and one client that never reads; it fails
+# on a 5xx other than 503, a client served at under a quarter of the
+# median pace, or RSS growing after the warm-up.
+SOAK_TIME ?= 10m
+FIXTURES  ?= $(or $(VKLLM_FIXTURES),../shared/fixtures)
+SOAK_ARGS ?=
+soak: build
+	$(GO) run ./tools/soak -d $(SOAK_TIME) -image $(FIXTURES)/mmproj/gradient-64x48.png -- \
+		$(BIN) serve -m $(FIXTURES)/mmproj/gemma3-text-gemma3-256x4-q8_0.gguf \
+		--mmproj $(FIXTURES)/mmproj/gemma3-mmproj-gemma3-vit128x2-64p4-f16.gguf $(SOAK_ARGS)
+
 bench: deps shaders
 	$(GO) test -tags '$(TAGS)' -run '^$$' -bench . -benchtime 2x ./...
 
