@@ -56,7 +56,7 @@ func main() {
 }
 
 type config struct {
-	url, apiKey, image string
+	url, apiKey, image, serverLog string
 	pid                int
 	clients            int
 	dur, every         time.Duration
@@ -71,6 +71,7 @@ func run(args []string, w io.Writer) error {
 	fs.IntVar(&c.pid, "pid", 0, "with -url, the server's process `id`, whose RSS is read (default: none)")
 	fs.StringVar(&c.apiKey, "api-key", os.Getenv("VKLLM_API_KEY"), "send `key` as a Bearer token ($VKLLM_API_KEY)")
 	fs.StringVar(&c.image, "image", "", "image `file` (PNG or JPEG) sent in a share of the chats (the server needs --mmproj)")
+	fs.StringVar(&c.serverLog, "server-log", "", "write the started server's output to this `file` (default: discard it)")
 	fs.IntVar(&c.clients, "c", 64, "concurrent `clients` (besides the one that never reads)")
 	fs.DurationVar(&c.dur, "d", 10*time.Minute, "how long the load runs")
 	fs.DurationVar(&c.every, "every", 30*time.Second, "print a progress line this often")
@@ -100,7 +101,7 @@ func run(args []string, w io.Writer) error {
 		if fs.NArg() == 0 {
 			return fmt.Errorf("give the server command after -- (or -url)")
 		}
-		srv, base, err := startServer(ctx, fs.Args(), w)
+		srv, base, err := startServer(ctx, fs.Args(), c.serverLog, w)
 		if err != nil {
 			return err
 		}
@@ -117,7 +118,7 @@ func run(args []string, w io.Writer) error {
 
 // startServer runs args with a free loopback port appended and waits for
 // its /health to answer 200.
-func startServer(ctx context.Context, args []string, w io.Writer) (*exec.Cmd, string, error) {
+func startServer(ctx context.Context, args []string, logFile string, w io.Writer) (*exec.Cmd, string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", err
@@ -125,7 +126,14 @@ func startServer(ctx context.Context, args []string, w io.Writer) (*exec.Cmd, st
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cmd := exec.Command(args[0], append(args[1:], "--host", "127.0.0.1", "--port", strconv.Itoa(port))...)
-	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+	if logFile != "" {
+		f, err := os.Create(logFile)
+		if err != nil {
+			return nil, "", err
+		}
+		defer f.Close() // the child has its own descriptor
+		cmd.Stdout, cmd.Stderr = f, f
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, "", err
 	}
