@@ -160,8 +160,8 @@ func (b *Blocks) attachCheckpoint(slot int, tokens []int32, scope CacheScope) in
 	kv := b.kv
 	var starts []int // the checkpoints whose tokens start tokens, longest first
 	for i, c := range kv.ckpts {
-		if c.scope != "" && c.scope != scope.Key {
-			continue
+		if c.scope != scope.Key && (c.scope != "" || !scope.public(len(c.tokens))) {
+			continue // another scope's, or public past this prompt's public part
 		}
 		if n := len(c.tokens); n > 0 && n <= len(tokens) && slices.Equal(c.tokens, tokens[:n]) {
 			starts = append(starts, i)

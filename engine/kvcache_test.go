@@ -315,3 +315,41 @@ func TestKVCacheScopes(t *testing.T) {
 	c.truncate(1, 0)
 	checkPool(t, c)
 }
+
+// TestCheckpointScopes: a hybrid model's recurrent-state checkpoints obey
+// the cache scopes as the pages do: a scope resumes from its own
+// checkpoints and from public ones inside its public part only.
+func TestCheckpointScopes(t *testing.T) {
+	const ps, slots = 4, 2
+	c := newKVCache(16, ps, slots, 40)
+	c.rec, c.ckpts = make([]int, slots), make([]checkpoint, 2)
+	b := newBlocks(c, slots)
+	shared := seqTokens(0, 8)
+	secret := append(append([]int32(nil), shared...), seqTokens(500, 8)...)
+	a := CacheScope{Key: "a", Public: len(shared)}
+	// Slot 0, in scope a, holds the secret, checkpointed at the end of the
+	// public part and at its end.
+	b.attachScoped(0, nil, a)
+	if err := b.Reserve(0, 0, len(secret)); err != nil {
+		t.Fatal(err)
+	}
+	b.lens[0], c.rec[0] = len(shared), len(shared)
+	b.Checkpoint(0, shared)
+	b.lens[0], c.rec[0] = len(secret), len(secret)
+	b.Checkpoint(0, secret)
+	b.CachePrefix(0, secret, true)
+	b.Truncate(0, 0)
+	for _, tc := range []struct {
+		scope CacheScope
+		want  int
+	}{
+		{CacheScope{Key: "b", Public: len(shared)}, len(shared)},
+		{CacheScope{Key: "b"}, 0},
+		{a, len(secret)},
+	} {
+		if n := b.attachScoped(1, secret, tc.scope); n != tc.want {
+			t.Errorf("scope %+v resumes from %d positions of a's prompt, want %d", tc.scope, n, tc.want)
+		}
+		b.Truncate(1, 0)
+	}
+}
