@@ -57,11 +57,11 @@ func main() {
 
 type config struct {
 	url, apiKey, image, serverLog string
-	pid                int
-	clients            int
-	dur, every         time.Duration
-	giveUp             float64
-	rssGrowth          float64
+	pid                           int
+	clients                       int
+	dur, every, backoff           time.Duration
+	giveUp                        float64
+	rssGrowth                     float64
 }
 
 func run(args []string, w io.Writer) error {
@@ -75,13 +75,14 @@ func run(args []string, w io.Writer) error {
 	fs.IntVar(&c.clients, "c", 64, "concurrent `clients` (besides the one that never reads)")
 	fs.DurationVar(&c.dur, "d", 10*time.Minute, "how long the load runs")
 	fs.DurationVar(&c.every, "every", 30*time.Second, "print a progress line this often")
+	fs.DurationVar(&c.backoff, "backoff", 500*time.Millisecond, "after a 503 a client waits a random time up to this long (the server says Retry-After: 1)")
 	fs.Float64Var(&c.giveUp, "give-up", 0.1, "share of requests given up (the connection closed) at a random moment")
 	fs.Float64Var(&c.rssGrowth, "rss-growth", 0.10, "most RSS growth allowed from the end of the warm-up (the first fifth) to the end, as a fraction (plus 16 MiB)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if c.clients < 1 || c.dur <= 0 || c.every <= 0 || c.giveUp < 0 || c.giveUp > 1 {
-		return fmt.Errorf("-c, -d and -every must be positive and -give-up within 0..1")
+	if c.clients < 1 || c.dur <= 0 || c.every <= 0 || c.backoff < 0 || c.giveUp < 0 || c.giveUp > 1 {
+		return fmt.Errorf("-c, -d and -every must be positive, -backoff not negative and -give-up within 0..1")
 	}
 	var img string
 	if c.image != "" {
@@ -299,7 +300,9 @@ func soak(ctx context.Context, c config, img string, w io.Writer) error {
 				t.mu.Unlock()
 				switch {
 				case resp.StatusCode == 503:
-					time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond) // Retry-After, roughly
+					if c.backoff > 0 {
+						time.Sleep(time.Duration(rng.Int64N(int64(c.backoff))))
+					}
 				case resp.StatusCode != 200:
 					t.fail(fmt.Sprintf("client %d %s: status %d: %.200s", id, k.name, resp.StatusCode, body))
 				case k.stream && !bytes.Contains(body, []byte("data: [DONE]")) && !giveUp:
