@@ -19,7 +19,7 @@ SHELL := /bin/bash
 # TAGS are the optional features built in: mtmd is image input (--mmproj).
 TAGS      ?= mtmd
 
-.PHONY: all deps test-deps shaders build test test-long vet run bench clean fuzz default-model conformance-client docker
+.PHONY: all deps test-deps shaders build test test-long test-race soak vet run bench clean fuzz default-model conformance-client docker
 
 all: build
 
@@ -90,6 +90,28 @@ test: test-deps shaders conformance-client
 # every kernel and split count) behind VKLLM_LONG=1.
 test-long: test-deps shaders conformance-client
 	VKLLM_LONG=1 VKLLM_CONFORMANCE=1 $(GO) test -tags '$(TAGS)' -timeout 180m ./...
+
+# test-race runs the server's stress test (api's TestStress, behind the
+# stress build tag, so make test leaves it out) under the race detector for
+# STRESS_TIME (2m): 12 clients of two API keys sending every kind of
+# request, a fifth of them given up midway, one never reading its stream,
+# and the server shut down under that load four times.
+STRESS_TIME ?= 2m
+test-race: deps shaders
+	VKLLM_STRESS_TIME=$(STRESS_TIME) $(GO) test -tags '$(TAGS) stress' -race -count=1 -timeout 30m -run '^TestStress$$' -v ./api/
+
+# soak runs tools/soak for SOAK_TIME (10m) against a fresh server of the
+# gemma3 image fixture pair: 64 clients of mixed requests (images, n>1,
+# streams), random disconnects and one client that never reads; it fails
+# on a 5xx other than 503, a client served at under a quarter of the
+# median pace, or RSS growing after the warm-up.
+SOAK_TIME ?= 10m
+FIXTURES  ?= $(or $(VKLLM_FIXTURES),../shared/fixtures)
+SOAK_ARGS ?=
+soak: build
+	$(GO) run ./tools/soak -d $(SOAK_TIME) -image $(FIXTURES)/mmproj/gradient-64x48.png -- \
+		$(BIN) serve -m $(FIXTURES)/mmproj/gemma3-text-gemma3-256x4-q8_0.gguf \
+		--mmproj $(FIXTURES)/mmproj/gemma3-mmproj-gemma3-vit128x2-64p4-f16.gguf $(SOAK_ARGS)
 
 bench: deps shaders
 	$(GO) test -tags '$(TAGS)' -run '^$$' -bench . -benchtime 2x ./...

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"io"
 
@@ -16,6 +17,57 @@ import (
 
 // bodyReadKey marks a request whose body readBody consumed (a user value).
 const bodyReadKey = "vkllm.bodyRead"
+
+// bodyHeldKey is the user value of a request whose body readBody read: a
+// *int, the bytes of the in-flight budget it holds (its body's, and what
+// its decoding was charged, chargeDecoded), which its release gives back.
+const bodyHeldKey = "vkllm.bodyHeld"
+
+// decodedJSONCost is what one byte of the JSON that chat templates read
+// (tools, chat_template_kwargs) costs once parsed into template values
+// (jinja.ParseJSON: maps, interfaces, key order): 20x for an object of
+// many small objects, 7x for long arrays (TestDecodedJSONCost measures
+// it). The request is charged that much in the in-flight budget, on top
+// of its body, before they are parsed.
+const decodedJSONCost = 24
+
+// chargeKey is the context value of the request's charge (chargeDecoded).
+type chargeKey struct{}
+
+// chargeDecoded charges decodedJSONCost times n bytes of field's JSON to
+// the request of ctx (validationBudget's context); nil when they fit, else
+// the answer: a 413 naming field when they cannot ever fit
+// --max-inflight-bytes, a 503 when other requests hold the budget now.
+func chargeDecoded(ctx context.Context, field string, n int) *Error {
+	if ctx == nil || n <= 0 {
+		return nil // a decode outside a request (tests, the budget unset)
+	}
+	if f, ok := ctx.Value(chargeKey{}).(func(string, int) *Error); ok {
+		return f(field, decodedJSONCost*n)
+	}
+	return nil
+}
+
+// charger returns the charge function of rc's requests (chargeDecoded):
+// it takes the bytes from the in-flight budget and leaves them to the
+// request's release (readBody). Without a body read, nothing is charged.
+func (s *Server) charger(rc *fasthttp.RequestCtx) func(string, int) *Error {
+	return func(field string, n int) *Error {
+		held, ok := rc.UserValue(bodyHeldKey).(*int)
+		if !ok {
+			return nil
+		}
+		if n > s.cfg.MaxBodyBytesInFlight {
+			return errorf(413, field, "%s: %d bytes of JSON take about %d bytes once decoded, more than the %d bytes of requests the server reads or serves at once (--max-inflight-bytes)",
+				field, n/decodedJSONCost, n, s.cfg.MaxBodyBytesInFlight)
+		}
+		if !s.takeBodyBytes(n) {
+			return s.errBodyBudget(n)
+		}
+		*held += n
+		return nil
+	}
+}
 
 // takeBodyBytes reserves n bytes of the in-flight budget; false when they
 // do not fit.
@@ -44,13 +96,18 @@ func (s *Server) errBodyBudget(n int) *Error {
 // not fit the budget a 503, both before it is read.
 func (s *Server) readBody(ctx *fasthttp.RequestCtx) (release func(), e *Error) {
 	ctx.SetUserValue(bodyReadKey, true)
-	held := 0
-	release = func() { s.bodyBytes.Add(-int64(held)) }
+	held := new(int)
+	ctx.SetUserValue(bodyHeldKey, held)
+	release = func() {
+		s.bodyBytes.Add(-int64(*held))
+		*held = 0
+		ctx.RemoveUserValue(bodyHeldKey)
+	}
 	take := func(n int) bool {
 		if !s.takeBodyBytes(n) {
 			return false
 		}
-		held += n
+		*held += n
 		return true
 	}
 	cl := ctx.Request.Header.ContentLength()

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -141,7 +142,7 @@ func decodeChat(b grammar.Budget, body []byte) (*chatRequest, *Error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	if e := req.readOrdered(m); e != nil {
+	if e := req.readOrdered(b.Ctx, m); e != nil {
 		return nil, e
 	}
 	if len(req.tools) == 0 && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed) {
@@ -168,9 +169,21 @@ func decodeChat(b grammar.Budget, body []byte) (*chatRequest, *Error) {
 // readOrdered decodes the parts of the body that templates print with
 // their key order kept: the tools (as the client wrote them) and
 // chat_template_kwargs.
-func (req *chatRequest) readOrdered(m jsonObject) *Error {
+// Their parsed form costs up to decodedJSONCost times their JSON, which
+// is charged to the request (chargeDecoded) before they are parsed.
+func (req *chatRequest) readOrdered(ctx context.Context, m jsonObject) *Error {
 	var raw struct{ Tools, Functions, Kwargs jsonValue }
 	raw.Tools, raw.Functions, raw.Kwargs = m["tools"], m["functions"], m["chat_template_kwargs"]
+	if len(req.tools) > 0 {
+		if e := chargeDecoded(ctx, "tools", len(raw.Tools)+len(raw.Functions)); e != nil {
+			return e
+		}
+	}
+	if raw.Kwargs != nil {
+		if e := chargeDecoded(ctx, "chat_template_kwargs", len(raw.Kwargs)); e != nil {
+			return e
+		}
+	}
 	if len(req.tools) > 0 {
 		src, param := raw.Tools, "tools"
 		if raw.Functions != nil && raw.Tools == nil {

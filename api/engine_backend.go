@@ -151,13 +151,23 @@ func (b *EngineBackend) Generate(ctx context.Context, reqs []*GenerateRequest, e
 		}
 		chains[i] = c
 	}
+	var scope engine.CacheScope
+	if rs := reqStatsOf(ctx); rs != nil && rs.scope != "" {
+		scope.Key = rs.scope
+		// The public part: as much of the shared prefix as the prompt
+		// starts with (all candidates share their prompt).
+		p := reqs[0].Prompt
+		for scope.Public < min(len(p), len(rs.share)) && p[scope.Public] == rs.share[scope.Public] {
+			scope.Public++
+		}
+	}
 	turn := b.m.Slots()
 	for first := 0; first < len(reqs); first += turn {
 		last := min(first+turn, len(reqs))
 		ereqs := make([]engine.GenRequest, last-first)
 		for i, r := range reqs[first:last] {
 			ereqs[i] = engine.GenRequest{Prompt: r.Prompt, Chain: chains[first+i], MaxTokens: r.MaxTokens,
-				Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs, Label: r.ID, Media: r.Media, PromptLogprobs: r.PromptLogprobs}
+				Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs, Label: r.ID, Media: r.Media, PromptLogprobs: r.PromptLogprobs, CacheScope: scope}
 		}
 		g, err := b.s.Generate(ctx, ereqs)
 		if err != nil {

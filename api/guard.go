@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -261,22 +262,73 @@ func CheckCORSOrigins(origins []string) error {
 	return nil
 }
 
-// authorized reports whether the request carries the API key, when one is
-// set, as "Authorization: Bearer <key>" (the scheme in any case, RFC
-// 7235). The keys are compared through their SHA-256 digests, so the time
-// taken tells nothing about the key, its length included.
+// authorized reports whether the request carries an API key, when keys
+// are set (authKey).
 func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
-	if s.cfg.APIKey == "" {
-		return true
+	_, ok := s.authKey(ctx)
+	return ok
+}
+
+// apiKeyDigests returns the SHA-256 digests of the comma-separated keys
+// of --api-key (none for "").
+func apiKeyDigests(keys string) [][32]byte {
+	var d [][32]byte
+	for k := range strings.SplitSeq(keys, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			d = append(d, sha256.Sum256([]byte(k)))
+		}
+	}
+	return d
+}
+
+// authKey reports whether the request carries one of the API keys, when
+// keys are set, as "Authorization: Bearer <key>" (the scheme in any case,
+// RFC 7235), and which (its index; 0 when no key is set). The keys are
+// compared through their SHA-256 digests, every one of them each time,
+// so the time taken tells nothing about the keys, their lengths included.
+func (s *Server) authKey(ctx *fasthttp.RequestCtx) (int, bool) {
+	if len(s.keys) == 0 {
+		return 0, true
 	}
 	h := ctx.Request.Header.Peek("Authorization")
 	const scheme = "bearer "
 	if len(h) < len(scheme) || !strings.EqualFold(string(h[:len(scheme)]), scheme) {
-		return false
+		return 0, false
 	}
 	got := sha256.Sum256(bytes.TrimLeft(h[len(scheme):], " "))
-	want := sha256.Sum256([]byte(s.cfg.APIKey))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+	found := -1
+	for i := range s.keys {
+		if subtle.ConstantTimeCompare(got[:], s.keys[i][:]) == 1 {
+			found = i
+		}
+	}
+	return max(found, 0), found >= 0
+}
+
+// cacheScopeKey is the user value of a request under one of several API
+// keys: the key's index, its prompt-cache scope.
+const cacheScopeKey = "vkllm.cache_scope"
+
+// cacheScope returns the prompt-cache scope of the request ("" when keys
+// do not separate scopes) and the tokens of the public prefix
+// (Config.CacheShare) that every scope shares.
+func (s *Server) cacheScope(ctx *fasthttp.RequestCtx) (string, []int32) {
+	key, ok := ctx.UserValue(cacheScopeKey).(int)
+	if !ok {
+		return "", nil
+	}
+	s.shareOnce.Do(func() {
+		if s.cfg.CacheShare != "" {
+			// As prompts are tokenized: special tokens parsed, the
+			// model's BOS first when it adds one.
+			toks, err := s.backend.Tokenize(s.cfg.CacheShare, true, true)
+			if err != nil {
+				s.cfg.Logger.Warn("--cache-share: cannot tokenize; nothing is shared between API keys", "err", err)
+			}
+			s.shareToks = toks
+		}
+	})
+	return "key" + strconv.Itoa(key), s.shareToks
 }
 
 // redact returns a log message of fasthttp without the raw request bytes

@@ -199,6 +199,7 @@ func writeTimedOut(conn net.Conn) bool {
 // validation is over, before the request waits for the model.
 func (s *Server) validationBudget(rc *fasthttp.RequestCtx) (b grammar.Budget, stop func()) {
 	ctx, cancel := context.WithCancel(s.baseCtx)
+	ctx = context.WithValue(ctx, chargeKey{}, s.charger(rc))
 	unwatch := watchClose(rc.Conn(), cancel)
 	// Once only: a second unwatch would wake the watcher that serve
 	// starts on the same connection.

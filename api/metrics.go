@@ -271,6 +271,8 @@ func newStepHistogram() prometheus.Histogram {
 // goroutine only).
 type reqStats struct {
 	id         string
+	scope      string        // the prompt-cache scope (Server.cacheScope)
+	share      []int32       // the tokens of the public prompt prefix (--cache-share)
 	start      time.Time     // the request was admitted (the log's duration)
 	promptN    int           // prompt tokens computed
 	cacheN     int           // prompt tokens taken from the cache

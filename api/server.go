@@ -27,8 +27,18 @@ import (
 // default.
 type Config struct {
 	// APIKey, when set, is required as "Authorization: Bearer <key>" on
-	// every route but /health.
+	// every route but /health: one key, or several separated by commas.
+	// With several, each key's requests are a prompt-cache scope of their
+	// own: a request reuses only the prompt prefixes that requests with
+	// the same key left in the KV cache (and the public one, CacheShare),
+	// so one key's prompts neither speed up nor show in (timings.cache_n)
+	// another's.
 	APIKey string
+	// CacheShare is a prompt prefix (the start of the prompt as the
+	// model sees it, template applied: what /apply-template returns) whose
+	// cached pages every key reuses: the shared system prompt of several
+	// keys' clients. Empty: nothing is shared between keys.
+	CacheShare string
 	// AllowedHosts are Host names answered besides the loopback names when
 	// the server listens on a loopback address (then any other Host is a
 	// 403, which defeats DNS rebinding); when set, they are enforced on
@@ -139,10 +149,14 @@ const (
 // serving at once with Serve (every route answers 503 while loading), and
 // call Ready when the backend is loaded.
 type Server struct {
-	cfg      Config
-	state    atomic.Int32
-	progress atomic.Uint64          // float64 bits
-	phase    atomic.Pointer[string] // SetPhase
+	cfg  Config
+	keys [][32]byte // the API keys' digests (authKey)
+	// shareToks are Config.CacheShare's tokens, made once (cacheScope).
+	shareOnce sync.Once
+	shareToks []int32
+	state     atomic.Int32
+	progress  atomic.Uint64          // float64 bits
+	phase     atomic.Pointer[string] // SetPhase
 
 	// loopbackOnly says Serve listens on a loopback address, so that
 	// only loopback Host names are answered (set before serving).
@@ -214,7 +228,7 @@ func NewServer(cfg Config) *Server {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, slots: make(chan struct{}, cfg.Parallel),
-		decodes: newDecodeGate(cfg.MaxImageDecodes, cfg.MaxImageDecodeBytes)}
+		decodes: newDecodeGate(cfg.MaxImageDecodes, cfg.MaxImageDecodeBytes), keys: apiKeyDigests(cfg.APIKey)}
 	s.metrics = newMetrics(s)
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.srv = &fasthttp.Server{
@@ -442,10 +456,14 @@ func (s *Server) wrap(route string, h func(ctx *fasthttp.RequestCtx) handlerResu
 				s.logRequest(ctx, route, start, 0)
 			}
 		}()
-		if !s.authorized(ctx) {
+		key, ok := s.authKey(ctx)
+		if !ok {
 			s.writeError(ctx, errorf(401, "", "missing or wrong API key: send Authorization: Bearer <key>"))
 			s.logRequest(ctx, route, start, 0)
 			return
+		}
+		if len(s.keys) > 1 {
+			ctx.SetUserValue(cacheScopeKey, key)
 		}
 		switch s.state.Load() {
 		case stateLoading:
@@ -806,6 +824,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, route string, stream bool, e *E
 	id := requestID(ctx)
 	method, path := string(ctx.Method()), string(ctx.Path())
 	rs := &reqStats{id: id, start: time.Now()}
+	rs.scope, rs.share = s.cacheScope(ctx)
 	gone := func(cancel func()) func() { return func() { rs.clientGone.Store(true); cancel() } }
 	if !stream {
 		defer s.unreserve(seqs)

@@ -24,12 +24,40 @@ type Blocks struct {
 	// recNext is advance's scratch for the recurrent states' lengths
 	// after a batch (kvCache.rec).
 	recNext []int
+	// scopes is the cache scope of each slot's sequence (Admission.Scope):
+	// what the slot publishes to the prefix cache is reused only there.
+	scopes []CacheScope
+}
+
+// CacheScope confines the reuse of prefix-cache pages: a sequence reuses
+// only the pages that sequences of the same Key published, and the public
+// ones. The pages of a sequence's first Public positions (whole pages, or
+// a partial last page inside them) are public, reused by every scope; the
+// caller decides what is public (vkllm serve --cache-share: a prefix the
+// operator names). The zero CacheScope is one scope, so with every
+// sequence in it everything is shared.
+type CacheScope struct {
+	Key    string
+	Public int
+}
+
+// public reports whether a page ending at position to (exclusive) of a
+// sequence in scope s is public.
+func (s CacheScope) public(to int) bool { return s.Key == "" || to <= s.Public }
+
+// pageScope is the key the prefix tree files a page of positions
+// [.., to) under: "" for a public page, else the scope's key.
+func (s CacheScope) pageScope(to int) string {
+	if s.public(to) {
+		return ""
+	}
+	return s.Key
 }
 
 // newBlocks returns the slot state of slots sequences over the page pool
 // kv (nil: none).
 func newBlocks(kv *kvCache, slots int) *Blocks {
-	return &Blocks{kv: kv, lens: make([]int, slots), next: make([]int, slots), recNext: make([]int, slots)}
+	return &Blocks{kv: kv, lens: make([]int, slots), next: make([]int, slots), recNext: make([]int, slots), scopes: make([]CacheScope, slots)}
 }
 
 // Slots returns the number of sequence slots.
@@ -112,15 +140,23 @@ func (b *Blocks) CopyPrefix(dst, src, n int) error {
 // AttachPrefix empties slot and makes it hold the longest prefix of tokens
 // that the prefix cache holds (whole pages, then part of one), and returns
 // its length: the tokens need not be fed again.
+// The slot's cache scope becomes the zero one (Admit sets another).
 func (b *Blocks) AttachPrefix(slot int, tokens []int32) int {
+	return b.attachScoped(slot, tokens, CacheScope{})
+}
+
+// attachScoped is AttachPrefix within scope: only the pages and
+// checkpoints that scope may reuse match.
+func (b *Blocks) attachScoped(slot int, tokens []int32, scope CacheScope) int {
+	b.scopes[slot] = scope
 	if b.kv == nil {
 		b.lens[slot] = 0
 		return 0
 	}
 	if b.kv.rec != nil {
-		return b.attachCheckpoint(slot, tokens)
+		return b.attachCheckpoint(slot, tokens, scope)
 	}
-	n := b.kv.attach(slot, tokens)
+	n := b.kv.attach(slot, tokens, scope)
 	b.lens[slot] = n
 	return n
 }
@@ -129,10 +165,13 @@ func (b *Blocks) AttachPrefix(slot int, tokens []int32) int {
 // cannot be cut back, so the slot takes the longest prefix of tokens that
 // a checkpoint holds the state of and the prefix cache the pages of, the
 // state copied in before the next pass.
-func (b *Blocks) attachCheckpoint(slot int, tokens []int32) int {
+func (b *Blocks) attachCheckpoint(slot int, tokens []int32, scope CacheScope) int {
 	kv := b.kv
 	var starts []int // the checkpoints whose tokens start tokens, longest first
 	for i, c := range kv.ckpts {
+		if c.scope != scope.Key && (c.scope != "" || !scope.public(len(c.tokens))) {
+			continue // another scope's, or public past this prompt's public part
+		}
 		if n := len(c.tokens); n > 0 && n <= len(tokens) && slices.Equal(c.tokens, tokens[:n]) {
 			starts = append(starts, i)
 		}
@@ -140,7 +179,7 @@ func (b *Blocks) attachCheckpoint(slot int, tokens []int32) int {
 	slices.SortFunc(starts, func(i, j int) int { return len(kv.ckpts[j].tokens) - len(kv.ckpts[i].tokens) })
 	for _, i := range starts {
 		n := len(kv.ckpts[i].tokens)
-		if kv.attach(slot, tokens[:n]) == n {
+		if kv.attach(slot, tokens[:n], scope) == n {
 			kv.clock++
 			kv.ckpts[i].used = kv.clock
 			kv.stateCopies = append(kv.stateCopies, pageCopy{dst: int32(slot), src: int32(len(b.lens) + i)})
@@ -163,9 +202,10 @@ func (b *Blocks) Checkpoint(slot int, tokens []int32) {
 		return
 	}
 	kv := b.kv
+	scope := b.scopes[slot].pageScope(len(tokens))
 	at := 0
 	for i, c := range kv.ckpts {
-		if slices.Equal(c.tokens, tokens) {
+		if c.scope == scope && slices.Equal(c.tokens, tokens) {
 			at = i // the same state again: refresh it
 			break
 		}
@@ -174,7 +214,7 @@ func (b *Blocks) Checkpoint(slot int, tokens []int32) {
 		}
 	}
 	kv.clock++
-	kv.ckpts[at] = checkpoint{tokens: append(kv.ckpts[at].tokens[:0], tokens...), used: kv.clock}
+	kv.ckpts[at] = checkpoint{tokens: append(kv.ckpts[at].tokens[:0], tokens...), used: kv.clock, scope: scope}
 	kv.stateCopies = append(kv.stateCopies, pageCopy{dst: int32(len(b.lens) + at), src: int32(slot)})
 }
 
@@ -193,10 +233,11 @@ func (b *Blocks) CheckpointEvery() int {
 // CachePrefix leaves the pages of slot that hold tokens (its positions
 // 0..len(tokens)-1, which the caller fed) in the prefix cache for later
 // prompts: the full pages, and the last partial one too when partial is
-// set (the slot is done writing it).
+// set (the slot is done writing it). They are reused within the slot's
+// cache scope (Admission.Scope).
 func (b *Blocks) CachePrefix(slot int, tokens []int32, partial bool) {
 	if b.kv != nil && len(tokens) <= b.lens[slot] {
-		b.kv.publish(slot, tokens, partial)
+		b.kv.publish(slot, tokens, partial, b.scopes[slot])
 	}
 }
 
@@ -236,6 +277,9 @@ type Admission struct {
 	// Boundary, when not nil, returns the longest reusable prefix of at
 	// most n positions (an image is reused whole or not at all).
 	Boundary func(n int) int
+	// Scope confines what the slot reuses from the prefix cache, and what
+	// it leaves there, to a cache scope (CacheScope).
+	Scope CacheScope
 }
 
 // Admit makes the empty slot hold the start of a's prompt as a says and
@@ -246,14 +290,15 @@ func (b *Blocks) Admit(slot int, a Admission) (reused int, ok bool) {
 	n := len(a.Prompt)
 	switch {
 	case a.Fresh:
-		b.AttachPrefix(slot, nil)
+		b.attachScoped(slot, nil, a.Scope)
 	case a.Leader >= 0:
 		reused = n - 1
 		if err := b.CopyPrefix(slot, a.Leader, reused); err != nil {
 			panic("BUG: engine: " + err.Error())
 		}
+		b.scopes[slot] = a.Scope
 	default:
-		reused = b.AttachPrefix(slot, a.Prompt[:n-1])
+		reused = b.attachScoped(slot, a.Prompt[:n-1], a.Scope)
 	}
 	if a.Boundary != nil {
 		if c := a.Boundary(reused); c < reused {

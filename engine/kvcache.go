@@ -61,6 +61,7 @@ type kvCache struct {
 type checkpoint struct {
 	tokens []int32 // nil: free
 	used   int64
+	scope  string // the cache scope that may resume from it ("": every one)
 }
 
 // pageCopy is a pending copy-on-write: page dst gets page src's contents.
@@ -237,9 +238,9 @@ func (c *kvCache) share(dst, src, n int) {
 
 // attach makes slot (emptied first) hold the longest prefix of tokens the
 // tree caches and returns its length in positions.
-func (c *kvCache) attach(slot int, tokens []int32) int {
+func (c *kvCache) attach(slot int, tokens []int32, scope CacheScope) int {
 	c.truncate(slot, 0)
-	n := c.tree.match(c, tokens, func(p int32) {
+	n := c.tree.match(c, tokens, scope, func(p int32) {
 		c.hold(p)
 		c.tables[slot] = append(c.tables[slot], p)
 	})
@@ -250,12 +251,12 @@ func (c *kvCache) attach(slot int, tokens []int32) int {
 // publish leaves the pages of slot that hold tokens (positions 0..
 // len(tokens)-1 of the slot) in the prefix tree: its full pages, and the
 // last partial one too when partial is set (a sequence that ends).
-func (c *kvCache) publish(slot int, tokens []int32, partial bool) {
+func (c *kvCache) publish(slot int, tokens []int32, partial bool, scope CacheScope) {
 	n := len(tokens)
 	if !partial {
 		n -= n % c.pageSize
 	}
-	c.tree.insert(c, tokens[:n], c.tables[slot])
+	c.tree.insert(c, tokens[:n], c.tables[slot], scope)
 }
 
 // tableRow writes slot's device page-table row into dst (tableLen
@@ -282,7 +283,10 @@ func tokenKey(tokens []int32) string {
 // root spells the token prefix its page continues, so a prompt finds its
 // cached prefix page by page. Keys are arbitrary int32 ids (image rows use
 // negative pseudo-ids). Nodes no sequence uses are evicted least recently
-// used first, leaves before their parents.
+// used first, leaves before their parents. Each node belongs to a cache
+// scope (CacheScope: "" public): a prompt walks only the nodes of its own
+// scope and the public ones, so one scope's cached prefixes neither speed
+// up nor show in another's prompts.
 type radixTree struct {
 	pageSize int
 	root     radixNode
@@ -292,16 +296,37 @@ type radixTree struct {
 
 type radixNode struct {
 	parent   *radixNode
-	tokens   []int32 // the page's tokens; the parent's key of this node is tokenKey(tokens)
+	tokens   []int32 // the page's tokens; the parent's key of this node is {scope, tokenKey(tokens)}
+	scope    string  // the cache scope the node belongs to ("": public)
 	page     int32
-	children map[string]*radixNode
+	children map[radixKey]*radixNode
 	used     uint64 // the tree's clock when a prompt last matched it
 	at       int    // index in radixTree.nodes
 }
 
+// radixKey names a child: its scope and its tokens (tokenKey).
+type radixKey struct{ scope, tokens string }
+
 func (t *radixTree) init(pageSize int) {
 	t.pageSize = pageSize
-	t.root = radixNode{page: -1, children: map[string]*radixNode{}}
+	t.root = radixNode{page: -1, children: map[radixKey]*radixNode{}}
+}
+
+// child returns node's child holding the page seg, ending at position
+// end, that scope may reuse: its own, else a public one inside the
+// scope's public part.
+func (node *radixNode) child(seg []int32, end int, scope CacheScope) *radixNode {
+	k := tokenKey(seg)
+	if next := node.children[radixKey{scope.Key, k}]; next != nil || scope.Key == "" || !scope.public(end) {
+		return next
+	}
+	return node.children[radixKey{"", k}]
+}
+
+// reusable reports whether scope may reuse node's page, which starts at
+// position from.
+func (node *radixNode) reusable(from int, scope CacheScope) bool {
+	return node.scope == scope.Key || node.scope == "" && scope.public(from+len(node.tokens))
 }
 
 // match walks tokens down the tree, calls take with each page of the
@@ -309,11 +334,11 @@ func (t *radixTree) init(pageSize int) {
 // pages, then possibly part of one (the first positions of a page whose
 // tokens go on differently, or a partial leaf), which the caller copies
 // before writing.
-func (t *radixTree) match(c *kvCache, tokens []int32, take func(int32)) int {
+func (t *radixTree) match(c *kvCache, tokens []int32, scope CacheScope, take func(int32)) int {
 	t.clock++
 	n, node := 0, &t.root
 	for len(tokens)-n >= t.pageSize {
-		next := node.children[tokenKey(tokens[n:n+t.pageSize])]
+		next := node.child(tokens[n:n+t.pageSize], n+t.pageSize, scope)
 		if next == nil {
 			break
 		}
@@ -327,6 +352,9 @@ func (t *radixTree) match(c *kvCache, tokens []int32, take func(int32)) int {
 	bestN := 0
 	rest := tokens[n:]
 	for _, ch := range node.children {
+		if !ch.reusable(n, scope) {
+			continue
+		}
 		k := 0
 		for k < len(ch.tokens) && k < len(rest) && ch.tokens[k] == rest[k] {
 			k++
@@ -346,12 +374,13 @@ func (t *radixTree) match(c *kvCache, tokens []int32, take func(int32)) int {
 // insert adds the pages holding tokens (pages[i] holds tokens
 // [i*pageSize, (i+1)*pageSize)) that the tree lacks; a page whose tokens
 // the tree already caches (in another page) is left to its holder.
-func (t *radixTree) insert(c *kvCache, tokens []int32, pages []int32) {
+func (t *radixTree) insert(c *kvCache, tokens []int32, pages []int32, scope CacheScope) {
 	t.clock++
 	node := &t.root
 	for i := 0; i*t.pageSize < len(tokens); i++ {
-		seg := tokens[i*t.pageSize : min((i+1)*t.pageSize, len(tokens))]
-		next := node.children[tokenKey(seg)]
+		end := min((i+1)*t.pageSize, len(tokens))
+		seg, sc := tokens[i*t.pageSize:end], scope.pageScope(end)
+		next := node.children[radixKey{sc, tokenKey(seg)}]
 		if next == nil {
 			if c.inTree[pages[i]] {
 				// Already cached under another key: a partial leaf this
@@ -359,11 +388,11 @@ func (t *radixTree) insert(c *kvCache, tokens []int32, pages []int32) {
 				// without copying it first). Leave it.
 				return
 			}
-			next = &radixNode{parent: node, tokens: append([]int32(nil), seg...), page: pages[i], at: len(t.nodes)}
+			next = &radixNode{parent: node, tokens: append([]int32(nil), seg...), scope: sc, page: pages[i], at: len(t.nodes)}
 			if len(seg) == t.pageSize {
-				next.children = map[string]*radixNode{}
+				next.children = map[radixKey]*radixNode{}
 			}
-			node.children[tokenKey(next.tokens)] = next
+			node.children[radixKey{sc, tokenKey(next.tokens)}] = next
 			t.nodes = append(t.nodes, next)
 			c.hold(next.page) // before it counts as the tree's
 			c.inTree[next.page] = true
@@ -414,7 +443,7 @@ func (t *radixTree) remove(c *kvCache, n *radixNode) {
 	for _, ch := range n.children {
 		t.remove(c, ch)
 	}
-	delete(n.parent.children, tokenKey(n.tokens))
+	delete(n.parent.children, radixKey{n.scope, tokenKey(n.tokens)})
 	last := t.nodes[len(t.nodes)-1]
 	t.nodes[n.at], last.at = last, n.at
 	t.nodes = t.nodes[:len(t.nodes)-1]

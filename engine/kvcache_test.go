@@ -73,7 +73,7 @@ func TestKVCacheSharing(t *testing.T) {
 	if got := c.stats(); got.Used != 3 || got.Free != 9 {
 		t.Fatalf("after reserving 10 positions: %+v, want 3 used, 9 free", got)
 	}
-	c.publish(0, a, false) // the two full pages
+	c.publish(0, a, false, CacheScope{}) // the two full pages
 	checkPool(t, c)
 	if st := c.stats(); st.Cached != 0 {
 		t.Fatalf("pages a running slot holds count as cached: %+v", st)
@@ -81,7 +81,7 @@ func TestKVCacheSharing(t *testing.T) {
 
 	// A prompt sharing 6 tokens takes page 0 whole and page 1 in part.
 	b := append(append([]int32(nil), a[:6]...), seqTokens(100, 5)...)
-	if n := c.attach(1, b[:len(b)-1]); n != 6 {
+	if n := c.attach(1, b[:len(b)-1], CacheScope{}); n != 6 {
 		t.Fatalf("attach = %d positions, want 6 (a page and 2 tokens)", n)
 	}
 	if c.tables[1][0] != c.tables[0][0] || c.tables[1][1] != c.tables[0][1] {
@@ -104,16 +104,16 @@ func TestKVCacheSharing(t *testing.T) {
 	checkPool(t, c)
 
 	// Slots 0 and 1 end: their pages stay cached; nothing is free'd twice.
-	c.publish(0, a, true)
+	c.publish(0, a, true, CacheScope{})
 	c.truncate(0, 0)
-	c.publish(1, b, true)
+	c.publish(1, b, true, CacheScope{})
 	c.truncate(1, 0)
 	checkPool(t, c)
 	if st := c.stats(); st.Used != 0 || st.Cached != 5 || st.CachedTokens != 4+4+2+4+3 {
 		t.Fatalf("after both ended: %+v, want 5 cached pages of 17 tokens", st)
 	}
 	// The whole of b is found again, its last page partial.
-	if n := c.attach(2, b); n != len(b) {
+	if n := c.attach(2, b, CacheScope{}); n != len(b) {
 		t.Fatalf("attach(b) = %d, want %d", n, len(b))
 	}
 	c.truncate(2, 0)
@@ -128,7 +128,7 @@ func TestKVCacheEviction(t *testing.T) {
 		if err := c.reserve(0, 0, 4); err != nil {
 			t.Fatal(err)
 		}
-		c.publish(0, toks, true)
+		c.publish(0, toks, true, CacheScope{})
 		c.truncate(0, 0)
 		checkPool(t, c)
 		if st := c.stats(); st.Cached != 2*(i+1) {
@@ -153,7 +153,7 @@ func TestKVCacheEviction(t *testing.T) {
 	}
 	// Using a prefix makes it recent: recent's first page is matched, so
 	// its second goes first.
-	if n := c.attach(0, recent[:2]); n != 2 {
+	if n := c.attach(0, recent[:2], CacheScope{}); n != 2 {
 		t.Fatalf("attach(recent[:2]) = %d", n)
 	}
 	c.truncate(0, 0)
@@ -211,19 +211,19 @@ func TestKVCacheArbitraryKeys(t *testing.T) {
 		if err := c.reserve(0, 0, len(p)); err != nil {
 			t.Fatal(err)
 		}
-		c.publish(0, p, true)
+		c.publish(0, p, true, CacheScope{})
 		c.truncate(0, 0)
 	}
 	checkPool(t, c)
 	for i, p := range prompts {
-		if n := c.attach(1, p); n != len(p) {
+		if n := c.attach(1, p, CacheScope{}); n != len(p) {
 			t.Errorf("prompt %d %v: %d positions cached, want %d", i, p, n, len(p))
 		}
 		c.truncate(1, 0)
 	}
 	// 1 + 3 full pages plus the partial match of the second page of the
 	// first two prompts (3, x): 2 + 1.
-	if n := c.attach(1, []int32{-1 << 31, -7, 3, 5}); n != 3 {
+	if n := c.attach(1, []int32{-1 << 31, -7, 3, 5}, CacheScope{}); n != 3 {
 		t.Errorf("a prompt sharing 3 tokens: %d cached, want 3", n)
 	}
 	c.truncate(1, 0)
@@ -244,14 +244,14 @@ func TestKVCacheEvictInner(t *testing.T) {
 	if err := c.reserve(0, 0, 2); err != nil {
 		t.Fatal(err)
 	}
-	c.publish(0, a[:2], false) // node X: a[0:2] in slot 0's page
-	c.truncate(0, 0)           // X is cached only
+	c.publish(0, a[:2], false, CacheScope{}) // node X: a[0:2] in slot 0's page
+	c.truncate(0, 0)                         // X is cached only
 	// Slot 1 computes a[0:4] itself (pages of its own) and publishes:
 	// a[2:4] goes below X, held by slot 1 and the tree.
 	if err := c.reserve(1, 0, 4); err != nil {
 		t.Fatal(err)
 	}
-	c.publish(1, a, false)
+	c.publish(1, a, false, CacheScope{})
 	checkPool(t, c)
 	if st := c.stats(); st.Cached != 1 || st.Free != 2 {
 		t.Fatalf("%+v, want 1 cached (X), 2 free", st)
@@ -263,5 +263,93 @@ func TestKVCacheEvictInner(t *testing.T) {
 	checkPool(t, c)
 	if len(c.tree.nodes) != 0 || len(c.tables[1]) != 2 {
 		t.Fatalf("tree has %d nodes, slot 1 %d pages; want 0 and 2", len(c.tree.nodes), len(c.tables[1]))
+	}
+}
+
+// TestKVCacheScopes: a prompt reuses only the cached pages of its own
+// cache scope and the public ones (the pages inside CacheScope.Public),
+// so one scope's prompts neither match nor reveal another's.
+func TestKVCacheScopes(t *testing.T) {
+	const ps = 4
+	c := newKVCache(16, ps, 3, 40)
+	shared := seqTokens(0, 8) // two pages every scope may reuse
+	secret := append(append([]int32(nil), shared...), seqTokens(500, 6)...)
+	a := CacheScope{Key: "a", Public: len(shared)}
+	if err := c.reserve(0, 0, len(secret)); err != nil {
+		t.Fatal(err)
+	}
+	c.publish(0, secret, true, a)
+	aPage := c.tables[0][2]
+	c.truncate(0, 0)
+	checkPool(t, c)
+
+	// Scope b probing the secret gets the public pages only.
+	b := CacheScope{Key: "b", Public: len(shared)}
+	if n := c.attach(1, secret, b); n != len(shared) {
+		t.Fatalf("scope b reuses %d positions of a's prompt, want the %d public ones", n, len(shared))
+	}
+	// Without the public prefix marked, nothing.
+	if n := c.attach(1, secret, CacheScope{Key: "b"}); n != 0 {
+		t.Fatalf("scope b reuses %d positions with nothing public, want 0", n)
+	}
+	// The zero scope is a scope of its own too.
+	if n := c.attach(1, secret, CacheScope{}); n != len(shared) {
+		t.Fatalf("the zero scope reuses %d positions, want the %d public ones", n, len(shared))
+	}
+	// Scope a reuses all of it.
+	if n := c.attach(1, secret, a); n != len(secret) {
+		t.Fatalf("scope a reuses %d positions of its own prompt, want %d", n, len(secret))
+	}
+	c.truncate(1, 0)
+	// b's own copy of the same prompt lives beside a's, under the same
+	// public pages, and each scope finds its own.
+	if err := c.reserve(2, 0, len(secret)); err != nil {
+		t.Fatal(err)
+	}
+	c.publish(2, secret, true, b)
+	c.truncate(2, 0)
+	checkPool(t, c)
+	if n := c.attach(1, secret, b); n != len(secret) || c.tables[1][2] == aPage {
+		t.Fatalf("scope b reuses %d positions (pages %v), want all %d in its own pages", n, c.tables[1], len(secret))
+	}
+	c.truncate(1, 0)
+	checkPool(t, c)
+}
+
+// TestCheckpointScopes: a hybrid model's recurrent-state checkpoints obey
+// the cache scopes as the pages do: a scope resumes from its own
+// checkpoints and from public ones inside its public part only.
+func TestCheckpointScopes(t *testing.T) {
+	const ps, slots = 4, 2
+	c := newKVCache(16, ps, slots, 40)
+	c.rec, c.ckpts = make([]int, slots), make([]checkpoint, 2)
+	b := newBlocks(c, slots)
+	shared := seqTokens(0, 8)
+	secret := append(append([]int32(nil), shared...), seqTokens(500, 8)...)
+	a := CacheScope{Key: "a", Public: len(shared)}
+	// Slot 0, in scope a, holds the secret, checkpointed at the end of the
+	// public part and at its end.
+	b.attachScoped(0, nil, a)
+	if err := b.Reserve(0, 0, len(secret)); err != nil {
+		t.Fatal(err)
+	}
+	b.lens[0], c.rec[0] = len(shared), len(shared)
+	b.Checkpoint(0, shared)
+	b.lens[0], c.rec[0] = len(secret), len(secret)
+	b.Checkpoint(0, secret)
+	b.CachePrefix(0, secret, true)
+	b.Truncate(0, 0)
+	for _, tc := range []struct {
+		scope CacheScope
+		want  int
+	}{
+		{CacheScope{Key: "b", Public: len(shared)}, len(shared)},
+		{CacheScope{Key: "b"}, 0},
+		{a, len(secret)},
+	} {
+		if n := b.attachScoped(1, secret, tc.scope); n != tc.want {
+			t.Errorf("scope %+v resumes from %d positions of a's prompt, want %d", tc.scope, n, tc.want)
+		}
+		b.Truncate(1, 0)
 	}
 }

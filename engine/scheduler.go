@@ -727,7 +727,7 @@ func (s *Scheduler) start(q *Sequence) bool {
 	// Every row of an embedding needs its hidden state, and every row of
 	// a scored prompt its logits: nothing is reused. A follower shares
 	// its leader's prompt while the leader holds it.
-	a := Admission{Prompt: q.prompt, Fresh: q.embed || q.req.PromptLogprobs, Leader: -1}
+	a := Admission{Prompt: q.prompt, Fresh: q.embed || q.req.PromptLogprobs, Leader: -1, Scope: q.req.CacheScope}
 	if l := q.grp.members[0]; l != q && l.slot >= 0 && !l.resumed && l.fed >= len(q.prompt)-1 && !q.resumed {
 		a.Leader = l.slot
 	}

@@ -37,6 +37,11 @@ type GenRequest struct {
 	// cache, at most promptLogitRows of it per step. It needs a Chain made
 	// with Logprobs or TopLogprobs.
 	PromptLogprobs bool
+	// CacheScope confines the prefix cache: the sequence reuses only the
+	// prompt pages that sequences of its scope (or public ones) left, and
+	// what it leaves is reused only there. The zero scope shares with
+	// every other zero-scope sequence.
+	CacheScope CacheScope
 }
 
 // PromptLogprob is a prompt token's log-probability given the tokens

@@ -31,18 +31,18 @@ type serveFlags struct {
 	modelFlags
 	mediaFlags
 	llamaFlags
-	host, apiKey, alias, template, templateFile, pooling string
-	allowedHosts, corsOrigins, memoryLimit               string
-	metricsAddr, logLevel                                string
-	reasoningFormat                                      string
-	reasoningBudget                                      int
-	port, parallel, queueSize, maxBody, prefill          int
-	maxInflight, maxRequestTokens, nPredict              int
-	maxRequestSeqs                                       int
-	readTimeout, writeTimeout, shutdownTimeout           time.Duration
-	logJSON, version, propsFullPath, selfCheck           bool
-	noMMProj                                             bool
-	prefillSlowdown                                      float64
+	host, apiKey, cacheShare, alias, template, templateFile, pooling string
+	allowedHosts, corsOrigins, memoryLimit                           string
+	metricsAddr, logLevel                                            string
+	reasoningFormat                                                  string
+	reasoningBudget                                                  int
+	port, parallel, queueSize, maxBody, prefill                      int
+	maxInflight, maxRequestTokens, nPredict                          int
+	maxRequestSeqs                                                   int
+	readTimeout, writeTimeout, shutdownTimeout                       time.Duration
+	logJSON, version, propsFullPath, selfCheck                       bool
+	noMMProj                                                         bool
+	prefillSlowdown                                                  float64
 }
 
 // register adds serve's flags to fs. Each is also read from its VKLLM_*
@@ -56,7 +56,8 @@ func (f *serveFlags) register(fs *ff.FlagSet) {
 	fs.Float64Var(&f.prefillSlowdown, 0, "prefill-slowdown", 1.25, "with the automatic --prefill-chunk, how many `times` longer than a decode-only step a step that also feeds prompts may take: lower keeps the running streams' inter-token latency steadier while long prompts arrive, higher gets those prompts to their first token sooner (> 1)")
 	fs.IntVar(&f.queueSize, 0, "queue-size", 64, "`requests` that may wait for the model, each counted as the sequences it runs at once (at most --max-request-seqs); more get 503 at once")
 	fs.IntVar(&f.maxRequestSeqs, 0, "max-request-seqs", 0, "most `sequences` one request runs at once (the candidates of n/best_of, the inputs of an embeddings request); the others wait behind other requests', and each free slot goes to the waiting request with the fewest running (0: half of --parallel, rounded up)")
-	fs.StringVar(&f.apiKey, 0, "api-key", "", "require \"Authorization: Bearer `key`\" on every route but /health and the chat page (default none)")
+	fs.StringVar(&f.apiKey, 0, "api-key", "", "require \"Authorization: Bearer `key`\" on every route but /health and the chat page; several keys separated by commas each get a prompt cache of their own (a request reuses only prompt prefixes that requests with its key left, and timings.cache_n counts only those) (default none)")
+	fs.StringVar(&f.cacheShare, 0, "cache-share", "", "with several --api-key keys, a prompt `prefix` (the start of the prompt as the model sees it, template applied: what /apply-template returns) whose cached pages every key reuses, such as a system prompt all clients send; @file reads it from a file (default none: nothing is shared between keys)")
 	fs.StringVar(&f.allowedHosts, 0, "allowed-hosts", "", "comma-separated Host `names` answered besides those a DNS-rebinding page cannot bring (on loopback: localhost and 127.x; elsewhere without this flag or --api-key: IP addresses, names without a dot, .local/.internal/.lan names, the hostname); other Hosts get 403; on a non-loopback address only these are answered; * allows all")
 	fs.StringVar(&f.corsOrigins, 0, "cors-origins", "", "comma-separated web `origins` (https://app.example) allowed to call the server from a browser, with CORS headers; * allows any (default none: POSTs from other sites' pages get 403; clients that are no browser page are not concerned)")
 	fs.StringVar(&f.alias, 'a', "model-alias", "", "model `id` in /v1/models and responses (default the file name; a hub model's store name, owner/repo:QUANT)")
@@ -234,8 +235,16 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 	}
 	con.say(fmt.Sprintf("vkllm %s\nmodel   %s\ndevice  %s", version, summary, dev), "vkllm", "version", version, "model", summary, "device", dev)
 
+	cacheShare := f.cacheShare
+	if name, ok := strings.CutPrefix(cacheShare, "@"); ok {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return fmt.Errorf("--cache-share: %w", err)
+		}
+		cacheShare = string(b)
+	}
 	srv := api.NewServer(api.Config{
-		APIKey: f.apiKey, ModelAlias: f.alias, ChatTemplate: f.template, ChatTemplateText: templateText,
+		APIKey: f.apiKey, CacheShare: cacheShare, ModelAlias: f.alias, ChatTemplate: f.template, ChatTemplateText: templateText,
 		Parallel: f.parallel, QueueSize: f.queueSize, MaxRequestBytes: f.maxBody, ReadTimeout: f.readTimeout,
 		WriteTimeout: f.writeTimeout, Logger: log, Version: version, ModelPath: f.model, PropsFullPath: f.propsFullPath,
 		MaxBodyBytesInFlight: f.maxInflight, MaxRequestTokens: f.maxRequestTokens, DefaultMaxTokens: f.nPredict,
