@@ -71,6 +71,11 @@ func TestToolsChargedDecoded(t *testing.T) {
 	if r := apply(`,"tools":[` + big + `]`); r.status != 413 || !strings.Contains(string(r.body), `"param":"tools"`) {
 		t.Errorf("tools decoding to more than --max-inflight-bytes: %d %s, want 413 naming tools", r.status, r.body)
 	}
+	// /v1/responses charges its tools (the Responses shape) the same way.
+	respTool := strings.Replace(strings.Replace(big, `"function":{"name":"f",`, `"name":"f",`, 1), `}}}}`, `}}}`, 1)
+	if r := ts.post("/v1/responses", `{"input":"hi","max_output_tokens":2,"tools":[`+respTool+`]}`); r.status != 413 || !strings.Contains(string(r.body), `"param":"tools"`) {
+		t.Errorf("/v1/responses tools decoding to more than --max-inflight-bytes: %d %.300s, want 413 naming tools", r.status, r.body)
+	}
 	kw := `{"big":` + strings.Repeat(`[`, 1) + strings.Repeat(`"x",`, budget/decodedJSONCost/4+1024) + `"x"]}`
 	if r := chat(`,"chat_template_kwargs":` + kw); r.status != 413 || !strings.Contains(string(r.body), `"param":"chat_template_kwargs"`) {
 		t.Errorf("chat_template_kwargs decoding to more than --max-inflight-bytes: %d %.300s, want 413 naming chat_template_kwargs", r.status, r.body)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -222,7 +223,7 @@ func (s *Server) decodeResponses(b grammar.Budget, body []byte) (*responsesReque
 	if r.err != nil {
 		return nil, r.err
 	}
-	if e := chat.readResponsesOrdered(body); e != nil {
+	if e := chat.readResponsesOrdered(b.Ctx, body); e != nil {
 		return nil, e
 	}
 	if e := chat.checkTools(); e != nil {
@@ -577,14 +578,25 @@ func (r *reader) readParts(msg *message, parts jsonValue, path string, images bo
 
 // readResponsesOrdered keeps the tools' key order for templates, in the
 // chat shape ({"type": "function", "function": {...}}) that templates
-// read, and chat_template_kwargs.
-func (req *chatRequest) readResponsesOrdered(body []byte) *Error {
+// read, and chat_template_kwargs. Their parsed form is charged to the
+// request first, as chat's (readOrdered).
+func (req *chatRequest) readResponsesOrdered(ctx context.Context, body []byte) *Error {
 	var raw struct {
 		Tools  json.RawMessage `json:"tools"`
 		Kwargs json.RawMessage `json:"chat_template_kwargs"`
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return badRequest("", "malformed JSON: %v", err)
+	}
+	if len(req.tools) > 0 {
+		if e := chargeDecoded(ctx, "tools", len(raw.Tools)); e != nil {
+			return e
+		}
+	}
+	if len(raw.Kwargs) > 0 && string(raw.Kwargs) != "null" {
+		if e := chargeDecoded(ctx, "chat_template_kwargs", len(raw.Kwargs)); e != nil {
+			return e
+		}
 	}
 	if len(req.tools) > 0 {
 		v, err := jinja.ParseJSON(raw.Tools)
