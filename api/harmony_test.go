@@ -194,32 +194,8 @@ func TestChatHarmony(t *testing.T) {
 			t.Errorf("forced call = %s, want get_weather {\"city\":\"Paris\"} and no content", r.body)
 		}
 	})
-	// stream returns the concatenated reasoning and content deltas, the
-	// calls' names and arguments, and the finish reason.
 	stream := func(t *testing.T, body string) (reasoning, content, calls, finish string) {
-		r := ts.post("/v1/chat/completions", body)
-		evs := parseSSE(t, r.body)
-		var rb, cb, kb strings.Builder
-		for _, ev := range evs[1 : len(evs)-1] {
-			m := decodeBody(t, []byte(ev.data))
-			d, _ := jsonPath(m, "choices", 0, "delta").(map[string]any)
-			if s, ok := d["reasoning_content"].(string); ok {
-				rb.WriteString(s)
-			}
-			if s, ok := d["content"].(string); ok {
-				cb.WriteString(s)
-			}
-			if tc := jsonPath(m, "choices", 0, "delta", "tool_calls", 0); tc != nil {
-				if n, ok := jsonPath(tc, "function", "name").(string); ok {
-					kb.WriteString(n + " ")
-				}
-				kb.WriteString(jsonPath(tc, "function", "arguments").(string))
-			}
-			if fr, ok := jsonPath(m, "choices", 0, "finish_reason").(string); ok {
-				finish = fr
-			}
-		}
-		return rb.String(), cb.String(), kb.String(), finish
+		return chatStreamParts(t, ts, body)
 	}
 	t.Run("stream", func(t *testing.T) {
 		r, c, k, fin := stream(t, `{`+user("capital?")+`,"max_tokens":200,"stream":true}`)
@@ -389,4 +365,34 @@ func FuzzHarmonyParser(f *testing.F) {
 			t.Errorf("%q in pieces of %d = %q, %q, %d calls, whole = %q, %q, %d calls", text, n, reasoning, content, len(calls), wantR, wantC, len(wantCalls))
 		}
 	})
+}
+
+// chatStreamParts posts a streamed chat request and returns the
+// concatenated reasoning and content deltas, the calls' names and
+// arguments, and the finish reason.
+func chatStreamParts(t *testing.T, ts *testServer, body string) (reasoning, content, calls, finish string) {
+	t.Helper()
+	r := ts.post("/v1/chat/completions", body)
+	evs := parseSSE(t, r.body)
+	var rb, cb, kb strings.Builder
+	for _, ev := range evs[1 : len(evs)-1] {
+		m := decodeBody(t, []byte(ev.data))
+		d, _ := jsonPath(m, "choices", 0, "delta").(map[string]any)
+		if s, ok := d["reasoning_content"].(string); ok {
+			rb.WriteString(s)
+		}
+		if s, ok := d["content"].(string); ok {
+			cb.WriteString(s)
+		}
+		if tc := jsonPath(m, "choices", 0, "delta", "tool_calls", 0); tc != nil {
+			if n, ok := jsonPath(tc, "function", "name").(string); ok {
+				kb.WriteString(n + " ")
+			}
+			kb.WriteString(jsonPath(tc, "function", "arguments").(string))
+		}
+		if fr, ok := jsonPath(m, "choices", 0, "finish_reason").(string); ok {
+			finish = fr
+		}
+	}
+	return rb.String(), cb.String(), kb.String(), finish
 }

@@ -143,23 +143,8 @@ func TestChatThinking(t *testing.T) {
 		return jsonPath(m, "choices", 0, "message", "reasoning_content"), jsonPath(m, "choices", 0, "message", "content"), m
 	}
 	stream := func(t *testing.T, body string) (reasoning, content, finish string) {
-		r := ts.post("/v1/chat/completions", body)
-		evs := parseSSE(t, r.body)
-		var rb, cb strings.Builder
-		for _, ev := range evs[1 : len(evs)-1] {
-			m := decodeBody(t, []byte(ev.data))
-			d, _ := jsonPath(m, "choices", 0, "delta").(map[string]any)
-			if s, ok := d["reasoning_content"].(string); ok {
-				rb.WriteString(s)
-			}
-			if s, ok := d["content"].(string); ok {
-				cb.WriteString(s)
-			}
-			if fr, ok := jsonPath(m, "choices", 0, "finish_reason").(string); ok {
-				finish = fr
-			}
-		}
-		return rb.String(), cb.String(), finish
+		reasoning, content, _, finish = chatStreamParts(t, ts, body)
+		return reasoning, content, finish
 	}
 
 	t.Run("message", func(t *testing.T) {
