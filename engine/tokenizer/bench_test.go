@@ -46,3 +46,20 @@ func BenchmarkEncodeSPM(b *testing.B) { benchmarkEncode(b, "llama-spm") }
 
 // BenchmarkEncodeBPE encodes 1 MiB of English with the GPT-2 vocabulary.
 func BenchmarkEncodeBPE(b *testing.B) { benchmarkEncode(b, "gpt-2") }
+
+// BenchmarkEncodeLongWord encodes one 1 MiB word without spaces, the input
+// that would expose a merge loop worse than n log n.
+func BenchmarkEncodeLongWord(b *testing.B) {
+	for _, v := range []string{"llama-spm", "gpt-2"} {
+		b.Run(v, func(b *testing.B) {
+			tok := loadVocab(b, v)
+			text := longWord(1 << 20)
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				if _, err := tok.Encode(text, false, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

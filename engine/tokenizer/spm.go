@@ -65,11 +65,18 @@ func (q mergeQueue) less(i, j int) bool { // i before j
 	return q[i].left < q[j].left
 }
 
+// siftSteps, when set (by tests), counts the heap's sift steps: the merge
+// loop's work, which must grow as n log n with the length of a word.
+var siftSteps *int
+
 func (q *mergeQueue) push(c candidate) {
 	*q = append(*q, c)
 	h := *q
 	i := len(h) - 1
 	for i > 0 {
+		if siftSteps != nil {
+			*siftSteps++
+		}
 		p := (i - 1) / 2
 		if !h.less(i, p) {
 			break
@@ -87,6 +94,9 @@ func (q *mergeQueue) pop() candidate {
 	h = h[:last]
 	i := 0
 	for {
+		if siftSteps != nil {
+			*siftSteps++
+		}
 		l := 2*i + 1
 		if l >= len(h) {
 			break
