@@ -132,7 +132,12 @@ func (s *Scheduler) warmGroup(ctx context.Context, n, plen int, edit func(*sampl
 	groups := make([]*Group, n)
 	for i := range n {
 		p := sampling.DefaultParams()
-		p.Seed, p.MinTokens = int64(i), 2
+		// min_tokens 1: the first token (from the prompt's last row)
+		// cannot end the sequence, so the decode step runs; the second
+		// one is chosen as edit's sampling chooses it (a pending
+		// min_tokens mask would read whole logits rows instead of the
+		// device's argmax or top k).
+		p.Seed, p.MinTokens = int64(i), 1
 		edit(&p)
 		chain, err := sampling.NewChain(p, sampling.Vocab{Size: s.m.Opts.Vocab, EOG: s.m.Tok.EOGIDs()}, nil)
 		if err != nil {

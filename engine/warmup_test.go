@@ -40,9 +40,12 @@ func TestWarmUpCoversShapes(t *testing.T) {
 					t.Fatalf("%s: %d pipelines dispatched for the first time after the warm-up", what, d-warm)
 				}
 			}
+			if st := s.Stats(); !m.Opts.Encoder && (st.ArgmaxRows == 0 || st.TopKRows == 0) {
+				t.Errorf("the warm-up chose %d tokens by the device's argmax and %d by its top k, want both paths run", st.ArgmaxRows, st.TopKRows)
+			}
 			kinds := []func(*sampling.Params){
-				func(p *sampling.Params) { p.Temperature = 0 },
-				func(p *sampling.Params) { p.Temperature, p.TopK = 0.8, 7 },
+				func(p *sampling.Params) { p.Temperature, p.Logprobs = 0, false },
+				func(p *sampling.Params) { p.Temperature, p.TopK, p.Logprobs = 0.8, 7, false },
 				func(p *sampling.Params) { p.Temperature, p.TopK, p.Logprobs = 1, 0, true },
 			}
 			run := func(streams, plen int) {
@@ -74,6 +77,9 @@ func TestWarmUpCoversShapes(t *testing.T) {
 			for n := 1; n <= 16; n++ {
 				run(n, 2+n%5)
 				check(fmt.Sprintf("%d streams", n))
+			}
+			if st := s.Stats(); !m.Opts.Encoder && (st.ArgmaxRows == 0 || st.TopKRows == 0) {
+				t.Errorf("the sweep chose %d tokens by the device's argmax and %d by its top k, want both paths checked", st.ArgmaxRows, st.TopKRows)
 			}
 			vktest.Check(t, m.Device())
 		})

@@ -240,6 +240,9 @@ func (c *Cmd) Dispatch(p *Pipeline, groups [3]uint32, push []byte, bindings ...R
 	}
 	if !p.core.used.Load() && p.core.used.CompareAndSwap(false, true) {
 		c.d.firstDispatches.Add(1)
+		if f := c.d.onFirst.Load(); f != nil {
+			(*f)(p.name)
+		}
 	}
 	c.before()
 	gv.CmdBindPipeline(c.cb, gv.PipelineBindPointCompute, p.pipe)

@@ -57,6 +57,7 @@ type Device struct {
 	// firstDispatches counts the compiled pipelines whose first dispatch
 	// was recorded (FirstDispatches).
 	firstDispatches atomic.Int64
+	onFirst         atomic.Pointer[func(name string)]
 }
 
 // FirstDispatches returns how many compiled pipelines have had their first
@@ -66,6 +67,18 @@ type Device struct {
 // slowed by compilation: the scheduler leaves such a step out of its
 // step-cost model.
 func (d *Device) FirstDispatches() int64 { return d.firstDispatches.Load() }
+
+// OnFirstDispatch makes d call f with the pipeline's name at each compiled
+// pipeline's first recorded dispatch from now on (nil stops it). A server
+// sets it once its warm-up is done, so that a kernel compiled on the
+// request path is logged by name.
+func (d *Device) OnFirstDispatch(f func(name string)) {
+	if f == nil {
+		d.onFirst.Store(nil)
+		return
+	}
+	d.onFirst.Store(&f)
+}
 
 // Open creates a device chosen by o.Device (or $VKLLM_DEVICE, or the default
 // order). Close it when done.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -1086,7 +1087,8 @@ func TestPrecompile(t *testing.T) {
 
 // TestFirstDispatches: a compiled pipeline's first recorded dispatch
 // counts once, whatever Pipeline of its description records it and however
-// often; another specialization is another pipeline.
+// often; another specialization is another pipeline. OnFirstDispatch's
+// hook hears of each first dispatch once, by name, until it is removed.
 func TestFirstDispatches(t *testing.T) {
 	d := vktest.Open(t, vk.Options{})
 	buf, err := d.NewBuffer(4*64, vk.DeviceBuffer)
@@ -1114,6 +1116,8 @@ func TestFirstDispatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var heard []string
+	d.OnFirstDispatch(func(name string) { heard = append(heard, name) })
 	for _, step := range []struct {
 		p    *vk.Pipeline
 		want int64
@@ -1122,5 +1126,17 @@ func TestFirstDispatches(t *testing.T) {
 		if got := d.FirstDispatches(); got != step.want {
 			t.Fatalf("FirstDispatches() = %d, want %d", got, step.want)
 		}
+	}
+	if want := []string{"fill_f32", "fill_f32"}; !slices.Equal(heard, want) {
+		t.Errorf("OnFirstDispatch heard %q, want %q", heard, want)
+	}
+	d.OnFirstDispatch(nil)
+	third, err := d.NewPipeline(vk.PipelineDesc{Name: "fill_f32", SPIRV: code, Bindings: 1, PushSize: 8, Spec: []uint32{16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dispatch(third)
+	if d.FirstDispatches() != 3 || len(heard) != 2 {
+		t.Errorf("after removing the hook: FirstDispatches() = %d (want 3), hook heard %d names (want 2)", d.FirstDispatches(), len(heard))
 	}
 }

@@ -378,6 +378,9 @@ func serveLog(conFile *os.File, logOut io.Writer, args []string) (err error) {
 		} else if pc := m.Device().PipelineCache(); pc.SavedBytes > 0 {
 			log.Info("pipeline cache saved", "path", pc.Path, "bytes", pc.SavedBytes)
 		}
+		m.Device().OnFirstDispatch(func(kernel string) {
+			log.Warn("kernel compiled on the request path (after the warm-up)", "pipeline", kernel)
+		})
 		name := strings.TrimSuffix(filepath.Base(f.model), filepath.Ext(f.model))
 		backend = api.NewEngineBackend(m, name, pool, engine.SchedulerConfig{PrefillChunk: f.prefill, StepLatencyFactor: f.prefillSlowdown,
 			MaxRequestSeqs: f.requestSeqs()})

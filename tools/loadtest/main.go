@@ -11,6 +11,12 @@
 // the server's queue) is reported on its own line. Every
 // run ends by itself: after -r requests or -timeout, whichever comes first.
 // It talks to the -url server only.
+//
+// With -sweep N it sends prompts of exactly 1..N tokens one at a time
+// instead (-sweep-passes times) and reports each pass's slowest request
+// and the worst ratio of a first-pass time to the last pass's time of the
+// same length: on a server that has just turned ready, whether any prompt
+// length still pays for a compile.
 package main
 
 import (
@@ -58,12 +64,29 @@ func run(args []string, w io.Writer) error {
 	fs.IntVar(&cfg.InjectWords, "inject-prompt-words", 0, "send one extra request with a prompt of `K` words during the run")
 	fs.DurationVar(&cfg.InjectAfter, "inject-after", 2*time.Second, "when the extra request is sent, from the start")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "vary the prompts of -prompt-words and -inject-prompt-words with `S`, so that a run misses the previous runs' prompts in the server's prompt cache")
+	sweepTokens := fs.Int("sweep", 0, "instead of the load run, send prompts of exactly 1..`N` tokens one at a time (max_tokens 1) and report each pass's slowest request")
+	sweepPasses := fs.Int("sweep-passes", 2, "how many times -sweep runs; the worst ratio compares the first pass with the last")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *sweepTokens != 0 {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		res, err := Sweep(ctx, SweepConfig{URL: cfg.URL, MaxTokens: *sweepTokens, Passes: *sweepPasses, Model: cfg.Model, APIKey: cfg.APIKey})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(res)
+		}
+		writeSweep(w, &res)
+		return nil
 	}
 	if cfg.Timeout <= 0 {
 		return fmt.Errorf("-timeout %v: want a positive duration", cfg.Timeout)
