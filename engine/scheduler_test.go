@@ -499,8 +499,21 @@ func TestSchedulerSlowConsumer(t *testing.T) {
 // given by hand.
 func TestStepCost(t *testing.T) {
 	var c stepCost
+	if got := c.chunk(1.5); got != 0 {
+		t.Errorf("chunk before any step = %d, want 0 (a decode-only step measures the decode time first)", got)
+	}
+	c.observe(0, 100, 50*time.Millisecond) // a prompt-only step
+	if got := c.chunk(1.5); got != 0 {
+		t.Errorf("chunk before any decode-only step = %d, want 0", got)
+	}
+	c.observe(2, 0, 10*time.Millisecond)
+	if got := c.chunk(1.5); got != 10 {
+		t.Errorf("chunk(1.5) after one decode-only step of 10 ms, guessing 0.5 ms per row from the prompt-only step = %d, want 10", got)
+	}
+	c = stepCost{}
+	c.observe(2, 0, 10*time.Millisecond)
 	if got := c.chunk(1.5); got != minAutoChunk {
-		t.Errorf("chunk before any step = %d, want %d", got, minAutoChunk)
+		t.Errorf("chunk with no prompt rows seen = %d, want %d", got, minAutoChunk)
 	}
 	for range 50 {
 		c.observe(2, 0, 10*time.Millisecond)  // decode-only steps: 10 ms

@@ -513,13 +513,15 @@ func ewma(avg, v, w float64) float64 {
 }
 
 // chunk returns how many prompt rows keep a step within factor times a
-// decode-only step: 0 when the decode-only time is due for renewal
-// (refreshEvery).
+// decode-only step: 0 when the decode-only time is unknown (no decode-only
+// step yet: on a server that starts under load, prompts keep arriving and
+// one would otherwise never come, leaving every chunk at its minimum) or
+// due for renewal (refreshEvery).
 func (c *stepCost) chunk(factor float64) int {
-	if c.mixed >= refreshEvery {
+	if c.decode == 0 || c.mixed >= refreshEvery {
 		return 0
 	}
-	if c.decode == 0 || c.row == 0 {
+	if c.row == 0 {
 		return minAutoChunk
 	}
 	return max(minAutoChunk, int((factor-1)*c.decode/c.row))
