@@ -170,7 +170,8 @@ func (f toolFamily) triggers() []string {
 }
 
 // mayStart reports whether text (the output so far) is or may become the
-// start of a tool call, so streaming holds it back.
+// start of a tool call, so streaming holds it back. A Functionary v3.2
+// answer is held whole: even its content starts with a recipient line.
 func (f toolFamily) mayStart(text string) bool {
 	if f == familyFunctionaryV32 || mayStartToolCall(text) {
 		return true
