@@ -298,11 +298,10 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 	}
 	fast := newChunkBuf(id, "chat.completion.chunk", created, s.info.Name)
 	u := usage{PromptTokens: len(pc.prompt)}
-	// Each candidate holds back text that may be a tool call, with the
-	// logprobs of its tokens.
-	holds := make([]*toolHold, req.n)
-	for j := range holds {
-		holds[j] = newToolHold(pc, pc.forced)
+	// Each candidate's answer is parsed as it streams (chatstream.go).
+	streams := make([]*answerStream, req.n)
+	for j := range streams {
+		streams[j] = newAnswerStream(req, pc)
 	}
 	sendText := func(j int, text []byte, lps []tokenLogprob) error {
 		if req.logprobs {
@@ -318,87 +317,28 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		}
 		return err
 	}
-	// A Harmony answer (gpt-oss) streams its reasoning and content as the
-	// parser separates them; its calls go out at the end. A forced call is
-	// held whole instead, as in other families.
-	var harmony []*harmonyStream
-	if pc.tmpl.family == familyHarmony && !pc.forced {
-		harmony = make([]*harmonyStream, req.n)
-		for j := range harmony {
-			harmony[j] = newHarmonyStream(req, pc)
-		}
-	}
-	// A thinking model's reasoning streams as reasoning_content as the
-	// parser separates it (reasoning.go); the content after it goes on
-	// through the tool hold.
-	var thinks []*thinkStream
-	if harmony == nil && pc.reasoning.on() {
-		thinks = make([]*thinkStream, req.n)
-		for j := range thinks {
-			thinks[j] = &thinkStream{p: pc.reasoning.parser()}
-		}
-	}
-	// sendThink sends a thinking candidate's new reasoning and passes its
-	// new content to the hold; the logprobs of the tokens behind them go
-	// with the first chunk sent.
-	sendThink := func(j int, h *thinkStream) error {
-		if len(h.reasoning) > 0 {
-			t := string(h.reasoning)
-			if err := send(chatChunkChoice{Index: j, Delta: chatDelta{ReasoningContent: &t}, Logprobs: chatLP(req.logprobs, h.lps)}); err != nil {
-				return err
-			}
-			h.lps = nil
-		}
-		if len(h.content) == 0 {
-			return nil
-		}
-		text, lps, ok := holds[j].add(h.content, h.lps)
-		h.lps = nil
-		if !ok {
-			return nil
-		}
-		return sendText(j, text, lps)
-	}
-	// sendParts sends a Harmony candidate's new reasoning and content, the
-	// logprobs of the tokens behind them with the first.
-	sendParts := func(j int, h *harmonyStream) error {
-		for k, part := range [][]byte{h.reasoning, h.content} {
-			if len(part) == 0 {
+	// sendParts sends a candidate's parts: reasoning as reasoning_content,
+	// content as content, the logprobs of their tokens with them.
+	sendParts := func(j int, parts []streamPart) error {
+		for _, p := range parts {
+			if len(p.text) == 0 && len(p.lps) == 0 {
 				continue
 			}
-			t := string(part)
-			d := chatDelta{Content: &t}
-			if k == 0 {
-				d = chatDelta{ReasoningContent: &t}
+			if !p.reasoning {
+				if err := sendText(j, p.text, p.lps); err != nil {
+					return err
+				}
+				continue
 			}
-			if err := send(chatChunkChoice{Index: j, Delta: d, Logprobs: chatLP(req.logprobs, h.lps)}); err != nil {
+			t := string(p.text)
+			if err := send(chatChunkChoice{Index: j, Delta: chatDelta{ReasoningContent: &t}, Logprobs: chatLP(req.logprobs, p.lps)}); err != nil {
 				return err
 			}
-			h.lps = nil
 		}
 		return nil
 	}
 	onText := func(j int, text []byte, lps []tokenLogprob) error {
-		if harmony != nil {
-			h := harmony[j]
-			h.lps = append(h.lps, lps...)
-			h.reasoning, h.content = h.p.add(text, h.reasoning[:0], h.content[:0])
-			return sendParts(j, h)
-		}
-		if thinks != nil {
-			h := thinks[j]
-			h.lps = append(h.lps, lps...)
-			h.reasoning, h.content = h.p.add(text, h.reasoning[:0], h.content[:0])
-			if pc.reasoning.legacy {
-				h.content = append(h.content[:0], text...) // the content keeps the whole answer
-			}
-			return sendThink(j, h)
-		}
-		text, lps, send := holds[j].add(text, lps)
-		if !send {
-			return nil
-		}
-		return sendText(j, text, lps)
+		return sendParts(j, streams[j].add(text, lps))
 	}
 	// sendCalls sends a candidate's calls, each its header and then its
 	// arguments in fragments, as a model streams them.
@@ -427,43 +367,15 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 	for j, c := range cands {
 		u.CompletionTokens += c.tokens
 		finish := c.finish
-		if harmony != nil {
-			h := harmony[j]
-			var calls []toolCall
-			h.reasoning, h.content, calls = h.p.finish(h.reasoning[:0], h.content[:0])
-			if sendParts(j, h) != nil {
-				return u.CompletionTokens, 499
-			}
-			if len(calls) > 0 {
-				if !req.parallelCall {
-					calls = calls[:1]
-				}
-				finish = "tool_calls"
-				if sendCalls(j, calls, chatLP(req.logprobs, h.lps)) != nil {
-					return u.CompletionTokens, 499
-				}
-			}
-		} else if thinks != nil && thinkEnd(thinks[j], pc.reasoning.legacy, func(h *thinkStream) error { return sendThink(j, h) }) != nil {
+		end := streams[j].end()
+		if sendParts(j, end.parts) != nil {
 			return u.CompletionTokens, 499
 		}
-		if text, heldLPs, ok := holds[j].rest(); harmony == nil && ok {
-			// The logprobs of the held text go with its first chunk.
-			lps := chatLP(req.logprobs, heldLPs)
-			prefix, calls, cut := req.splitCalls(pc, text, pc.forced)
-			if len(calls) > 0 && !cut {
+		if len(end.calls) > 0 {
+			if !end.cut {
 				finish = "tool_calls"
 			}
-			if len(calls) > 0 {
-				if prefix != "" {
-					if send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &prefix}, Logprobs: lps}) != nil {
-						return u.CompletionTokens, 499
-					}
-					lps = nil
-				}
-				if sendCalls(j, calls, lps) != nil {
-					return u.CompletionTokens, 499
-				}
-			} else if send(chatChunkChoice{Index: j, Delta: chatDelta{Content: &prefix}, Logprobs: lps}) != nil {
+			if sendCalls(j, end.calls, chatLP(req.logprobs, end.callLPs)) != nil {
 				return u.CompletionTokens, 499
 			}
 		}
@@ -471,11 +383,8 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 			chunk.Timings = reqStatsOf(gctx).timings() // the final chunk carries the request's speed
 		}
 		var restLPs *chatLogprobs
-		if harmony != nil && len(harmony[j].lps) > 0 {
-			// Tokens that were only markup (headers, <|end|>).
-			restLPs = chatLP(req.logprobs, harmony[j].lps)
-		} else if thinks != nil && len(thinks[j].lps) > 0 {
-			restLPs = chatLP(req.logprobs, thinks[j].lps) // a marker's tokens
+		if len(end.restLPs) > 0 {
+			restLPs = chatLP(req.logprobs, end.restLPs) // tokens that were only markup
 		}
 		if send(chatChunkChoice{Index: j, Delta: chatDelta{}, Logprobs: restLPs, FinishReason: &finish}) != nil {
 			return u.CompletionTokens, 499
@@ -517,23 +426,4 @@ func fragments(s string, n int) []string {
 		out = append(out, s)
 	}
 	return out
-}
-
-// thinkStream is one streamed candidate's reasoning parser, with what it
-// gave out of the last text and the logprobs not yet sent.
-type thinkStream struct {
-	p                  *thinkParser
-	reasoning, content []byte
-	lps                []tokenLogprob
-}
-
-// thinkEnd ends a thinking candidate's stream: what the parser held goes
-// out through send (under deepseek-legacy the content was sent whole as
-// it came).
-func thinkEnd(h *thinkStream, legacy bool, send func(*thinkStream) error) error {
-	h.reasoning, h.content = h.p.finish(h.reasoning[:0], h.content[:0])
-	if legacy {
-		h.content = h.content[:0]
-	}
-	return send(h)
 }

@@ -132,9 +132,12 @@ func (p *harmonyParser) header() bool {
 	p.buf = append(p.buf[:0], p.buf[i+len("<|message|>"):]...)
 	p.inBody = true
 	p.kind, p.name, p.args = harmonyContent, "", p.args[:0]
+	// A header may name its channel twice ("<|channel|>commentary
+	// to=assistant<|channel|>analysis"): the last one counts, and a
+	// message to=assistant is the assistant's own.
 	channel := ""
-	if _, c, ok := strings.Cut(h, "<|channel|>"); ok {
-		channel, _, _ = strings.Cut(c, " ")
+	if i := strings.LastIndex(h, "<|channel|>"); i >= 0 {
+		channel, _, _ = strings.Cut(h[i+len("<|channel|>"):], " ")
 		channel, _, _ = strings.Cut(channel, "<")
 	}
 	if channel == "analysis" {
@@ -146,6 +149,9 @@ func (p *harmonyParser) header() bool {
 			end = len(r)
 		}
 		recipient := r[:end]
+		if recipient == "assistant" {
+			return true
+		}
 		p.kind = harmonyDrop
 		if name, ok := strings.CutPrefix(recipient, "functions."); ok && p.isKnown(name) {
 			p.kind, p.name = harmonyCall, name

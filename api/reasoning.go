@@ -40,10 +40,12 @@ var ReasoningFormats = []string{reasoningAuto, reasoningDeepSeek, reasoningLegac
 // thinkMarkers are the reasoning markers of the families that write them,
 // most specific first: a template that writes the end marker uses them.
 var thinkMarkers = [][2]string{
-	{"<seed:think>", "</seed:think>"}, // Seed-OSS
-	{"[THINK]", "[/THINK]"},           // Magistral
-	{"◁think▷", "◁/think▷"},           // Kimi VL thinking
-	{"<think>", "</think>"},           // Qwen3, DeepSeek R1, GLM, Granite, Hunyuan, ...
+	{"<seed:think>", "</seed:think>"},          // Seed-OSS
+	{"[THINK]", "[/THINK]"},                    // Magistral
+	{"◁think▷", "◁/think▷"},                    // Kimi VL thinking
+	{"<|START_THINKING|>", "<|END_THINKING|>"}, // Command R7B
+	{"<|inner_prefix|>", "<|inner_suffix|>"},   // Apertus
+	{"<think>", "</think>"},                    // Qwen3, DeepSeek R1, GLM, Granite, Hunyuan, ...
 }
 
 // thinkMarkersOf returns the reasoning markers of a thinking template's
@@ -62,7 +64,8 @@ func thinkMarkersOf(src string) (start, end string) {
 type reasoningSplit struct {
 	start, end string
 	forcedOpen bool
-	legacy     bool // deepseek-legacy: the content keeps the whole answer
+	legacy     bool     // deepseek-legacy: the content keeps the whole answer
+	calls      []string // the markers that start a tool call (toolFamily.markers)
 }
 
 // on reports whether answers are split.
@@ -78,7 +81,7 @@ func newReasoningSplit(t *chatTemplate, prompt, format string) reasoningSplit {
 	if end == "" {
 		return reasoningSplit{}
 	}
-	return reasoningSplit{start: start, end: end, legacy: format == reasoningLegacy,
+	return reasoningSplit{start: start, end: end, legacy: format == reasoningLegacy, calls: t.family.markers(),
 		forcedOpen: strings.HasSuffix(strings.TrimRight(prompt, " \t\r\n"), start)}
 }
 
@@ -98,7 +101,7 @@ func (r reasoningSplit) split(text string) (reasoning, content string) {
 
 // parser returns a streaming parser of one answer.
 func (r reasoningSplit) parser() *thinkParser {
-	p := &thinkParser{start: r.start, end: r.end}
+	p := &thinkParser{start: r.start, end: r.end, calls: r.calls}
 	if r.forcedOpen {
 		p.state = thinkIn
 	}
@@ -110,6 +113,7 @@ func (r reasoningSplit) parser() *thinkParser {
 // reference strips is held for the next call.
 type thinkParser struct {
 	start, end string
+	calls      []string // tool-call markers: one ends a reasoning never closed
 	state      int
 	buf        []byte // held text
 	said       bool   // some reasoning has been given out
@@ -117,10 +121,13 @@ type thinkParser struct {
 }
 
 // The parser's states: before the answer's first text (which may open the
-// reasoning), in the reasoning, in the content.
+// reasoning), in the reasoning, at a tool-call marker in the reasoning
+// (held: it is a call if the reasoning never closes, as the reference
+// takes it), in the content.
 const (
 	thinkBegin = iota
 	thinkIn
+	thinkCall
 	thinkOut
 )
 
@@ -146,20 +153,37 @@ func (p *thinkParser) add(text, reasoning, content []byte) ([]byte, []byte) {
 			if !p.said {
 				p.buf = bytes.TrimLeft(p.buf, " \t\r\n")
 			}
+			i := bytes.Index(p.buf, []byte(p.end))
+			if k := firstMarker(p.buf, p.calls); k >= 0 && (i < 0 || k < i) {
+				k = len(bytes.TrimRight(p.buf[:k], " \t\r\n"))
+				reasoning = p.give(reasoning, p.buf[:k])
+				p.buf = append(p.buf[:0], p.buf[k:]...)
+				p.state = thinkCall
+				continue
+			}
+			if i >= 0 {
+				reasoning = p.give(reasoning, bytes.TrimRight(p.buf[:i], " \t\r\n"))
+				p.buf = append(p.buf[:0], p.buf[i+len(p.end):]...)
+				p.state, p.trim = thinkOut, true
+				continue
+			}
+			// Keep what may start the end marker or a call, and trailing
+			// whitespace (stripped if the reasoning ends there).
+			keep := markerPrefixLen(p.buf, append([]string{p.end}, p.calls...))
+			body := p.buf[:len(p.buf)-keep]
+			ws := len(body) - len(bytes.TrimRight(body, " \t\r\n"))
+			keep += ws
+			reasoning = p.give(reasoning, p.buf[:len(p.buf)-keep])
+			p.buf = append(p.buf[:0], p.buf[len(p.buf)-keep:]...)
+			return reasoning, content
+		case thinkCall:
+			// The end marker after a call marker: the call was reasoning.
 			if i := bytes.Index(p.buf, []byte(p.end)); i >= 0 {
 				reasoning = p.give(reasoning, bytes.TrimRight(p.buf[:i], " \t\r\n"))
 				p.buf = append(p.buf[:0], p.buf[i+len(p.end):]...)
 				p.state, p.trim = thinkOut, true
 				continue
 			}
-			// Keep what may start the end marker, and trailing whitespace
-			// (stripped if the reasoning ends there).
-			keep := markerPrefixLen(p.buf, []string{p.end})
-			body := p.buf[:len(p.buf)-keep]
-			ws := len(body) - len(bytes.TrimRight(body, " \t\r\n"))
-			keep += ws
-			reasoning = p.give(reasoning, p.buf[:len(p.buf)-keep])
-			p.buf = append(p.buf[:0], p.buf[len(p.buf)-keep:]...)
 			return reasoning, content
 		default: // thinkOut
 			if p.trim {
@@ -177,6 +201,17 @@ func (p *thinkParser) add(text, reasoning, content []byte) ([]byte, []byte) {
 	}
 }
 
+// firstMarker returns where the first of markers starts in b, or -1.
+func firstMarker(b []byte, markers []string) int {
+	first := -1
+	for _, m := range markers {
+		if i := bytes.Index(b, []byte(m)); i >= 0 && (first < 0 || i < first) {
+			first = i
+		}
+	}
+	return first
+}
+
 // give appends b to reasoning, noting that reasoning has started.
 func (p *thinkParser) give(reasoning, b []byte) []byte {
 	if len(b) > 0 {
@@ -191,7 +226,7 @@ func (p *thinkParser) finish(reasoning, content []byte) ([]byte, []byte) {
 	switch p.state {
 	case thinkIn:
 		reasoning = p.give(reasoning, bytes.TrimRight(p.buf, " \t\r\n"))
-	case thinkBegin:
+	case thinkBegin, thinkCall:
 		content = append(content, p.buf...)
 	}
 	p.buf = p.buf[:0]

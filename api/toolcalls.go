@@ -25,7 +25,7 @@ func (req *chatRequest) splitCalls(pc *preparedChat, text string, forced bool) (
 	case forced:
 		return "", []toolCall{partialCall(text, req)}, true
 	}
-	return text, nil, false
+	return prefix, nil, false
 }
 
 // splitAnswer splits a finished candidate's text into its reasoning, its
@@ -61,14 +61,17 @@ func (req *chatRequest) splitAnswer(pc *preparedChat, text string) (reasoning, c
 }
 
 // toolHold holds back one candidate's streamed text, with the logprobs of
-// its tokens, while it may still be the start of a tool call, so that a
-// call is never streamed as content. Once the text cannot become a call
-// everything passes through; what is still held at the end is split by
-// splitCalls.
+// its tokens, while it may be a tool call, so that a call is never
+// streamed as content: at the answer's start while it may still become
+// a call (toolFamily.mayStart), and from a call marker of the family on
+// (toolFamily.markers) wherever it appears, the content before it
+// streaming as it comes; what is held at the end is split by splitCalls.
 type toolHold struct {
 	family  toolFamily
 	forced  bool // hold everything: the answer must be a call
-	holding bool
+	active  bool // tools are active: calls are looked for
+	started bool // some text has passed: the answer's start is behind
+	call    bool // a call marker was seen: everything from it on is held
 	text    strings.Builder
 	lps     []tokenLogprob
 }
@@ -76,34 +79,51 @@ type toolHold struct {
 // newToolHold returns the hold of a candidate of pc: it holds while pc's
 // tools are active; forced holds the whole answer.
 func newToolHold(pc *preparedChat, forced bool) *toolHold {
-	return &toolHold{family: pc.tmpl.family, forced: forced, holding: pc.toolsActive}
+	return &toolHold{family: pc.tmpl.family, forced: forced, active: pc.toolsActive}
 }
 
 // add takes the candidate's next text and logprobs and returns what to
-// send now; send is false when there is nothing. Held text is sent whole,
-// with its logprobs, as soon as it can no longer become a call.
+// send now; send is false when there is nothing. Held text is sent, with
+// the logprobs held so far, as soon as it can no longer start a call.
 func (h *toolHold) add(text []byte, lps []tokenLogprob) (out []byte, outLPs []tokenLogprob, send bool) {
-	if h.holding {
-		h.text.Write(text)
-		h.lps = append(h.lps, lps...)
-		if h.forced || h.family.mayStart(h.text.String()) {
-			return nil, nil, false
-		}
-		h.holding = false
-		out = []byte(h.text.String())
-		h.text.Reset()
-		outLPs, h.lps = h.lps, nil
-		return out, outLPs, true
+	if !h.active {
+		return text, lps, len(text) > 0 || len(lps) > 0
 	}
-	if len(text) == 0 && len(lps) == 0 {
+	h.text.Write(text)
+	h.lps = append(h.lps, lps...)
+	held := h.text.String()
+	if h.forced || h.call || !h.started && h.family.mayStart(held) {
 		return nil, nil, false
 	}
-	return text, lps, true
+	n := h.passable(held)
+	if n == 0 {
+		return nil, nil, false
+	}
+	h.started = true
+	h.text.Reset()
+	h.text.WriteString(held[n:])
+	outLPs, h.lps = h.lps, nil
+	return []byte(held[:n]), outLPs, true
+}
+
+// passable returns how much of held can no longer be part of a call: up
+// to the first call marker (noting that a call has started), or else all
+// but what may begin one; white space before either waits with it, since
+// the content before a call ends without it.
+func (h *toolHold) passable(held string) int {
+	markers := h.family.markers()
+	end := len(held)
+	if k := firstMarker([]byte(held), markers); k >= 0 {
+		h.call, end = true, k
+	} else {
+		end -= markerPrefixLen([]byte(held), markers)
+	}
+	return len(strings.TrimRight(held[:end], " \t\r\n"))
 }
 
 // rest returns what the hold still has once the candidate has finished:
 // the logprobs of the held tokens, and the held text when ok (some was
 // held, or the answer is forced) for splitCalls.
 func (h *toolHold) rest() (text string, lps []tokenLogprob, ok bool) {
-	return h.text.String(), h.lps, h.holding && (h.text.Len() > 0 || h.forced)
+	return h.text.String(), h.lps, h.active && (h.text.Len() > 0 || h.forced)
 }

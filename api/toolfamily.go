@@ -14,24 +14,34 @@ import (
 type toolFamily int
 
 const (
-	familyGeneric      toolFamily = iota // {"tool_call": {...}} (vkllm's own prompt)
-	familyHermes                         // Hermes 2/3, Qwen 2.5/3: <tool_call>{json}</tool_call>
-	familyQwen3Coder                     // <tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>
-	familyLlama3                         // Llama 3.x: {"name", "parameters"}, <|python_tag|>
-	familyMistral                        // [TOOL_CALLS][{...}] or [TOOL_CALLS]NAME[ARGS]{...}
-	familyDeepSeek                       // DeepSeek R1/V3/V3.1: <｜tool▁calls▁begin｜>...
-	familyHarmony                        // gpt-oss: <|channel|>commentary to=functions.NAME ... <|message|>{...}<|call|>
-	familyGLM                            // GLM 4.5+: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>
-	familyKimi                           // Kimi K2: <|tool_call_begin|>functions.NAME:i<|tool_call_argument_begin|>{...}<|tool_call_end|>
-	familyFunctionary                    // Functionary v3.1: <function=NAME>{...}</function>
-	familyCommandR7B                     // Command R7B: <|START_ACTION|>[{"tool_name", "parameters"}]<|END_ACTION|>
-	familyFirefunction                   // Firefunction v2: functools[{...}]
+	familyGeneric        toolFamily = iota // {"tool_call": {...}} (vkllm's own prompt)
+	familyHermes                           // Hermes 2/3, Qwen 2.5/3: <tool_call>{json}</tool_call>
+	familyQwen3Coder                       // <tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>
+	familyLlama3                           // Llama 3.x: {"name", "parameters"}, <|python_tag|>
+	familyMistral                          // [TOOL_CALLS][{...}] or [TOOL_CALLS]NAME[ARGS]{...}
+	familyDeepSeek                         // DeepSeek R1/V3/V3.1: <｜tool▁calls▁begin｜>...
+	familyHarmony                          // gpt-oss: <|channel|>commentary to=functions.NAME ... <|message|>{...}<|call|>
+	familyGLM                              // GLM 4.5+: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>
+	familyKimi                             // Kimi K2: <|tool_call_begin|>functions.NAME:i<|tool_call_argument_begin|>{...}<|tool_call_end|>
+	familyFunctionary                      // Functionary v3.1: <function=NAME>{...}</function>
+	familyCommandR7B                       // Command R7B: <|START_ACTION|>[{"tool_name", "parameters"}]<|END_ACTION|>
+	familyFirefunction                     // Firefunction v2: functools[{...}]
+	familySeedOSS                          // Seed-OSS: <seed:tool_call><function=NAME><parameter=K>V</parameter></function></seed:tool_call>
+	familyGranite                          // Granite 3.x: <|tool_call|>[{...}]
+	familyApertus                          // Apertus: <|tools_prefix|>[{"NAME": {...}}]<|tools_suffix|>
+	familyFunctionaryV32                   // Functionary v3.2: NAME\n{...}, >>>NAME\n{...}, all\ncontent
+	familyNemotron                         // Nemotron Nano v2: <TOOLCALL>[{...}]</TOOLCALL>
+	familyLFM2                             // LFM2: <|tool_call_start|>[NAME(k=v, ...)]<|tool_call_end|>
+	familyMiniMax                          // MiniMax-M2: <minimax:tool_call><invoke name="NAME"><parameter name="K">V</parameter></invoke>
+	familyDSML                             // DeepSeek V3.2/V4: <｜DSML｜function_calls><｜DSML｜invoke name="NAME">...
+	familyApriel                           // Apriel 1.5: <tool_calls>[{...}]</tool_calls>
 )
 
 // String names the family.
 func (f toolFamily) String() string {
 	return [...]string{"generic", "hermes", "qwen3-coder", "llama3", "mistral", "deepseek", "gpt-oss",
-		"glm", "kimi", "functionary", "command-r7b", "firefunction"}[f]
+		"glm", "kimi", "functionary", "command-r7b", "firefunction", "seed-oss", "granite", "apertus",
+		"functionary-v3.2", "nemotron", "lfm2", "minimax", "deepseek-dsml", "apriel"}[f]
 }
 
 // detectToolFamily reads the tool-call format from a template's source.
@@ -45,6 +55,24 @@ func detectToolFamily(src string) toolFamily {
 		return true
 	}
 	switch {
+	case has("｜DSML｜"):
+		return familyDSML
+	case has("<minimax:tool_call>"):
+		return familyMiniMax
+	case has("<seed:tool_call>"):
+		return familySeedOSS
+	case has("<|tool_call_start|>"):
+		return familyLFM2
+	case has("<|tools_prefix|>"):
+		return familyApertus
+	case has("<TOOLCALL>"):
+		return familyNemotron
+	case has("<|tool_call|>"):
+		return familyGranite
+	case has(">>>all"):
+		return familyFunctionaryV32
+	case has("<tool_calls>") && !has("<tool_call>"):
+		return familyApriel
 	case has("<|tool_calls_section_begin|>"):
 		return familyKimi
 	case has("tool▁calls▁begin"):
@@ -101,8 +129,26 @@ func (f toolFamily) constrainsAuto() bool {
 // triggers are the texts that start a call in the family's output.
 func (f toolFamily) triggers() []string {
 	switch f {
-	case familyHermes, familyQwen3Coder, familyGLM:
+	case familyHermes, familyGLM:
 		return []string{"<tool_call>"}
+	case familyQwen3Coder:
+		return []string{"<tool_call>", "<function="}
+	case familySeedOSS:
+		return []string{"<seed:tool_call>"}
+	case familyGranite:
+		return []string{"<|tool_call|>"}
+	case familyApertus:
+		return []string{"<|tools_prefix|>"}
+	case familyNemotron:
+		return []string{"<TOOLCALL>"}
+	case familyLFM2:
+		return []string{"<|tool_call_start|>"}
+	case familyMiniMax:
+		return []string{"<minimax:tool_call>"}
+	case familyDSML:
+		return []string{"<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"}
+	case familyApriel:
+		return []string{"<tool_calls>"}
 	case familyMistral:
 		return []string{"[TOOL_CALLS]"}
 	case familyDeepSeek:
@@ -124,9 +170,10 @@ func (f toolFamily) triggers() []string {
 }
 
 // mayStart reports whether text (the output so far) is or may become the
-// start of a tool call, so streaming holds it back.
+// start of a tool call, so streaming holds it back. A Functionary v3.2
+// answer is held whole: even its content starts with a recipient line.
 func (f toolFamily) mayStart(text string) bool {
-	if mayStartToolCall(text) {
+	if f == familyFunctionaryV32 || mayStartToolCall(text) {
 		return true
 	}
 	t := strings.TrimLeft(text, " \t\r\n")
@@ -136,6 +183,22 @@ func (f toolFamily) mayStart(text string) bool {
 		}
 	}
 	return false
+}
+
+// markers are the triggers that start a call wherever they appear in the
+// output (not only at its start): text before them streams as content,
+// and in a reasoning left open they end the reasoning (reasoning.go).
+func (f toolFamily) markers() []string {
+	if f == familyHarmony || f == familyFunctionaryV32 {
+		return nil
+	}
+	var out []string
+	for _, t := range f.triggers() {
+		if t != "{" {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // parse extracts tool calls from generated text in the family's format,
@@ -162,7 +225,7 @@ func (f toolFamily) parse(text string, known []tool) (string, []toolCall) {
 	case familyGLM:
 		prefix, calls, ok = parseGLM(text)
 	case familyQwen3Coder:
-		prefix, calls, ok = parseQwen3Coder(text)
+		prefix, calls, ok = parseXMLFunctions(text, "<tool_call>", true, known)
 	case familyKimi:
 		prefix, calls, ok = parseKimi(text)
 	case familyFunctionary:
@@ -176,6 +239,24 @@ func (f toolFamily) parse(text string, known []tool) (string, []toolCall) {
 		}
 	case familyMistral:
 		prefix, calls, ok = parseMistralArgs(text)
+	case familySeedOSS:
+		prefix, calls, ok = parseXMLFunctions(text, "<seed:tool_call>", false, known)
+	case familyGranite:
+		prefix, calls, ok = parseJSONList(text, "<|tool_call|>", "")
+	case familyApertus:
+		prefix, calls, ok = parseApertus(text)
+	case familyFunctionaryV32:
+		prefix, calls, ok = parseFunctionaryV32(text)
+	case familyNemotron:
+		prefix, calls, ok = parseJSONList(text, "<TOOLCALL>", "</TOOLCALL>")
+	case familyApriel:
+		prefix, calls, ok = parseJSONList(text, "<tool_calls>", "</tool_calls>")
+	case familyLFM2:
+		prefix, calls, ok = parseLFM2(text)
+	case familyMiniMax:
+		prefix, calls, ok = parseInvokes(text, []string{"<minimax:tool_call>"}, "", known)
+	case familyDSML:
+		prefix, calls, ok = parseInvokes(text, []string{"<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"}, "｜DSML｜", known)
 	}
 	if ok {
 		for _, c := range calls {
@@ -272,11 +353,10 @@ func blockCalls(text string, starts []string, open, close string, decode func(bo
 }
 
 // argValue turns a GLM/Qwen3-Coder argument value into JSON: JSON values
-// as they are, other text as a string.
+// as they are, other text as a string, as written.
 func argValue(v string) json.RawMessage {
-	v = strings.TrimSpace(v)
-	if json.Valid([]byte(v)) {
-		return json.RawMessage(v)
+	if t := strings.TrimSpace(v); json.Valid([]byte(t)) {
+		return json.RawMessage(t)
 	}
 	b, _ := json.Marshal(v)
 	return b
@@ -319,82 +399,42 @@ func parseGLM(text string) (string, []toolCall, bool) {
 				return "", "", false
 			}
 			args = args[e2:]
-			keys, vals = append(keys, strings.TrimSpace(k)), append(vals, argValue(v))
+			keys, vals = append(keys, strings.TrimSpace(k)), append(vals, argValue(strings.TrimSpace(v)))
 		}
 		return name, objectJSON(keys, vals), true
 	})
 }
 
-func parseQwen3Coder(text string) (string, []toolCall, bool) {
-	start := strings.Index(text, "<tool_call>")
-	if start < 0 || !strings.Contains(text[start:], "<function=") {
+// parseKimi reads Kimi K2 calls: each call runs from <|tool_call_begin|>
+// to <|tool_call_end|>, or to the next call or the end of the text when
+// the model leaves the end markers out.
+func parseKimi(text string) (string, []toolCall, bool) {
+	start := strings.Index(text, "<|tool_calls_section_begin|>")
+	if j := strings.Index(text, "<|tool_call_begin|>"); start < 0 || j >= 0 && j < start {
+		start = j
+	}
+	if start < 0 {
 		return "", nil, false
 	}
 	var calls []toolCall
-	rest := text[start:]
-	for {
-		i := strings.Index(rest, "<function=")
-		if i < 0 {
-			break
-		}
-		rest = rest[i+len("<function="):]
-		j := strings.IndexByte(rest, '>')
-		if j < 0 {
+	for _, body := range strings.Split(text[start:], "<|tool_call_begin|>")[1:] {
+		body, _, _ = strings.Cut(body, "<|tool_call_end|>")
+		body, _, _ = strings.Cut(body, "<|tool_calls_section_end|>")
+		id, args, found := strings.Cut(body, "<|tool_call_argument_begin|>")
+		if !found {
 			return "", nil, false
 		}
-		name := rest[:j]
-		body := rest[j+1:]
-		if k := strings.Index(body, "</function>"); k >= 0 {
-			body, rest = body[:k], body[k+len("</function>"):]
-		} else {
-			rest = ""
+		name := strings.TrimPrefix(strings.TrimSpace(id), "functions.")
+		if k := strings.LastIndexByte(name, ':'); k >= 0 {
+			name = name[:k]
 		}
-		var keys []string
-		var vals []json.RawMessage
-		for {
-			p := strings.Index(body, "<parameter=")
-			if p < 0 {
-				break
-			}
-			body = body[p+len("<parameter="):]
-			q := strings.IndexByte(body, '>')
-			if q < 0 {
-				return "", nil, false
-			}
-			key := body[:q]
-			body = body[q+1:]
-			val := body
-			if e := strings.Index(body, "</parameter>"); e >= 0 {
-				val, body = body[:e], body[e+len("</parameter>"):]
-			} else {
-				body = ""
-			}
-			val = strings.TrimPrefix(strings.TrimSuffix(val, "\n"), "\n")
-			keys, vals = append(keys, key), append(vals, argValue(val))
-		}
-		c, ok := newCall(name, objectJSON(keys, vals))
+		c, ok := newCall(name, args)
 		if !ok {
 			return "", nil, false
 		}
 		calls = append(calls, c)
 	}
 	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
-}
-
-func parseKimi(text string) (string, []toolCall, bool) {
-	return blockCalls(text, []string{"<|tool_calls_section_begin|>", "<|tool_call_begin|>"}, "<|tool_call_begin|>", "<|tool_call_end|>",
-		func(body string) (string, string, bool) {
-			id, args, found := strings.Cut(body, "<|tool_call_argument_begin|>")
-			if !found {
-				return "", "", false
-			}
-			name := strings.TrimSpace(id)
-			name = strings.TrimPrefix(name, "functions.")
-			if k := strings.LastIndexByte(name, ':'); k >= 0 {
-				name = name[:k]
-			}
-			return name, args, true
-		})
 }
 
 func parseFunctionary(text string) (string, []toolCall, bool) {
@@ -477,6 +517,8 @@ func parseMistralArgs(text string) (string, []toolCall, bool) {
 		if !ok {
 			return "", nil, false
 		}
+		name, _, _ = strings.Cut(name, "[CALL_ID]") // Mistral Small 3.2 writes the call's id
+
 		dec := json.NewDecoder(strings.NewReader(after))
 		var raw json.RawMessage
 		if dec.Decode(&raw) != nil {

@@ -45,6 +45,7 @@ func TestToolFamilyParse(t *testing.T) {
 		{"unknown function is content", familyKimi, "<|tool_call_begin|>functions.nope:0<|tool_call_argument_begin|>{}<|tool_call_end|>",
 			"<|tool_call_begin|>functions.nope:0<|tool_call_argument_begin|>{}<|tool_call_end|>", nil},
 		{"plain text", familyGLM, "Just an answer.", "Just an answer.", nil},
+		{"granite", familyGranite, `Sure.<|tool_call|>[{"name": "add", "arguments": {"a": 1}}]`, "Sure.", []call{{"add", `{"a":1}`}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,6 +82,15 @@ func TestDetectToolFamily(t *testing.T) {
 		{"functools[", familyFirefunction},
 		{"<function={{ n }}>", familyFunctionary},
 		{"<|python_tag|>", familyLlama3},
+		{"<seed:tool_call>\n<function={{ name }}>", familySeedOSS},
+		{"<|tool_call|>{{ tool_calls|tojson }}", familyGranite},
+		{"<|tools_prefix|>[{{ calls }}]<|tools_suffix|>", familyApertus},
+		{">>>all\n{{ content }}", familyFunctionaryV32},
+		{"<TOOLCALL>{{ calls }}</TOOLCALL>", familyNemotron},
+		{"<|tool_call_start|>[{{ calls }}]<|tool_call_end|>", familyLFM2},
+		{"<minimax:tool_call>\n<invoke name=", familyMiniMax},
+		{"<｜DSML｜function_calls>", familyDSML},
+		{"<tool_calls>{{ calls }}</tool_calls>", familyApriel},
 		{"{{ messages }}", familyGeneric},
 	}
 	for _, c := range cases {

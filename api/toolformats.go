@@ -1,0 +1,448 @@
+package api
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Parsers of the tool-call formats that write arguments other than as one
+// JSON object per call (XML-like tags, Python calls), and of the JSON
+// lists some families wrap in their own markers.
+
+// paramType returns the JSON Schema type the tool named name declares for
+// its parameter key ("" when it declares none, or a list of types).
+func paramType(known []tool, name, key string) string {
+	for _, t := range known {
+		if t.name != name || t.parameters == nil {
+			continue
+		}
+		var schema struct {
+			Properties map[string]struct {
+				Type any `json:"type"`
+			} `json:"properties"`
+		}
+		if json.Unmarshal(t.parameters, &schema) != nil {
+			return ""
+		}
+		s, _ := schema.Properties[key].Type.(string)
+		return s
+	}
+	return ""
+}
+
+// typedValue turns an argument written as bare text into JSON: text as
+// it is where the tool's schema says the parameter is a string, otherwise
+// JSON values as they are and other text as a string (argValue).
+func typedValue(known []tool, name, key, v string) json.RawMessage {
+	if paramType(known, name, key) == "string" {
+		b, _ := json.Marshal(v)
+		return b
+	}
+	return argValue(v)
+}
+
+// parseXMLFunctions reads calls written as
+// <function=NAME><parameter=K>V</parameter></function>, each in the
+// family's wrapper (<tool_call> for Qwen3-Coder, <seed:tool_call> for
+// Seed-OSS), the first one's opening wrapper optional. With trimNL, one
+// newline on each side of a value is the format's and not the value's.
+func parseXMLFunctions(text, wrapper string, trimNL bool, known []tool) (string, []toolCall, bool) {
+	start := strings.Index(text, "<function=")
+	if start < 0 {
+		return "", nil, false
+	}
+	if w := strings.Index(text, wrapper); w >= 0 && w < start {
+		start = w
+	}
+	var calls []toolCall
+	rest := text[start:]
+	for {
+		i := strings.Index(rest, "<function=")
+		if i < 0 {
+			break
+		}
+		rest = rest[i+len("<function="):]
+		name, body, ok := strings.Cut(rest, ">")
+		if !ok {
+			return "", nil, false
+		}
+		body, rest, _ = strings.Cut(body, "</function>")
+		var keys []string
+		var vals []json.RawMessage
+		for {
+			_, after, found := strings.Cut(body, "<parameter=")
+			if !found {
+				break
+			}
+			key, val, ok := strings.Cut(after, ">")
+			if !ok {
+				return "", nil, false
+			}
+			val, body, _ = strings.Cut(val, "</parameter>")
+			if trimNL {
+				val = strings.TrimSuffix(strings.TrimPrefix(val, "\n"), "\n")
+			}
+			keys, vals = append(keys, key), append(vals, typedValue(known, name, key, val))
+		}
+		c, ok := newCall(name, objectJSON(keys, vals))
+		if !ok {
+			return "", nil, false
+		}
+		calls = append(calls, c)
+	}
+	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+}
+
+// parseInvokes reads calls written as <invoke name="NAME"><parameter
+// name="K">V</parameter></invoke> after one of starts, the tags under
+// prefix (MiniMax-M2: none; DeepSeek V3.2 DSML: "｜DSML｜"). A parameter's
+// string="true" makes its value a string, string="false" JSON; without
+// it the value is typed as the tool's schema says.
+func parseInvokes(text string, starts []string, prefix string, known []tool) (string, []toolCall, bool) {
+	start := -1
+	for _, m := range starts {
+		if i := strings.Index(text, m); i >= 0 && (start < 0 || i < start) {
+			start = i
+		}
+	}
+	if start < 0 {
+		return "", nil, false
+	}
+	invoke, param := "<"+prefix+"invoke name=\"", "<"+prefix+"parameter name=\""
+	var calls []toolCall
+	for _, body := range strings.Split(text[start:], invoke)[1:] {
+		body, _, _ = strings.Cut(body, "</"+prefix+"invoke>")
+		name, body, ok := strings.Cut(body, "\">")
+		if !ok {
+			return "", nil, false
+		}
+		var keys []string
+		var vals []json.RawMessage
+		for _, p := range strings.Split(body, param)[1:] {
+			head, val, ok := strings.Cut(p, ">")
+			if !ok {
+				return "", nil, false
+			}
+			val, _, _ = strings.Cut(val, "</"+prefix+"parameter>")
+			key, attrs, _ := strings.Cut(head, "\"")
+			var v json.RawMessage
+			switch {
+			case strings.Contains(attrs, `string="true"`):
+				v, _ = json.Marshal(val)
+			case strings.Contains(attrs, `string="false"`):
+				v = argValue(val)
+			default:
+				v = typedValue(known, name, key, val)
+			}
+			keys, vals = append(keys, key), append(vals, v)
+		}
+		c, ok := newCall(name, objectJSON(keys, vals))
+		if !ok {
+			return "", nil, false
+		}
+		calls = append(calls, c)
+	}
+	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+}
+
+// parseJSONList reads a JSON list of {"name", "arguments"} objects after
+// open (and before close, when the family writes one).
+func parseJSONList(text, open, close string) (string, []toolCall, bool) {
+	start := strings.Index(text, open)
+	if start < 0 {
+		return "", nil, false
+	}
+	body := text[start+len(open):]
+	if close != "" {
+		body, _, _ = strings.Cut(body, close)
+	}
+	var items []json.RawMessage
+	if json.NewDecoder(strings.NewReader(body)).Decode(&items) != nil {
+		return "", nil, false
+	}
+	var calls []toolCall
+	for _, it := range items {
+		c, ok := callFromJSON(it)
+		if !ok {
+			return "", nil, false
+		}
+		calls = append(calls, c)
+	}
+	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+}
+
+// parseApertus reads Apertus calls, a JSON list of {"NAME": {args}}
+// between <|tools_prefix|> and <|tools_suffix|>.
+func parseApertus(text string) (string, []toolCall, bool) {
+	start := strings.Index(text, "<|tools_prefix|>")
+	if start < 0 {
+		return "", nil, false
+	}
+	body, _, _ := strings.Cut(text[start+len("<|tools_prefix|>"):], "<|tools_suffix|>")
+	var items []map[string]json.RawMessage
+	if json.Unmarshal([]byte(strings.TrimSpace(body)), &items) != nil {
+		return "", nil, false
+	}
+	var calls []toolCall
+	for _, it := range items {
+		if len(it) != 1 {
+			return "", nil, false
+		}
+		for name, args := range it {
+			c, ok := newCall(name, string(args))
+			if !ok {
+				return "", nil, false
+			}
+			calls = append(calls, c)
+		}
+	}
+	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+}
+
+// parseFunctionaryV32 reads a Functionary v3.2 answer: messages each
+// headed by its recipient's line, separated by ">>>" (the prompt writes
+// the first one's): "all" heads content, a function name that function's
+// JSON arguments (python takes its code as it is). An answer in that
+// form is parsed even when it holds no call, its content freed of the
+// headers.
+func parseFunctionaryV32(text string) (string, []toolCall, bool) {
+	var content strings.Builder
+	var calls []toolCall
+	for _, msg := range strings.Split(strings.TrimPrefix(text, ">>>"), ">>>") {
+		recipient, body, found := strings.Cut(msg, "\n")
+		recipient = strings.TrimSpace(recipient)
+		switch {
+		case !found || recipient == "":
+			return "", nil, false
+		case recipient == "all":
+			content.WriteString(body)
+			continue
+		case recipient == "python" && !json.Valid([]byte(strings.TrimSpace(body))):
+			code, _ := json.Marshal(map[string]string{"code": body})
+			body = string(code)
+		}
+		c, ok := newCall(recipient, body)
+		if !ok {
+			return "", nil, false
+		}
+		calls = append(calls, c)
+	}
+	return content.String(), calls, true
+}
+
+// parseLFM2 reads LFM2 calls, a Python list of calls
+// [NAME(k=v, ...), ...] between <|tool_call_start|> and <|tool_call_end|>,
+// the values Python literals.
+func parseLFM2(text string) (string, []toolCall, bool) {
+	start := strings.Index(text, "<|tool_call_start|>")
+	if start < 0 {
+		return "", nil, false
+	}
+	body, _, _ := strings.Cut(text[start+len("<|tool_call_start|>"):], "<|tool_call_end|>")
+	p := &pyParser{s: strings.TrimSpace(body)}
+	calls, ok := p.calls()
+	if !ok {
+		return "", nil, false
+	}
+	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+}
+
+// pyParser reads Python call lists and literals, writing the literals as
+// JSON.
+type pyParser struct {
+	s string
+	i int
+}
+
+// skip passes white space.
+func (p *pyParser) skip() {
+	for p.i < len(p.s) && strings.ContainsRune(" \t\r\n", rune(p.s[p.i])) {
+		p.i++
+	}
+}
+
+// eat passes c (after white space) and reports whether it was there.
+func (p *pyParser) eat(c byte) bool {
+	p.skip()
+	if p.i < len(p.s) && p.s[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// ident reads a (dotted) name.
+func (p *pyParser) ident() string {
+	p.skip()
+	j := p.i
+	for p.i < len(p.s) {
+		r := rune(p.s[p.i])
+		if r != '_' && r != '.' && !unicode.IsLetter(r) && !unicode.IsDigit(r) && r < 0x80 {
+			break
+		}
+		p.i++
+	}
+	return p.s[j:p.i]
+}
+
+// calls reads [NAME(k=v, ...), ...] to the end of the text.
+func (p *pyParser) calls() ([]toolCall, bool) {
+	if !p.eat('[') {
+		return nil, false
+	}
+	var calls []toolCall
+	for !p.eat(']') {
+		if len(calls) > 0 && !p.eat(',') {
+			return nil, false
+		}
+		name := p.ident()
+		if name == "" || !p.eat('(') {
+			return nil, false
+		}
+		var keys []string
+		var vals []json.RawMessage
+		for !p.eat(')') {
+			if len(keys) > 0 && !p.eat(',') {
+				return nil, false
+			}
+			key := p.ident()
+			if key == "" || !p.eat('=') {
+				return nil, false
+			}
+			v, ok := p.value()
+			if !ok {
+				return nil, false
+			}
+			keys, vals = append(keys, key), append(vals, v)
+		}
+		c, ok := newCall(name, objectJSON(keys, vals))
+		if !ok {
+			return nil, false
+		}
+		calls = append(calls, c)
+	}
+	p.skip()
+	return calls, p.i == len(p.s)
+}
+
+// value reads a Python (or JSON) literal: a string, number, True, False,
+// None, list or dict.
+func (p *pyParser) value() (json.RawMessage, bool) {
+	p.skip()
+	if p.i >= len(p.s) {
+		return nil, false
+	}
+	switch c := p.s[p.i]; {
+	case c == '"' || c == '\'':
+		s, ok := p.str(c)
+		if !ok {
+			return nil, false
+		}
+		b, _ := json.Marshal(s)
+		return b, true
+	case c == '[':
+		return p.list()
+	case c == '{':
+		return p.dict()
+	}
+	word := p.ident()
+	if word == "" { // a number that starts with a sign
+		j := p.i
+		for p.i < len(p.s) && strings.ContainsRune("+-", rune(p.s[p.i])) {
+			p.i++
+		}
+		word = p.s[j:p.i] + p.ident()
+	}
+	switch word {
+	case "True", "true":
+		return json.RawMessage("true"), true
+	case "False", "false":
+		return json.RawMessage("false"), true
+	case "None", "null":
+		return json.RawMessage("null"), true
+	}
+	if _, err := strconv.ParseFloat(word, 64); err != nil {
+		return nil, false
+	}
+	return json.RawMessage(word), true
+}
+
+// str reads a string literal quoted by q, decoding its escapes.
+func (p *pyParser) str(q byte) (string, bool) {
+	var b strings.Builder
+	for p.i++; p.i < len(p.s); p.i++ {
+		c := p.s[p.i]
+		switch {
+		case c == q:
+			p.i++
+			return b.String(), true
+		case c == '\\' && p.i+1 < len(p.s):
+			p.i++
+			switch e := p.s[p.i]; e {
+			case 'n':
+				b.WriteByte('\n')
+			case 't':
+				b.WriteByte('\t')
+			case 'r':
+				b.WriteByte('\r')
+			default:
+				b.WriteByte(e)
+			}
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", false
+}
+
+// list reads [v, ...].
+func (p *pyParser) list() (json.RawMessage, bool) {
+	p.i++
+	var items []json.RawMessage
+	for !p.eat(']') {
+		if len(items) > 0 && !p.eat(',') {
+			return nil, false
+		}
+		if p.eat(']') { // a trailing comma
+			break
+		}
+		v, ok := p.value()
+		if !ok {
+			return nil, false
+		}
+		items = append(items, v)
+	}
+	b, _ := json.Marshal(items)
+	if items == nil {
+		b = []byte("[]")
+	}
+	return b, true
+}
+
+// dict reads {k: v, ...}, its keys string literals.
+func (p *pyParser) dict() (json.RawMessage, bool) {
+	p.i++
+	var keys []string
+	var vals []json.RawMessage
+	for !p.eat('}') {
+		if len(keys) > 0 && !p.eat(',') {
+			return nil, false
+		}
+		p.skip()
+		if p.i >= len(p.s) || p.s[p.i] != '"' && p.s[p.i] != '\'' {
+			return nil, false
+		}
+		k, ok := p.str(p.s[p.i])
+		if !ok || !p.eat(':') {
+			return nil, false
+		}
+		v, ok := p.value()
+		if !ok {
+			return nil, false
+		}
+		keys, vals = append(keys, k), append(vals, v)
+	}
+	return json.RawMessage(objectJSON(keys, vals)), true
+}
