@@ -890,11 +890,13 @@ func contains(haystack, needle any) (bool, error) {
 
 // getAttr is obj.name: an item of a dict or namespace, a method of a
 // string, list or dict, a field of loop; Undefined when there is none, and
-// an error on Undefined itself (as Jinja2).
+// Undefined again on Undefined itself (the reference's engine returns
+// undefined for a member of undefined where Jinja2 raises: a macro called
+// without an argument it reads, message.tool_calls, renders).
 func (r *renderer) getAttr(pos int, obj any, name string) (any, error) {
 	switch o := obj.(type) {
 	case Undefined:
-		return nil, r.errorf(pos, "'%s' is undefined (reading its attribute '%s')", o.Name, name)
+		return Undefined{Name: o.Name + "." + name}, nil
 	case *Dict:
 		if v, ok := o.Get(name); ok {
 			return v, nil
@@ -919,8 +921,8 @@ func (r *renderer) getAttr(pos int, obj any, name string) (any, error) {
 // getItem is obj[k].
 func (r *renderer) getItem(pos int, obj, k any) (any, error) {
 	switch o := obj.(type) {
-	case Undefined:
-		return nil, r.errorf(pos, "'%s' is undefined (reading its item %s)", o.Name, repr(k))
+	case Undefined: // as getAttr: undefined, as the reference's engine
+		return Undefined{Name: o.Name + "[" + repr(k) + "]"}, nil
 	case *Dict:
 		if hashable(k) {
 			if v, ok := o.Get(k); ok {
