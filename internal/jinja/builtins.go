@@ -131,7 +131,7 @@ func builtinRaise(r *renderer, pos int, args []any, kwargs []kwValue) (any, erro
 	if len(args) > 0 {
 		msg = str(args[0])
 	}
-	line, col := position(r.t.src, pos)
+	line, col := position(r.t.text, pos)
 	return nil, &RaiseError{Msg: msg, Line: line, Col: col}
 }
 

@@ -12,24 +12,40 @@ import (
 // Template is a parsed template. It is immutable: Render may be called
 // from several goroutines at once.
 type Template struct {
-	src  string
+	src  string // as Parse was given it
+	text string // src with its newlines normalized: what positions count in
 	body []node
 }
 
 // Parse parses a Jinja template with Hugging Face's settings (trim_blocks
 // and lstrip_blocks on). A syntax error is an *Error with its line and
-// column.
+// column. As the reference's lexer (and Jinja2's), it reads "\r\n" and
+// "\r" as "\n" and drops one trailing newline of the source.
 func Parse(src string) (*Template, error) {
-	toks, err := lex(src)
+	text := normalizeNewlines(src)
+	toks, err := lex(text)
 	if err != nil {
 		return nil, err
 	}
-	p := &parser{src: src, toks: toks}
+	p := &parser{src: text, toks: toks}
 	body, _, err := p.parseBody(token{})
 	if err != nil {
 		return nil, err
 	}
-	return &Template{src: src, body: body}, nil
+	return &Template{src: src, text: text, body: body}, nil
+}
+
+// normalizeNewlines is src with "\r\n" and "\r" read as "\n", less one
+// trailing newline when src ends with "\n" (keep_trailing_newline off).
+func normalizeNewlines(src string) string {
+	text := src
+	if strings.Contains(text, "\r") {
+		text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
+	}
+	if strings.HasSuffix(src, "\n") {
+		text = text[:len(text)-1]
+	}
+	return text
 }
 
 // Source returns the template text Parse was given.
@@ -168,11 +184,11 @@ func (r *renderer) errAt(pos int, err error) error {
 	if errors.As(err, &e) || errors.As(err, &re) || errors.As(err, &le) || err == errBreak || err == errContinue {
 		return err
 	}
-	return errAt(r.t.src, pos, err.Error())
+	return errAt(r.t.text, pos, err.Error())
 }
 
 func (r *renderer) errorf(pos int, format string, args ...any) error {
-	return errAt(r.t.src, pos, fmt.Sprintf(format, args...))
+	return errAt(r.t.text, pos, fmt.Sprintf(format, args...))
 }
 
 func (r *renderer) exec(body []node, sc *scope) error {
@@ -890,11 +906,13 @@ func contains(haystack, needle any) (bool, error) {
 
 // getAttr is obj.name: an item of a dict or namespace, a method of a
 // string, list or dict, a field of loop; Undefined when there is none, and
-// an error on Undefined itself (as Jinja2).
+// Undefined again on Undefined itself (the reference's engine returns
+// undefined for a member of undefined where Jinja2 raises: a macro called
+// without an argument it reads, message.tool_calls, renders).
 func (r *renderer) getAttr(pos int, obj any, name string) (any, error) {
 	switch o := obj.(type) {
 	case Undefined:
-		return nil, r.errorf(pos, "'%s' is undefined (reading its attribute '%s')", o.Name, name)
+		return Undefined{Name: o.Name + "." + name}, nil
 	case *Dict:
 		if v, ok := o.Get(name); ok {
 			return v, nil
@@ -919,8 +937,8 @@ func (r *renderer) getAttr(pos int, obj any, name string) (any, error) {
 // getItem is obj[k].
 func (r *renderer) getItem(pos int, obj, k any) (any, error) {
 	switch o := obj.(type) {
-	case Undefined:
-		return nil, r.errorf(pos, "'%s' is undefined (reading its item %s)", o.Name, repr(k))
+	case Undefined: // as getAttr: undefined, as the reference's engine
+		return Undefined{Name: o.Name + "[" + repr(k) + "]"}, nil
 	case *Dict:
 		if hashable(k) {
 			if v, ok := o.Get(k); ok {
