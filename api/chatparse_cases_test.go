@@ -24,7 +24,7 @@ import (
 // cut-off call that vkllm's streaming never shows, its json_schema,
 // continuation (continue_final_message) and reconstruction checks, which
 // test prompts rather than parsing, and the templates whose formats no
-// family here parses (Gemma 4, Kimi K3, MiniMax-M3, Muse Glimmer, LLM-jp,
+// family here parses (Kimi K3, MiniMax-M3, Muse Glimmer, LLM-jp,
 // GigaChat, MiniCPM5, Cohere2 MoE, Command R+, Apriel 1.6).
 
 // refCall is an expected call: its name and its arguments as JSON.
@@ -48,6 +48,7 @@ var (
 	thinkMagi  = [2]string{"[THINK]", "[/THINK]"}
 	thinkSeed  = [2]string{"<seed:think>", "</seed:think>"}
 	thinkR7B   = [2]string{"<|START_THINKING|>", "<|END_THINKING|>"}
+	thinkGemma = [2]string{gemma4Thought, gemma4ChannelEnd}
 	noThinking [2]string
 )
 
@@ -74,6 +75,9 @@ var refTools = []tool{
 	refTool("special_function", `{"arg1":{"type":"integer"}}`),
 	refTool("special_function_with_opt", `{"arg1":{"type":"integer"},"arg2":{"type":"integer"}}`),
 	refTool("python", `{"code":{"type":"string"}}`),
+	refTool("code_interpreter", `{"code":{"type":"string"}}`),
+	refTool("brave_search", `{"query":{"type":"string"}}`),
+	refTool("wolfram_alpha", `{"query":{"type":"string"}}`),
 	refTool("html", `{"markup":{"type":"string"}}`),
 	refTool("todo_list", `{"todos":{"type":"array"}}`),
 	refTool("get_time", `{"city":{"type":"string"}}`),
@@ -154,6 +158,14 @@ const (
 	lfmSF1      = "<|tool_call_start|>[special_function(arg1=1)]<|tool_call_end|>"
 )
 
+// gemmaCall writes a Gemma 4 call with its arguments as written.
+func gemmaCall(name, args string) string {
+	return "<|tool_call>call:" + name + "{" + args + "}<tool_call|>"
+}
+
+// gemmaStr writes a Gemma 4 string.
+func gemmaStr(s string) string { return `<|"|>` + s + `<|"|>` }
+
 // refCases are the ported cases.
 var refCases = []refCase{
 	// test_lfm2_parser (LFM2-8B-A1B, LFM2.5-Instruct, LFM2.5-8B-A1B)
@@ -226,8 +238,41 @@ var refCases = []refCase{
 		calls: []refCall{{"python", `{"code": "def hello():\n    print(\"Hello, world!\")\n\nhello()"}`}}},
 
 	// CohereForAI-c4ai-command-r7b-12-2024-tool_use
+	{from: "command-r7b", family: familyCommandR7B, in: "<|START_RESPONSE|>Hello, world!\nWhat's up?<|END_RESPONSE|>", content: refHello},
+	{from: "command-r7b", family: familyCommandR7B, think: thinkR7B, in: "<|START_THINKING|>I'm\nthinking<|END_THINKING|><|START_RESPONSE|>Hello, world!\nWhat's up?<|END_RESPONSE|>", reasoning: refThinking, content: refHello},
+	{from: "command-r7b", family: familyCommandR7B, in: "<|START_THINKING|>I'm\nthinking<|END_THINKING|><|START_RESPONSE|>Hello, world!\nWhat's up?<|END_RESPONSE|>",
+		content: "<|START_THINKING|>I'm\nthinking<|END_THINKING|>Hello, world!\nWhat's up?"},
 	{from: "command-r7b", family: familyCommandR7B, think: thinkR7B, in: "<|START_THINKING|>I'm\nthinking<|END_THINKING|>" + r7bSF1, reasoning: refThinking, calls: []refCall{sf1}},
 	{from: "command-r7b", family: familyCommandR7B, think: thinkR7B, in: "<|START_THINKING|><|END_THINKING|>" + r7bSF1, calls: []refCall{sf1}},
+
+	// google-gemma-4-31B-it (Gemma 4: its thought channel, its own argument notation)
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: "Hello, world!", content: "Hello, world!"},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: "<|channel>thought\nI'm\nthinking<channel|>Hello, world!\nWhat's up?", reasoning: refThinking, content: refHello},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: "<|channel>thought<channel|>Hello, world!\nWhat's up?", content: refHello},
+	{from: "gemma-4", family: familyGemma4, in: "<|channel>thought\nI'm\nthinking<channel|>Hello, world!\nWhat's up?", content: "<|channel>thought\nI'm\nthinking<channel|>Hello, world!\nWhat's up?"},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: gemmaCall("get_time", "city:"+gemmaStr("London")), calls: []refCall{{"get_time", `{"city": "London"}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: gemmaCall("get_time", "city:"+gemmaStr("San Francisco")), calls: []refCall{{"get_time", `{"city": "San Francisco"}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: gemmaCall("empty_args", ""), calls: []refCall{{"empty_args", "{}"}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: refHello + gemmaCall("get_time", "city:"+gemmaStr("Paris")), content: refHello, calls: []refCall{{"get_time", `{"city": "Paris"}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: "<|channel>thought\nI'm\nthinking<channel|>" + gemmaCall("get_time", "city:"+gemmaStr("Paris")),
+		reasoning: refThinking, calls: []refCall{{"get_time", `{"city": "Paris"}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: gemmaCall("get_time", "city:"+gemmaStr("London")) + gemmaCall("get_weather", "city:"+gemmaStr("Paris")),
+		calls: []refCall{{"get_time", `{"city": "London"}`}, {"get_weather", `{"city": "Paris"}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: gemmaCall("special_function", "arg1:42"), calls: []refCall{{"special_function", `{"arg1": 42}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: gemmaCall("special_function", "arg1:-7"), calls: []refCall{{"special_function", `{"arg1": -7}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: gemmaCall("amount", "orig:3.14"), calls: []refCall{{"amount", `{"orig": 3.14}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: gemmaCall("toggle", "enabled:true"), calls: []refCall{{"toggle", `{"enabled": true}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: gemmaCall("toggle", "enabled:false"), calls: []refCall{{"toggle", `{"enabled": false}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: gemmaCall("set_nullable", "value:null"), calls: []refCall{{"set_nullable", `{"value": null}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: gemmaCall("todo_list", "todos:["+gemmaStr("buy milk")+","+gemmaStr("walk dog")+"]"), calls: []refCall{{"todo_list", `{"todos":["buy milk","walk dog"]}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: gemmaCall("set_config", "config:{theme:"+gemmaStr("dark")+",count:3}"), calls: []refCall{{"set_config", `{"config":{"theme":"dark","count":3}}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: gemmaCall("todo_list", "todos:[]"), calls: []refCall{{"todo_list", `{"todos":[]}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: gemmaCall("set_config", "config:{}"), calls: []refCall{{"set_config", `{"config":{}}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: gemmaCall("amount", "orig:1.5e10"), calls: []refCall{{"amount", `{"orig": 1.5e10}`}}},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: "<|channel>thought\n<channel|>Hello, world!\nWhat's up?<channel|>", content: refHello},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: "<|channel>thought\n<channel|>Hello, world!\nWhat's up?<|channel>thought\n<channel|>", content: refHello},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: "<|channel>thought\n<channel|>Hello, world!\nWhat's up?<|channel>thought\n<channel|><channel|>", content: refHello},
+	{from: "gemma-4", family: familyGemma4, think: thinkGemma, in: "<|channel><|channel>thought\n<channel|>Hello, world!\nWhat's up?", content: refHello},
 
 	// Qwen-QwQ-32B (the prompt opens <think>)
 	{from: "Qwen-QwQ-32B", family: familyHermes, think: thinkTags, open: true, in: "Let me think about this...\n</think>\nThe answer is 42.", reasoning: "Let me think about this...", content: "The answer is 42."},
@@ -346,27 +391,30 @@ var refCases = []refCase{
 		content: "Preparing updates.", calls: []refCall{{"magic_int", `{"ref": 42, "name": "上海"}`}, {"amount", `{"orig": 2.5}`}, {"toggle", `{"enabled": true}`},
 			{"set_config", `{"config": {"source": "spark", "options": {"strict": true}}}`}, {"nested_args", `{"tags": ["alpha", "测试"], "entries": [{"id": 1, "label": "first"}, {"id": 2, "label": "第二"}]}`}, {"empty_args", "{}"}}},
 	// inclusionai-ling-3.0-flash (GLM tags; the prompt opens <think>)
-	{from: "ling-3.0", family: familyGLM, think: thinkTags, open: true, in: "I need to check the time first.\n" + lingGetTime, reasoning: "I need to check the time first.", calls: []refCall{{"get_time", `{"city": "Paris"}`}}},
-	{from: "ling-3.0", family: familyGLM, think: thinkTags, open: true, in: "Let me check the time.\n</think>\nChecking it now.\n" + lingGetTime,
+	{from: "ling-3.0", family: familyLing, think: thinkTags, open: true, in: lingGetTime + "\nThe time has been checked.", content: "The time has been checked.", calls: []refCall{{"get_time", `{"city": "Paris"}`}}},
+	{from: "ling-3.0", family: familyLing, think: thinkTags, in: "Here is the answer.<|role_end|>", content: "Here is the answer."},
+	{from: "ling-3.0", family: familyLing, think: thinkTags, open: true, in: lingGetTime + "<|role_end|>", calls: []refCall{{"get_time", `{"city": "Paris"}`}}},
+	{from: "ling-3.0", family: familyLing, think: thinkTags, open: true, in: "I need to check the time first.\n" + lingGetTime, reasoning: "I need to check the time first.", calls: []refCall{{"get_time", `{"city": "Paris"}`}}},
+	{from: "ling-3.0", family: familyLing, think: thinkTags, open: true, in: "Let me check the time.\n</think>\nChecking it now.\n" + lingGetTime,
 		reasoning: "Let me check the time.", content: "Checking it now.", calls: []refCall{{"get_time", `{"city": "Paris"}`}}},
-	{from: "ling-3.0", family: familyGLM, think: thinkTags, open: true, in: "</think>\n" + lingGetTime + "\n" + lingGetTime, calls: []refCall{{"get_time", `{"city": "Paris"}`}, {"get_time", `{"city": "Paris"}`}}},
-	{from: "ling-3.0", family: familyGLM, think: thinkTags, open: true, in: "check this\n</think>\n<tool_call>tool_2req_4opt\n<arg_key>req1</arg_key>\n<arg_value>contains </think> and <tool_call> strings</arg_value>\n<arg_key>req2</arg_key>\n<arg_value>1</arg_value>\n</tool_call>",
+	{from: "ling-3.0", family: familyLing, think: thinkTags, open: true, in: "</think>\n" + lingGetTime + "\n" + lingGetTime, calls: []refCall{{"get_time", `{"city": "Paris"}`}, {"get_time", `{"city": "Paris"}`}}},
+	{from: "ling-3.0", family: familyLing, think: thinkTags, open: true, in: "check this\n</think>\n<tool_call>tool_2req_4opt\n<arg_key>req1</arg_key>\n<arg_value>contains </think> and <tool_call> strings</arg_value>\n<arg_key>req2</arg_key>\n<arg_value>1</arg_value>\n</tool_call>",
 		reasoning: "check this", calls: []refCall{{"tool_2req_4opt", `{"req1": "contains </think> and <tool_call> strings", "req2": 1}`}}},
-	{from: "ling-3.0", family: familyGLM, in: "I need to check the time first.\n" + lingGetTime, content: "I need to check the time first.", calls: []refCall{{"get_time", `{"city": "Paris"}`}}},
-	{from: "ling-3.0", family: familyGLM, think: thinkTags, in: "Here is the answer.\nNo think block at all.", content: "Here is the answer.\nNo think block at all."},
-	{from: "ling-3.0", family: familyGLM, think: thinkTags, in: lingGetTime, calls: []refCall{{"get_time", `{"city": "Paris"}`}}},
-	{from: "ling-3.0", family: familyGLM, think: thinkTags, open: true, in: "</think>\n<tool_call>get_time<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>", calls: []refCall{{"get_time", `{"city": "Paris"}`}}},
-	{from: "ling-3.0", family: familyGLM, think: thinkTags, open: true, in: "</think>\n<tool_call>tool_2req_4opt\n<arg_key>req2</arg_key>\n<arg_value>7</arg_value>\n<arg_key>req1</arg_key>\n<arg_value>hello</arg_value>\n</tool_call>",
+	{from: "ling-3.0", family: familyLing, in: "I need to check the time first.\n" + lingGetTime, content: "I need to check the time first.", calls: []refCall{{"get_time", `{"city": "Paris"}`}}},
+	{from: "ling-3.0", family: familyLing, think: thinkTags, in: "Here is the answer.\nNo think block at all.", content: "Here is the answer.\nNo think block at all."},
+	{from: "ling-3.0", family: familyLing, think: thinkTags, in: lingGetTime, calls: []refCall{{"get_time", `{"city": "Paris"}`}}},
+	{from: "ling-3.0", family: familyLing, think: thinkTags, open: true, in: "</think>\n<tool_call>get_time<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>", calls: []refCall{{"get_time", `{"city": "Paris"}`}}},
+	{from: "ling-3.0", family: familyLing, think: thinkTags, open: true, in: "</think>\n<tool_call>tool_2req_4opt\n<arg_key>req2</arg_key>\n<arg_value>7</arg_value>\n<arg_key>req1</arg_key>\n<arg_value>hello</arg_value>\n</tool_call>",
 		calls: []refCall{{"tool_2req_4opt", `{"req2": 7, "req1": "hello"}`}}},
-	{from: "ling-3.0", family: familyGLM, think: thinkTags, open: true, in: "</think>\n<tool_call>tool_2req_4opt\n<arg_key>req1</arg_key>\n<arg_value>hello</arg_value>\n<arg_key>req2</arg_key>\n<arg_value>7</arg_value>\n<arg_key>opt1</arg_key>\n<arg_value>extra</arg_value>\n</tool_call>",
+	{from: "ling-3.0", family: familyLing, think: thinkTags, open: true, in: "</think>\n<tool_call>tool_2req_4opt\n<arg_key>req1</arg_key>\n<arg_value>hello</arg_value>\n<arg_key>req2</arg_key>\n<arg_value>7</arg_value>\n<arg_key>opt1</arg_key>\n<arg_value>extra</arg_value>\n</tool_call>",
 		calls: []refCall{{"tool_2req_4opt", `{"req1": "hello", "req2": 7, "opt1": "extra"}`}}},
-	{from: "ling-3.0", family: familyGLM, think: thinkTags, open: true, in: "</think>\n<tool_call>magic_int\n<arg_key>ref</arg_key>\n<arg_value>42</arg_value>\n</tool_call>", calls: []refCall{{"magic_int", `{"ref": 42}`}}},
-	{from: "ling-3.0", family: familyGLM, think: thinkTags, open: true, in: "</think>\n<tool_call>set_nullable_str\n<arg_key>name</arg_key>\n<arg_value>null</arg_value>\n</tool_call>", calls: []refCall{{"set_nullable_str", `{"name": null}`}}},
-	{from: "ling-3.0", family: familyGLM, think: thinkTags, open: true, in: "</think>\n<tool_call>set_nullable_str\n<arg_key>name</arg_key>\n<arg_value>hello world</arg_value>\n</tool_call>", calls: []refCall{{"set_nullable_str", `{"name": "hello world"}`}}},
-	{from: "ling-3.0", family: familyGLM, think: thinkTags, open: true, in: "</think>\n<tool_call>set_nullable_str\n<arg_key>name</arg_key>\n<arg_value>123 Main St</arg_value>\n</tool_call>", calls: []refCall{{"set_nullable_str", `{"name": "123 Main St"}`}}},
-	{from: "ling-3.0", family: familyGLM, think: thinkTags, open: true, in: "</think>\n<tool_call>set_union\n<arg_key>value</arg_key>\n<arg_value>{\"a\": 1}</arg_value>\n<arg_key>amount</arg_key>\n<arg_value>7</arg_value>\n</tool_call>",
+	{from: "ling-3.0", family: familyLing, think: thinkTags, open: true, in: "</think>\n<tool_call>magic_int\n<arg_key>ref</arg_key>\n<arg_value>42</arg_value>\n</tool_call>", calls: []refCall{{"magic_int", `{"ref": 42}`}}},
+	{from: "ling-3.0", family: familyLing, think: thinkTags, open: true, in: "</think>\n<tool_call>set_nullable_str\n<arg_key>name</arg_key>\n<arg_value>null</arg_value>\n</tool_call>", calls: []refCall{{"set_nullable_str", `{"name": null}`}}},
+	{from: "ling-3.0", family: familyLing, think: thinkTags, open: true, in: "</think>\n<tool_call>set_nullable_str\n<arg_key>name</arg_key>\n<arg_value>hello world</arg_value>\n</tool_call>", calls: []refCall{{"set_nullable_str", `{"name": "hello world"}`}}},
+	{from: "ling-3.0", family: familyLing, think: thinkTags, open: true, in: "</think>\n<tool_call>set_nullable_str\n<arg_key>name</arg_key>\n<arg_value>123 Main St</arg_value>\n</tool_call>", calls: []refCall{{"set_nullable_str", `{"name": "123 Main St"}`}}},
+	{from: "ling-3.0", family: familyLing, think: thinkTags, open: true, in: "</think>\n<tool_call>set_union\n<arg_key>value</arg_key>\n<arg_value>{\"a\": 1}</arg_value>\n<arg_key>amount</arg_key>\n<arg_value>7</arg_value>\n</tool_call>",
 		calls: []refCall{{"set_union", `{"value": {"a": 1}, "amount": 7}`}}},
-	{from: "ling-3.0", family: familyGLM, think: thinkTags, open: true, in: "</think>\n<tool_call>set_union\n<arg_key>value</arg_key>\n<arg_value>plain text</arg_value>\n<arg_key>amount</arg_key>\n<arg_value>1abc</arg_value>\n</tool_call>",
+	{from: "ling-3.0", family: familyLing, think: thinkTags, open: true, in: "</think>\n<tool_call>set_union\n<arg_key>value</arg_key>\n<arg_value>plain text</arg_value>\n<arg_key>amount</arg_key>\n<arg_value>1abc</arg_value>\n</tool_call>",
 		calls: []refCall{{"set_union", `{"value": "plain text", "amount": "1abc"}`}}},
 
 	// Kimi-K2-Thinking
@@ -463,6 +511,16 @@ var refCases = []refCase{
 
 	// meta-llama-Llama-3.1-8B-Instruct, Llama-3.2-3B-Instruct, Llama-3.3-70B-Instruct
 	{from: "Llama-3.1/3.2/3.3", family: familyLlama3, in: refHello, content: refHello},
+	// (the built-in tools: test_template_output_parsers of earlier
+	// test-chat.cpp versions, and the reference's
+	// common_chat_parse_llama_3_1, which reads NAME.call(ARG=JSON, ...)
+	// for any built-in tool the request declares)
+	{from: "Llama-3.1/3.3", family: familyLlama3, in: "<|python_tag|>code_interpreter.call(code=\"print('hey')\")", calls: []refCall{{"code_interpreter", `{"code": "print('hey')"}`}}},
+	{from: "Llama-3.1/3.3", family: familyLlama3, in: "<|python_tag|>python.call(code=\"print('hey')\")", calls: []refCall{{"python", `{"code": "print('hey')"}`}}},
+	{from: "Llama-3.1/3.3", family: familyLlama3, in: "{\"name\": \"special_function\", \"parameters\": {\"arg1\": 1}}", calls: []refCall{sf1}},
+	{from: "Llama-3.1 (common_chat_parse_llama_3_1)", family: familyLlama3, in: "Let me look.<|python_tag|>brave_search.call(query=\"weather in Paris\")", content: "Let me look.",
+		calls: []refCall{{"brave_search", `{"query": "weather in Paris"}`}}},
+	{from: "Llama-3.1 (common_chat_parse_llama_3_1)", family: familyLlama3, in: "<|python_tag|> wolfram_alpha . call( query = \"2+2\" )", calls: []refCall{{"wolfram_alpha", `{"query": "2+2"}`}}},
 
 	// openai-gpt-oss-120b (Harmony)
 	{from: "gpt-oss-120b", family: familyHarmony, in: "<|channel|>final<|message|>Hello, world!\nWhat's up?", content: refHello},

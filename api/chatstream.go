@@ -97,6 +97,9 @@ func (a *answerStream) end() streamEnd {
 			heldLPs = nil
 		}
 		e.calls, e.callLPs, e.cut = calls, heldLPs, cut
+	} else if text != "" {
+		e.parts = append(e.parts, streamPart{text: []byte(text), lps: heldLPs})
+		heldLPs = nil
 	}
 	e.restLPs, a.lps = a.lps, nil
 	return e

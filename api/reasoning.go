@@ -40,6 +40,7 @@ var ReasoningFormats = []string{reasoningAuto, reasoningDeepSeek, reasoningLegac
 // thinkMarkers are the reasoning markers of the families that write them,
 // most specific first: a template that writes the end marker uses them.
 var thinkMarkers = [][2]string{
+	{gemma4Thought, gemma4ChannelEnd},          // Gemma 4
 	{"<seed:think>", "</seed:think>"},          // Seed-OSS
 	{"[THINK]", "[/THINK]"},                    // Magistral
 	{"◁think▷", "◁/think▷"},                    // Kimi VL thinking
@@ -47,6 +48,18 @@ var thinkMarkers = [][2]string{
 	{"<|inner_prefix|>", "<|inner_suffix|>"},   // Apertus
 	{"<think>", "</think>"},                    // Qwen3, DeepSeek R1, GLM, Granite, Hunyuan, ...
 }
+
+// Gemma 4's reasoning is its thought channel: <|channel>thought, the
+// reasoning, <channel|>. As the reference's Gemma 4 parser
+// (common/parsers/gemma4.cpp) reads an answer, empty <|channel> tokens
+// before one are dropped, more thought blocks may follow in the content
+// (their reasoning is added to the first's), and a lone <channel|> ends
+// the content: what follows it, up to a call, is dropped.
+const (
+	gemma4Channel    = "<|channel>"
+	gemma4ChannelEnd = "<channel|>"
+	gemma4Thought    = gemma4Channel + "thought"
+)
 
 // thinkMarkersOf returns the reasoning markers of a thinking template's
 // source ("" when it writes none of them).
@@ -102,6 +115,9 @@ func (r reasoningSplit) split(text string) (reasoning, content string) {
 // parser returns a streaming parser of one answer.
 func (r reasoningSplit) parser() *thinkParser {
 	p := &thinkParser{start: r.start, end: r.end, calls: r.calls}
+	if r.start == gemma4Thought {
+		p.lead, p.recur = gemma4Channel, true
+	}
 	if r.forcedOpen {
 		p.state = thinkIn
 	}
@@ -114,6 +130,8 @@ func (r reasoningSplit) parser() *thinkParser {
 type thinkParser struct {
 	start, end string
 	calls      []string // tool-call markers: one ends a reasoning never closed
+	lead       string   // a token that may come, empty, before the start marker (Gemma 4)
+	recur      bool     // reasoning blocks may recur in the content until a call (Gemma 4)
 	state      int
 	buf        []byte // held text
 	said       bool   // some reasoning has been given out
@@ -129,6 +147,7 @@ const (
 	thinkIn
 	thinkCall
 	thinkOut
+	thinkSkip // after a lone end marker (recur): dropped up to a call
 )
 
 // add consumes the answer's next text and appends what it now knows to
@@ -138,14 +157,17 @@ func (p *thinkParser) add(text, reasoning, content []byte) ([]byte, []byte) {
 	for {
 		switch p.state {
 		case thinkBegin:
-			t := bytes.TrimLeft(p.buf, " \t\r\n")
+			t, dropped := p.dropLeads(bytes.TrimLeft(p.buf, " \t\r\n"))
 			switch {
 			case bytes.HasPrefix(t, []byte(p.start)):
 				p.buf = append(p.buf[:0], t[len(p.start):]...)
-				p.state = thinkIn
+				p.state, p.said = thinkIn, false
 				continue
 			case len(t) < len(p.start) && strings.HasPrefix(p.start, string(t)):
 				return reasoning, content // may still open the reasoning
+			case dropped:
+				p.state = thinkSkip // a channel that is not a thought
+				continue
 			}
 			p.state = thinkOut
 			continue
@@ -185,6 +207,16 @@ func (p *thinkParser) add(text, reasoning, content []byte) ([]byte, []byte) {
 				continue
 			}
 			return reasoning, content
+		case thinkSkip:
+			k := firstMarker(p.buf, p.calls)
+			if k < 0 {
+				keep := markerPrefixLen(p.buf, p.calls)
+				p.buf = append(p.buf[:0], p.buf[len(p.buf)-keep:]...)
+				return reasoning, content
+			}
+			p.buf = append(p.buf[:0], p.buf[k:]...)
+			p.state = thinkOut
+			continue
 		default: // thinkOut
 			if p.trim {
 				// The content after the end marker starts at its first
@@ -194,11 +226,56 @@ func (p *thinkParser) add(text, reasoning, content []byte) ([]byte, []byte) {
 				}
 				p.trim = false
 			}
+			if p.recur {
+				return p.recurring(reasoning, content)
+			}
 			content = append(content, p.buf...)
 			p.buf = p.buf[:0]
 			return reasoning, content
 		}
 	}
+}
+
+// dropLeads drops the lead tokens at the start of t that do not open the
+// reasoning, reporting whether it dropped any.
+func (p *thinkParser) dropLeads(t []byte) ([]byte, bool) {
+	dropped := false
+	for p.lead != "" && bytes.HasPrefix(t, []byte(p.lead)) && !bytes.HasPrefix(t, []byte(p.start)) {
+		rest := t[len(p.lead):]
+		if len(rest) < len(p.start)-len(p.lead) && strings.HasPrefix(p.start[len(p.lead):], string(rest)) {
+			break // may still be the start marker
+		}
+		t, dropped = rest, true
+	}
+	return t, dropped
+}
+
+// recurring passes content (recur) up to the next lead token, which may
+// open another reasoning block, or lone end marker, which ends the
+// content; from a call marker on, the content passes as it comes.
+func (p *thinkParser) recurring(reasoning, content []byte) ([]byte, []byte) {
+	k := firstMarker(p.buf, p.calls)
+	j := firstMarker(p.buf, []string{p.lead, p.end})
+	switch {
+	case k >= 0 && (j < 0 || k < j):
+		p.recur = false
+		content = append(content, p.buf...)
+		p.buf = p.buf[:0]
+		return reasoning, content
+	case j >= 0:
+		content = append(content, p.buf[:j]...)
+		p.buf = append(p.buf[:0], p.buf[j:]...)
+		if bytes.HasPrefix(p.buf, []byte(p.end)) {
+			p.buf, p.state = p.buf[:copy(p.buf, p.buf[len(p.end):])], thinkSkip
+		} else {
+			p.state = thinkBegin
+		}
+		return p.add(nil, reasoning, content)
+	}
+	keep := markerPrefixLen(p.buf, append([]string{p.lead, p.end}, p.calls...))
+	content = append(content, p.buf[:len(p.buf)-keep]...)
+	p.buf = append(p.buf[:0], p.buf[len(p.buf)-keep:]...)
+	return reasoning, content
 }
 
 // firstMarker returns where the first of markers starts in b, or -1.
@@ -226,7 +303,7 @@ func (p *thinkParser) finish(reasoning, content []byte) ([]byte, []byte) {
 	switch p.state {
 	case thinkIn:
 		reasoning = p.give(reasoning, bytes.TrimRight(p.buf, " \t\r\n"))
-	case thinkBegin, thinkCall:
+	case thinkBegin, thinkCall, thinkOut:
 		content = append(content, p.buf...)
 	}
 	p.buf = p.buf[:0]

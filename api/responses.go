@@ -841,6 +841,7 @@ func (s *Server) outputItems(req *responsesRequest, pc *preparedChat, c *candida
 		split := pc.reasoning
 		split.legacy = false // a chat completions format: deepseek here
 		reasoning, text = split.split(c.text)
+		text = pc.tmpl.family.unwrap(text)
 		if pc.toolsActive {
 			text, calls, _ = req.chat.splitCalls(pc, text, false)
 		}
@@ -1196,6 +1197,10 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 		var prefix string
 		prefix, calls, _ = req.chat.splitCalls(pc, held, false)
 		if sendText([]byte(prefix)) != nil {
+			return c.tokens, 499
+		}
+	} else if held != "" {
+		if sendText([]byte(held)) != nil {
 			return c.tokens, 499
 		}
 	}

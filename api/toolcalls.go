@@ -1,6 +1,9 @@
 package api
 
-import "strings"
+import (
+	"bytes"
+	"strings"
+)
 
 // The answer of a request with tools, shared by /v1/chat/completions and
 // /v1/responses: streamed text is held back while it may still become a
@@ -38,6 +41,7 @@ func (req *chatRequest) splitCalls(pc *preparedChat, text string, forced bool) (
 func (req *chatRequest) splitAnswer(pc *preparedChat, text string) (reasoning, content string, calls []toolCall, cut bool) {
 	if pc.tmpl.family != familyHarmony {
 		reasoning, content = pc.reasoning.split(text)
+		content = pc.tmpl.family.unwrap(content)
 		if !pc.toolsActive {
 			return reasoning, content, nil, false
 		}
@@ -72,6 +76,7 @@ type toolHold struct {
 	active  bool // tools are active: calls are looked for
 	started bool // some text has passed: the answer's start is behind
 	call    bool // a call marker was seen: everything from it on is held
+	wrap    unwrapper
 	text    strings.Builder
 	lps     []tokenLogprob
 }
@@ -79,13 +84,14 @@ type toolHold struct {
 // newToolHold returns the hold of a candidate of pc: it holds while pc's
 // tools are active; forced holds the whole answer.
 func newToolHold(pc *preparedChat, forced bool) *toolHold {
-	return &toolHold{family: pc.tmpl.family, forced: forced, active: pc.toolsActive}
+	return &toolHold{family: pc.tmpl.family, forced: forced, active: pc.toolsActive, wrap: unwrapper{markers: pc.tmpl.family.wrappers()}}
 }
 
 // add takes the candidate's next text and logprobs and returns what to
 // send now; send is false when there is nothing. Held text is sent, with
 // the logprobs held so far, as soon as it can no longer start a call.
 func (h *toolHold) add(text []byte, lps []tokenLogprob) (out []byte, outLPs []tokenLogprob, send bool) {
+	text = h.wrap.add(text)
 	if !h.active {
 		return text, lps, len(text) > 0 || len(lps) > 0
 	}
@@ -123,7 +129,38 @@ func (h *toolHold) passable(held string) int {
 
 // rest returns what the hold still has once the candidate has finished:
 // the logprobs of the held tokens, and the held text when ok (some was
-// held, or the answer is forced) for splitCalls.
+// held, or the answer is forced) for splitCalls. Without tools the text
+// is what may have begun a wrapper, to send as content.
 func (h *toolHold) rest() (text string, lps []tokenLogprob, ok bool) {
+	h.text.Write(h.wrap.flush())
 	return h.text.String(), h.lps, h.active && (h.text.Len() > 0 || h.forced)
+}
+
+// unwrapper drops a family's wrappers (toolFamily.wrappers) from streamed
+// text, holding what may be the start of one.
+type unwrapper struct {
+	markers []string
+	buf     []byte
+}
+
+// add returns the text that can pass now.
+func (u *unwrapper) add(text []byte) []byte {
+	if len(u.markers) == 0 {
+		return text
+	}
+	u.buf = append(u.buf, text...)
+	for _, m := range u.markers {
+		u.buf = bytes.ReplaceAll(u.buf, []byte(m), nil)
+	}
+	keep := markerPrefixLen(u.buf, u.markers)
+	out := bytes.Clone(u.buf[:len(u.buf)-keep])
+	u.buf = append(u.buf[:0], u.buf[len(u.buf)-keep:]...)
+	return out
+}
+
+// flush returns what is held at the end of the text.
+func (u *unwrapper) flush() []byte {
+	out := u.buf
+	u.buf = nil
+	return out
 }

@@ -35,13 +35,15 @@ const (
 	familyMiniMax                          // MiniMax-M2: <minimax:tool_call><invoke name="NAME"><parameter name="K">V</parameter></invoke>
 	familyDSML                             // DeepSeek V3.2/V4: <｜DSML｜function_calls><｜DSML｜invoke name="NAME">...
 	familyApriel                           // Apriel 1.5: <tool_calls>[{...}]</tool_calls>
+	familyGemma4                           // Gemma 4: <|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>
+	familyLing                             // Ling 3.0: GLM's tags; its turns end with <|role_end|>
 )
 
 // String names the family.
 func (f toolFamily) String() string {
 	return [...]string{"generic", "hermes", "qwen3-coder", "llama3", "mistral", "deepseek", "gpt-oss",
 		"glm", "kimi", "functionary", "command-r7b", "firefunction", "seed-oss", "granite", "apertus",
-		"functionary-v3.2", "nemotron", "lfm2", "minimax", "deepseek-dsml", "apriel"}[f]
+		"functionary-v3.2", "nemotron", "lfm2", "minimax", "deepseek-dsml", "apriel", "gemma4", "ling"}[f]
 }
 
 // detectToolFamily reads the tool-call format from a template's source.
@@ -55,6 +57,8 @@ func detectToolFamily(src string) toolFamily {
 		return true
 	}
 	switch {
+	case has("<|tool_call>call:"):
+		return familyGemma4
 	case has("｜DSML｜"):
 		return familyDSML
 	case has("<minimax:tool_call>"):
@@ -79,6 +83,8 @@ func detectToolFamily(src string) toolFamily {
 		return familyDeepSeek
 	case has("<|channel|>"), has("to=functions."):
 		return familyHarmony
+	case has("<arg_key>", "<|role_end|>"):
+		return familyLing
 	case has("<arg_key>"):
 		return familyGLM
 	case has("<tool_call>", "<function="):
@@ -129,8 +135,10 @@ func (f toolFamily) constrainsAuto() bool {
 // triggers are the texts that start a call in the family's output.
 func (f toolFamily) triggers() []string {
 	switch f {
-	case familyHermes, familyGLM:
+	case familyHermes, familyGLM, familyLing:
 		return []string{"<tool_call>"}
+	case familyGemma4:
+		return []string{gemma4CallOpen}
 	case familyQwen3Coder:
 		return []string{"<tool_call>", "<function="}
 	case familySeedOSS:
@@ -201,6 +209,28 @@ func (f toolFamily) markers() []string {
 	return out
 }
 
+// wrappers are the markers the family wraps its answer's text in, which
+// are not part of the content: Command R7B's response markers (the
+// reference strips them whether or not it parses reasoning) and the end of
+// a Ling turn, which may come spelled out as text.
+func (f toolFamily) wrappers() []string {
+	switch f {
+	case familyCommandR7B:
+		return []string{"<|START_RESPONSE|>", "<|END_RESPONSE|>"}
+	case familyLing:
+		return []string{"<|role_end|>"}
+	}
+	return nil
+}
+
+// unwrap removes the family's wrappers from a whole answer's content.
+func (f toolFamily) unwrap(text string) string {
+	for _, w := range f.wrappers() {
+		text = strings.ReplaceAll(text, w, "")
+	}
+	return text
+}
+
 // parse extracts tool calls from generated text in the family's format,
 // falling back to the formats parseToolCalls knows. It returns the text
 // before the calls (reasoning markup of the family removed) and the calls.
@@ -224,6 +254,12 @@ func (f toolFamily) parse(text string, known []tool) (string, []toolCall) {
 		ok = len(calls) > 0
 	case familyGLM:
 		prefix, calls, ok = parseGLM(text)
+	case familyLing:
+		prefix, calls, ok = parseLing(text)
+	case familyGemma4:
+		prefix, calls, ok = parseGemma4(text)
+	case familyLlama3:
+		prefix, calls, ok = parseLlama3Builtin(text, known)
 	case familyQwen3Coder:
 		prefix, calls, ok = parseXMLFunctions(text, "<tool_call>", true, known)
 	case familyKimi:
@@ -322,6 +358,12 @@ func parseDeepSeek(text string) (string, []toolCall, bool) {
 // the call's name and JSON arguments; false, or arguments that are not
 // JSON, mean the text is not this family's calls.
 func blockCalls(text string, starts []string, open, close string, decode func(body string) (name, args string, ok bool)) (string, []toolCall, bool) {
+	prefix, calls, _, ok := blockCallsEnd(text, starts, open, close, decode)
+	return prefix, calls, ok
+}
+
+// blockCallsEnd is blockCalls, also returning where the last call ends.
+func blockCallsEnd(text string, starts []string, open, close string, decode func(body string) (name, args string, ok bool)) (string, []toolCall, int, bool) {
 	start := -1
 	for _, m := range starts {
 		if start = strings.Index(text, m); start >= 0 {
@@ -329,7 +371,7 @@ func blockCalls(text string, starts []string, open, close string, decode func(bo
 		}
 	}
 	if start < 0 {
-		return "", nil, false
+		return "", nil, 0, false
 	}
 	var calls []toolCall
 	rest := text[start:]
@@ -341,15 +383,15 @@ func blockCalls(text string, starts []string, open, close string, decode func(bo
 		rest = rest[end:]
 		name, args, ok := decode(body)
 		if !ok {
-			return "", nil, false
+			return "", nil, 0, false
 		}
 		c, ok := newCall(name, args)
 		if !ok {
-			return "", nil, false
+			return "", nil, 0, false
 		}
 		calls = append(calls, c)
 	}
-	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+	return strings.TrimSpace(text[:start]), calls, len(text) - len(rest), len(calls) > 0
 }
 
 // argValue turns a GLM/Qwen3-Coder argument value into JSON: JSON values
@@ -379,7 +421,26 @@ func objectJSON(keys []string, vals []json.RawMessage) string {
 }
 
 func parseGLM(text string) (string, []toolCall, bool) {
-	return blockCalls(text, []string{"<tool_call>"}, "<tool_call>", "</tool_call>", func(body string) (string, string, bool) {
+	prefix, calls, _, ok := glmCalls(text)
+	return prefix, calls, ok
+}
+
+// parseLing reads Ling 3.0's calls, written as GLM's; the prose after the
+// last call is content too, as the reference's Ling parser
+// (common/parsers/ling3.cpp) keeps it.
+func parseLing(text string) (string, []toolCall, bool) {
+	prefix, calls, end, ok := glmCalls(text)
+	if !ok {
+		return "", nil, false
+	}
+	return strings.TrimSpace(prefix + text[end:]), calls, true
+}
+
+// glmCalls reads GLM's <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>
+// blocks, returning the content before them, the calls, and where the
+// last ends.
+func glmCalls(text string) (string, []toolCall, int, bool) {
+	return blockCallsEnd(text, []string{"<tool_call>"}, "<tool_call>", "</tool_call>", func(body string) (string, string, bool) {
 		name, args, _ := strings.Cut(body, "<arg_key>")
 		name = strings.TrimSpace(name)
 		if strings.HasPrefix(name, "{") {
@@ -545,7 +606,9 @@ func isToolMarkupToken(txt string) bool {
 		"<|tool_call_argument_begin|>", "<|tool_call_end|>",
 		"<|START_ACTION|>", "<|END_ACTION|>", "<|START_THINKING|>", "<|END_THINKING|>",
 		"<|channel|>", "<|message|>", "<|call|>", "<|constrain|>", "<|start|>",
-		"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>":
+		"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+		gemma4CallOpen, gemma4CallClose, gemma4Quote, gemma4Channel, gemma4ChannelEnd,
+		"<|START_RESPONSE|>", "<|END_RESPONSE|>":
 		return true
 	}
 	return false

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -91,6 +92,8 @@ func TestDetectToolFamily(t *testing.T) {
 		{"<minimax:tool_call>\n<invoke name=", familyMiniMax},
 		{"<｜DSML｜function_calls>", familyDSML},
 		{"<tool_calls>{{ calls }}</tool_calls>", familyApriel},
+		{"{{- '<|tool_call>call:' + function['name'] + '{' -}}{{ '<|channel>thought\\n<channel|>' }}", familyGemma4},
+		{"<tool_call>{{ name }}<arg_key>k</arg_key>{{ '<|role_end|>' }}", familyLing},
 		{"{{ messages }}", familyGeneric},
 	}
 	for _, c := range cases {
@@ -116,5 +119,53 @@ func TestToolFamilyMayStart(t *testing.T) {
 		if got := c.family.mayStart(c.text); got != c.want {
 			t.Errorf("%v.mayStart(%q) = %v, want %v", c.family, c.text, got, c.want)
 		}
+	}
+}
+
+// TestLlama3BuiltinDeclared checks that Llama 3.x's built-in form is a
+// call only to a tool the request declares, and only when it declares a
+// built-in one (the reference parses the form only then).
+func TestLlama3BuiltinDeclared(t *testing.T) {
+	text := `<|python_tag|>brave_search.call(query="x")`
+	cases := []struct {
+		name  string
+		known []tool
+		calls int
+	}{
+		{"declared", []tool{{name: "brave_search"}}, 1},
+		{"another built-in declared", []tool{{name: "python"}}, 0},
+		{"no built-in declared", []tool{{name: "get_weather"}}, 0},
+	}
+	for _, c := range cases {
+		content, calls := familyLlama3.parse(text, c.known)
+		if len(calls) != c.calls || c.calls == 0 && content != text {
+			t.Errorf("%s: parse = %q, %v; want %d calls (the text as content without one)", c.name, content, calls, c.calls)
+		}
+	}
+}
+
+// TestUnwrapWithoutTools checks that Command R7B's response markers are
+// stripped from an answer to a request without tools, streamed in single
+// runes and whole, as the reference strips them.
+func TestUnwrapWithoutTools(t *testing.T) {
+	in := "<|START_RESPONSE|>Hello, world!\nWhat's up? a < b<|END_RESPONSE|>"
+	want := "Hello, world!\nWhat's up? a < b"
+	req := &chatRequest{}
+	pc := &preparedChat{tmpl: &chatTemplate{family: familyCommandR7B}}
+	if _, content, _, _ := req.splitAnswer(pc, in); content != want {
+		t.Errorf("whole answer: content %q, want %q", content, want)
+	}
+	a := newAnswerStream(req, pc)
+	var got strings.Builder
+	for _, p := range runePieces(in) {
+		for _, part := range a.add([]byte(p), nil) {
+			got.Write(part.text)
+		}
+	}
+	for _, part := range a.end().parts {
+		got.Write(part.text)
+	}
+	if got.String() != want {
+		t.Errorf("streamed content %q, want %q", got.String(), want)
 	}
 }
