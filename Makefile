@@ -2,7 +2,7 @@
 GO        ?= go
 BIN       := bin/vkllm
 PKGS      := glslc libvulkan-dev libvulkan1 mesa-vulkan-drivers vulkan-validationlayers
-TEST_PKGS := nodejs npm chromium
+TEST_PKGS := nodejs npm chromium python3-jinja2
 IMAGE     ?= vkllm:latest
 MODEL     ?= testdata/tmp/default-llama-q8_0.gguf
 TEST_FLAGS ?= -timeout 30m
@@ -25,8 +25,9 @@ all: build
 
 # deps installs the system packages building and running need (idempotent):
 # the shader compiler, the Vulkan loader and a driver. test-deps adds what
-# only the tests need: Node.js with npm (the client conformance test) and
-# Chromium (the chat page's browser test). On systems without apt-get they
+# only the tests need: Node.js with npm (the client conformance test),
+# Chromium (the chat page's browser test) and Python's jinja2 (chat templates
+# checked against it, tools/jinja2check). On systems without apt-get they
 # print exactly what to install and stop.
 deps:
 	@PKGS="$(PKGS)" WHY="glslc (shaderc), the Vulkan loader and headers, a Vulkan driver (Mesa lavapipe works), Khronos validation layers" \
@@ -34,7 +35,7 @@ deps:
 	@command -v glslc >/dev/null 2>&1 || { echo "deps: glslc is still missing"; exit 1; }
 
 test-deps: deps
-	@PKGS="$(TEST_PKGS)" WHY="Node.js with npm (the OpenAI-client conformance test) and Chromium (the browser test of the chat page)" \
+	@PKGS="$(TEST_PKGS)" WHY="Node.js with npm (the OpenAI-client conformance test), Chromium (the browser test of the chat page) and Python 3 with jinja2 (chat templates checked against it)" \
 		bash tools/install-deps.sh
 
 shaders:

@@ -280,6 +280,28 @@ func (t *chatTemplate) render(in renderInput) (string, error) {
 		}
 		return renderNamed(t.name, msgs, t.format, in.bos, in.eos), nil
 	}
+	vars, gemma4 := t.templateVars(in)
+	out, err := t.jinja.Render(vars, jinja.Options{Now: in.now, MaxOutput: in.maxOutput})
+	if err != nil {
+		var re *jinja.RaiseError
+		if errors.As(err, &re) {
+			return "", &templateError{msg: "the chat template raised an error: " + re.Msg, raised: true}
+		}
+		return "", &templateError{msg: "rendering the chat template: " + err.Error()}
+	}
+	if gemma4 && strings.HasSuffix(out, "<turn|>\n") {
+		// As the reference: a Gemma 4 conversation that ends on a turn the
+		// template closed still gets the model's turn opened.
+		out += "<|turn>model\n"
+	}
+	return out, nil
+}
+
+// templateVars is the context a Jinja template renders with, as the
+// reference builds it, and whether the conversation was rewritten in
+// Gemma 4's tool_responses form.
+func (t *chatTemplate) templateVars(in renderInput) (map[string]any, bool) {
+	msgs := in.messages
 	if !t.caps.systemRole && hasSystem(msgs) {
 		msgs = foldSystem(msgs, "\n")
 	}
@@ -303,13 +325,18 @@ func (t *chatTemplate) render(in renderInput) (string, error) {
 		tv := in.toolsValue
 		if tv == nil {
 			tv = toolsValue(in.tools)
+		} else {
+			// A template may change what it is given (MiroThinker marks
+			// each tool it has printed); each render starts from the
+			// request's own.
+			tv = jinja.DeepCopy(tv)
 		}
 		vars["tools"] = tv
 	}
 	if in.kwargs != nil {
 		for _, k := range in.kwargs.Keys() {
 			v, _ := in.kwargs.Get(k)
-			vars[k.(string)] = v
+			vars[k.(string)] = jinja.DeepCopy(v)
 		}
 	}
 	switch in.reasoningEffort {
@@ -320,20 +347,7 @@ func (t *chatTemplate) render(in renderInput) (string, error) {
 	default:
 		vars["reasoning_effort"] = in.reasoningEffort
 	}
-	out, err := t.jinja.Render(vars, jinja.Options{Now: in.now, MaxOutput: in.maxOutput})
-	if err != nil {
-		var re *jinja.RaiseError
-		if errors.As(err, &re) {
-			return "", &templateError{msg: "the chat template raised an error: " + re.Msg, raised: true}
-		}
-		return "", &templateError{msg: "rendering the chat template: " + err.Error()}
-	}
-	if gemma4 && strings.HasSuffix(out, "<turn|>\n") {
-		// As the reference: a Gemma 4 conversation that ends on a turn the
-		// template closed still gets the model's turn opened.
-		out += "<|turn>model\n"
-	}
-	return out, nil
+	return vars, gemma4
 }
 
 // messagesValue converts the conversation as the reference passes it to

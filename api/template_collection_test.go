@@ -1,13 +1,17 @@
 package api
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vkllm/vkllm/internal/fixtures"
+	"github.com/vkllm/vkllm/internal/jinja"
 	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
@@ -20,19 +24,56 @@ import (
 // Where the folder has an expected-prompts.json of its own
 // (the same layout as the fixture's), the prompts are compared byte for
 // byte; VKLLM_TEMPLATES_OUT, when set, receives each prompt as
-// <template>.<request>.txt (or .err) for inspection. Skipped when
+// <template>.<request>.txt (or .err) for inspection, and the variables it
+// rendered with as <template>.<request>.ctx.json (tools/jinja2check renders
+// the same templates with them in Python's jinja2). Skipped when
 // VKLLM_TEMPLATES_DIR is unset.
 func TestTemplateCollection(t *testing.T) {
 	dir := os.Getenv("VKLLM_TEMPLATES_DIR")
 	if dir == "" {
 		t.Skip("VKLLM_TEMPLATES_DIR is unset (a folder of *.jinja chat templates)")
 	}
+	renderCollection(t, dir, os.Getenv("VKLLM_TEMPLATES_OUT"))
+}
+
+// TestTemplatesAgainstJinja2 renders the fixture templates (and those of
+// VKLLM_TEMPLATES_DIR when set) with the four standard conversations and
+// has tools/jinja2check render them again in Python's jinja2 with the same
+// variables: every prompt, and every refusal, must be the same. On the
+// fixtures this checks the checker too, since there our prompts are the
+// reference's (TestExpectedPrompts). Skipped where python3 cannot import
+// jinja2 (make test-deps installs python3-jinja2).
+func TestTemplatesAgainstJinja2(t *testing.T) {
+	if err := exec.Command("python3", "-c", "import jinja2").Run(); err != nil {
+		t.Skipf("python3 with jinja2 is not installed (make test-deps): %v", err)
+	}
+	dirs := []string{fixtures.Dir(t, "templates")}
+	if d := os.Getenv("VKLLM_TEMPLATES_DIR"); d != "" {
+		dirs = append(dirs, d)
+	}
+	for _, dir := range dirs {
+		out := t.TempDir()
+		renderCollection(t, dir, out)
+		cmd := exec.Command("python3", filepath.Join("..", "tools", "jinja2check", "check.py"), dir, out)
+		var b bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &b, &b
+		err := cmd.Run()
+		t.Logf("%s: %s", dir, strings.TrimSpace(b.String()))
+		if err != nil {
+			t.Errorf("%s: our renders differ from jinja2's: %v", dir, err)
+		}
+	}
+}
+
+// renderCollection renders the standard conversations with every *.jinja
+// template of dir, as TestTemplateCollection describes; out, when not
+// empty, receives the prompts and contexts.
+func renderCollection(t *testing.T, dir, out string) {
 	_, ep := loadExpectedPrompts(t, "templates")
 	var want *expectedPrompts
 	if _, err := os.Stat(filepath.Join(dir, "expected-prompts.json")); err == nil {
 		_, want = loadExpectedPromptsFrom(t, dir)
 	}
-	out := os.Getenv("VKLLM_TEMPLATES_OUT")
 	date, err := time.Parse("02 Jan 2006", ep.Context.DateString)
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +113,9 @@ func TestTemplateCollection(t *testing.T) {
 				if err := os.WriteFile(filepath.Join(out, name+"."+rq+ext), []byte(text), 0o644); err != nil {
 					t.Fatal(err)
 				}
+				if err := os.WriteFile(filepath.Join(out, name+"."+rq+".ctx.json"), []byte(contextJSON(t, tmpl, req, ep, date)), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if want == nil {
 				// A template's own raise_exception is a refusal the
@@ -97,6 +141,39 @@ func TestTemplateCollection(t *testing.T) {
 		}
 	}
 	if want != nil {
-		t.Logf("%d of %d prompts equal the expected ones", matched, compared)
+		t.Logf("%s: %d of %d prompts equal the expected ones", dir, matched, compared)
 	}
+}
+
+// contextJSON is the context a request renders the template with, as JSON
+// (our engine's tojson, which keeps key order).
+func contextJSON(t *testing.T, tmpl *chatTemplate, req *chatRequest, ep *expectedPrompts, now time.Time) string {
+	t.Helper()
+	in := renderInput{messages: req.messages, kwargs: req.kwargs, reasoningEffort: req.reasoningEffort,
+		bos: ep.ModelTokens.BOS, eos: ep.ModelTokens.EOS, now: now}
+	if len(req.tools) > 0 && req.toolChoice != toolChoiceNone {
+		in.tools, in.toolsValue = req.tools, req.toolsValue
+	}
+	if tmpl.jinja == nil {
+		return "null"
+	}
+	vars, _ := tmpl.templateVars(in)
+	d := jinja.NewDict()
+	keys := make([]string, 0, len(vars))
+	for k := range vars {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		d.Set(k, vars[k])
+	}
+	tpl, err := jinja.Parse("{{ ctx | tojson }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := tpl.Render(map[string]any{"ctx": d}, jinja.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

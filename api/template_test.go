@@ -155,3 +155,31 @@ func TestDetectToolFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderLeavesRequestAsIs: a template that changes what it is given
+// (MiroThinker-v1 sets tool.mt_visited on each tool it prints; others
+// append to lists) changes only its own render's copy, so a request
+// rendered twice (tokenizeChat renders again when message text holds
+// special tokens) gets the same prompt both times.
+func TestRenderLeavesRequestAsIs(t *testing.T) {
+	src := `{% for tool in tools %}{% if tool.seen is not defined %}[{{ tool.function.name }}]{% endif %}{% set tool.seen = 1 %}{% endfor %}` +
+		`{% set l = extra.items %}{{ l.append(3) or '' }}{{ l | length }}{% do extra.update({'x': 1}) %}{{ messages[0].content }}`
+	tmpl, err := newChatTemplate("jinja", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"messages":[{"role":"user","content":"hi"}],` +
+		`"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}],` +
+		`"chat_template_kwargs":{"extra":{"items":[1,2]}}}`
+	req, e := decodeChat(grammar.Budget{}, []byte(body))
+	if e != nil {
+		t.Fatal(e)
+	}
+	const want = "[get_weather]3hi"
+	for i := range 3 {
+		got, e := tmpl.renderRequest(req, "", "", time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), 0, false)
+		if e != nil || got != want {
+			t.Fatalf("render %d = %q, %v, want %q", i+1, got, e, want)
+		}
+	}
+}

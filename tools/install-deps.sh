@@ -14,7 +14,10 @@ cmd_of() {
 missing=""
 for p in $PKGS; do
 	cmd=$(cmd_of "$p")
-	if [ -n "$cmd" ]; then
+	if [ "$p" = python3-jinja2 ]; then
+		# any python3 on PATH that imports jinja2 (a pyenv or venv one too)
+		python3 -c 'import jinja2' >/dev/null 2>&1 || missing="$missing $p"
+	elif [ -n "$cmd" ]; then
 		command -v "$cmd" >/dev/null 2>&1 || missing="$missing $p"
 	elif command -v dpkg-query >/dev/null 2>&1; then
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -97,6 +97,29 @@ func (d *Dict) copy() *Dict {
 	return c
 }
 
+// DeepCopy returns v with its lists, dicts and namespaces copied at every
+// depth, so that a render that changes them (list.append, dict.update,
+// {% set x.attr = v %}) leaves v itself as it was.
+func DeepCopy(v any) any {
+	switch x := v.(type) {
+	case *List:
+		c := &List{Items: make([]any, len(x.Items)), Tuple: x.Tuple}
+		for i, it := range x.Items {
+			c.Items[i] = DeepCopy(it)
+		}
+		return c
+	case *Dict:
+		c := &Dict{keys: append([]any(nil), x.keys...), m: make(map[any]any, len(x.m))}
+		for k, it := range x.m {
+			c.m[k] = DeepCopy(it)
+		}
+		return c
+	case *Namespace:
+		return &Namespace{attrs: DeepCopy(x.attrs).(*Dict)}
+	}
+	return v
+}
+
 // normKey makes equal Python keys equal Go map keys: True is 1, 2.0 is 2.
 func normKey(k any) any {
 	switch x := k.(type) {
