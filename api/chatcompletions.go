@@ -115,6 +115,11 @@ type preparedChat struct {
 	prompt      []int32
 	tmpl        *chatTemplate
 	toolsActive bool
+	// thinkMarks: the template writes reasoning markers, so answers show
+	// them as text where they are control tokens (Command R7B, Gemma 4),
+	// with or without tools, for the reasoning split (or, with
+	// reasoning_format none, in the content as the reference shows them).
+	thinkMarks bool
 	// forced: tool_choice "required" or a named function; the answer is
 	// a call (a partial one when the budget ran out), never content.
 	forced  bool
@@ -138,6 +143,10 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 		format = s.cfg.ReasoningFormat
 	}
 	pc.reasoning = newReasoningSplit(t, text, format)
+	if t.caps.thinking {
+		_, end := thinkMarkersOf(t.source)
+		pc.thinkMarks = end != ""
+	}
 	pc.forced = pc.toolsActive && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed)
 	src, root, param := req.grammar, req.grammarRoot, "grammar"
 	lazy := false
@@ -176,7 +185,7 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 		}
 		trigger := []byte(grammar.ToolCallTrigger(t.format))
 		pc.factory = func() (sampling.Constraint, error) {
-			return &lazyConstraint{trigger: trigger, piece: func(id int32) []byte { return s.piece(id, true) },
+			return &lazyConstraint{trigger: trigger, piece: func(id int32) []byte { return s.piece(id, true, pc.thinkMarks) },
 				newMatcher: matcher}, nil
 		}
 	}
@@ -239,7 +248,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx) handlerResult {
 func (s *Server) chatWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *chatRequest, pc *preparedChat, id string, created int64) handlerResult {
 	resp := chatBody{ID: id, Object: "chat.completion", Created: created, Model: s.info.Name}
 	resp.Usage.PromptTokens = len(pc.prompt)
-	specs := s.candidateSpecs(req.bestOf, genSpec{prompt: pc.prompt, media: pc.media, g: req.genRequest, constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive})
+	specs := s.candidateSpecs(req.bestOf, genSpec{prompt: pc.prompt, media: pc.media, g: req.genRequest, constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive, think: pc.thinkMarks})
 	cands, err := s.generateAll(gctx, specs, nil)
 	if err != nil {
 		s.writeError(ctx, modelError(err))
@@ -359,7 +368,7 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		}
 		return nil
 	}
-	specs := s.candidateSpecs(req.n, genSpec{prompt: pc.prompt, media: pc.media, g: req.genRequest, constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive})
+	specs := s.candidateSpecs(req.n, genSpec{prompt: pc.prompt, media: pc.media, g: req.genRequest, constraint: pc.factory, wantLogprob: req.logprobs, tools: pc.toolsActive, think: pc.thinkMarks})
 	cands, err := s.generateAll(gctx, specs, onText)
 	if err != nil {
 		return u.CompletionTokens, streamFailed(sse, err)

@@ -35,6 +35,10 @@ type fakeBackend struct {
 	// them tests follow a generation by events, not by the clock.
 	hold  chan struct{}
 	ended chan error
+	// controls are more control tokens (no output bytes), ids fakeVocab
+	// and up: a vocabulary whose reasoning markers are control tokens, as
+	// Command R7B's and Gemma 4's are.
+	controls []string
 
 	cancelled atomic.Int32 // Generate calls that ended by ctx
 	running   atomic.Int32
@@ -51,16 +55,28 @@ func newFake() *fakeBackend {
 }
 
 func (f *fakeBackend) Info() ModelInfo {
-	return ModelInfo{Name: "fake-model", ContextSize: f.ctxSize, VocabSize: fakeVocab, ChatTemplate: f.template,
+	return ModelInfo{Name: "fake-model", ContextSize: f.ctxSize, VocabSize: f.vocab(), ChatTemplate: f.template,
 		BOSText: "<s>", EOSText: "</s>", AddBOS: true}
 }
+
+// vocab is the vocabulary's size.
+func (f *fakeBackend) vocab() int { return fakeVocab + len(f.controls) }
 
 func (f *fakeBackend) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
 	var out []int32
 	if addSpecial {
 		out = append(out, 1)
 	}
+next:
 	for i := 0; i < len(text); {
+		if parseSpecial {
+			for k, c := range f.controls {
+				if strings.HasPrefix(text[i:], c) {
+					out, i = append(out, int32(fakeVocab+k)), i+len(c)
+					continue next
+				}
+			}
+		}
 		if parseSpecial && strings.HasPrefix(text[i:], "<s>") {
 			out, i = append(out, 1), i+3
 			continue
@@ -91,6 +107,8 @@ func (f *fakeBackend) Detokenize(tokens []int32) (string, error) {
 			b.WriteString("[TOOL_CALLS]")
 		case id >= 3 && id < fakeVocab:
 			b.WriteByte(byte(id - 3))
+		case id >= fakeVocab && int(id) < f.vocab():
+			b.WriteString(f.controls[id-fakeVocab])
 		case id == 0:
 		default:
 			return "", fmt.Errorf("token %d is outside the vocabulary", id)
@@ -124,6 +142,9 @@ func (f *fakeBackend) TokenText(id int32) string {
 		return "</s>"
 	case fakeToolCalls:
 		return "[TOOL_CALLS]"
+	}
+	if id >= fakeVocab && int(id) < f.vocab() {
+		return f.controls[id-fakeVocab]
 	}
 	return string(f.Piece(id))
 }
@@ -172,7 +193,7 @@ func (f *fakeBackend) generate(ctx context.Context, reqs []*GenerateRequest, emi
 		if f.strength != nil {
 			strength = f.strength(req.Params.Seed)
 		}
-		chain, err := sampling.NewChain(req.Params, sampling.Vocab{Size: fakeVocab, EOG: []int32{2}}, req.Constraint)
+		chain, err := sampling.NewChain(req.Params, sampling.Vocab{Size: f.vocab(), EOG: []int32{2}}, req.Constraint)
 		if err != nil {
 			return err
 		}
@@ -189,7 +210,7 @@ func (f *fakeBackend) generate(ctx context.Context, reqs []*GenerateRequest, emi
 			return ctx.Err()
 		}
 	}
-	logits := make([]float32, fakeVocab)
+	logits := make([]float32, f.vocab())
 	for round, left := 0, len(cands); left > 0; round++ {
 		if round == 1 && f.hold != nil {
 			select {

@@ -48,6 +48,7 @@ type genSpec struct {
 	textOffset  int // characters before the first generated one in the choice text (echo)
 	wantLogprob bool
 	tools       bool // render tool-call marker tokens
+	think       bool // render reasoning marker tokens
 	// echoLogprobs (echo with logprobs): the choice's logprobs start with
 	// the prompt's tokens, the first null; a streamed choice gets
 	// echoText with them before its first token.
@@ -125,7 +126,7 @@ func (s *Server) generateAll(ctx context.Context, sps []*genSpec, onText func(i 
 			return nil
 		}
 		cand.tokens++
-		piece := s.piece(ev.Token, sp.tools)
+		piece := s.piece(ev.Token, sp.tools, sp.think)
 		cand.sumLP += float64(ev.Logprob)
 		if sp.wantLogprob {
 			lp := tokenLogprob{text: string(piece), logprob: ev.Logprob, offset: st.chars.n}

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -262,5 +264,42 @@ func TestResponsesThinking(t *testing.T) {
 	}
 	if !strings.Contains(prompt, "<|im_start|>assistant\n<think>\nThink first.\n</think>\n\nParis.<|im_end|>") {
 		t.Errorf("prompt %q, want the earlier reasoning before Paris.", prompt)
+	}
+}
+
+// TestChatThinkingControlTokens: where a thinking template's reasoning
+// markers are control tokens of the vocabulary (Gemma 4's <|channel> and
+// <channel|>, Command R7B's <|START_THINKING|>), the answer shows them as
+// text so that the reasoning comes apart without tools in the request too
+// (it came out as content, markers dropped), and with reasoning_format
+// none the content keeps them as the reference shows preserved tokens.
+func TestChatThinkingControlTokens(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("testdata", "families", "declarations.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake()
+	f.ctxSize = 4096
+	f.template = string(src)
+	f.controls = []string{gemma4Channel, gemma4ChannelEnd}
+	answer := gemma4Thought + "\nThe user greets me.<channel|>Hello there."
+	f.reply = func(string) string { return answer }
+	ts := newReadyServer(t, f, Config{})
+	body := `{"messages":[{"role":"user","content":"hi"}],"temperature":0,"max_tokens":200`
+	r := ts.post("/v1/chat/completions", body+`}`)
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	m := decodeBody(t, r.body)
+	if rc, c := jsonPath(m, "choices", 0, "message", "reasoning_content"), jsonPath(m, "choices", 0, "message", "content"); rc != "The user greets me." || c != "Hello there." {
+		t.Errorf("reasoning %v, content %v, want the reasoning and Hello there.", rc, c)
+	}
+	if rs, cs, _, _ := chatStreamParts(t, ts, body+`,"stream":true}`); rs != "The user greets me." || cs != "Hello there." {
+		t.Errorf("stream: reasoning %q, content %q", rs, cs)
+	}
+	r = ts.post("/v1/chat/completions", body+`,"reasoning_format":"none"}`)
+	m = decodeBody(t, r.body)
+	if rc, c := jsonPath(m, "choices", 0, "message", "reasoning_content"), jsonPath(m, "choices", 0, "message", "content"); rc != nil || c != answer {
+		t.Errorf("reasoning_format none: reasoning %v, content %q, want none and %q", rc, c, answer)
 	}
 }

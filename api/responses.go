@@ -864,7 +864,7 @@ func (s *Server) outputItems(req *responsesRequest, pc *preparedChat, c *candida
 }
 
 func (s *Server) responseWhole(ctx *fasthttp.RequestCtx, gctx contextT, req *responsesRequest, pc *preparedChat, id string, created int64) handlerResult {
-	specs := s.candidateSpecs(1, genSpec{prompt: pc.prompt, media: pc.media, g: req.chat.genRequest, constraint: pc.factory, wantLogprob: req.chat.logprobs, tools: pc.toolsActive})
+	specs := s.candidateSpecs(1, genSpec{prompt: pc.prompt, media: pc.media, g: req.chat.genRequest, constraint: pc.factory, wantLogprob: req.chat.logprobs, tools: pc.toolsActive, think: pc.thinkMarks})
 	cands, err := s.generateAll(gctx, specs, nil)
 	if err != nil {
 		s.writeError(ctx, modelError(err))
@@ -1158,7 +1158,7 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 		}
 		return sendText(t)
 	}
-	specs := s.candidateSpecs(1, genSpec{prompt: pc.prompt, media: pc.media, g: req.chat.genRequest, constraint: pc.factory, wantLogprob: req.chat.logprobs, tools: pc.toolsActive})
+	specs := s.candidateSpecs(1, genSpec{prompt: pc.prompt, media: pc.media, g: req.chat.genRequest, constraint: pc.factory, wantLogprob: req.chat.logprobs, tools: pc.toolsActive, think: pc.thinkMarks})
 	cands, err := s.generateAll(gctx, specs, onText)
 	if err != nil {
 		if sse.err != nil {

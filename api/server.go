@@ -172,9 +172,12 @@ type Server struct {
 	vocabOnce sync.Once
 	vocab     *grammar.Vocab
 	vocabErr  error
-	// preserved maps control tokens that mark tool calls to their text;
-	// requests with tools render them (llama.cpp's preserved tokens).
+	// preserved maps control tokens that mark tool calls or reasoning to
+	// their text; requests with tools render the first, answers of a
+	// thinking template the second (llama.cpp's preserved tokens).
 	preserved map[int32][]byte
+	// thinkTok are the preserved tokens that mark reasoning.
+	thinkTok map[int32]bool
 
 	// respStore keeps recent /v1/responses items (previous_response_id,
 	// item_reference).
@@ -314,13 +317,18 @@ func (s *Server) Ready(b Backend) error {
 	if bb, ok := b.(BatchingBackend); ok && bb.Batching() {
 		s.batching = true
 	}
-	s.preserved = map[int32][]byte{}
+	s.preserved, s.thinkTok = map[int32][]byte{}, map[int32]bool{}
 	for id := range int32(info.VocabSize) {
 		if len(b.Piece(id)) > 0 {
 			continue
 		}
-		if txt := b.TokenText(id); isToolMarkupToken(txt) {
+		txt := b.TokenText(id)
+		if isToolMarkupToken(txt) {
 			s.preserved[id] = []byte(txt)
+		}
+		if isThinkMarkerToken(txt) {
+			s.preserved[id] = []byte(txt)
+			s.thinkTok[id] = true
 		}
 	}
 	s.state.Store(stateReady)
@@ -724,7 +732,7 @@ func (s *Server) grammarVocab() (*grammar.Vocab, error) {
 		n := s.info.VocabSize
 		toks := make([][]byte, n)
 		for i := range toks {
-			toks[i] = s.piece(int32(i), true)
+			toks[i] = s.piece(int32(i), true, true)
 		}
 		s.vocab, s.vocabErr = grammar.NewVocab(toks, s.backend.EOG())
 	})
@@ -732,11 +740,11 @@ func (s *Server) grammarVocab() (*grammar.Vocab, error) {
 }
 
 // piece returns the output bytes of id; with tools, the tool-call marker
-// tokens render as their text.
-func (s *Server) piece(id int32, tools bool) []byte {
+// tokens render as their text, with think the reasoning marker tokens.
+func (s *Server) piece(id int32, tools, think bool) []byte {
 	p := s.backend.Piece(id)
-	if len(p) == 0 && tools {
-		if t, ok := s.preserved[id]; ok {
+	if len(p) == 0 && (tools || think) {
+		if t, ok := s.preserved[id]; ok && (tools || s.thinkTok[id]) {
 			return t
 		}
 	}

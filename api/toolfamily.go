@@ -595,6 +595,21 @@ func parseMistralArgs(text string) (string, []toolCall, bool) {
 	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
 }
 
+// isThinkMarkerToken reports whether a control token's text marks
+// reasoning in some family (thinkMarkers, with Gemma 4's channel tokens), so
+// that answers of a thinking template render it for the reasoning split.
+func isThinkMarkerToken(txt string) bool {
+	if txt == gemma4Channel || txt == gemma4ChannelEnd {
+		return true
+	}
+	for _, m := range thinkMarkers {
+		if txt == m[0] || txt == m[1] {
+			return true
+		}
+	}
+	return false
+}
+
 // isToolMarkupToken reports whether a control token's text marks tool
 // calls in some family, so that requests with tools render it in the
 // output for the parser (llama.cpp's preserved tokens).
