@@ -143,7 +143,7 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 		format = s.cfg.ReasoningFormat
 	}
 	pc.reasoning = newReasoningSplit(t, text, format)
-	if t.caps.thinking {
+	if t.caps.reasoning {
 		_, end := thinkMarkersOf(t.source)
 		pc.thinkMarks = end != ""
 	}

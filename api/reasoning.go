@@ -87,7 +87,7 @@ func (r reasoningSplit) on() bool { return r.end != "" }
 // newReasoningSplit returns the split of answers to a prompt rendered as
 // prompt by t under format (one of ReasoningFormats).
 func newReasoningSplit(t *chatTemplate, prompt, format string) reasoningSplit {
-	if format == reasoningNone || !t.caps.thinking || t.family == familyHarmony {
+	if format == reasoningNone || !t.caps.reasoning || t.family == familyHarmony {
 		return reasoningSplit{}
 	}
 	start, end := thinkMarkersOf(t.source)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vkllm/vkllm/internal/fixtures"
 )
 
 // The cases follow the reference's reasoning parser (its test-chat.cpp
@@ -88,7 +90,7 @@ func TestThinkMarkers(t *testing.T) {
 			t.Errorf("markers of %q = %q %q, want %q %q", c.src, s, e, c.start, c.end)
 		}
 	}
-	tm := &chatTemplate{source: "<think></think>", caps: templateCaps{thinking: true}}
+	tm := &chatTemplate{source: "<think></think>", caps: templateCaps{thinking: true, reasoning: true}}
 	if rs := newReasoningSplit(tm, "<|im_start|>assistant\n<think>\n", reasoningAuto); !rs.on() || !rs.forcedOpen {
 		t.Errorf("prompt ending in <think>: %+v, want a forced-open split", rs)
 	}
@@ -101,7 +103,7 @@ func TestThinkMarkers(t *testing.T) {
 	if rs := newReasoningSplit(&chatTemplate{source: "<think></think>"}, "x", reasoningAuto); rs.on() {
 		t.Errorf("a template that is not thinking: %+v, want no split", rs)
 	}
-	if rs := newReasoningSplit(&chatTemplate{source: "<think></think>", family: familyHarmony, caps: templateCaps{thinking: true}}, "x", reasoningAuto); rs.on() {
+	if rs := newReasoningSplit(&chatTemplate{source: "<think></think>", family: familyHarmony, caps: templateCaps{thinking: true, reasoning: true}}, "x", reasoningAuto); rs.on() {
 		t.Errorf("gpt-oss: %+v, want no split (harmony.go parses it)", rs)
 	}
 }
@@ -267,39 +269,60 @@ func TestResponsesThinking(t *testing.T) {
 	}
 }
 
-// TestChatThinkingControlTokens: where a thinking template's reasoning
-// markers are control tokens of the vocabulary (Gemma 4's <|channel> and
-// <channel|>, Command R7B's <|START_THINKING|>), the answer shows them as
-// text so that the reasoning comes apart without tools in the request too
-// (it came out as content, markers dropped), and with reasoning_format
-// none the content keeps them as the reference shows preserved tokens.
+// TestChatThinkingControlTokens: where a template's reasoning markers are
+// control tokens of the vocabulary (Gemma 4's <|channel> and <channel|>,
+// Command R7B's <|START_THINKING|>), the answer shows them as text so that
+// the reasoning comes apart without tools in the request too (it came out
+// as content, markers dropped), and with reasoning_format none the content
+// keeps them as the reference shows preserved tokens.
 func TestChatThinkingControlTokens(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join("testdata", "families", "declarations.jinja"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := newFake()
-	f.ctxSize = 4096
-	f.template = string(src)
-	f.controls = []string{gemma4Channel, gemma4ChannelEnd}
-	answer := gemma4Thought + "\nThe user greets me.<channel|>Hello there."
-	f.reply = func(string) string { return answer }
-	ts := newReadyServer(t, f, Config{})
-	body := `{"messages":[{"role":"user","content":"hi"}],"temperature":0,"max_tokens":200`
-	r := ts.post("/v1/chat/completions", body+`}`)
-	if r.status != 200 {
-		t.Fatalf("status %d: %s", r.status, r.body)
-	}
-	m := decodeBody(t, r.body)
-	if rc, c := jsonPath(m, "choices", 0, "message", "reasoning_content"), jsonPath(m, "choices", 0, "message", "content"); rc != "The user greets me." || c != "Hello there." {
-		t.Errorf("reasoning %v, content %v, want the reasoning and Hello there.", rc, c)
-	}
-	if rs, cs, _, _ := chatStreamParts(t, ts, body+`,"stream":true}`); rs != "The user greets me." || cs != "Hello there." {
-		t.Errorf("stream: reasoning %q, content %q", rs, cs)
-	}
-	r = ts.post("/v1/chat/completions", body+`,"reasoning_format":"none"}`)
-	m = decodeBody(t, r.body)
-	if rc, c := jsonPath(m, "choices", 0, "message", "reasoning_content"), jsonPath(m, "choices", 0, "message", "content"); rc != nil || c != answer {
-		t.Errorf("reasoning_format none: reasoning %v, content %q, want none and %q", rc, c, answer)
+	for _, c := range []struct {
+		name     string
+		template func(t *testing.T) string
+		controls []string
+		answer   string
+		content  string
+	}{
+		{"gemma 4", func(t *testing.T) string {
+			src, err := os.ReadFile(filepath.Join("testdata", "families", "declarations.jinja"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(src)
+		}, []string{gemma4Channel, gemma4ChannelEnd}, gemma4Thought + "\nThe user greets me.<channel|>Hello there.", "Hello there."},
+		{"command r7b", func(t *testing.T) string {
+			src, err := os.ReadFile(filepath.Join(fixtures.Dir(t, "templates"), "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(src)
+		}, []string{"<|START_THINKING|>", "<|END_THINKING|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>"},
+			"<|START_THINKING|>The user greets me.<|END_THINKING|><|START_RESPONSE|>Hello there.<|END_RESPONSE|>", "Hello there."},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFake()
+			f.ctxSize = 4096
+			f.template = c.template(t)
+			f.controls = c.controls
+			f.reply = func(string) string { return c.answer }
+			ts := newReadyServer(t, f, Config{})
+			body := `{"messages":[{"role":"user","content":"hi"}],"temperature":0,"max_tokens":200`
+			r := ts.post("/v1/chat/completions", body+`}`)
+			if r.status != 200 {
+				t.Fatalf("status %d: %s", r.status, r.body)
+			}
+			m := decodeBody(t, r.body)
+			if rc, got := jsonPath(m, "choices", 0, "message", "reasoning_content"), jsonPath(m, "choices", 0, "message", "content"); rc != "The user greets me." || got != c.content {
+				t.Errorf("reasoning %v, content %v, want the reasoning and %q", rc, got, c.content)
+			}
+			if rs, cs, _, _ := chatStreamParts(t, ts, body+`,"stream":true}`); rs != "The user greets me." || cs != c.content {
+				t.Errorf("stream: reasoning %q, content %q", rs, cs)
+			}
+			r = ts.post("/v1/chat/completions", body+`,"reasoning_format":"none"}`)
+			m = decodeBody(t, r.body)
+			if rc, got := jsonPath(m, "choices", 0, "message", "reasoning_content"), jsonPath(m, "choices", 0, "message", "content"); rc != nil || !strings.Contains(got.(string), c.controls[1]) {
+				t.Errorf("reasoning_format none: reasoning %v, content %q, want none and the markers in the content", rc, got)
+			}
+		})
 	}
 }

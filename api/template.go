@@ -46,6 +46,14 @@ type templateCaps struct {
 	// template analysis finds it (see detectThinking); enable_thinking is
 	// true for it and false for every other template.
 	thinking bool
+	// reasoning: answers are parsed for reasoning (reasoning.go). Besides
+	// the thinking templates, as the reference: a template that renders
+	// reasoning_content only beside tool calls (its analysis' "tools only"
+	// reasoning: Kimi K2 Thinking, the reference's copy of Command R7B's),
+	// LFM2.5, whose own handler in the reference parses <think>, and
+	// Command R7B (whose original template reads tool_plan). None changes
+	// enable_thinking: those templates do not read it.
+	reasoning bool
 }
 
 // newChatTemplate returns the template called name; src is the model's
@@ -141,7 +149,44 @@ func probeCaps(tpl *jinja.Template, src string) templateCaps {
 		c.objectArguments = objShown && (!strShown || strEscaped || membersRead)
 	}
 	c.thinking = detectThinking(tpl, src)
+	fam := detectToolFamily(src)
+	c.reasoning = c.thinking || (c.nativeTools && reasoningWithCalls(tpl)) ||
+		(fam == familyLFM2 && strings.Contains(src, "<think>")) || fam == familyCommandR7B
 	return c
+}
+
+// reasoningWithCalls reports whether tpl renders an assistant message's
+// reasoning_content, followed by a marker, only when the message has tool
+// calls (the reference's analysis renders the two and calls such
+// reasoning "tools only").
+func reasoningWithCalls(tpl *jinja.Template) bool {
+	const reasoning = "vkllm probe reasoning"
+	render := func(calls bool) string {
+		a := msg("assistant", "vkllm probe answer")
+		a.Set("reasoning_content", reasoning)
+		if calls {
+			fn := jinja.NewDict()
+			fn.Set("name", "vkllm_probe_tool")
+			fn.Set("arguments", `{"`+probeArg+`": "x"}`)
+			call := jinja.NewDict()
+			call.Set("id", "call00001")
+			call.Set("type", "function")
+			call.Set("function", fn)
+			a.Set("content", "")
+			a.Set("tool_calls", jinja.NewList(call))
+		}
+		return probeRender(tpl, map[string]any{"enable_thinking": true}, msg("user", probeUser), a)
+	}
+	if strings.Contains(render(false), reasoning) {
+		return false
+	}
+	out := render(true)
+	i := strings.Index(out, reasoning)
+	if i < 0 {
+		return false
+	}
+	loc := markerRE.FindStringIndex(strings.TrimLeft(out[i+len(reasoning):], " \t\r\n"))
+	return loc != nil && loc[0] == 0
 }
 
 // probeRender renders msgs with tpl (no generation prompt unless vars sets
@@ -368,9 +413,10 @@ func (t *chatTemplate) messagesValue(msgs []message) *jinja.List {
 		}
 		if m.reasoning != "" {
 			o.Set("reasoning_content", m.reasoning)
-			if t.family == familyHarmony && len(m.toolCalls) > 0 {
+			if t.family == familyHarmony && len(m.toolCalls) > 0 || t.family == familyLFM2 {
 				// gpt-oss's template keeps the analysis before a call
-				// from its "thinking" field, as the reference passes it.
+				// from its "thinking" field, and LFM2.5's reads its
+				// reasoning there, as the reference passes them.
 				o.Set("thinking", m.reasoning)
 			}
 		}

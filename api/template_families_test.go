@@ -111,3 +111,39 @@ func TestDetectThinking(t *testing.T) {
 		}
 	}
 }
+
+// TestDetectReasoning: besides the thinking templates, answers are parsed
+// for reasoning where the reference parses them without setting
+// enable_thinking from the template: a template that renders
+// reasoning_content before a marker only in a message with tool calls
+// (Command R7B, Kimi K2 Thinking), and LFM2.5 (its reasoning read from
+// the message's "thinking", as the reference passes it).
+func TestDetectReasoning(t *testing.T) {
+	for _, c := range []struct {
+		name, src           string
+		thinking, reasoning bool
+	}{
+		{"reasoning only beside calls", "{% for m in messages %}{% if m.tool_calls %}<|START_THINKING|>{{ m.reasoning_content }}<|END_THINKING|>{% endif %}{{ m.content }}{% endfor %}", false, true},
+		{"reasoning only beside calls, as plain text", "{% for m in messages %}{% if m.tool_calls %}{{ m.reasoning_content }} {% endif %}{{ m.content }}{% endfor %}", false, false},
+		{"reasoning always", "{% for m in messages %}<think>{{ m.reasoning_content }}</think>{{ m.content }}{% endfor %}", true, true},
+		{"LFM2.5's thinking field", "List of tools: <|tool_call_start|>{% for m in messages %}{% if m.thinking %}<think>{{ m.thinking }}</think>{% endif %}{{ m.content }}{% endfor %}", false, true},
+		{"no reasoning", "{% for m in messages %}{{ m.content }}{% for c in m.tool_calls %}{{ c.function.name }}{% endfor %}{% endfor %}", false, false},
+	} {
+		tmpl, err := newChatTemplate("jinja", c.src)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if tmpl.caps.thinking != c.thinking || tmpl.caps.reasoning != c.reasoning {
+			t.Errorf("%s: thinking %v, reasoning %v, want %v, %v", c.name, tmpl.caps.thinking, tmpl.caps.reasoning, c.thinking, c.reasoning)
+		}
+	}
+	// LFM2.5 reads a message's reasoning from "thinking".
+	tmpl, err := newChatTemplate("jinja", "List of tools: <|tool_call_start|>{% for m in messages %}{% if m.thinking %}<think>{{ m.thinking }}</think>{% endif %}{{ m.content }}{% endfor %}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tmpl.render(renderInput{messages: []message{{role: "user", content: "q"}, {role: "assistant", content: "a", reasoning: "r"}}})
+	if err != nil || got != "List of tools: <|tool_call_start|>q<think>r</think>a" {
+		t.Errorf("render = %q, %v, want the reasoning in <think>", got, err)
+	}
+}
