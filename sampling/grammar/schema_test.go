@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -19,60 +18,6 @@ var genVocab = sync.OnceValues(func() (*Vocab, error) {
 	return NewVocab(synthVocab(4000), []int32{2})
 })
 
-// minLens returns, for each rule, the length in characters of its shortest
-// sentence.
-func minLens(g *Grammar) []int {
-	const inf = math.MaxInt / 4
-	ml := make([]int, len(g.rules))
-	for i := range ml {
-		ml[i] = inf
-	}
-	for changed := true; changed; {
-		changed = false
-		for i, r := range g.rules {
-			for _, a := range r.alts {
-				if n := restLen(g, ml, a); n < ml[i] {
-					ml[i] = n
-					changed = true
-				}
-			}
-		}
-	}
-	return ml
-}
-
-// restLen returns the shortest length of the rest of an alternative from pos.
-func restLen(g *Grammar, ml []int, pos int32) int {
-	n := 0
-	for ; g.elems[pos].kind != elemEnd; pos++ {
-		if g.elems[pos].kind == elemChar {
-			n++
-		} else {
-			n += ml[g.elems[pos].id]
-		}
-		if n > math.MaxInt/8 {
-			return n
-		}
-	}
-	return n
-}
-
-// distance returns the fewest characters that complete the grammar from
-// matcher state s.
-func distance(m *Matcher, ml []int, s int32) int {
-	st := m.states[s]
-	sp := m.sets[st.set]
-	best := math.MaxInt
-	for _, sid := range m.setData[sp.start:sp.end] {
-		d := 0
-		for n := sid; n >= 0; n = m.nodes[n].parent {
-			d += restLen(m.g, ml, m.nodes[n].pos)
-		}
-		best = min(best, d)
-	}
-	return best
-}
-
 // generate samples a sentence of g: uniformly random allowed tokens for a
 // random number of steps, then the tokens that bring the end closest.
 func generate(t *testing.T, g *Grammar, v *Vocab, rng *rand.Rand) string {
@@ -83,53 +28,11 @@ func generate(t *testing.T, g *Grammar, v *Vocab, rng *rand.Rand) string {
 // generateN is generate with up to maxRandom random steps.
 func generateN(t *testing.T, g *Grammar, v *Vocab, rng *rand.Rand, maxRandom int) string {
 	t.Helper()
-	ml := minLens(g)
-	m := NewMatcher(g, v)
-	var out []byte
-	budget := rng.IntN(maxRandom)
-	var allowed []int32
-	for step := 0; step < 3000; step++ {
-		var err error
-		allowed, err = m.Allowed(allowed[:0])
-		if err != nil || len(allowed) == 0 {
-			t.Fatalf("Allowed after %q = %d tokens, %v", out, len(allowed), err)
-		}
-		var id int32
-		if step < budget {
-			id = allowed[rng.IntN(len(allowed))]
-		} else if m.IsComplete() {
-			id = 2
-		} else {
-			best := math.MaxInt
-			var ties []int32
-			for _, a := range allowed {
-				if v.IsEOG(a) {
-					continue
-				}
-				s := m.cur
-				for _, b := range v.Token(a) {
-					s = m.step(s, b)
-				}
-				d := distance(m, ml, s)
-				if d < best {
-					best, ties = d, ties[:0]
-				}
-				if d == best {
-					ties = append(ties, a)
-				}
-			}
-			id = ties[rng.IntN(len(ties))]
-		}
-		if err := m.Accept(id); err != nil {
-			t.Fatalf("Accept(%d %q) after %q: %v", id, v.Token(id), out, err)
-		}
-		if v.IsEOG(id) {
-			return string(out)
-		}
-		out = append(out, v.Token(id)...)
+	out, err := Sample(g, v, rng, maxRandom)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("generation did not finish: %q", out)
-	return ""
+	return out
 }
 
 func compileSchema(t *testing.T, schema string) *jsonschema.Schema {

@@ -86,6 +86,25 @@ type ToolCallOptions struct {
 	// Budget bounds the compile (the parameters schemas converted and the
 	// grammar checked); the zero Budget is the default.
 	Budget Budget
+	// Syntax, when set, is the family's own call syntax (Format is then
+	// unused).
+	Syntax *Syntax
+	// ReasoningStart and ReasoningEnd, when set, allow the model's
+	// reasoning between them before the calls (any text without
+	// ReasoningEnd); with ReasoningOpen the prompt already opened it, so
+	// the answer starts inside it and must close it.
+	ReasoningStart, ReasoningEnd string
+	ReasoningOpen                bool
+}
+
+// usesArgs reports whether syn writes the arguments as one JSON object.
+func (syn *Syntax) usesArgs() bool {
+	for _, p := range syn.Call {
+		if p.Kind == PartArgs {
+			return true
+		}
+	}
+	return false
 }
 
 // ToolCallGrammar returns GBNF (start rule "root") for the tool calls the
@@ -130,11 +149,24 @@ func ToolCallGrammar(funcs []ToolFunction, opts ToolCallOptions) (string, error)
 		stem := "fn-" + f.Name
 		c.root = root
 		c.scope = strconv.Itoa(i) + ":"
-		args, err := c.expr(root, stem+"-args", "#")
-		if err != nil {
-			return "", fmt.Errorf("grammar: function %q parameters: %w", f.Name, err)
+		var args string
+		if opts.Syntax == nil || opts.Syntax.usesArgs() {
+			a, err := c.expr(root, stem+"-args", "#")
+			if err != nil {
+				return "", fmt.Errorf("grammar: function %q parameters: %w", f.Name, err)
+			}
+			args = c.addRule(stem+"-args", a)
 		}
-		args = c.addRule(stem+"-args", args)
+		if opts.Syntax != nil {
+			call, err := c.syntaxCall(opts.Syntax, f.Name, args, func() (string, error) {
+				return c.xmlParams(opts.Syntax, root, stem, "#")
+			})
+			if err != nil {
+				return "", fmt.Errorf("grammar: function %q parameters: %w", f.Name, err)
+			}
+			calls = append(calls, c.addRule(stem+"-call", call))
+			continue
+		}
 		call := `"{" ` + sp + " " + gbnfLiteral(`"name"`) + " " + sp + ` ":" ` + sp + " " +
 			gbnfLiteral(jsonQuote(f.Name)) + " " + sp + ` "," ` + sp + " " +
 			gbnfLiteral(jsonQuote(argsKey)) + " " + sp + ` ":" ` + sp + " " + args + ` "}" ` + sp
@@ -145,25 +177,27 @@ func ToolCallGrammar(funcs []ToolFunction, opts ToolCallOptions) (string, error)
 	}
 	c.setRule("tool-call", strings.Join(calls, " | "))
 	var root string
-	switch opts.Format {
-	case ToolFormatHermes:
+	switch {
+	case opts.Syntax != nil:
+		root = c.syntaxRoot(opts.Syntax, opts.Parallel)
+	case opts.Format == ToolFormatHermes:
 		c.setRule("tool-call-block", `"<tool_call>\n" tool-call "\n</tool_call>"`)
 		root = "tool-call-block"
 		if opts.Parallel {
 			root += ` ("\n" tool-call-block)*`
 		}
-	case ToolFormatLlama3:
+	case opts.Format == ToolFormatLlama3:
 		root = "tool-call"
 		if opts.Parallel {
 			root += ` (";" ` + sp + " tool-call)*"
 		}
-	case ToolFormatMistral:
+	case opts.Format == ToolFormatMistral:
 		root = `"[TOOL_CALLS]" "[" ` + sp + " tool-call"
 		if opts.Parallel {
 			root += ` ("," ` + sp + " tool-call)*"
 		}
 		root += ` "]"`
-	case ToolFormatGeneric:
+	case opts.Format == ToolFormatGeneric:
 		if opts.Parallel {
 			root = `"{" ` + sp + ` "\"tool_calls\"" ` + sp + ` ":" ` + sp + ` "[" ` + sp +
 				` tool-call ("," ` + sp + ` tool-call)* "]" ` + sp + ` "}" ` + sp
@@ -172,6 +206,15 @@ func ToolCallGrammar(funcs []ToolFunction, opts ToolCallOptions) (string, error)
 		}
 	default:
 		return "", fmt.Errorf("grammar: ToolCallGrammar: unknown format %v", opts.Format)
+	}
+	if opts.ReasoningEnd != "" {
+		// The model's reasoning first, as its family writes it.
+		think := c.notContaining("reasoning-text", opts.ReasoningEnd) + " " + gbnfLiteral(opts.ReasoningEnd) + " " + `[ \t\n]*`
+		if !opts.ReasoningOpen {
+			think = "(" + gbnfLiteral(opts.ReasoningStart) + " " + think + ")?"
+		}
+		c.setRule("reasoning", think)
+		root = "reasoning (" + root + ")"
 	}
 	c.setRule("root", root)
 	src := c.format()

@@ -263,3 +263,74 @@ func TestToolCallTrigger(t *testing.T) {
 		}
 	}
 }
+
+// TestToolCallSyntax: calls in a family's own syntax, XML-like parameters
+// (raw text for string parameters, JSON for the others, required ones
+// always, optional ones in the schema's order) or a JSON arguments object
+// in the family's markers, with the model's reasoning allowed before them.
+func TestToolCallSyntax(t *testing.T) {
+	xml := &Syntax{Open: "<tool_call>\n", Close: "</tool_call>", Sep: "<tool_call>\n",
+		Call:      []Part{Text("<function="), Name, Text(">\n"), Params, Text("</function>\n")},
+		ParamOpen: "<parameter=", ParamMid: ">\n", ParamClose: "\n</parameter>\n"}
+	markers := &Syntax{Open: "<|calls|>", Close: "<|end|>", List: true, Call: JSONCall("name", "arguments")}
+	idJSON := &Syntax{Open: "<A>", Close: "</A>", List: true, Call: JSONCall("tool_name", "parameters", [2]string{"tool_call_id", ""})}
+	dsml := &Syntax{Call: []Part{Text(`<invoke name="`), Name, Text("\">\n"), Params, Text("</invoke>\n")},
+		ParamOpen: `<parameter name="`, ParamMid: `" string="true">`, ParamMidJSON: `" string="false">`, ParamClose: "</parameter>\n"}
+	tests := []struct {
+		name   string
+		opts   ToolCallOptions
+		accept []string
+		reject []string
+	}{
+		{"xml", ToolCallOptions{Syntax: xml},
+			[]string{"<tool_call>\n<function=now>\n</function>\n</tool_call>",
+				"<tool_call>\n<function=get_weather>\n<parameter=city>\nSan José\n</parameter>\n</function>\n</tool_call>",
+				"<tool_call>\n<function=search>\n<parameter=query>\na <b> </parameter </para\nx\n</parameter>\n</function>\n</tool_call>",
+				"<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"},
+			[]string{"<tool_call>\n<function=get_weather>\n</function>\n</tool_call>",
+				"<tool_call>\n<function=get_weather>\n<parameter=city>\n\n</parameter>\n</function>\n</tool_call>",
+				"<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n<parameter=unit>\nkelvin\n</parameter>\n</function>\n</tool_call>",
+				"<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n<parameter=days>\n15\n</parameter>\n</function>\n</tool_call>",
+				"<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>",
+				"<tool_call>\n<function=nope>\n</function>\n</tool_call>"}},
+		{"xml parallel", ToolCallOptions{Syntax: xml, Parallel: true},
+			[]string{"<tool_call>\n<function=now>\n</function>\n<tool_call>\n<function=now>\n</function>\n</tool_call>"}, nil},
+		{"json in markers", ToolCallOptions{Syntax: markers, Parallel: true},
+			[]string{`<|calls|>[{"name": "now", "arguments": {}}, {"name":"get_weather","arguments":{"city":"x"}}]<|end|>`},
+			[]string{`<|calls|>[]<|end|>`, `<|calls|>[{"name": "get_weather", "arguments": {}}]<|end|>`}},
+		{"json with an id", ToolCallOptions{Syntax: idJSON, Function: "now"},
+			[]string{`<A>[{"tool_call_id": "0", "tool_name": "now", "parameters": {}}]</A>`},
+			[]string{`<A>[{"tool_call_id": "x", "tool_name": "now", "parameters": {}}]</A>`, `<A>[{"tool_name": "now", "parameters": {}}]</A>`}},
+		{"attributes by type", ToolCallOptions{Syntax: dsml, Function: "get_weather"},
+			[]string{"<invoke name=\"get_weather\">\n<parameter name=\"city\" string=\"true\">Oslo</parameter>\n<parameter name=\"days\" string=\"false\">2</parameter>\n</invoke>\n"},
+			[]string{"<invoke name=\"get_weather\">\n<parameter name=\"city\" string=\"false\">\"Oslo\"</parameter>\n</invoke>\n"}},
+		{"reasoning first", ToolCallOptions{Syntax: markers, ReasoningStart: "<think>", ReasoningEnd: "</think>"},
+			[]string{`<|calls|>[{"name": "now", "arguments": {}}]<|end|>`, "<think>a < b, </thin</think>\n" + `<|calls|>[{"name": "now", "arguments": {}}]<|end|>`},
+			[]string{"<think>a</think>b</think>" + `<|calls|>[{"name": "now", "arguments": {}}]<|end|>`}},
+		{"reasoning open", ToolCallOptions{Syntax: markers, ReasoningStart: "<think>", ReasoningEnd: "</think>", ReasoningOpen: true},
+			[]string{"so</think>" + `<|calls|>[{"name": "now", "arguments": {}}]<|end|>`},
+			[]string{`<|calls|>[{"name": "now", "arguments": {}}]<|end|>`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src, err := ToolCallGrammar(testTools, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := Parse(src, "")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, src)
+			}
+			for _, s := range tt.accept {
+				if !g.Match(s) {
+					t.Errorf("Match(%q) = false, want true\n%s", s, src)
+				}
+			}
+			for _, s := range tt.reject {
+				if g.Match(s) {
+					t.Errorf("Match(%q) = true, want false", s)
+				}
+			}
+		})
+	}
+}
