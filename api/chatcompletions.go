@@ -150,13 +150,29 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 	pc.forced = pc.toolsActive && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed)
 	src, root, param := req.grammar, req.grammarRoot, "grammar"
 	lazy := false
-	if pc.toolsActive && (req.toolChoice != toolChoiceAuto || t.family.constrainsAuto()) {
+	trigger := grammar.ToolCallTrigger(t.format)
+	if t.syntax != nil {
+		trigger = syntaxTrigger(t.syntax)
+	}
+	autoSyntax := t.syntax != nil && trigger != "" && t.family != familyHarmony
+	if pc.toolsActive && (req.toolChoice != toolChoiceAuto || t.family.constrainsAuto() || autoSyntax) {
 		// Calls are grammar-constrained: from the start when a call is
-		// required, from the format's trigger on for "auto" (where the
-		// grammar writes the family's own format).
-		opts := grammar.ToolCallOptions{Format: t.format, Parallel: req.parallelCall, Compact: pc.forced,
+		// required, from the family's trigger on for "auto" (where the
+		// grammar writes the family's own syntax), as the reference's
+		// lazy grammars.
+		opts := grammar.ToolCallOptions{Format: t.format, Syntax: t.syntax, Parallel: req.parallelCall, Compact: pc.forced,
 			Budget: req.compile}
-		if req.toolChoice == toolChoiceNamed || t.format == grammar.ToolFormatGeneric {
+		switch {
+		case t.syntax != nil:
+			opts.Function = req.toolName
+			if t.family == familyHarmony {
+				opts.Parallel = false // a call ends the message (<|call|>)
+			}
+			if pc.forced && pc.reasoning.on() {
+				// A required call may follow the model's reasoning.
+				opts.ReasoningStart, opts.ReasoningEnd, opts.ReasoningOpen = pc.reasoning.start, pc.reasoning.end, pc.reasoning.forcedOpen
+			}
+		case req.toolChoice == toolChoiceNamed || t.format == grammar.ToolFormatGeneric:
 			// The generic prompt asks for {"tool_call": ...}: one call.
 			opts.Function = req.toolName
 			opts.Parallel = false
@@ -183,7 +199,7 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 		if e != nil {
 			return nil, e
 		}
-		trigger := []byte(grammar.ToolCallTrigger(t.format))
+		trigger := []byte(trigger)
 		pc.factory = func() (sampling.Constraint, error) {
 			return &lazyConstraint{trigger: trigger, piece: func(id int32) []byte { return s.piece(id, true, pc.thinkMarks) },
 				newMatcher: matcher}, nil

@@ -181,10 +181,12 @@ func TestChatHarmony(t *testing.T) {
 		}
 	})
 	t.Run("forced call", func(t *testing.T) {
-		// A required call is written under vkllm's grammar, in its JSON
-		// form, not in channels.
+		// A required call is written under the grammar in gpt-oss's own
+		// form, a commentary message to the function.
 		reply := f.reply
-		f.reply = func(string) string { return `{"tool_call":{"name":"get_weather","arguments":{"city":"Paris"}}}` }
+		f.reply = func(string) string {
+			return `<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}`
+		}
 		defer func() { f.reply = reply }()
 		r := ts.post("/v1/chat/completions", `{`+user("weather?")+`,"max_tokens":300,"tool_choice":"required",`+weatherTools+`}`)
 		m := decodeBody(t, r.body)

@@ -22,6 +22,7 @@ type chatTemplate struct {
 	source string
 	format grammar.ToolFormat // how the grammar constrains tool calls
 	family toolFamily         // how the model writes tool calls, for parsing
+	syntax *grammar.Syntax    // the family's own call syntax for grammars (nil: format's)
 	caps   templateCaps       // for "jinja"
 }
 
@@ -81,6 +82,7 @@ func newChatTemplate(name, src string) (*chatTemplate, error) {
 		t.family = detectToolFamily(src)
 		t.format = t.family.grammarFormat()
 		t.caps = probeCaps(tpl, src)
+		t.syntax = t.family.callSyntax(src)
 	default:
 		return nil, fmt.Errorf("unknown template %q, want one of %s", name, strings.Join(TemplateNames, ", "))
 	}

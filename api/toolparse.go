@@ -178,11 +178,30 @@ func partialCall(text string, req *chatRequest) toolCall {
 			}
 		}
 	}
+	at := -1 // where the name was written, in a family's own syntax
+	if c.name == "" {
+		// A family's own syntax writes the name bare (<function=NAME>,
+		// functions.NAME:0, invoke name="NAME"): the earliest known name,
+		// the longest where several start there.
+		for _, t := range req.tools {
+			if i := strings.Index(text, t.name); i >= 0 && (at < 0 || i < at || i == at && len(t.name) > len(c.name)) {
+				at, c.name = i, t.name
+			}
+		}
+	} else {
+		at = strings.Index(text, c.name)
+	}
 	for _, key := range []string{`"arguments"`, `"parameters"`} {
 		if i := strings.Index(text, key); i >= 0 {
 			rest := strings.TrimLeft(text[i+len(key):], " \t\n")
 			c.arguments = strings.TrimLeft(strings.TrimPrefix(rest, ":"), " \t\n")
-			break
+			return c
+		}
+	}
+	if at >= 0 {
+		// A JSON arguments object after the bare name.
+		if j := strings.IndexByte(text[at:], '{'); j >= 0 {
+			c.arguments = text[at+j:]
 		}
 	}
 	return c

@@ -1,0 +1,108 @@
+package api
+
+import (
+	"strings"
+
+	"github.com/vkllm/vkllm/sampling/grammar"
+)
+
+// The call syntax of each family whose calls are none of the grammar's
+// ToolFormat wrappers: a grammar that constrains a call (tool_choice
+// "required" or a named function, and "auto" from the call's first marker
+// on) writes it as the family's model writes it and as its parser reads it
+// (toolfamily.go, toolformats.go), its arguments bound by the tool's
+// schema. Gemma 4 and LFM2, whose arguments are in notations of their own,
+// keep the generic JSON form.
+
+// jsonListCall is a call object {"name": ..., "arguments": {...}} in a JSON list.
+var jsonListCall = grammar.JSONCall("name", "arguments")
+
+// callSyntax returns the syntax of the family's calls as the template src
+// shows them, nil where the family has none (ToolFormat or generic).
+func (f toolFamily) callSyntax(src string) *grammar.Syntax {
+	T := grammar.Text
+	switch f {
+	case familyQwen3Coder:
+		return &grammar.Syntax{Sep: "\n",
+			Call:      []grammar.Part{T("<tool_call>\n<function="), grammar.Name, T(">\n"), grammar.Params, T("</function>\n</tool_call>")},
+			ParamOpen: "<parameter=", ParamMid: ">\n", ParamClose: "\n</parameter>\n"}
+	case familySeedOSS:
+		return &grammar.Syntax{Sep: "\n",
+			Call:      []grammar.Part{T("<seed:tool_call>\n<function="), grammar.Name, T(">\n"), grammar.Params, T("</function>\n</seed:tool_call>")},
+			ParamOpen: "<parameter=", ParamMid: ">", ParamClose: "</parameter>\n"}
+	case familyGLM, familyLing:
+		return &grammar.Syntax{Sep: "\n",
+			Call:      []grammar.Part{T("<tool_call>"), grammar.Name, T("\n"), grammar.Params, T("</tool_call>")},
+			ParamOpen: "<arg_key>", ParamMid: "</arg_key>\n<arg_value>", ParamClose: "</arg_value>\n"}
+	case familyMiniMax:
+		return &grammar.Syntax{Open: "<minimax:tool_call>\n", Close: "</minimax:tool_call>",
+			Call:      []grammar.Part{T(`<invoke name="`), grammar.Name, T("\">\n"), grammar.Params, T("</invoke>\n")},
+			ParamOpen: `<parameter name="`, ParamMid: `">`, ParamClose: "</parameter>\n"}
+	case familyDSML:
+		block := "function_calls"
+		if strings.Contains(src, "｜DSML｜tool_calls") {
+			block = "tool_calls"
+		}
+		return &grammar.Syntax{Open: "<｜DSML｜" + block + ">\n", Close: "</｜DSML｜" + block + ">",
+			Call:      []grammar.Part{T(`<｜DSML｜invoke name="`), grammar.Name, T("\">\n"), grammar.Params, T("</｜DSML｜invoke>\n")},
+			ParamOpen: `<｜DSML｜parameter name="`, ParamMid: `" string="true">`, ParamMidJSON: `" string="false">`,
+			ParamClose: "</｜DSML｜parameter>\n"}
+	case familyDeepSeek:
+		syn := &grammar.Syntax{Open: "<｜tool▁calls▁begin｜>", Close: "<｜tool▁calls▁end｜>", Sep: "\n",
+			Call: []grammar.Part{T("<｜tool▁call▁begin｜>"), grammar.Name, T("<｜tool▁sep｜>"), grammar.Args, T("<｜tool▁call▁end｜>")}}
+		if strings.Contains(src, "function<｜tool▁sep｜>") || strings.Contains(src, "tool['type'] + '<｜tool▁sep｜>'") {
+			// R1 and V3: function<sep>NAME, then the arguments in a json block.
+			syn.Call = []grammar.Part{T("<｜tool▁call▁begin｜>function<｜tool▁sep｜>"), grammar.Name, T("\n```json\n"),
+				grammar.Args, T("\n```<｜tool▁call▁end｜>")}
+		}
+		return syn
+	case familyKimi:
+		return &grammar.Syntax{Open: "<|tool_calls_section_begin|>", Close: "<|tool_calls_section_end|>",
+			Call: []grammar.Part{T("<|tool_call_begin|>functions."), grammar.Name, T(":"), grammar.Index,
+				T("<|tool_call_argument_begin|>"), grammar.Args, T("<|tool_call_end|>")}}
+	case familyFunctionary:
+		return &grammar.Syntax{Call: []grammar.Part{T("<function="), grammar.Name, T(">"), grammar.Args, T("</function>")}}
+	case familyFunctionaryV32:
+		return &grammar.Syntax{Sep: ">>>", Call: []grammar.Part{grammar.Name, T("\n"), grammar.Args}}
+	case familyHarmony:
+		return &grammar.Syntax{Call: []grammar.Part{T("<|channel|>commentary to=functions."), grammar.Name,
+			T(" <|constrain|>json<|message|>"), grammar.Args}}
+	case familyCommandR7B:
+		return &grammar.Syntax{Open: "<|START_ACTION|>", Close: "<|END_ACTION|>", List: true,
+			Call: grammar.JSONCall("tool_name", "parameters", [2]string{"tool_call_id", ""})}
+	case familyFirefunction:
+		return &grammar.Syntax{Open: "functools", List: true, Call: jsonListCall}
+	case familyGranite:
+		return &grammar.Syntax{Open: "<|tool_call|>", List: true, Call: jsonListCall}
+	case familyNemotron:
+		return &grammar.Syntax{Open: "<TOOLCALL>", Close: "</TOOLCALL>", List: true, Call: jsonListCall}
+	case familyApriel:
+		return &grammar.Syntax{Open: "<tool_calls>", Close: "</tool_calls>", List: true, Call: jsonListCall}
+	case familyApertus:
+		return &grammar.Syntax{Open: "<|tools_prefix|>", Close: "<|tools_suffix|>", List: true,
+			Call: []grammar.Part{T("{"), grammar.Space, grammar.NameJSON, grammar.Space, T(":"), grammar.Space, grammar.Args, T("}"), grammar.Space}}
+	case familyMistral:
+		if strings.Contains(src, "[ARGS]") {
+			// Mistral Small 3.2, Magistral, Devstral: [TOOL_CALLS]NAME[ARGS]{...} per call.
+			return &grammar.Syntax{Call: []grammar.Part{T("[TOOL_CALLS]"), grammar.Name, T("[ARGS]"), grammar.Args}}
+		}
+	}
+	return nil
+}
+
+// syntaxTrigger is the text that starts the calls of syn: its opening, or
+// the first literal of a call.
+func syntaxTrigger(syn *grammar.Syntax) string {
+	if syn.Open != "" {
+		return syn.Open
+	}
+	for _, p := range syn.Call {
+		if p.Kind != grammar.PartText {
+			break
+		}
+		if p.Text != "" {
+			return strings.TrimSuffix(strings.SplitN(p.Text, "\n", 2)[0], "\n")
+		}
+	}
+	return ""
+}
