@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 )
 
 // Parsers of the tool-call formats that write arguments other than as one
@@ -347,13 +348,21 @@ func (p *pyParser) value() (json.RawMessage, bool) {
 	case c == '{':
 		return p.dict()
 	}
-	word := p.ident()
-	if word == "" { // a number that starts with a sign
+	var word string
+	if c := p.s[p.i]; c == '-' || c == '+' || c == '.' || c >= '0' && c <= '9' {
+		// A number: a sign only first or after its exponent's e.
 		j := p.i
-		for p.i < len(p.s) && strings.ContainsRune("+-", rune(p.s[p.i])) {
+		for p.i < len(p.s) {
+			c := p.s[p.i]
+			sign := (c == '-' || c == '+') && (p.i == j || p.s[p.i-1] == 'e' || p.s[p.i-1] == 'E')
+			if !sign && !strings.ContainsRune("0123456789.eE_", rune(c)) {
+				break
+			}
 			p.i++
 		}
-		word = p.s[j:p.i] + p.ident()
+		word = strings.ReplaceAll(p.s[j:p.i], "_", "")
+	} else {
+		word = p.ident()
 	}
 	switch word {
 	case "True", "true":
@@ -363,8 +372,12 @@ func (p *pyParser) value() (json.RawMessage, bool) {
 	case "None", "null":
 		return json.RawMessage("null"), true
 	}
-	if _, err := strconv.ParseFloat(word, 64); err != nil {
+	f, err := strconv.ParseFloat(word, 64)
+	if err != nil {
 		return nil, false
+	}
+	if !json.Valid([]byte(word)) { // Python's +5, .5, 5.
+		word = strconv.FormatFloat(f, 'g', -1, 64)
 	}
 	return json.RawMessage(word), true
 }
@@ -387,6 +400,20 @@ func (p *pyParser) str(q byte) (string, bool) {
 				b.WriteByte('\t')
 			case 'r':
 				b.WriteByte('\r')
+			case 'b':
+				b.WriteByte('\b')
+			case 'f':
+				b.WriteByte('\f')
+			case 'u':
+				// \uXXXX, as Python and JSON write a character (a UTF-16
+				// surrogate pair as two).
+				r, n := pyUnicodeEscape(p.s[p.i-1:])
+				if n == 0 {
+					b.WriteByte(e)
+					break
+				}
+				b.WriteRune(r)
+				p.i += n - 2
 			default:
 				b.WriteByte(e)
 			}
@@ -395,6 +422,32 @@ func (p *pyParser) str(q byte) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// pyUnicodeEscape decodes the \uXXXX escape (or surrogate pair of two) s
+// starts with, returning the character and the bytes it takes (0 when s
+// holds none).
+func pyUnicodeEscape(s string) (rune, int) {
+	hex := func(s string) (rune, bool) {
+		if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(s[2:6], 16, 16)
+		return rune(v), err == nil
+	}
+	r, ok := hex(s)
+	if !ok {
+		return 0, 0
+	}
+	if utf16.IsSurrogate(r) {
+		if r2, ok := hex(s[6:]); ok {
+			if d := utf16.DecodeRune(r, r2); d != unicode.ReplacementChar {
+				return d, 12
+			}
+		}
+		return unicode.ReplacementChar, 6
+	}
+	return r, 6
 }
 
 // list reads [v, ...].

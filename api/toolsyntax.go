@@ -11,8 +11,8 @@ import (
 // "required" or a named function, and "auto" from the call's first marker
 // on) writes it as the family's model writes it and as its parser reads it
 // (toolfamily.go, toolformats.go), its arguments bound by the tool's
-// schema. Gemma 4 and LFM2, whose arguments are in notations of their own,
-// keep the generic JSON form.
+// schema (Gemma 4's nested lists and mappings, in its own notation, are
+// not).
 
 // jsonListCall is a call object {"name": ..., "arguments": {...}} in a JSON list.
 var jsonListCall = grammar.JSONCall("name", "arguments")
@@ -81,6 +81,13 @@ func (f toolFamily) callSyntax(src string) *grammar.Syntax {
 	case familyApertus:
 		return &grammar.Syntax{Open: "<|tools_prefix|>", Close: "<|tools_suffix|>", List: true,
 			Call: []grammar.Part{T("{"), grammar.Space, grammar.NameJSON, grammar.Space, T(":"), grammar.Space, grammar.Args, T("}"), grammar.Space}}
+	case familyGemma4:
+		return &grammar.Syntax{Call: []grammar.Part{T(gemma4CallOpen + "call:"), grammar.Name, T("{"), grammar.Params, T("}" + gemma4CallClose)},
+			ParamMid: ":", ParamSep: ",", Values: grammar.ValuesGemma}
+	case familyLFM2:
+		return &grammar.Syntax{Open: "<|tool_call_start|>[", Close: "]<|tool_call_end|>", Sep: ", ",
+			Call:     []grammar.Part{grammar.Name, T("("), grammar.Params, T(")")},
+			ParamMid: "=", ParamSep: ", ", Values: grammar.ValuesJSON}
 	case familyMistral:
 		if strings.Contains(src, "[ARGS]") {
 			// Mistral Small 3.2, Magistral, Devstral: [TOOL_CALLS]NAME[ARGS]{...} per call.

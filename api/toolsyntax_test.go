@@ -43,6 +43,8 @@ var syntaxSources = map[toolFamily]string{
 	familyApriel:         "<tool_calls>",
 	familyApertus:        "<|tools_prefix|>",
 	familyMistral:        "[TOOL_CALLS][ARGS]",
+	familyGemma4:         "<|tool_call>call:",
+	familyLFM2:           "<|tool_call_start|>",
 }
 
 // runeVocab is a vocabulary of whole characters: ASCII, some of other
@@ -172,6 +174,8 @@ func TestRequiredCallFamilySyntax(t *testing.T) {
 		{"qwen3-coder", "{# <tool_call><function= #}", "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"},
 		{"deepseek v3.1", "{# <｜tool▁calls▁begin｜> #}", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\":\"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
 		{"glm", "{# <tool_call><arg_key> #}", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"},
+		{"gemma 4", "{# <|tool_call>call: #}", `<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>`},
+		{"lfm2", "{# <|tool_call_start|> #}", `<|tool_call_start|>[get_weather(city="Paris")]<|tool_call_end|>`},
 		{"granite", "{# <|tool_call|> #}", `<|tool_call|>[{"name":"get_weather","arguments":{"city":"Paris"}}]`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -25,7 +25,30 @@ type Syntax struct {
 	// "string" has its value as raw text (not JSON); any other is a JSON
 	// value, after ParamMidJSON when it is set (DSML's string="false").
 	ParamOpen, ParamMid, ParamMidJSON, ParamClose string
+	// ParamSep goes between two parameters (none when "").
+	ParamSep string
+	// Values is the notation of the parameters' values.
+	Values ValueNotation
 }
+
+// ValueNotation is how a Syntax writes parameter values.
+type ValueNotation int
+
+// The value notations.
+const (
+	// ValuesRaw: a string parameter's value as raw text, others as JSON
+	// (Qwen3-Coder, GLM, MiniMax, DSML).
+	ValuesRaw ValueNotation = iota
+	// ValuesJSON: every value as JSON (LFM2's Python call arguments).
+	ValuesJSON
+	// ValuesGemma: Gemma 4's notation, strings between <|"|> marks,
+	// mappings with bare keys; a nested list or mapping is not bound by
+	// the schema.
+	ValuesGemma
+)
+
+// gemmaQuote is Gemma 4's string mark.
+const gemmaQuote = `<|"|>`
 
 // Part is a piece of Syntax.Call.
 type Part struct {
@@ -129,9 +152,27 @@ func (c *schemaConverter) xmlParams(syn *Syntax, s *jsonValue, stem, path string
 	}
 	props := s.get("properties")
 	if s.kind != jsonObject || props == nil || props.kind != jsonObject || len(props.keys) == 0 {
-		key := c.addRule(stem+"-key", `[a-zA-Z0-9_.-]+`)
-		one := gbnfLiteral(syn.ParamOpen) + " " + key + " " + gbnfLiteral(syn.ParamMid) + " " +
-			c.notContaining(stem+"-raw", syn.ParamClose) + " " + gbnfLiteral(syn.ParamClose)
+		keyChars := `[a-zA-Z0-9_.-]+`
+		if syn.Values == ValuesJSON {
+			keyChars = `[a-zA-Z_] [a-zA-Z0-9_]*` // Python's keyword arguments
+		}
+		key := c.addRule(stem+"-key", keyChars)
+		var val string
+		switch syn.Values {
+		case ValuesRaw:
+			val = c.notContaining(stem+"-raw", syn.ParamClose)
+		case ValuesJSON:
+			val = c.prim("value")
+		case ValuesGemma:
+			val = c.gemmaValue()
+		}
+		one := gbnfLiteral(syn.ParamOpen) + " " + key + " " + gbnfLiteral(syn.ParamMid) + " " + val
+		if syn.ParamClose != "" {
+			one += " " + gbnfLiteral(syn.ParamClose)
+		}
+		if syn.ParamSep != "" {
+			return "(" + one + " (" + gbnfLiteral(syn.ParamSep) + " " + one + ")*)?", nil
+		}
 		return "(" + one + ")*", nil
 	}
 	if len(props.keys) > MaxSchemaProperties {
@@ -146,12 +187,33 @@ func (c *schemaConverter) xmlParams(syn *Syntax, s *jsonValue, stem, path string
 		}
 	}
 	var seq []string
+	var opt []bool
 	for i, k := range props.keys {
 		ps := props.vals[i]
 		pp := pathJoin(path, "properties", k)
 		pstem := stem + "-" + strconv.Itoa(i)
 		var mid, val string
-		if raw, ok, err := c.rawString(syn, ps, pstem, pp); err != nil {
+		raw, ok, err := "", false, error(nil)
+		switch syn.Values {
+		case ValuesRaw:
+			raw, ok, err = c.rawString(ps, pstem, pp, syn.ParamClose)
+		case ValuesGemma:
+			raw, ok, err = c.rawString(ps, pstem, pp, gemmaQuote)
+			if ok {
+				raw = gbnfLiteral(gemmaQuote) + " " + raw + " " + gbnfLiteral(gemmaQuote)
+			} else if err == nil && !scalarSchema(ps) {
+				raw, ok = c.gemmaValue(), true
+				if t := ps.get("type"); ps.kind == jsonObject && t != nil && t.kind == jsonString {
+					switch t.str {
+					case "array":
+						raw = "gemma-list"
+					case "object":
+						raw = "gemma-map"
+					}
+				}
+			}
+		}
+		if err != nil {
 			return "", err
 		} else if ok {
 			mid, val = syn.ParamMid, raw
@@ -166,21 +228,91 @@ func (c *schemaConverter) xmlParams(syn *Syntax, s *jsonValue, stem, path string
 			}
 			val = v
 		}
-		one := c.addRule(pstem+"-param", gbnfLiteral(syn.ParamOpen+k+mid)+" "+val+" "+gbnfLiteral(syn.ParamClose))
-		if !required[k] {
-			one += "?"
+		one := gbnfLiteral(syn.ParamOpen+k+mid) + " " + val
+		if syn.ParamClose != "" {
+			one += " " + gbnfLiteral(syn.ParamClose)
 		}
-		seq = append(seq, one)
+		seq = append(seq, c.addRule(pstem+"-param", one))
+		opt = append(opt, !required[k])
 	}
-	return strings.Join(seq, " "), nil
+	if syn.ParamSep == "" {
+		for i := range seq {
+			if opt[i] {
+				seq[i] += "?"
+			}
+		}
+		return strings.Join(seq, " "), nil
+	}
+	// With separators: the first parameter written, then each later one
+	// after a separator (as the JSON object's members).
+	sep := gbnfLiteral(syn.ParamSep)
+	rest := make([]string, len(seq)+1) // rest[i]: the parameters from i on, each after sep
+	for i := len(seq) - 1; i >= 0; i-- {
+		r := "(" + sep + " " + seq[i] + ")"
+		if opt[i] {
+			r += "?"
+		}
+		rest[i] = strings.TrimSpace(r + " " + rest[i+1])
+	}
+	var alts []string
+	for i := range seq {
+		alts = append(alts, strings.TrimSpace(seq[i]+" "+rest[i+1]))
+		if !opt[i] {
+			break
+		}
+		if i == len(seq)-1 {
+			alts = append(alts, `""`) // every parameter optional: none at all
+		}
+	}
+	return c.addRule(stem+"-params", strings.Join(alts, " | ")), nil
+}
+
+// scalarSchema reports whether s is a schema of a number, integer,
+// boolean or null (or an enum or const of such), which every notation
+// writes as JSON does.
+func scalarSchema(s *jsonValue) bool {
+	if s.kind != jsonObject {
+		return false
+	}
+	if t := s.get("type"); t != nil && t.kind == jsonString {
+		switch t.str {
+		case "number", "integer", "boolean", "null":
+			return true
+		}
+		return false
+	}
+	vals := []*jsonValue{s.get("const")}
+	if e := s.get("enum"); e != nil && e.kind == jsonArray {
+		vals = e.arr
+	}
+	for _, v := range vals {
+		if v == nil || v.kind == jsonObject || v.kind == jsonArray || v.kind == jsonString {
+			return false
+		}
+	}
+	return true
+}
+
+// gemmaValue returns the rule of any Gemma 4 value.
+func (c *schemaConverter) gemmaValue() string {
+	if _, ok := c.rules["gemma-value"]; ok {
+		return "gemma-value"
+	}
+	q := gbnfLiteral(gemmaQuote)
+	str := q + " " + c.notContaining("gemma-text", gemmaQuote) + " " + q
+	c.setRule("gemma-value", str+` | gemma-map | gemma-list | `+c.prim("number")+` | ("true" | "false" | "null")`)
+	c.setRule("gemma-map", `"{" (gemma-key ":" gemma-value ("," gemma-key ":" gemma-value)*)? "}"`)
+	c.setRule("gemma-list", `"[" (gemma-value ("," gemma-value)*)? "]"`)
+	c.setRule("gemma-key", `[a-zA-Z0-9_.-]+`)
+	return "gemma-value"
 }
 
 // rawString returns, for a parameter schema of type "string", the GBNF of
-// its value written as raw text before syn.ParamClose: one of its enum or
+// its value written as raw text before close: one of its enum or
 // const values, its pattern (the pattern's characters as JSON writes
 // them), its length bounds over characters other than "<", or any text
 // that does not contain ParamClose. ok is false for other schemas.
-func (c *schemaConverter) rawString(syn *Syntax, s *jsonValue, stem, path string) (string, bool, error) {
+func (c *schemaConverter) rawString(s *jsonValue, stem, path, close string) (string, bool, error) {
 	if s.kind != jsonObject {
 		return "", false, nil
 	}
@@ -222,7 +354,7 @@ func (c *schemaConverter) rawString(syn *Syntax, s *jsonValue, stem, path string
 	if lo > 0 || hi >= 0 {
 		return `[^<\x00]` + repeatSuffix(lo, hi), true, nil
 	}
-	return c.notContaining(stem+"-raw", syn.ParamClose), true, nil
+	return c.notContaining(stem+"-raw", close), true, nil
 }
 
 // notContaining adds a rule for any text that does not contain lit and

@@ -334,3 +334,43 @@ func TestToolCallSyntax(t *testing.T) {
 		})
 	}
 }
+
+// TestToolCallSyntaxSeparators: parameters with separators between them
+// (LFM2's Python arguments, Gemma 4's notation), optional ones left out
+// without a stray separator.
+func TestToolCallSyntaxSeparators(t *testing.T) {
+	funcs := []ToolFunction{{Name: "f", Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string","maxLength":3},"c":{"type":"array"}}}`)}}
+	py := &Syntax{Call: []Part{Name, Text("("), Params, Text(")")}, ParamMid: "=", ParamSep: ", ", Values: ValuesJSON}
+	gemma := &Syntax{Call: []Part{Text("call:"), Name, Text("{"), Params, Text("}")}, ParamMid: ":", ParamSep: ",", Values: ValuesGemma}
+	for _, tt := range []struct {
+		name           string
+		syn            *Syntax
+		accept, reject []string
+	}{
+		{"python", py, []string{`f()`, `f(a=1)`, `f(b="xyz")`, `f(a=1, b="x")`, `f(a=1, c=[1, {"k": 2}])`, `f(b="", c=[])`},
+			[]string{`f(, b="x")`, `f(b="x", a=1)`, `f(a=1,)`, `f(b="long")`, `f(b=x)`}},
+		{"gemma", gemma, []string{`call:f{}`, `call:f{a:1}`, `call:f{b:<|"|>x<|"|>}`, `call:f{a:2,c:[<|"|>s<|"|>,{k:1}]}`},
+			[]string{`call:f{,a:1}`, `call:f{b:"x"}`, `call:f{b:<|"|>long<|"|>}`, `call:f{c:1}`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src, err := ToolCallGrammar(funcs, ToolCallOptions{Syntax: tt.syn})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := Parse(src, "")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, src)
+			}
+			for _, s := range tt.accept {
+				if !g.Match(s) {
+					t.Errorf("Match(%q) = false, want true\n%s", s, src)
+				}
+			}
+			for _, s := range tt.reject {
+				if g.Match(s) {
+					t.Errorf("Match(%q) = true, want false", s)
+				}
+			}
+		})
+	}
+}
