@@ -246,13 +246,13 @@ func (c *schemaConverter) xmlParams(syn *Syntax, s *jsonValue, stem, path string
 	// With separators: the first parameter written, then each later one
 	// after a separator (as the JSON object's members).
 	sep := gbnfLiteral(syn.ParamSep)
-	rest := make([]string, len(seq)+1) // rest[i]: the parameters from i on, each after sep
+	rest := make([]string, len(seq)+1) // rest[i]: a rule for the parameters from i on, each after sep
 	for i := len(seq) - 1; i >= 0; i-- {
 		r := "(" + sep + " " + seq[i] + ")"
 		if opt[i] {
 			r += "?"
 		}
-		rest[i] = strings.TrimSpace(r + " " + rest[i+1])
+		rest[i] = c.addRule(stem+"-rest"+strconv.Itoa(i), strings.TrimSpace(r+" "+rest[i+1]))
 	}
 	var alts []string
 	for i := range seq {
