@@ -154,12 +154,7 @@ func TestToolCallGeneration(t *testing.T) {
 }
 
 func TestToolCallGrammarMatch(t *testing.T) {
-	tests := []struct {
-		name   string
-		opts   ToolCallOptions
-		accept []string
-		reject []string
-	}{
+	tests := []matchCase{
 		{"hermes", ToolCallOptions{Format: ToolFormatHermes},
 			[]string{"<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
 				"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 3}}\n</tool_call>"},
@@ -192,28 +187,7 @@ func TestToolCallGrammarMatch(t *testing.T) {
 			[]string{`{"tool_calls": [{"name": "now", "arguments": {}}, {"name": "now", "arguments": {}}]}`},
 			[]string{`{"tool_calls": []}`, `{"tool_call": {"name": "now", "arguments": {}}}`}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			src, err := ToolCallGrammar(testTools, tt.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, err := Parse(src, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range tt.accept {
-				if !g.Match(s) {
-					t.Errorf("Match(%q) = false, want true\n%s", s, src)
-				}
-			}
-			for _, s := range tt.reject {
-				if g.Match(s) {
-					t.Errorf("Match(%q) = true, want false", s)
-				}
-			}
-		})
-	}
+	runMatchCases(t, testTools, tests)
 }
 
 func TestToolCallGrammarErrors(t *testing.T) {
@@ -276,12 +250,7 @@ func TestToolCallSyntax(t *testing.T) {
 	idJSON := &Syntax{Open: "<A>", Close: "</A>", List: true, Call: JSONCall("tool_name", "parameters", [2]string{"tool_call_id", ""})}
 	dsml := &Syntax{Call: []Part{Text(`<invoke name="`), Name, Text("\">\n"), Params, Text("</invoke>\n")},
 		ParamOpen: `<parameter name="`, ParamMid: `" string="true">`, ParamMidJSON: `" string="false">`, ParamClose: "</parameter>\n"}
-	tests := []struct {
-		name   string
-		opts   ToolCallOptions
-		accept []string
-		reject []string
-	}{
+	tests := []matchCase{
 		{"xml", ToolCallOptions{Syntax: xml},
 			[]string{"<tool_call>\n<function=now>\n</function>\n</tool_call>",
 				"<tool_call>\n<function=get_weather>\n<parameter=city>\nSan José\n</parameter>\n</function>\n</tool_call>",
@@ -311,28 +280,7 @@ func TestToolCallSyntax(t *testing.T) {
 			[]string{"so</think>" + `<|calls|>[{"name": "now", "arguments": {}}]<|end|>`},
 			[]string{`<|calls|>[{"name": "now", "arguments": {}}]<|end|>`}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			src, err := ToolCallGrammar(testTools, tt.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, err := Parse(src, "")
-			if err != nil {
-				t.Fatalf("%v\n%s", err, src)
-			}
-			for _, s := range tt.accept {
-				if !g.Match(s) {
-					t.Errorf("Match(%q) = false, want true\n%s", s, src)
-				}
-			}
-			for _, s := range tt.reject {
-				if g.Match(s) {
-					t.Errorf("Match(%q) = true, want false", s)
-				}
-			}
-		})
-	}
+	runMatchCases(t, testTools, tests)
 }
 
 // TestToolCallSyntaxSeparators: parameters with separators between them
@@ -342,35 +290,52 @@ func TestToolCallSyntaxSeparators(t *testing.T) {
 	funcs := []ToolFunction{{Name: "f", Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string","maxLength":3},"c":{"type":"array"}}}`)}}
 	py := &Syntax{Call: []Part{Name, Text("("), Params, Text(")")}, ParamMid: "=", ParamSep: ", ", Values: ValuesJSON}
 	gemma := &Syntax{Call: []Part{Text("call:"), Name, Text("{"), Params, Text("}")}, ParamMid: ":", ParamSep: ",", Values: ValuesGemma}
-	for _, tt := range []struct {
-		name           string
-		syn            *Syntax
-		accept, reject []string
-	}{
-		{"python", py, []string{`f()`, `f(a=1)`, `f(b="xyz")`, `f(a=1, b="x")`, `f(a=1, c=[1, {"k": 2}])`, `f(b="", c=[])`},
+	runMatchCases(t, funcs, []matchCase{
+		{"python", ToolCallOptions{Syntax: py}, []string{`f()`, `f(a=1)`, `f(b="xyz")`, `f(a=1, b="x")`, `f(a=1, c=[1, {"k": 2}])`, `f(b="", c=[])`},
 			[]string{`f(, b="x")`, `f(b="x", a=1)`, `f(a=1,)`, `f(b="long")`, `f(b=x)`}},
-		{"gemma", gemma, []string{`call:f{}`, `call:f{a:1}`, `call:f{b:<|"|>x<|"|>}`, `call:f{a:2,c:[<|"|>s<|"|>,{k:1}]}`},
+		{"gemma", ToolCallOptions{Syntax: gemma}, []string{`call:f{}`, `call:f{a:1}`, `call:f{b:<|"|>x<|"|>}`, `call:f{a:2,c:[<|"|>s<|"|>,{k:1}]}`},
 			[]string{`call:f{,a:1}`, `call:f{b:"x"}`, `call:f{b:<|"|>long<|"|>}`, `call:f{c:1}`}},
-	} {
+	})
+}
+
+// checkMatches parses the grammar src and checks that it matches every
+// string of accept and none of reject.
+func checkMatches(t *testing.T, src string, accept, reject []string) {
+	t.Helper()
+	g, err := Parse(src, "")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, src)
+	}
+	for _, s := range accept {
+		if !g.Match(s) {
+			t.Errorf("Match(%q) = false, want true\n%s", s, src)
+		}
+	}
+	for _, s := range reject {
+		if g.Match(s) {
+			t.Errorf("Match(%q) = true, want false", s)
+		}
+	}
+}
+
+// matchCase is a grammar of the options and strings it must and must not
+// match.
+type matchCase struct {
+	name           string
+	opts           ToolCallOptions
+	accept, reject []string
+}
+
+// runMatchCases checks each case's grammar over funcs.
+func runMatchCases(t *testing.T, funcs []ToolFunction, cases []matchCase) {
+	t.Helper()
+	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
-			src, err := ToolCallGrammar(funcs, ToolCallOptions{Syntax: tt.syn})
+			src, err := ToolCallGrammar(funcs, tt.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := Parse(src, "")
-			if err != nil {
-				t.Fatalf("%v\n%s", err, src)
-			}
-			for _, s := range tt.accept {
-				if !g.Match(s) {
-					t.Errorf("Match(%q) = false, want true\n%s", s, src)
-				}
-			}
-			for _, s := range tt.reject {
-				if g.Match(s) {
-					t.Errorf("Match(%q) = true, want false", s)
-				}
-			}
+			checkMatches(t, src, tt.accept, tt.reject)
 		})
 	}
 }
