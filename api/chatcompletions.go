@@ -171,6 +171,9 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 			if pc.forced && pc.reasoning.on() {
 				// A required call may follow the model's reasoning.
 				opts.ReasoningStart, opts.ReasoningEnd, opts.ReasoningOpen = pc.reasoning.start, pc.reasoning.end, pc.reasoning.forcedOpen
+				if t.family == familySolarOpen {
+					opts.ReasoningEnd += "<|begin|>assistant" // its calls are a turn of their own
+				}
 			}
 		case req.toolChoice == toolChoiceNamed || t.format == grammar.ToolFormatGeneric:
 			// The generic prompt asks for {"tool_call": ...}: one call.

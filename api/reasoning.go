@@ -47,6 +47,7 @@ var thinkMarkers = [][2]string{
 	{"<|START_THINKING|>", "<|END_THINKING|>"}, // Command R7B
 	{"<|inner_prefix|>", "<|inner_suffix|>"},   // Apertus
 	{"<think>", "</think>"},                    // Qwen3, DeepSeek R1, GLM, Granite, Hunyuan, ...
+	{"<|think|>", "<|end|>"},                   // Solar Open (its start marker must be there too)
 }
 
 // Gemma 4's reasoning is its thought channel: <|channel>thought, the
@@ -65,7 +66,7 @@ const (
 // source ("" when it writes none of them).
 func thinkMarkersOf(src string) (start, end string) {
 	for _, m := range thinkMarkers {
-		if strings.Contains(src, m[1]) {
+		if strings.Contains(src, m[1]) && (m[1] != "<|end|>" || strings.Contains(src, m[0])) {
 			return m[0], m[1]
 		}
 	}

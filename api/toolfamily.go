@@ -37,13 +37,14 @@ const (
 	familyApriel                           // Apriel 1.5: <tool_calls>[{...}]</tool_calls>
 	familyGemma4                           // Gemma 4: <|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>
 	familyLing                             // Ling 3.0: GLM's tags; its turns end with <|role_end|>
+	familySolarOpen                        // Solar Open: <|tool_calls|><|tool_call:begin|>ID<|tool_call:name|>NAME<|tool_call:args|>{...}<|tool_call:end|>
 )
 
 // String names the family.
 func (f toolFamily) String() string {
 	return [...]string{"generic", "hermes", "qwen3-coder", "llama3", "mistral", "deepseek", "gpt-oss",
 		"glm", "kimi", "functionary", "command-r7b", "firefunction", "seed-oss", "granite", "apertus",
-		"functionary-v3.2", "nemotron", "lfm2", "minimax", "deepseek-dsml", "apriel", "gemma4", "ling"}[f]
+		"functionary-v3.2", "nemotron", "lfm2", "minimax", "deepseek-dsml", "apriel", "gemma4", "ling", "solar-open"}[f]
 }
 
 // detectToolFamily reads the tool-call format from a template's source.
@@ -59,6 +60,8 @@ func detectToolFamily(src string) toolFamily {
 	switch {
 	case has("<|tool_call>call:"):
 		return familyGemma4
+	case has("<|tool_call:begin|>"):
+		return familySolarOpen
 	case has("｜DSML｜"):
 		return familyDSML
 	case has("<minimax:tool_call>"):
@@ -137,6 +140,8 @@ func (f toolFamily) triggers() []string {
 	switch f {
 	case familyHermes, familyGLM, familyLing:
 		return []string{"<tool_call>"}
+	case familySolarOpen:
+		return []string{"<|tool_calls|>", "<|tool_call:begin|>"}
 	case familyGemma4:
 		return []string{gemma4CallOpen}
 	case familyQwen3Coder:
@@ -219,6 +224,10 @@ func (f toolFamily) wrappers() []string {
 		return []string{"<|START_RESPONSE|>", "<|END_RESPONSE|>"}
 	case familyLing:
 		return []string{"<|role_end|>"}
+	case familySolarOpen:
+		// Its answer is a turn of its own after the reasoning's:
+		// <|end|><|begin|>assistant<|content|>...
+		return []string{"<|begin|>assistant", "<|content|>", "<|end|>", "<|tool_calls|>"}
 	}
 	return nil
 }
@@ -256,6 +265,14 @@ func (f toolFamily) parse(text string, known []tool) (string, []toolCall) {
 		prefix, calls, ok = parseGLM(text)
 	case familyLing:
 		prefix, calls, ok = parseLing(text)
+	case familySolarOpen:
+		prefix, calls, ok = blockCalls(text, []string{"<|tool_calls|>", "<|tool_call:begin|>"}, "<|tool_call:begin|>", "<|tool_call:end|>",
+			func(body string) (string, string, bool) {
+				_, rest, ok1 := strings.Cut(body, "<|tool_call:name|>")
+				name, args, ok2 := strings.Cut(rest, "<|tool_call:args|>")
+				return name, args, ok1 && ok2
+			})
+		prefix = f.unwrap(prefix)
 	case familyGemma4:
 		prefix, calls, ok = parseGemma4(text)
 	case familyLlama3:
@@ -603,7 +620,9 @@ func isThinkMarkerToken(txt string) bool {
 		return true
 	}
 	for _, m := range thinkMarkers {
-		if txt == m[0] || txt == m[1] {
+		// Solar Open's markers are text; an <|end|> control token ends
+		// other families' turns (gpt-oss, Phi-3) and stays unrendered.
+		if txt == m[0] || txt == m[1] && txt != "<|end|>" {
 			return true
 		}
 	}

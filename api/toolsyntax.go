@@ -67,6 +67,10 @@ func (f toolFamily) callSyntax(src string) *grammar.Syntax {
 	case familyHarmony:
 		return &grammar.Syntax{Call: []grammar.Part{T("<|channel|>commentary to=functions."), grammar.Name,
 			T(" <|constrain|>json<|message|>"), grammar.Args}}
+	case familySolarOpen:
+		return &grammar.Syntax{Open: "<|tool_calls|>",
+			Call: []grammar.Part{T("<|tool_call:begin|>"), grammar.Index, T("<|tool_call:name|>"), grammar.Name,
+				T("<|tool_call:args|>"), grammar.Args, T("<|tool_call:end|>")}}
 	case familyCommandR7B:
 		return &grammar.Syntax{Open: "<|START_ACTION|>", Close: "<|END_ACTION|>", List: true,
 			Call: grammar.JSONCall("tool_name", "parameters", [2]string{"tool_call_id", ""})}

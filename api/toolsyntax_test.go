@@ -45,6 +45,7 @@ var syntaxSources = map[toolFamily]string{
 	familyMistral:        "[TOOL_CALLS][ARGS]",
 	familyGemma4:         "<|tool_call>call:",
 	familyLFM2:           "<|tool_call_start|>",
+	familySolarOpen:      "<|tool_call:begin|>",
 }
 
 // runeVocab is a vocabulary of whole characters: ASCII, some of other
@@ -168,20 +169,28 @@ func TestCallSyntaxRoundTrip(t *testing.T) {
 // back as the call; under "auto" the same call is constrained from its
 // first marker on.
 func TestRequiredCallFamilySyntax(t *testing.T) {
+	// A Solar Open-like template: reasoning rendered as <|think|>...<|end|>.
+	const solar = "{% for m in messages %}<|begin|>{{ m.role }}{% if m.reasoning_content %}<|think|>{{ m.reasoning_content }}<|end|><|begin|>{{ m.role }}{% endif %}" +
+		"<|content|>{{ m.content }}<|end|>{% endfor %}{% if add_generation_prompt %}<|begin|>assistant{% endif %}"
 	for _, c := range []struct {
 		name, marker, call string
+		template           string // "" for qwen3Template
 	}{
-		{"qwen3-coder", "{# <tool_call><function= #}", "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"},
-		{"deepseek v3.1", "{# <｜tool▁calls▁begin｜> #}", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\":\"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
-		{"glm", "{# <tool_call><arg_key> #}", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"},
-		{"gemma 4", "{# <|tool_call>call: #}", `<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>`},
-		{"lfm2", "{# <|tool_call_start|> #}", `<|tool_call_start|>[get_weather(city="Paris")]<|tool_call_end|>`},
-		{"granite", "{# <|tool_call|> #}", `<|tool_call|>[{"name":"get_weather","arguments":{"city":"Paris"}}]`},
+		{"solar open, after its reasoning", "{# <|tool_call:begin|> #}", "<|think|>Need the weather.<|end|><|begin|>assistant<|tool_calls|><|tool_call:begin|>0<|tool_call:name|>get_weather<|tool_call:args|>{\"city\":\"Paris\"}<|tool_call:end|>", solar},
+		{"qwen3-coder", "{# <tool_call><function= #}", "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>", ""},
+		{"deepseek v3.1", "{# <｜tool▁calls▁begin｜> #}", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\":\"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", ""},
+		{"glm", "{# <tool_call><arg_key> #}", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>", ""},
+		{"gemma 4", "{# <|tool_call>call: #}", `<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>`, ""},
+		{"lfm2", "{# <|tool_call_start|> #}", `<|tool_call_start|>[get_weather(city="Paris")]<|tool_call_end|>`, ""},
+		{"granite", "{# <|tool_call|> #}", `<|tool_call|>[{"name":"get_weather","arguments":{"city":"Paris"}}]`, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFake()
 			f.ctxSize = 4096
 			f.template = c.marker + qwen3Template
+			if c.template != "" {
+				f.template = c.marker + c.template
+			}
 			reply := c.call
 			f.reply = func(string) string { return reply }
 			ts := newReadyServer(t, f, Config{})
@@ -192,6 +201,9 @@ func TestRequiredCallFamilySyntax(t *testing.T) {
 				if jsonPath(tc, "function", "name") != "get_weather" || jsonPath(tc, "function", "arguments") != `{"city":"Paris"}` ||
 					jsonPath(m, "choices", 0, "finish_reason") != "tool_calls" {
 					t.Errorf("tool_choice %s: %s, want the call get_weather {\"city\":\"Paris\"}", choice, r.body)
+				}
+				if c.template != "" && jsonPath(m, "choices", 0, "message", "reasoning_content") != "Need the weather." {
+					t.Errorf("tool_choice %s: %s, want the reasoning before the call", choice, r.body)
 				}
 			}
 			// vkllm's generic JSON form is not this family's: under a
@@ -220,6 +232,39 @@ func TestPartialCallFamilySyntax(t *testing.T) {
 		got := partialCall(c.text, req)
 		if got.name != c.name || got.arguments != c.args {
 			t.Errorf("partialCall(%q) = %q %q, want %q %q", c.text, got.name, got.arguments, c.name, c.args)
+		}
+	}
+}
+
+// TestSolarOpen: Solar Open's answers (its format as its model writes it:
+// reasoning between <|think|> and <|end|>, then a turn of its own with
+// <|content|> or <|tool_calls|>) come apart into reasoning, content and
+// calls (TestCallSyntaxRoundTrip writes its required calls).
+func TestSolarOpen(t *testing.T) {
+	const src = "{# <|tool_call:begin|> <|think|> <|end|> #}"
+	tmpl := &chatTemplate{family: detectToolFamily(src), source: src, caps: templateCaps{thinking: true, reasoning: true}}
+	if tmpl.family != familySolarOpen {
+		t.Fatalf("family %v, want solar-open", tmpl.family)
+	}
+	req := &chatRequest{tools: syntaxTools, parallelCall: true}
+	for _, c := range []struct{ out, reasoning, content, calls string }{
+		{"<|think|>The user asks.<|end|><|begin|>assistant<|content|>Paris.", "The user asks.", "Paris.", ""},
+		{"<|content|>Paris.", "", "Paris.", ""},
+		{"<|think|>Need weather.<|end|><|begin|>assistant<|tool_calls|><|tool_call:begin|>a1b2c3d4e5<|tool_call:name|>get_weather<|tool_call:args|>{\"city\": \"Seoul\"}<|tool_call:end|>",
+			"Need weather.", "", `get_weather {"city":"Seoul"}`},
+		{"<|content|>Let me check.\n<|end|><|begin|>assistant<|tool_calls|><|tool_call:begin|>0<|tool_call:name|>now<|tool_call:args|>{}<|tool_call:end|>" +
+			"<|tool_call:begin|>1<|tool_call:name|>search<|tool_call:args|>{\"query\":\"x\"}<|tool_call:end|>",
+			"", "Let me check.", `now {}; search {"query":"x"}`},
+	} {
+		pc := &preparedChat{tmpl: tmpl, toolsActive: true}
+		pc.reasoning = newReasoningSplit(tmpl, "<|begin|>assistant", reasoningAuto)
+		reasoning, content, calls, _ := req.splitAnswer(pc, c.out)
+		var got []string
+		for _, k := range calls {
+			got = append(got, k.name+" "+k.arguments)
+		}
+		if reasoning != c.reasoning || strings.TrimSpace(content) != c.content || strings.Join(got, "; ") != c.calls {
+			t.Errorf("%q: reasoning %q, content %q, calls %q, want %q, %q, %q", c.out, reasoning, content, got, c.reasoning, c.content, c.calls)
 		}
 	}
 }
