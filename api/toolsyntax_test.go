@@ -268,3 +268,25 @@ func TestSolarOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestSolarOpenChat: a Solar Open answer through the server, whole and
+// streamed, with and without tools: the reasoning, the content without
+// its turn markers.
+func TestSolarOpenChat(t *testing.T) {
+	f := newFake()
+	f.ctxSize = 4096
+	f.template = "{# <|tool_call:begin|> #}{% for m in messages %}<|begin|>{{ m.role }}{% if m.reasoning_content %}<|think|>{{ m.reasoning_content }}<|end|><|begin|>{{ m.role }}{% endif %}" +
+		"<|content|>{{ m.content }}<|end|>{% endfor %}{% if add_generation_prompt %}<|begin|>assistant{% endif %}"
+	f.reply = func(string) string { return "<|think|>The user asks.<|end|><|begin|>assistant<|content|>Paris is the capital." }
+	ts := newReadyServer(t, f, Config{})
+	for _, tools := range []string{"", "," + weatherTools} {
+		body := `{"messages":[{"role":"user","content":"capital?"}],"temperature":0,"max_tokens":200` + tools
+		m := decodeBody(t, ts.post("/v1/chat/completions", body+`}`).body)
+		if r, c := jsonPath(m, "choices", 0, "message", "reasoning_content"), jsonPath(m, "choices", 0, "message", "content"); r != "The user asks." || c != "Paris is the capital." {
+			t.Errorf("tools %q: reasoning %v, content %v", tools, r, c)
+		}
+		if r, c, _, _ := chatStreamParts(t, ts, body+`,"stream":true}`); r != "The user asks." || c != "Paris is the capital." {
+			t.Errorf("tools %q: stream: reasoning %q, content %q", tools, r, c)
+		}
+	}
+}
