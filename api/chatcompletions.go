@@ -127,6 +127,10 @@ type preparedChat struct {
 	media   []*engine.Media // the prompt's images (media.go)
 	// reasoning splits a thinking model's answers (reasoning.go).
 	reasoning reasoningSplit
+	// callGrammar: calls are held to the tool grammar (from their start,
+	// or from their first marker under "auto"), so a call once begun is
+	// one and may stream as it is written (toolstream.go).
+	callGrammar bool
 }
 
 func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
@@ -150,10 +154,7 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 	pc.forced = pc.toolsActive && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed)
 	src, root, param := req.grammar, req.grammarRoot, "grammar"
 	lazy := false
-	trigger := grammar.ToolCallTrigger(t.format)
-	if t.syntax != nil {
-		trigger = syntaxTrigger(t.syntax)
-	}
+	trigger := t.callTrigger()
 	autoSyntax := t.syntax != nil && trigger != "" && t.family != familyHarmony
 	if pc.toolsActive && (req.toolChoice != toolChoiceAuto || t.family.constrainsAuto() || autoSyntax) {
 		// Calls are grammar-constrained: from the start when a call is
@@ -190,6 +191,7 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 		src, root, param = g, "root", "tools"
 		req.grammarParam = "tools"
 		lazy = req.toolChoice == toolChoiceAuto
+		pc.callGrammar = true
 	}
 	if !lazy {
 		f, e := s.grammarConstraint(req.compile, src, root, param)
@@ -347,8 +349,15 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 	}
 	// sendParts sends a candidate's parts: reasoning as reasoning_content,
 	// content as content, the logprobs of their tokens with them.
+	var sendCallDeltas func(j int, deltas []callDelta) error
 	sendParts := func(j int, parts []streamPart) error {
 		for _, p := range parts {
+			if len(p.calls) > 0 {
+				if err := sendCallDeltas(j, p.calls); err != nil {
+					return err
+				}
+				continue
+			}
 			if len(p.text) == 0 && len(p.lps) == 0 {
 				continue
 			}
@@ -365,20 +374,45 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 		}
 		return nil
 	}
+	// sendCallDeltas sends the headers and argument fragments of calls as
+	// they are written.
+	sendCallDeltas = func(j int, deltas []callDelta) error {
+		for _, d := range deltas {
+			idx := d.index
+			tc := chatToolCall{Index: &idx, Function: chatFunction{Arguments: d.args}}
+			if d.header {
+				tc.ID, tc.Type, tc.Function.Name = d.id, "function", d.name
+			}
+			if err := send(chatChunkChoice{Index: j, Delta: chatDelta{ToolCalls: []chatToolCall{tc}}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	onText := func(j int, text []byte, lps []tokenLogprob) error {
 		return sendParts(j, streams[j].add(text, lps))
 	}
 	// sendCalls sends a candidate's calls, each its header and then its
 	// arguments in fragments, as a model streams them.
-	sendCalls := func(j int, calls []toolCall, lps *chatLogprobs) error {
+	sendCalls := func(j int, calls []toolCall, lps *chatLogprobs, sent []sentCall) error {
 		for k, tc := range calls {
 			idx := k
-			first := chatToolCall{Index: &idx, ID: tc.id, Type: "function", Function: chatFunction{Name: tc.name, Arguments: ""}}
-			if err := send(chatChunkChoice{Index: j, Delta: chatDelta{ToolCalls: []chatToolCall{first}}, Logprobs: lps}); err != nil {
-				return err
+			args := tc.arguments
+			if k < len(sent) {
+				// Its header and the start of its arguments went out
+				// as it was written.
+				args = strings.TrimPrefix(args, sent[k].args)
+				if len(args) == len(tc.arguments) && sent[k].args != "" {
+					args = "" // not what was sent: nothing can take it back
+				}
+			} else {
+				first := chatToolCall{Index: &idx, ID: tc.id, Type: "function", Function: chatFunction{Name: tc.name, Arguments: ""}}
+				if err := send(chatChunkChoice{Index: j, Delta: chatDelta{ToolCalls: []chatToolCall{first}}, Logprobs: lps}); err != nil {
+					return err
+				}
+				lps = nil
 			}
-			lps = nil
-			for _, frag := range fragments(tc.arguments, 16) {
+			for _, frag := range fragments(args, 16) {
 				d := chatToolCall{Index: &idx, Function: chatFunction{Arguments: frag}}
 				if err := send(chatChunkChoice{Index: j, Delta: chatDelta{ToolCalls: []chatToolCall{d}}}); err != nil {
 					return err
@@ -403,7 +437,7 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 			if !end.cut {
 				finish = "tool_calls"
 			}
-			if sendCalls(j, end.calls, chatLP(req.logprobs, end.callLPs)) != nil {
+			if sendCalls(j, end.calls, chatLP(req.logprobs, end.callLPs), end.sent) != nil {
 				return u.CompletionTokens, 499
 			}
 		}

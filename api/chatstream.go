@@ -1,5 +1,7 @@
 package api
 
+import "github.com/vkllm/vkllm/sampling/grammar"
+
 // answerStream parses one streamed chat completion candidate as it is
 // generated, the way a whole answer is split (splitAnswer): a Harmony
 // answer (gpt-oss) by channel, a thinking model's into its reasoning and
@@ -13,6 +15,10 @@ type answerStream struct {
 	think   *thinkParser
 	hold    *toolHold
 	lps     []tokenLogprob // logprobs of tokens not given out yet
+	// inc reads calls as they are written (toolstream.go), nil where they
+	// go out whole at the end; sent is what went out of them.
+	inc  *grammar.Syntax
+	sent []sentCall
 }
 
 // streamPart is a piece of a streamed answer: reasoning or content, with
@@ -21,6 +27,7 @@ type streamPart struct {
 	reasoning bool
 	text      []byte
 	lps       []tokenLogprob
+	calls     []callDelta // call headers and argument fragments
 }
 
 // streamEnd is what a finished candidate has left: its last parts, its
@@ -32,11 +39,17 @@ type streamEnd struct {
 	callLPs []tokenLogprob
 	cut     bool
 	restLPs []tokenLogprob
+	// sent is what went out of the calls while they were written: their
+	// headers and the start of their arguments.
+	sent []sentCall
 }
 
 // newAnswerStream returns the parser of one streamed candidate of req.
 func newAnswerStream(req *chatRequest, pc *preparedChat) *answerStream {
 	a := &answerStream{req: req, pc: pc, hold: newToolHold(pc, pc.forced)}
+	if pc.toolsActive && pc.callGrammar && !req.logprobs {
+		a.inc = streamSyntax(pc.tmpl)
+	}
 	switch {
 	case pc.tmpl.family == familyHarmony && !pc.forced:
 		// A forced call is held whole instead, as in other families.
@@ -92,6 +105,13 @@ func (a *answerStream) end() streamEnd {
 	text, heldLPs, ok := a.hold.rest()
 	if ok {
 		prefix, calls, cut := a.req.splitCalls(a.pc, text, a.pc.forced)
+		if len(a.sent) > 0 {
+			if len(calls) == 0 || cut {
+				prefix = "" // the held text was the call that went out
+			}
+			calls, cut = a.withSent(calls, cut)
+			e.sent = a.sent
+		}
 		if prefix != "" || len(calls) == 0 {
 			e.parts = append(e.parts, streamPart{text: []byte(prefix), lps: heldLPs})
 			heldLPs = nil
@@ -133,12 +153,38 @@ func (a *answerStream) thinkParts(reasoning, content []byte) []streamPart {
 }
 
 // held passes content through the tool hold with the logprobs not given
-// out yet.
+// out yet, and what is written of the calls held.
 func (a *answerStream) held(content []byte) []streamPart {
 	text, lps, ok := a.hold.add(content, a.lps)
 	a.lps = nil
-	if !ok {
-		return nil
+	var out []streamPart
+	if ok {
+		out = append(out, streamPart{text: text, lps: lps})
 	}
-	return []streamPart{{text: text, lps: lps}}
+	if a.inc != nil && a.hold.text.Len() > 0 {
+		calls, _ := partialSyntaxCalls(a.inc, a.hold.text.String())
+		if d := callDeltas(&a.sent, calls); len(d) > 0 {
+			out = append(out, streamPart{calls: d})
+		}
+	}
+	return out
+}
+
+// withSent reconciles a finished candidate's calls with what went out of
+// them as they were written: the same ids; and where the answer ended
+// inside a call (max_tokens), so that its text parses into none, the calls
+// as far as they were written, cut short, as the reference keeps a partial
+// call.
+func (a *answerStream) withSent(calls []toolCall, cut bool) ([]toolCall, bool) {
+	if len(calls) == 0 || cut {
+		calls = calls[:0]
+		for _, s := range a.sent {
+			calls = append(calls, toolCall{id: s.id, name: s.name, arguments: s.args})
+		}
+		return calls, true
+	}
+	for k := range min(len(calls), len(a.sent)) {
+		calls[k].id = a.sent[k].id
+	}
+	return calls, cut
 }

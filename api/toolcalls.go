@@ -16,7 +16,9 @@ import (
 // writes them; with parallel_tool_calls false only the first call is
 // kept. With forced, text that holds no call is the call a forced
 // tool_choice was writing when it was cut short (max_tokens): it is
-// returned as that call (partialCall), never as content, and cut is true.
+// returned as that call (partialCall), never as content, and cut is true;
+// so is a call begun under an "auto" grammar (pc.callGrammar) that did not
+// end.
 func (req *chatRequest) splitCalls(pc *preparedChat, text string, forced bool) (content string, calls []toolCall, cut bool) {
 	prefix, calls := pc.tmpl.family.parse(text, req.tools)
 	switch {
@@ -27,6 +29,15 @@ func (req *chatRequest) splitCalls(pc *preparedChat, text string, forced bool) (
 		return prefix, calls, false
 	case forced:
 		return "", []toolCall{partialCall(text, req)}, true
+	case pc.callGrammar:
+		// A call begun under the grammar is one unless the answer ended
+		// inside it (max_tokens): the call as far as it was written, as
+		// the reference keeps a partial call.
+		if tr := pc.tmpl.callTrigger(); tr != "" {
+			if i := strings.Index(text, tr); i >= 0 {
+				return strings.TrimSpace(text[:i]), []toolCall{partialCall(text[i:], req)}, true
+			}
+		}
 	}
 	return prefix, nil, false
 }

@@ -194,14 +194,14 @@ func partialCall(text string, req *chatRequest) toolCall {
 	for _, key := range []string{`"arguments"`, `"parameters"`} {
 		if i := strings.Index(text, key); i >= 0 {
 			rest := strings.TrimLeft(text[i+len(key):], " \t\n")
-			c.arguments = strings.TrimLeft(strings.TrimPrefix(rest, ":"), " \t\n")
+			c.arguments = compactJSONPrefix(strings.TrimLeft(strings.TrimPrefix(rest, ":"), " \t\n"))
 			return c
 		}
 	}
 	if at >= 0 {
 		// A JSON arguments object after the bare name.
 		if j := strings.IndexByte(text[at:], '{'); j >= 0 {
-			c.arguments = text[at+j:]
+			c.arguments = compactJSONPrefix(text[at+j:])
 		}
 	}
 	return c

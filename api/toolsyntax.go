@@ -117,3 +117,12 @@ func syntaxTrigger(syn *grammar.Syntax) string {
 	}
 	return ""
 }
+
+// callTrigger is the text that starts a call of t's model: where an
+// "auto" call's grammar starts to hold.
+func (t *chatTemplate) callTrigger() string {
+	if t.syntax != nil {
+		return syntaxTrigger(t.syntax)
+	}
+	return grammar.ToolCallTrigger(t.format)
+}

@@ -277,7 +277,9 @@ func TestSolarOpenChat(t *testing.T) {
 	f.ctxSize = 4096
 	f.template = "{# <|tool_call:begin|> #}{% for m in messages %}<|begin|>{{ m.role }}{% if m.reasoning_content %}<|think|>{{ m.reasoning_content }}<|end|><|begin|>{{ m.role }}{% endif %}" +
 		"<|content|>{{ m.content }}<|end|>{% endfor %}{% if add_generation_prompt %}<|begin|>assistant{% endif %}"
-	f.reply = func(string) string { return "<|think|>The user asks.<|end|><|begin|>assistant<|content|>Paris is the capital." }
+	f.reply = func(string) string {
+		return "<|think|>The user asks.<|end|><|begin|>assistant<|content|>Paris is the capital."
+	}
 	ts := newReadyServer(t, f, Config{})
 	for _, tools := range []string{"", "," + weatherTools} {
 		body := `{"messages":[{"role":"user","content":"capital?"}],"temperature":0,"max_tokens":200` + tools
