@@ -20,7 +20,7 @@ func TestCallsStreamAsWritten(t *testing.T) {
 		{familyHermes, "<tool_call>", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"},
 		{familyMistral, "[TOOL_CALLS]", `[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}, {"name": "now", "arguments": {}}]`},
 		{familyMistral, "[TOOL_CALLS][ARGS]", `[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 3}[TOOL_CALLS]now[ARGS]{}`},
-		{familyDeepSeek, "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\", \"days\": 3}<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>now<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+		{familyDeepSeek, "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\", \"days\": 3}<｜tool▁call▁end｜><｜tool▁call▁begin｜>now<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
 		{familyKimi, "<|tool_calls_section_begin|>", "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\", \"days\": 3}<|tool_call_end|><|tool_call_begin|>functions.now:1<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"},
 		{familyCommandR7B, "<|START_ACTION|>", `<|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Paris", "days": 3}}, {"tool_call_id": "1", "tool_name": "now", "parameters": {}}]<|END_ACTION|>`},
 		{familyApertus, "<|tools_prefix|>", `<|tools_prefix|>[{"get_weather": {"city": "Paris", "days": 3}}, {"now": {}}]<|tools_suffix|>`},

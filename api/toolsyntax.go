@@ -48,10 +48,13 @@ func (f toolFamily) callSyntax(src string) *grammar.Syntax {
 			ParamOpen: `<｜DSML｜parameter name="`, ParamMid: `" string="true">`, ParamMidJSON: `" string="false">`,
 			ParamClose: "</｜DSML｜parameter>\n"}
 	case familyDeepSeek:
-		syn := &grammar.Syntax{Open: "<｜tool▁calls▁begin｜>", Close: "<｜tool▁calls▁end｜>", Sep: "\n",
+		// V3.1: NAME<sep>ARGS, the calls one after the other.
+		syn := &grammar.Syntax{Open: "<｜tool▁calls▁begin｜>", Close: "<｜tool▁calls▁end｜>",
 			Call: []grammar.Part{T("<｜tool▁call▁begin｜>"), grammar.Name, T("<｜tool▁sep｜>"), grammar.Args, T("<｜tool▁call▁end｜>")}}
 		if strings.Contains(src, "function<｜tool▁sep｜>") || strings.Contains(src, "tool['type'] + '<｜tool▁sep｜>'") {
-			// R1 and V3: function<sep>NAME, then the arguments in a json block.
+			// R1 and V3: function<sep>NAME, then the arguments in a json
+			// block, a newline between two calls.
+			syn.Sep = "\n"
 			syn.Call = []grammar.Part{T("<｜tool▁call▁begin｜>function<｜tool▁sep｜>"), grammar.Name, T("\n```json\n"),
 				grammar.Args, T("\n```<｜tool▁call▁end｜>")}
 		}
