@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vkllm/vkllm/sampling/grammar"
 )
 
 // TestCallsStreamAsWritten: where calls are held to their family's
@@ -169,4 +171,37 @@ func TestJSONValueEnd(t *testing.T) {
 			t.Errorf("compactJSONPrefix(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// FuzzPartialCalls reads arbitrary text as the calls of every family that
+// streams them as they are written, a byte at a time as a stream does:
+// never a panic, and the arguments sent only ever grow.
+func FuzzPartialCalls(f *testing.F) {
+	f.Add("<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": [1, \"}\"]}}\n</tool_call>")
+	f.Add(`[TOOL_CALLS][{"name": "a", "arguments": {"k": "\"\\"}}]`)
+	f.Add("<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0<|tool_call_argument_begin|>{\"q\":")
+	f.Add(`<|tools_prefix|>[{"a": {}}, {"b`)
+	var syns []*grammar.Syntax
+	for fam, src := range syntaxSources {
+		tmpl := &chatTemplate{family: fam, syntax: fam.callSyntax(src), format: fam.grammarFormat()}
+		if s := streamSyntax(tmpl); s != nil {
+			syns = append(syns, s)
+		}
+	}
+	syns = append(syns, streamSyntax(&chatTemplate{family: familyHermes, format: grammar.ToolFormatHermes}))
+	f.Fuzz(func(t *testing.T, text string) {
+		for _, syn := range syns {
+			var sent []sentCall
+			for i := 1; i <= len(text); i++ {
+				calls, _ := partialSyntaxCalls(syn, text[:i])
+				before := append([]sentCall(nil), sent...)
+				callDeltas(&sent, calls)
+				for k, s := range before {
+					if !strings.HasPrefix(sent[k].args, s.args) || sent[k].name != s.name {
+						t.Fatalf("call %d went from %q %q to %q %q", k, s.name, s.args, sent[k].name, sent[k].args)
+					}
+				}
+			}
+		}
+	})
 }
