@@ -413,6 +413,9 @@ func (s *Server) streamChat(gctx contextT, cancel func(), sse *sseWriter, req *c
 				lps = nil
 			}
 			for _, frag := range fragments(args, 16) {
+				if frag == "" && k < len(sent) {
+					break // all of it went out as it was written
+				}
 				d := chatToolCall{Index: &idx, Function: chatFunction{Arguments: frag}}
 				if err := send(chatChunkChoice{Index: j, Delta: chatDelta{ToolCalls: []chatToolCall{d}}}); err != nil {
 					return err

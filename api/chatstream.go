@@ -176,15 +176,20 @@ func (a *answerStream) held(content []byte) []streamPart {
 // as far as they were written, cut short, as the reference keeps a partial
 // call.
 func (a *answerStream) withSent(calls []toolCall, cut bool) ([]toolCall, bool) {
+	return withSent(a.sent, calls, cut)
+}
+
+// withSent is answerStream.withSent for the calls sent.
+func withSent(sent []sentCall, calls []toolCall, cut bool) ([]toolCall, bool) {
 	if len(calls) == 0 || cut {
 		calls = calls[:0]
-		for _, s := range a.sent {
+		for _, s := range sent {
 			calls = append(calls, toolCall{id: s.id, name: s.name, arguments: s.args})
 		}
 		return calls, true
 	}
-	for k := range min(len(calls), len(a.sent)) {
-		calls[k].id = a.sent[k].id
+	for k := range min(len(calls), len(sent)) {
+		calls[k].id = sent[k].id
 	}
 	return calls, cut
 }

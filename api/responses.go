@@ -1115,7 +1115,66 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 		text.Write(t)
 		return rs.textDelta(msg.ID, msgIndex, t)
 	}
+	var lps []tokenLogprob
+	msgDone := false
+	closeMessage := func() error {
+		if msg == nil || msgDone {
+			return nil
+		}
+		msgDone = true
+		done := newMessageItem(text.String(), nil)
+		done.ID = msg.ID
+		if req.chat.logprobs {
+			done.Content[0].Logprobs = toRespLogprobs(lps)
+		}
+		if err := rs.event("response.output_text.done", textDoneEvent{msg.ID, msgIndex, 0, done.Content[0].Text, done.Content[0].Logprobs}); err != nil {
+			return err
+		}
+		if err := rs.event("response.content_part.done", partEvent{msg.ID, msgIndex, 0, done.Content[0]}); err != nil {
+			return err
+		}
+		if err := rs.event("response.output_item.done", itemEvent{msgIndex, done}); err != nil {
+			return err
+		}
+		resp.Output = append(resp.Output, done)
+		return nil
+	}
 	hold := newToolHold(pc, false)
+	// A call held to the tool grammar streams as it is written
+	// (toolstream.go): its item opens when its name is written and its
+	// arguments go out as they come.
+	var inc *grammar.Syntax
+	if pc.toolsActive && pc.callGrammar && !req.chat.logprobs && pc.tmpl.family != familyHarmony {
+		inc = streamSyntax(pc.tmpl)
+	}
+	var sent []sentCall
+	var callItems []*respFunctionCall // the items of the calls sent
+	sendCallDeltas := func() error {
+		calls, _ := partialSyntaxCalls(inc, hold.text.String())
+		for _, d := range callDeltas(&sent, calls) {
+			if d.header {
+				if err := closeReasoning(); err != nil {
+					return err
+				}
+				if err := closeMessage(); err != nil {
+					return err
+				}
+				item := newCallItem(toolCall{id: d.id, name: d.name})
+				item.Status = "in_progress"
+				callItems = append(callItems, item)
+				if err := rs.event("response.output_item.added", itemEvent{len(resp.Output) + d.index, item}); err != nil {
+					return err
+				}
+			}
+			if d.args != "" {
+				item := callItems[d.index]
+				if err := rs.event("response.function_call_arguments.delta", argsEvent{ItemID: item.ID, OutputIndex: len(resp.Output) + d.index, Delta: d.args}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 	// A Harmony answer (gpt-oss) streams its reasoning and content as the
 	// parser separates them.
 	var harmony *harmonyStream
@@ -1130,7 +1189,6 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 	if harmony == nil && pc.reasoning.on() {
 		think = pc.reasoning.parser()
 	}
-	var lps []tokenLogprob
 	onText := func(_ int, t []byte, l []tokenLogprob) error {
 		if think != nil {
 			thinkR, thinkC = think.add(t, thinkR[:0], thinkC[:0])
@@ -1153,10 +1211,15 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 		if req.chat.logprobs {
 			lps = append(lps, l...)
 		}
-		if !send {
-			return nil
+		if send {
+			if err := sendText(t); err != nil {
+				return err
+			}
 		}
-		return sendText(t)
+		if inc != nil && hold.text.Len() > 0 {
+			return sendCallDeltas()
+		}
+		return nil
 	}
 	specs := s.candidateSpecs(1, genSpec{prompt: pc.prompt, media: pc.media, g: req.chat.genRequest, constraint: pc.factory, wantLogprob: req.chat.logprobs, tools: pc.toolsActive, think: pc.thinkMarks})
 	cands, err := s.generateAll(gctx, specs, onText)
@@ -1179,6 +1242,9 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 			if t, _, send := hold.add(thinkC, nil); send && sendText(t) != nil {
 				return c.tokens, 499
 			}
+			if inc != nil && hold.text.Len() > 0 && sendCallDeltas() != nil {
+				return c.tokens, 499
+			}
 		}
 	}
 	held, heldLPs, ok := hold.rest()
@@ -1195,8 +1261,15 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 		}
 	} else if ok {
 		var prefix string
-		prefix, calls, _ = req.chat.splitCalls(pc, held, false)
-		if sendText([]byte(prefix)) != nil {
+		var cut bool
+		prefix, calls, cut = req.chat.splitCalls(pc, held, false)
+		if len(sent) > 0 {
+			if len(calls) == 0 || cut {
+				prefix = "" // the held text was the calls that went out
+			}
+			calls, _ = withSent(sent, calls, cut)
+		}
+		if prefix != "" && sendText([]byte(prefix)) != nil {
 			return c.tokens, 499
 		}
 	} else if held != "" {
@@ -1212,28 +1285,31 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 	if closeReasoning() != nil {
 		return c.tokens, 499
 	}
-	if msg != nil {
-		done := newMessageItem(text.String(), nil)
-		done.ID = msg.ID
-		if req.chat.logprobs {
-			done.Content[0].Logprobs = toRespLogprobs(lps)
-		}
-		if rs.event("response.output_text.done", textDoneEvent{msg.ID, msgIndex, 0, done.Content[0].Text, done.Content[0].Logprobs}) != nil ||
-			rs.event("response.content_part.done", partEvent{msg.ID, msgIndex, 0, done.Content[0]}) != nil ||
-			rs.event("response.output_item.done", itemEvent{msgIndex, done}) != nil {
-			return c.tokens, 499
-		}
-		resp.Output = append(resp.Output, done)
+	if closeMessage() != nil {
+		return c.tokens, 499
 	}
-	for _, tc := range calls {
+	for k, tc := range calls {
 		idx := len(resp.Output)
 		item := newCallItem(tc)
-		started := *item
-		started.Arguments, started.Status = "", "in_progress"
-		if rs.event("response.output_item.added", itemEvent{idx, &started}) != nil {
-			return c.tokens, 499
+		args := tc.arguments
+		if k < len(callItems) {
+			// Opened, with the start of its arguments, as it was written.
+			item.ID = callItems[k].ID
+			args = strings.TrimPrefix(args, sent[k].args)
+			if len(args) == len(tc.arguments) && sent[k].args != "" {
+				args = ""
+			}
+		} else {
+			started := *item
+			started.Arguments, started.Status = "", "in_progress"
+			if rs.event("response.output_item.added", itemEvent{idx, &started}) != nil {
+				return c.tokens, 499
+			}
 		}
-		for _, frag := range fragments(tc.arguments, 16) {
+		for _, frag := range fragments(args, 16) {
+			if frag == "" && k < len(callItems) {
+				break // all of it went out as it was written
+			}
 			if rs.event("response.function_call_arguments.delta", argsEvent{ItemID: item.ID, OutputIndex: idx, Delta: frag}) != nil {
 				return c.tokens, 499
 			}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -204,4 +205,46 @@ func FuzzPartialCalls(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestResponsesCallStreamsAsWritten: /v1/responses streams a call held to
+// the grammar as it is written: the message before it closes, the call's
+// item opens when its name is written and its arguments go out as they
+// come, adding up to the final item's; cut short by max_output_tokens the
+// call stays, as far as it was written, and the response is incomplete.
+func TestResponsesCallStreamsAsWritten(t *testing.T) {
+	f := newFake()
+	f.ctxSize = 4096
+	call := "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris, Île-de-France\"}}\n</tool_call>"
+	f.reply = func(string) string { return "Let me check. " + call }
+	ts := newReadyServer(t, f, Config{})
+	body := `{"input":"weather?","template":"chatml","stream":true,` + responsesWeatherTool
+	evs := respEvents(t, ts.post("/v1/responses", body+`}`).body)
+	want := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+		"response.output_text.delta", "response.output_text.done", "response.content_part.done", "response.output_item.done",
+		"response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done",
+		"response.output_item.done", "response.completed"}
+	if got := eventTypes(evs); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	var args strings.Builder
+	deltas := 0
+	for _, ev := range evs {
+		if ev["type"] == "response.function_call_arguments.delta" {
+			args.WriteString(ev["delta"].(string))
+			deltas++
+		}
+	}
+	final := jsonPath(evs[len(evs)-1], "response", "output", 1)
+	if args.String() != `{"city":"Paris, Île-de-France"}` || jsonPath(final, "arguments") != args.String() || deltas < 5 ||
+		jsonPath(evs[len(evs)-1], "response", "output", 0, "content", 0, "text") != "Let me check." {
+		t.Errorf("arguments %q in %d deltas, final %v", args.String(), deltas, evs[len(evs)-1]["response"])
+	}
+	n := len("Let me check. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa")
+	evs = respEvents(t, ts.post("/v1/responses", body+`,"max_output_tokens":`+strconv.Itoa(n)+`}`).body)
+	last := evs[len(evs)-1]
+	if last["type"] != "response.incomplete" || jsonPath(last, "response", "output", 1, "name") != "get_weather" ||
+		jsonPath(last, "response", "output", 1, "arguments") != `{"city":"Pa` {
+		t.Errorf("cut short: %v", last)
+	}
 }
