@@ -36,7 +36,7 @@ func TestTemplateCollection(t *testing.T) {
 	renderCollection(t, dir, os.Getenv("VKLLM_TEMPLATES_OUT"))
 }
 
-// TestTemplatesAgainstJinja2 renders the fixture templates (and those of
+// TestTemplatesAgainstJinja2 renders the fixture templates (gpt-oss's too, and those of
 // VKLLM_TEMPLATES_DIR when set) with the four standard conversations and
 // has tools/jinja2check render them again in Python's jinja2 with the same
 // variables: every prompt, and every refusal, must be the same. On the
@@ -47,7 +47,7 @@ func TestTemplatesAgainstJinja2(t *testing.T) {
 	if err := exec.Command("python3", "-c", "import jinja2").Run(); err != nil {
 		t.Skipf("python3 with jinja2 is not installed (make test-deps): %v", err)
 	}
-	dirs := []string{fixtures.Dir(t, "templates")}
+	dirs := []string{fixtures.Dir(t, "templates"), fixtures.Dir(t, "archs-next/moe/gpt-oss-chat")}
 	if d := os.Getenv("VKLLM_TEMPLATES_DIR"); d != "" {
 		dirs = append(dirs, d)
 	}
