@@ -242,6 +242,12 @@ func templateKwargs(raw []byte) (*jinja.Dict, *Error) {
 			return nil, badRequest("chat_template_kwargs", "chat_template_kwargs: %q is set by the server from the request's validated fields; it cannot be given here", name)
 		}
 	}
+	if v, ok := d.Get("enable_thinking"); ok {
+		if _, isStr := v.(string); isStr {
+			// As the reference: "false" would be true to a template.
+			return nil, badRequest("chat_template_kwargs.enable_thinking", "chat_template_kwargs.enable_thinking: invalid type (expected boolean, got string)")
+		}
+	}
 	return d, nil
 }
 

@@ -326,3 +326,21 @@ func TestChatThinkingControlTokens(t *testing.T) {
 		})
 	}
 }
+
+// TestEnableThinkingString: chat_template_kwargs.enable_thinking given as
+// a string is a 400, as the reference answers it ("false" would be true to
+// a template); a boolean is taken.
+func TestEnableThinkingString(t *testing.T) {
+	f := newFake()
+	f.template = qwen3Template
+	ts := newReadyServer(t, f, Config{})
+	for body, status := range map[string]int{
+		`{"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"chat_template_kwargs":{"enable_thinking":"false"}}`: 400,
+		`{"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"chat_template_kwargs":{"enable_thinking":false}}`:   200,
+	} {
+		r := ts.post("/v1/chat/completions", body)
+		if r.status != status || status == 400 && !strings.Contains(string(r.body), `"param":"chat_template_kwargs.enable_thinking"`) {
+			t.Errorf("%s: %d %s, want %d", body, r.status, r.body, status)
+		}
+	}
+}
