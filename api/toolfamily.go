@@ -322,6 +322,25 @@ func (f toolFamily) parse(text string, known []tool) (string, []toolCall) {
 	return parseToolCalls(text, known)
 }
 
+// callsFrom builds a call of each item, its name and JSON arguments as
+// decode reads them; an item that is not a call fails them all (the text
+// is then not this family's calls).
+func callsFrom[T any](items []T, decode func(T) (name, args string, ok bool)) ([]toolCall, bool) {
+	calls := make([]toolCall, 0, len(items))
+	for _, it := range items {
+		name, args, ok := decode(it)
+		if !ok {
+			return nil, false
+		}
+		c, ok := newCall(name, args)
+		if !ok {
+			return nil, false
+		}
+		calls = append(calls, c)
+	}
+	return calls, true
+}
+
 // newCall builds a call with compact JSON arguments; args that are not
 // JSON fail.
 func newCall(name, args string) (toolCall, bool) {
@@ -494,25 +513,17 @@ func parseKimi(text string) (string, []toolCall, bool) {
 	if start < 0 {
 		return "", nil, false
 	}
-	var calls []toolCall
-	for _, body := range strings.Split(text[start:], "<|tool_call_begin|>")[1:] {
+	calls, ok := callsFrom(strings.Split(text[start:], "<|tool_call_begin|>")[1:], func(body string) (string, string, bool) {
 		body, _, _ = strings.Cut(body, "<|tool_call_end|>")
 		body, _, _ = strings.Cut(body, "<|tool_calls_section_end|>")
 		id, args, found := strings.Cut(body, "<|tool_call_argument_begin|>")
-		if !found {
-			return "", nil, false
-		}
 		name := strings.TrimPrefix(strings.TrimSpace(id), "functions.")
 		if k := strings.LastIndexByte(name, ':'); k >= 0 {
 			name = name[:k]
 		}
-		c, ok := newCall(name, args)
-		if !ok {
-			return "", nil, false
-		}
-		calls = append(calls, c)
-	}
-	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+		return name, args, found
+	})
+	return strings.TrimSpace(text[:start]), calls, ok && len(calls) > 0
 }
 
 func parseFunctionary(text string) (string, []toolCall, bool) {
@@ -552,20 +563,19 @@ func parseCommandR7B(text string) (string, []toolCall, bool) {
 	if !ok {
 		return "", nil, false
 	}
-	var items []struct {
+	type item struct {
 		ToolName   string          `json:"tool_name"`
 		Parameters json.RawMessage `json:"parameters"`
 	}
+	var items []item
 	if json.Unmarshal([]byte(strings.TrimSpace(body)), &items) != nil || len(items) == 0 {
 		return "", nil, false
 	}
-	var calls []toolCall
-	for _, it := range items {
-		c, ok := newCall(it.ToolName, string(it.Parameters))
-		if !ok || c.name == "" {
-			return "", nil, false
-		}
-		calls = append(calls, c)
+	calls, ok := callsFrom(items, func(it item) (string, string, bool) {
+		return it.ToolName, string(it.Parameters), it.ToolName != ""
+	})
+	if !ok {
+		return "", nil, false
 	}
 	prefix := text[:strings.Index(text, "<|START_ACTION|>")]
 	if _, after, found := strings.Cut(prefix, "<|END_THINKING|>"); found {

@@ -112,19 +112,18 @@ func parseInvokes(text string, starts []string, prefix string, known []tool) (st
 		return "", nil, false
 	}
 	invoke, param := "<"+prefix+"invoke name=\"", "<"+prefix+"parameter name=\""
-	var calls []toolCall
-	for _, body := range strings.Split(text[start:], invoke)[1:] {
+	calls, ok := callsFrom(strings.Split(text[start:], invoke)[1:], func(body string) (string, string, bool) {
 		body, _, _ = strings.Cut(body, "</"+prefix+"invoke>")
 		name, body, ok := strings.Cut(body, "\">")
 		if !ok {
-			return "", nil, false
+			return "", "", false
 		}
 		var keys []string
 		var vals []json.RawMessage
 		for _, p := range strings.Split(body, param)[1:] {
 			head, val, ok := strings.Cut(p, ">")
 			if !ok {
-				return "", nil, false
+				return "", "", false
 			}
 			val, _, _ = strings.Cut(val, "</"+prefix+"parameter>")
 			key, attrs, _ := strings.Cut(head, "\"")
@@ -139,13 +138,9 @@ func parseInvokes(text string, starts []string, prefix string, known []tool) (st
 			}
 			keys, vals = append(keys, key), append(vals, v)
 		}
-		c, ok := newCall(name, objectJSON(keys, vals))
-		if !ok {
-			return "", nil, false
-		}
-		calls = append(calls, c)
-	}
-	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+		return name, objectJSON(keys, vals), true
+	})
+	return strings.TrimSpace(text[:start]), calls, ok && len(calls) > 0
 }
 
 // parseJSONList reads a JSON list of {"name", "arguments"} objects after
@@ -163,15 +158,11 @@ func parseJSONList(text, open, close string) (string, []toolCall, bool) {
 	if json.NewDecoder(strings.NewReader(body)).Decode(&items) != nil {
 		return "", nil, false
 	}
-	var calls []toolCall
-	for _, it := range items {
+	calls, ok := callsFrom(items, func(it json.RawMessage) (string, string, bool) {
 		c, ok := callFromJSON(it)
-		if !ok {
-			return "", nil, false
-		}
-		calls = append(calls, c)
-	}
-	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+		return c.name, c.arguments, ok
+	})
+	return strings.TrimSpace(text[:start]), calls, ok && len(calls) > 0
 }
 
 // parseApertus reads Apertus calls, a JSON list of {"NAME": {args}}
@@ -186,20 +177,13 @@ func parseApertus(text string) (string, []toolCall, bool) {
 	if json.Unmarshal([]byte(strings.TrimSpace(body)), &items) != nil {
 		return "", nil, false
 	}
-	var calls []toolCall
-	for _, it := range items {
-		if len(it) != 1 {
-			return "", nil, false
-		}
+	calls, ok := callsFrom(items, func(it map[string]json.RawMessage) (string, string, bool) {
 		for name, args := range it {
-			c, ok := newCall(name, string(args))
-			if !ok {
-				return "", nil, false
-			}
-			calls = append(calls, c)
+			return name, string(args), len(it) == 1
 		}
-	}
-	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+		return "", "", false
+	})
+	return strings.TrimSpace(text[:start]), calls, ok && len(calls) > 0
 }
 
 // parseFunctionaryV32 reads a Functionary v3.2 answer: messages each
