@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -68,6 +69,10 @@ func TestTemplatesAgainstJinja2(t *testing.T) {
 // renderCollection renders the standard conversations with every *.jinja
 // template of dir, as TestTemplateCollection describes; out, when not
 // empty, receives the prompts and contexts.
+// undefinedOperation matches the engine's error for an operation on an
+// undefined value ("line 100, column 19: 'description' is undefined").
+var undefinedOperation = regexp.MustCompile(`column \d+: '[^']+' is undefined$`)
+
 func renderCollection(t *testing.T, dir, out string) {
 	_, ep := loadExpectedPrompts(t, "templates")
 	var want *expectedPrompts
@@ -119,8 +124,12 @@ func renderCollection(t *testing.T, dir, out string) {
 			}
 			if want == nil {
 				// A template's own raise_exception is a refusal the
-				// reference makes too; anything else is the engine's.
-				if e != nil && !strings.Contains(e.Error(), "the chat template raised an error: ") {
+				// reference makes too, and so is an operation on an
+				// undefined value (Apertus's tool list reads fields the
+				// request's tools do not have at top level; the reference's
+				// engine raises there as Jinja2 does); anything else is the
+				// engine's.
+				if e != nil && !strings.Contains(e.Error(), "the chat template raised an error: ") && !undefinedOperation.MatchString(e.Error()) {
 					t.Errorf("%s/%s does not render: %v", name, rq, e)
 				}
 				continue
