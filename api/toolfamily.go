@@ -38,13 +38,19 @@ const (
 	familyGemma4                           // Gemma 4: <|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>
 	familyLing                             // Ling 3.0: GLM's tags; its turns end with <|role_end|>
 	familySolarOpen                        // Solar Open: <|tool_calls|><|tool_call:begin|>ID<|tool_call:name|>NAME<|tool_call:args|>{...}<|tool_call:end|>
+	familyGigaChat3                        // GigaChat 3: <|message_sep|>\n\nfunction call<|role_sep|>\n{"name", "arguments"}
+	familyGigaChat31                       // GigaChat 3.1: <|function_call|>{"name", "arguments"}
+	familyGCML                             // GigaChat 3.5: <｜GCML｜tool_calls>\n<｜GCML｜invoke name="NAME">...
+	familyCommandRPlus                     // Command R+: Action:\n```json\n[{"tool_name", "parameters"}]\n```
+	familyMiniCPM5                         // MiniCPM5: <function name="NAME"><param name="K">V</param></function>
 )
 
 // String names the family.
 func (f toolFamily) String() string {
 	return [...]string{"generic", "hermes", "qwen3-coder", "llama3", "mistral", "deepseek", "gpt-oss",
 		"glm", "kimi", "functionary", "command-r7b", "firefunction", "seed-oss", "granite", "apertus",
-		"functionary-v3.2", "nemotron", "lfm2", "minimax", "deepseek-dsml", "apriel", "gemma4", "ling", "solar-open"}[f]
+		"functionary-v3.2", "nemotron", "lfm2", "minimax", "deepseek-dsml", "apriel", "gemma4", "ling", "solar-open",
+		"gigachat3", "gigachat3.1", "gigachat-gcml", "command-r-plus", "minicpm5"}[f]
 }
 
 // detectToolFamily reads the tool-call format from a template's source.
@@ -64,6 +70,14 @@ func detectToolFamily(src string) toolFamily {
 		return familySolarOpen
 	case has("｜DSML｜"):
 		return familyDSML
+	case has("｜GCML｜"):
+		return familyGCML
+	case has("<|function_call|>", "<|role_sep|>"):
+		return familyGigaChat31
+	case has("function call", "<|role_sep|>"):
+		return familyGigaChat3
+	case has(`<function name="`, `<param name="`):
+		return familyMiniCPM5
 	case has("<minimax:tool_call>"):
 		return familyMiniMax
 	case has("<seed:tool_call>"):
@@ -98,6 +112,8 @@ func detectToolFamily(src string) toolFamily {
 		return familyMistral
 	case has("<|START_ACTION|>"):
 		return familyCommandR7B
+	case has("Action:", "```json", "tool_name"):
+		return familyCommandRPlus
 	case has("functools["):
 		return familyFirefunction
 	case has("<function="):
@@ -176,6 +192,16 @@ func (f toolFamily) triggers() []string {
 		return []string{"<|START_ACTION|>", "<|START_THINKING|>"}
 	case familyFirefunction:
 		return []string{"functools["}
+	case familyGigaChat3:
+		return []string{"function call<|role_sep|>"}
+	case familyGigaChat31:
+		return []string{"<|function_call|>"}
+	case familyGCML:
+		return []string{"<｜GCML｜tool_calls>"}
+	case familyCommandRPlus:
+		return []string{"Action:"}
+	case familyMiniCPM5:
+		return []string{`<function name="`}
 	case familyLlama3:
 		return []string{"<|python_tag|>", "{"}
 	}
@@ -221,7 +247,12 @@ func (f toolFamily) markers() []string {
 func (f toolFamily) wrappers() []string {
 	switch f {
 	case familyCommandR7B:
-		return []string{"<|START_RESPONSE|>", "<|END_RESPONSE|>"}
+		// Cohere2 MoE writes its answer's text in <|START_TEXT|>...<|END_TEXT|>.
+		return []string{"<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>"}
+	case familyCommandRPlus:
+		return []string{"<|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>"}
+	case familyGigaChat3:
+		return []string{"<|message_sep|>"}
 	case familyLing:
 		return []string{"<|role_end|>"}
 	case familySolarOpen:
@@ -310,6 +341,16 @@ func (f toolFamily) parse(text string, known []tool) (string, []toolCall) {
 		prefix, calls, ok = parseInvokes(text, []string{"<minimax:tool_call>"}, "", known)
 	case familyDSML:
 		prefix, calls, ok = parseInvokes(text, []string{"<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"}, "｜DSML｜", known)
+	case familyGCML:
+		prefix, calls, ok = parseInvokes(text, []string{"<｜GCML｜tool_calls>"}, "｜GCML｜", known)
+	case familyGigaChat3:
+		prefix, calls, ok = parseJSONCalls(text, "function call<|role_sep|>")
+	case familyGigaChat31:
+		prefix, calls, ok = parseJSONCalls(text, "<|function_call|>")
+	case familyCommandRPlus:
+		prefix, calls, ok = parseCommandRPlus(text)
+	case familyMiniCPM5:
+		prefix, calls, ok = parseMiniCPM5(text, known)
 	}
 	if ok {
 		for _, c := range calls {
@@ -652,7 +693,8 @@ func isToolMarkupToken(txt string) bool {
 		"<|channel|>", "<|message|>", "<|call|>", "<|constrain|>", "<|start|>",
 		"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
 		gemma4CallOpen, gemma4CallClose, gemma4Quote, gemma4Channel, gemma4ChannelEnd,
-		"<|START_RESPONSE|>", "<|END_RESPONSE|>":
+		"<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>",
+		"<|function_call|>", "<|role_sep|>", "<|message_sep|>":
 		return true
 	}
 	return false

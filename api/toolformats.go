@@ -483,3 +483,113 @@ func (p *pyParser) dict() (json.RawMessage, bool) {
 	}
 	return json.RawMessage(objectJSON(keys, vals)), true
 }
+
+// parseJSONCalls reads calls written each as marker then a JSON object
+// {"name", "arguments"} (GigaChat 3's "function call" turn, GigaChat
+// 3.1's <|function_call|>); the text before the first marker is the
+// content.
+func parseJSONCalls(text, marker string) (string, []toolCall, bool) {
+	start := strings.Index(text, marker)
+	if start < 0 {
+		return "", nil, false
+	}
+	var items []json.RawMessage
+	for _, part := range strings.Split(text[start:], marker)[1:] {
+		var it json.RawMessage
+		if json.NewDecoder(strings.NewReader(part)).Decode(&it) != nil {
+			return "", nil, false
+		}
+		items = append(items, it)
+	}
+	calls, ok := callsFrom(items, func(it json.RawMessage) (string, string, bool) {
+		c, ok := callFromJSON(it)
+		return c.name, c.arguments, ok
+	})
+	return strings.TrimSpace(text[:start]), calls, ok && len(calls) > 0
+}
+
+// parseCommandRPlus reads Command R+ calls: "Action:" and a ```json block
+// holding a list of {"tool_name", "parameters"}; the text before
+// "Action:" is the content.
+func parseCommandRPlus(text string) (string, []toolCall, bool) {
+	start := strings.Index(text, "Action:")
+	if start < 0 {
+		return "", nil, false
+	}
+	rest := strings.TrimLeft(text[start+len("Action:"):], " \t\r\n")
+	rest, ok := strings.CutPrefix(rest, "```json")
+	if !ok {
+		return "", nil, false
+	}
+	type item struct {
+		ToolName   string          `json:"tool_name"`
+		Parameters json.RawMessage `json:"parameters"`
+	}
+	var items []item
+	if json.NewDecoder(strings.NewReader(rest)).Decode(&items) != nil || len(items) == 0 {
+		return "", nil, false
+	}
+	calls, ok := callsFrom(items, func(it item) (string, string, bool) {
+		return it.ToolName, string(it.Parameters), it.ToolName != ""
+	})
+	return strings.TrimSpace(text[:start]), calls, ok
+}
+
+// parseMiniCPM5 reads MiniCPM5 calls,
+// <function name="NAME"><param name="K">V</param></function>, one after
+// another; a value in <![CDATA[...]]> is that text as it is (it may hold
+// markup, </param> included), another is typed by the tool's schema.
+func parseMiniCPM5(text string, known []tool) (string, []toolCall, bool) {
+	const open, param = `<function name="`, `<param name="`
+	start := strings.Index(text, open)
+	if start < 0 {
+		return "", nil, false
+	}
+	var calls []toolCall
+	rest := text[start:]
+	for strings.HasPrefix(rest, open) {
+		name, body, ok := strings.Cut(rest[len(open):], `">`)
+		if !ok {
+			return "", nil, false
+		}
+		var keys []string
+		var vals []json.RawMessage
+		for strings.HasPrefix(body, param) {
+			key, val, ok := strings.Cut(body[len(param):], `">`)
+			if !ok {
+				return "", nil, false
+			}
+			var v json.RawMessage
+			if cdata, ok := strings.CutPrefix(val, "<![CDATA["); ok {
+				raw, after, ok := strings.Cut(cdata, "]]>")
+				if !ok {
+					return "", nil, false
+				}
+				v, _ = json.Marshal(raw)
+				val = after
+			} else {
+				i := strings.Index(val, "</param>")
+				if i < 0 {
+					return "", nil, false
+				}
+				v, val = typedValue(known, name, key, val[:i]), val[i:]
+			}
+			body, ok = strings.CutPrefix(val, "</param>")
+			if !ok {
+				return "", nil, false
+			}
+			keys, vals = append(keys, key), append(vals, v)
+		}
+		body, ok = strings.CutPrefix(body, "</function>")
+		if !ok {
+			return "", nil, false
+		}
+		c, ok := newCall(name, objectJSON(keys, vals))
+		if !ok {
+			return "", nil, false
+		}
+		calls = append(calls, c)
+		rest = strings.TrimLeft(body, " \t\r\n")
+	}
+	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+}

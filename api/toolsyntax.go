@@ -63,6 +63,21 @@ func (f toolFamily) callSyntax(src string) *grammar.Syntax {
 		return &grammar.Syntax{Open: "<|tool_calls_section_begin|>", Close: "<|tool_calls_section_end|>",
 			Call: []grammar.Part{T("<|tool_call_begin|>functions."), grammar.Name, T(":"), grammar.Index,
 				T("<|tool_call_argument_begin|>"), grammar.Args, T("<|tool_call_end|>")}}
+	case familyGCML:
+		return &grammar.Syntax{Open: "<｜GCML｜tool_calls>\n", Close: "</｜GCML｜tool_calls>", Sep: "\n",
+			Call:      []grammar.Part{T(`<｜GCML｜invoke name="`), grammar.Name, T("\">\n"), grammar.Params, T("</｜GCML｜invoke>")},
+			ParamOpen: `<｜GCML｜parameter name="`, ParamMid: `" string="true">`, ParamMidJSON: `" string="false">`,
+			ParamClose: "</｜GCML｜parameter>\n"}
+	case familyMiniCPM5:
+		return &grammar.Syntax{Sep: "\n",
+			Call:      []grammar.Part{T(`<function name="`), grammar.Name, T(`">`), grammar.Params, T("</function>")},
+			ParamOpen: `<param name="`, ParamMid: `">`, ParamClose: "</param>"}
+	case familyGigaChat3:
+		return &grammar.Syntax{Call: append([]grammar.Part{T("<|message_sep|>\n\nfunction call<|role_sep|>\n")}, jsonListCall...)}
+	case familyGigaChat31:
+		return &grammar.Syntax{Call: append([]grammar.Part{T("<|function_call|>")}, jsonListCall...)}
+	case familyCommandRPlus:
+		return &grammar.Syntax{Open: "Action:\n```json\n", Close: "\n```", List: true, Call: grammar.JSONCall("tool_name", "parameters")}
 	case familyFunctionary:
 		return &grammar.Syntax{Call: []grammar.Part{T("<function="), grammar.Name, T(">"), grammar.Args, T("</function>")}}
 	case familyFunctionaryV32:

@@ -46,6 +46,11 @@ var syntaxSources = map[toolFamily]string{
 	familyGemma4:         "<|tool_call>call:",
 	familyLFM2:           "<|tool_call_start|>",
 	familySolarOpen:      "<|tool_call:begin|>",
+	familyGCML:           "<｜GCML｜tool_calls>",
+	familyMiniCPM5:       `<function name="x"><param name="y">`,
+	familyGigaChat3:      "function call<|role_sep|>",
+	familyGigaChat31:     "<|function_call|><|role_sep|>",
+	familyCommandRPlus:   "Action:\n```json [{\"tool_name\": ...}]",
 }
 
 // runeVocab is a vocabulary of whole characters: ASCII, some of other
