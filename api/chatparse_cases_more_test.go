@@ -34,6 +34,20 @@ func init() {
 		// rendering of calls, a string and a JSON parameter.
 		{from: "GigaChat3.5", family: familyGCML, think: thinkTags, in: "Checking.<｜GCML｜tool_calls>\n<｜GCML｜invoke name=\"get_weather\">\n<｜GCML｜parameter name=\"city\" string=\"true\">Paris</｜GCML｜parameter>\n</｜GCML｜invoke>\n<｜GCML｜invoke name=\"special_function\">\n<｜GCML｜parameter name=\"arg1\" string=\"false\">1</｜GCML｜parameter>\n</｜GCML｜invoke>\n</｜GCML｜tool_calls>",
 			content: "Checking.", calls: []refCall{{"get_weather", `{"city": "Paris"}`}, sf1}},
+		// llm-jp-llm-jp-4.1-8b-thinking: Harmony with a space after each
+		// marker (and "to=" in the role header or the channel's).
+		{from: "llm-jp-4.1", family: familyHarmony, in: "<|channel|> final<|message|> Hello, world!\nWhat's up?", content: refHello},
+		{from: "llm-jp-4.1", family: familyHarmony, in: "<|channel|> final<|message|>  padded", content: " padded"},
+		{from: "llm-jp-4.1", family: familyHarmony, in: "<|channel|> analysis<|message|> I'm\nthinking<|end|><|start|> assistant<|channel|> final<|message|> Hello, world!\nWhat's up?",
+			reasoning: refThinking, content: refHello},
+		{from: "llm-jp-4.1", family: familyHarmony, in: "<|channel|> analysis<|message|> I'm\nthinking", reasoning: refThinking},
+		{from: "llm-jp-4.1", family: familyHarmony, in: "<|channel|> analysis<|message|> I'm\nthinking<|end|><|start|> assistant to=functions.special_function<|channel|> commentary <|constrain|>  json<|message|> {\"arg1\": 1}",
+			reasoning: refThinking, calls: []refCall{sf1}},
+		{from: "llm-jp-4.1", family: familyHarmony, in: "<|channel|> commentary to=functions.special_function<|message|> {\"arg1\": 1}", calls: []refCall{sf1}},
+		{from: "llm-jp-4.1", family: familyHarmony, in: "<|channel|> analysis<|message|> I'm\nthinking<|end|><|start|> assistant to=functions.special_function<|channel|> commentary <|constrain|>  json<|message|> {\"arg1\": 1}<|end|><|start|> assistant to=functions.special_function<|channel|> commentary <|constrain|>  json<|message|> {\"arg1\": 2}",
+			reasoning: refThinking, calls: []refCall{sf1, {"special_function", `{"arg1": 2}`}}},
+		{from: "llm-jp-4.1", family: familyHarmony, in: "<|channel|> analysis<|message|> I need to output the invoice details in JSON<|end|><|start|> assistant<|channel|> final <|constrain|>  json<|message|> {\"amount\": 123.45, \"date\": \"2025-12-03\"}",
+			reasoning: "I need to output the invoice details in JSON", content: `{"amount": 123.45, "date": "2025-12-03"}`},
 		// CohereForAI-c4ai-command-r-plus-tool_use
 		{from: "command-r-plus", family: familyCommandRPlus, in: "<|CHATBOT_TOKEN|>Hello, world!\nWhat's up?<|END_OF_TURN_TOKEN|>", content: refHello},
 		{from: "command-r-plus", family: familyCommandRPlus, in: "Action:\n```json\n[{\"tool_name\": \"special_function\", \"parameters\": {\"arg1\": 1}}]\n```", calls: []refCall{sf1}},

@@ -137,7 +137,8 @@ func (p *harmonyParser) header() bool {
 	// message to=assistant is the assistant's own.
 	channel := ""
 	if i := strings.LastIndex(h, "<|channel|>"); i >= 0 {
-		channel, _, _ = strings.Cut(h[i+len("<|channel|>"):], " ")
+		// LLM-jp 4 writes a space before the channel's name.
+		channel, _, _ = strings.Cut(strings.TrimLeft(h[i+len("<|channel|>"):], " "), " ")
 		channel, _, _ = strings.Cut(channel, "<")
 	}
 	if channel == "analysis" {
