@@ -1,6 +1,9 @@
 package api
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"testing"
+)
 
 // More of the parser cases of llama.cpp's tests/test-chat.cpp (its
 // test_template_output_peg_parsers at 0042e20): GigaChat 3 and 3.1,
@@ -48,6 +51,13 @@ func init() {
 			reasoning: refThinking, calls: []refCall{sf1, {"special_function", `{"arg1": 2}`}}},
 		{from: "llm-jp-4.1", family: familyHarmony, in: "<|channel|> analysis<|message|> I need to output the invoice details in JSON<|end|><|start|> assistant<|channel|> final <|constrain|>  json<|message|> {\"amount\": 123.45, \"date\": \"2025-12-03\"}",
 			reasoning: "I need to output the invoice details in JSON", content: `{"amount": 123.45, "date": "2025-12-03"}`},
+		// Apriel-1.6-15b-Thinker-fixed: the prompt ends with
+		// "<|begin_assistant|>\nHere are my reasoning steps:\n".
+		{from: "Apriel-1.6", family: familyApriel, think: thinkApriel, open: true, preamble: aprielPreamble, in: "I'm\nthinking\n[BEGIN FINAL RESPONSE]\nHello, world!\nWhat's up?",
+			reasoning: aprielPreamble + refThinking, content: refHello},
+		{from: "Apriel-1.6", family: familyApriel, think: thinkApriel, open: true, preamble: aprielPreamble,
+			in:        "I'm\nthinking\n[BEGIN FINAL RESPONSE]\n<tool_calls>[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}]</tool_calls>",
+			reasoning: aprielPreamble + refThinking, calls: []refCall{sf1}},
 		// CohereForAI-c4ai-command-r-plus-tool_use
 		{from: "command-r-plus", family: familyCommandRPlus, in: "<|CHATBOT_TOKEN|>Hello, world!\nWhat's up?<|END_OF_TURN_TOKEN|>", content: refHello},
 		{from: "command-r-plus", family: familyCommandRPlus, in: "Action:\n```json\n[{\"tool_name\": \"special_function\", \"parameters\": {\"arg1\": 1}}]\n```", calls: []refCall{sf1}},
@@ -75,6 +85,33 @@ func init() {
 			in:        "I'm\nthinking<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"special_function\", \"parameters\": {\"arg1\": 1}},\n    {\"tool_call_id\": \"1\", \"tool_name\": \"python\", \"parameters\": {\"code\": \"print('hey')\"}}\n]<|END_ACTION|>",
 			reasoning: refThinking, calls: []refCall{sf1, py("print('hey')")}},
 	}...)
+}
+
+// Apriel 1.6's reasoning markers, and the text its prompt writes after
+// opening the reasoning.
+var thinkApriel = [2]string{"<|begin_assistant|>", "[BEGIN FINAL RESPONSE]"}
+
+const aprielPreamble = "Here are my reasoning steps:\n"
+
+// TestReasoningPreamble: a prompt that opens the reasoning and writes a
+// line after the marker (Apriel 1.6) leaves it open with that line as the
+// reasoning's start; one that closed it, or wrote markup after it, does not.
+func TestReasoningPreamble(t *testing.T) {
+	tmpl := &chatTemplate{family: familyApriel, source: "{{ '[BEGIN FINAL RESPONSE]' }}", caps: templateCaps{reasoning: true}}
+	for _, c := range []struct {
+		prompt, preamble string
+		open             bool
+	}{
+		{"<|begin_user|>\nHi\n<|begin_assistant|>\nHere are my reasoning steps:\n", aprielPreamble, true},
+		{"<|begin_user|>\nHi\n<|begin_assistant|>\n", "", true},
+		{"<|begin_assistant|>\nold\n[BEGIN FINAL RESPONSE]\nanswer<|end|>\n<|begin_user|>\nHi\n", "", false},
+		{"<|begin_user|>\nHi\n", "", false},
+	} {
+		r := newReasoningSplit(tmpl, c.prompt, reasoningAuto)
+		if r.forcedOpen != c.open || r.preamble != c.preamble {
+			t.Errorf("prompt %q: open %v preamble %q, want %v %q", c.prompt, r.forcedOpen, r.preamble, c.open, c.preamble)
+		}
+	}
 }
 
 // quoteJSON is s as a JSON string.

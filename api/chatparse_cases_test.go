@@ -36,6 +36,7 @@ type refCase struct {
 	family    toolFamily // the family the template is detected as
 	think     [2]string  // the reasoning markers when reasoning is parsed (deepseek/auto), else zero (none)
 	open      bool       // the prompt leaves the reasoning open (enable_thinking on a template that opens it)
+	preamble  string     // text the prompt wrote after opening the reasoning (Apriel 1.6)
 	in        string     // the model's output
 	content   string
 	reasoning string
@@ -568,7 +569,7 @@ func (c refCase) prepared() (*chatRequest, *preparedChat) {
 	req := &chatRequest{tools: refTools, parallelCall: true}
 	pc := &preparedChat{tmpl: &chatTemplate{family: c.family}, toolsActive: true}
 	if c.think[1] != "" {
-		pc.reasoning = reasoningSplit{start: c.think[0], end: c.think[1], forcedOpen: c.open, calls: c.family.markers()}
+		pc.reasoning = reasoningSplit{start: c.think[0], end: c.think[1], forcedOpen: c.open, preamble: c.preamble, calls: c.family.markers()}
 	}
 	return req, pc
 }

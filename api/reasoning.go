@@ -40,14 +40,15 @@ var ReasoningFormats = []string{reasoningAuto, reasoningDeepSeek, reasoningLegac
 // thinkMarkers are the reasoning markers of the families that write them,
 // most specific first: a template that writes the end marker uses them.
 var thinkMarkers = [][2]string{
-	{gemma4Thought, gemma4ChannelEnd},          // Gemma 4
-	{"<seed:think>", "</seed:think>"},          // Seed-OSS
-	{"[THINK]", "[/THINK]"},                    // Magistral
-	{"◁think▷", "◁/think▷"},                    // Kimi VL thinking
-	{"<|START_THINKING|>", "<|END_THINKING|>"}, // Command R7B
-	{"<|inner_prefix|>", "<|inner_suffix|>"},   // Apertus
-	{"<think>", "</think>"},                    // Qwen3, DeepSeek R1, GLM, Granite, Hunyuan, ...
-	{"<|think|>", "<|end|>"},                   // Solar Open (its start marker must be there too)
+	{gemma4Thought, gemma4ChannelEnd},                 // Gemma 4
+	{"<seed:think>", "</seed:think>"},                 // Seed-OSS
+	{"[THINK]", "[/THINK]"},                           // Magistral
+	{"◁think▷", "◁/think▷"},                           // Kimi VL thinking
+	{"<|START_THINKING|>", "<|END_THINKING|>"},        // Command R7B
+	{"<|inner_prefix|>", "<|inner_suffix|>"},          // Apertus
+	{"<think>", "</think>"},                           // Qwen3, DeepSeek R1, GLM, Granite, Hunyuan, ...
+	{"<|think|>", "<|end|>"},                          // Solar Open (its start marker must be there too)
+	{"<|begin_assistant|>", "[BEGIN FINAL RESPONSE]"}, // Apriel 1.6: the prompt opens it with a preamble
 }
 
 // Gemma 4's reasoning is its thought channel: <|channel>thought, the
@@ -78,8 +79,12 @@ func thinkMarkersOf(src string) (start, end string) {
 type reasoningSplit struct {
 	start, end string
 	forcedOpen bool
-	legacy     bool     // deepseek-legacy: the content keeps the whole answer
-	calls      []string // the markers that start a tool call (toolFamily.markers)
+	// preamble is plain text the prompt wrote after opening the reasoning
+	// (Apriel 1.6's "Here are my reasoning steps:\n"): the reasoning's
+	// start, as the reference gives it back.
+	preamble string
+	legacy   bool     // deepseek-legacy: the content keeps the whole answer
+	calls    []string // the markers that start a tool call (toolFamily.markers)
 }
 
 // on reports whether answers are split.
@@ -95,8 +100,17 @@ func newReasoningSplit(t *chatTemplate, prompt, format string) reasoningSplit {
 	if end == "" {
 		return reasoningSplit{}
 	}
-	return reasoningSplit{start: start, end: end, legacy: format == reasoningLegacy, calls: t.family.markers(),
+	r := reasoningSplit{start: start, end: end, legacy: format == reasoningLegacy, calls: t.family.markers(),
 		forcedOpen: strings.HasSuffix(strings.TrimRight(prompt, " \t\r\n"), start)}
+	if i := strings.LastIndex(prompt, start); !r.forcedOpen && i >= 0 {
+		// The prompt opened the reasoning and wrote a line of plain
+		// text after the marker.
+		tail := strings.TrimLeft(prompt[i+len(start):], " \t\r\n")
+		if len(tail) <= 64 && !strings.ContainsAny(tail, "<[") {
+			r.forcedOpen, r.preamble = true, tail
+		}
+	}
+	return r
 }
 
 // split splits a whole answer into its reasoning and content.
@@ -121,6 +135,7 @@ func (r reasoningSplit) parser() *thinkParser {
 	}
 	if r.forcedOpen {
 		p.state = thinkIn
+		p.buf = append(p.buf, r.preamble...)
 	}
 	return p
 }
