@@ -38,13 +38,14 @@ const (
 	familyGemma4                           // Gemma 4: <|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>
 	familyLing                             // Ling 3.0: GLM's tags; its turns end with <|role_end|>
 	familySolarOpen                        // Solar Open: <|tool_calls|><|tool_call:begin|>ID<|tool_call:name|>NAME<|tool_call:args|>{...}<|tool_call:end|>
+	familyMiniMaxM3                        // MiniMax-M3: ]<]minimax[>[<tool_call> ]<]minimax[>[<invoke name="NAME">]<]minimax[>[<KEY>V]<]minimax[>[</KEY>... (toolminimax3.go)
 )
 
 // String names the family.
 func (f toolFamily) String() string {
 	return [...]string{"generic", "hermes", "qwen3-coder", "llama3", "mistral", "deepseek", "gpt-oss",
 		"glm", "kimi", "functionary", "command-r7b", "firefunction", "seed-oss", "granite", "apertus",
-		"functionary-v3.2", "nemotron", "lfm2", "minimax", "deepseek-dsml", "apriel", "gemma4", "ling", "solar-open"}[f]
+		"functionary-v3.2", "nemotron", "lfm2", "minimax", "deepseek-dsml", "apriel", "gemma4", "ling", "solar-open", "minimax-m3"}[f]
 }
 
 // detectToolFamily reads the tool-call format from a template's source.
@@ -66,6 +67,9 @@ func detectToolFamily(src string) toolFamily {
 		return familyDSML
 	case has("<minimax:tool_call>"):
 		return familyMiniMax
+	case has(m3NS):
+		// Before Hermes: its call block is ]<]minimax[>[ + '<tool_call>'.
+		return familyMiniMaxM3
 	case has("<seed:tool_call>"):
 		return familySeedOSS
 	case has("<|tool_call_start|>"):
@@ -158,6 +162,8 @@ func (f toolFamily) triggers() []string {
 		return []string{"<|tool_call_start|>"}
 	case familyMiniMax:
 		return []string{"<minimax:tool_call>"}
+	case familyMiniMaxM3:
+		return []string{m3CallsOpen}
 	case familyDSML:
 		return []string{"<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"}
 	case familyApriel:
@@ -308,6 +314,8 @@ func (f toolFamily) parse(text string, known []tool) (string, []toolCall) {
 		prefix, calls, ok = parseLFM2(text)
 	case familyMiniMax:
 		prefix, calls, ok = parseInvokes(text, []string{"<minimax:tool_call>"}, "", known)
+	case familyMiniMaxM3:
+		prefix, calls, ok = parseMiniMaxM3(text, known)
 	case familyDSML:
 		prefix, calls, ok = parseInvokes(text, []string{"<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"}, "｜DSML｜", known)
 	}
@@ -652,7 +660,8 @@ func isToolMarkupToken(txt string) bool {
 		"<|channel|>", "<|message|>", "<|call|>", "<|constrain|>", "<|start|>",
 		"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
 		gemma4CallOpen, gemma4CallClose, gemma4Quote, gemma4Channel, gemma4ChannelEnd,
-		"<|START_RESPONSE|>", "<|END_RESPONSE|>":
+		"<|START_RESPONSE|>", "<|END_RESPONSE|>",
+		m3NS: // MiniMax-M3's namespace token, before each of its call tags
 		return true
 	}
 	return false
