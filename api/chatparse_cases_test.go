@@ -23,9 +23,8 @@ import (
 // Not ported: the reference's partial (is_partial) cases, which parse a
 // cut-off call that vkllm's streaming never shows, its json_schema,
 // continuation (continue_final_message) and reconstruction checks, which
-// test prompts rather than parsing, and the templates whose formats no
-// family here parses (Kimi K3, MiniMax-M3, Muse Glimmer, LLM-jp,
-// GigaChat, MiniCPM5, Cohere2 MoE, Command R+, Apriel 1.6).
+// test prompts rather than parsing. The cases of more families are in
+// chatparse_cases_more_test.go and beside their parsers.
 
 // refCall is an expected call: its name and its arguments as JSON.
 type refCall struct{ name, args string }

@@ -46,6 +46,7 @@ var thinkMarkers = [][2]string{
 	{"◁think▷", "◁/think▷"},                           // Kimi VL thinking
 	{"<|START_THINKING|>", "<|END_THINKING|>"},        // Command R7B
 	{"<|inner_prefix|>", "<|inner_suffix|>"},          // Apertus
+	{"<mm:think>", "</mm:think>"},                     // MiniMax-M3
 	{"<think>", "</think>"},                           // Qwen3, DeepSeek R1, GLM, Granite, Hunyuan, ...
 	{"<|think|>", "<|end|>"},                          // Solar Open (its start marker must be there too)
 	{"<|begin_assistant|>", "[BEGIN FINAL RESPONSE]"}, // Apriel 1.6: the prompt opens it with a preamble
@@ -133,6 +134,11 @@ func (r reasoningSplit) parser() *thinkParser {
 	if r.start == gemma4Thought {
 		p.lead, p.recur = gemma4Channel, true
 	}
+	if r.end == "</mm:think>" {
+		// MiniMax-M3 writes a turn without reasoning after a bare end
+		// marker (its prompt leaves the reasoning neither open nor closed).
+		p.bareEnd = true
+	}
 	if r.forcedOpen {
 		p.state = thinkIn
 		p.buf = append(p.buf, r.preamble...)
@@ -148,6 +154,7 @@ type thinkParser struct {
 	calls      []string // tool-call markers: one ends a reasoning never closed
 	lead       string   // a token that may come, empty, before the start marker (Gemma 4)
 	recur      bool     // reasoning blocks may recur in the content until a call (Gemma 4)
+	bareEnd    bool     // the answer may open with the end marker alone: no reasoning (MiniMax-M3)
 	state      int
 	buf        []byte // held text
 	said       bool   // some reasoning has been given out
@@ -179,8 +186,13 @@ func (p *thinkParser) add(text, reasoning, content []byte) ([]byte, []byte) {
 				p.buf = append(p.buf[:0], t[len(p.start):]...)
 				p.state, p.said = thinkIn, false
 				continue
-			case len(t) < len(p.start) && strings.HasPrefix(p.start, string(t)):
-				return reasoning, content // may still open the reasoning
+			case p.bareEnd && bytes.HasPrefix(t, []byte(p.end)):
+				p.buf = append(p.buf[:0], t[len(p.end):]...)
+				p.state, p.trim = thinkOut, true
+				continue
+			case len(t) < len(p.start) && strings.HasPrefix(p.start, string(t)),
+				p.bareEnd && len(t) < len(p.end) && strings.HasPrefix(p.end, string(t)):
+				return reasoning, content // may still open (or close) the reasoning
 			case dropped:
 				p.state = thinkSkip // a channel that is not a thought
 				continue

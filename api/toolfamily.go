@@ -43,6 +43,7 @@ const (
 	familyGCML                             // GigaChat 3.5: <｜GCML｜tool_calls>\n<｜GCML｜invoke name="NAME">...
 	familyCommandRPlus                     // Command R+: Action:\n```json\n[{"tool_name", "parameters"}]\n```
 	familyMiniCPM5                         // MiniCPM5: <function name="NAME"><param name="K">V</param></function>
+	familyMiniMaxM3                        // MiniMax-M3: ]<]minimax[>[<tool_call> ]<]minimax[>[<invoke name="NAME">]<]minimax[>[<KEY>V]<]minimax[>[</KEY>... (toolminimax3.go)
 )
 
 // String names the family.
@@ -50,7 +51,7 @@ func (f toolFamily) String() string {
 	return [...]string{"generic", "hermes", "qwen3-coder", "llama3", "mistral", "deepseek", "gpt-oss",
 		"glm", "kimi", "functionary", "command-r7b", "firefunction", "seed-oss", "granite", "apertus",
 		"functionary-v3.2", "nemotron", "lfm2", "minimax", "deepseek-dsml", "apriel", "gemma4", "ling", "solar-open",
-		"gigachat3", "gigachat3.1", "gigachat-gcml", "command-r-plus", "minicpm5"}[f]
+		"gigachat3", "gigachat3.1", "gigachat-gcml", "command-r-plus", "minicpm5", "minimax-m3"}[f]
 }
 
 // detectToolFamily reads the tool-call format from a template's source.
@@ -80,6 +81,9 @@ func detectToolFamily(src string) toolFamily {
 		return familyMiniCPM5
 	case has("<minimax:tool_call>"):
 		return familyMiniMax
+	case has(m3NS):
+		// Before Hermes: its call block is ]<]minimax[>[ + '<tool_call>'.
+		return familyMiniMaxM3
 	case has("<seed:tool_call>"):
 		return familySeedOSS
 	case has("<|tool_call_start|>"):
@@ -174,6 +178,8 @@ func (f toolFamily) triggers() []string {
 		return []string{"<|tool_call_start|>"}
 	case familyMiniMax:
 		return []string{"<minimax:tool_call>"}
+	case familyMiniMaxM3:
+		return []string{m3CallsOpen}
 	case familyDSML:
 		return []string{"<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"}
 	case familyApriel:
@@ -339,6 +345,8 @@ func (f toolFamily) parse(text string, known []tool) (string, []toolCall) {
 		prefix, calls, ok = parseLFM2(text)
 	case familyMiniMax:
 		prefix, calls, ok = parseInvokes(text, []string{"<minimax:tool_call>"}, "", known)
+	case familyMiniMaxM3:
+		prefix, calls, ok = parseMiniMaxM3(text, known)
 	case familyDSML:
 		prefix, calls, ok = parseInvokes(text, []string{"<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"}, "｜DSML｜", known)
 	case familyGCML:
@@ -694,7 +702,8 @@ func isToolMarkupToken(txt string) bool {
 		"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
 		gemma4CallOpen, gemma4CallClose, gemma4Quote, gemma4Channel, gemma4ChannelEnd,
 		"<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>",
-		"<|function_call|>", "<|role_sep|>", "<|message_sep|>":
+		"<|function_call|>", "<|role_sep|>", "<|message_sep|>",
+		m3NS: // MiniMax-M3's namespace token, before each of its call tags
 		return true
 	}
 	return false
