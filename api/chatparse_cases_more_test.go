@@ -58,6 +58,12 @@ func init() {
 		{from: "Apriel-1.6", family: familyApriel, think: thinkApriel, open: true, preamble: aprielPreamble,
 			in:        "I'm\nthinking\n[BEGIN FINAL RESPONSE]\n<tool_calls>[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}]</tool_calls>",
 			reasoning: aprielPreamble + refThinking, calls: []refCall{sf1}},
+		// Hunyuan Hy3 (no case in the reference's tests): its template's own
+		// rendering of a call, after reasoning, and of two.
+		{from: "Hy3", family: familyHunyuan, think: [2]string{"<think:opensource>", "</think:opensource>"}, in: "<think:opensource>I'm\nthinking</think:opensource>" + hyCall("get_weather", "city", "Paris"),
+			reasoning: refThinking, calls: []refCall{{"get_weather", `{"city": "Paris"}`}}},
+		{from: "Hy3", family: familyHunyuan, think: [2]string{"<think:opensource>", "</think:opensource>"}, in: "Both.<tool_calls:opensource>\n<tool_call:opensource>special_function<tool_sep:opensource>\n<arg_key:opensource>arg1</arg_key:opensource>\n<arg_value:opensource>1</arg_value:opensource>\n</tool_call:opensource>\n<tool_call:opensource>python<tool_sep:opensource>\n<arg_key:opensource>code</arg_key:opensource>\n<arg_value:opensource>print(1)</arg_value:opensource>\n</tool_call:opensource>\n</tool_calls:opensource>",
+			content: "Both.", calls: []refCall{sf1, {"python", `{"code": "print(1)"}`}}},
 		// CohereForAI-c4ai-command-r-plus-tool_use
 		{from: "command-r-plus", family: familyCommandRPlus, in: "<|CHATBOT_TOKEN|>Hello, world!\nWhat's up?<|END_OF_TURN_TOKEN|>", content: refHello},
 		{from: "command-r-plus", family: familyCommandRPlus, in: "Action:\n```json\n[{\"tool_name\": \"special_function\", \"parameters\": {\"arg1\": 1}}]\n```", calls: []refCall{sf1}},
@@ -112,6 +118,15 @@ func TestReasoningPreamble(t *testing.T) {
 			t.Errorf("prompt %q: open %v preamble %q, want %v %q", c.prompt, r.forcedOpen, r.preamble, c.open, c.preamble)
 		}
 	}
+}
+
+// hyCall writes a Hunyuan Hy3 call block as its template does.
+func hyCall(name string, kv ...string) string {
+	s := "<tool_calls:opensource>\n<tool_call:opensource>" + name + "<tool_sep:opensource>\n"
+	for i := 0; i+1 < len(kv); i += 2 {
+		s += "<arg_key:opensource>" + kv[i] + "</arg_key:opensource>\n<arg_value:opensource>" + kv[i+1] + "</arg_value:opensource>\n"
+	}
+	return s + "</tool_call:opensource>\n</tool_calls:opensource>"
 }
 
 // quoteJSON is s as a JSON string.

@@ -50,6 +50,7 @@ var thinkMarkers = [][2]string{
 	{"<think>", "</think>"},                           // Qwen3, DeepSeek R1, GLM, Granite, Hunyuan, ...
 	{"<|think|>", "<|end|>"},                          // Solar Open (its start marker must be there too)
 	{"<|begin_assistant|>", "[BEGIN FINAL RESPONSE]"}, // Apriel 1.6: the prompt opens it with a preamble
+	{"<think:opensource>", "</think:opensource>"},     // Hunyuan Hy3 (see thinkMarkersOf)
 }
 
 // Gemma 4's reasoning is its thought channel: <|channel>thought, the
@@ -67,6 +68,10 @@ const (
 // thinkMarkersOf returns the reasoning markers of a thinking template's
 // source ("" when it writes none of them).
 func thinkMarkersOf(src string) (start, end string) {
+	if strings.Contains(src, "</think{}>") && strings.Contains(src, hyTagSuffix) {
+		// Hunyuan Hy3 builds its markers with .format(HYTK).
+		return "<think" + hyTagSuffix + ">", "</think" + hyTagSuffix + ">"
+	}
 	for _, m := range thinkMarkers {
 		if strings.Contains(src, m[1]) && (m[1] != "<|end|>" || strings.Contains(src, m[0])) {
 			return m[0], m[1]

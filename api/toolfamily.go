@@ -44,6 +44,7 @@ const (
 	familyCommandRPlus                     // Command R+: Action:\n```json\n[{"tool_name", "parameters"}]\n```
 	familyMiniCPM5                         // MiniCPM5: <function name="NAME"><param name="K">V</param></function>
 	familyMiniMaxM3                        // MiniMax-M3: ]<]minimax[>[<tool_call> ]<]minimax[>[<invoke name="NAME">]<]minimax[>[<KEY>V]<]minimax[>[</KEY>... (toolminimax3.go)
+	familyHunyuan                          // Hunyuan Hy3: <tool_calls:opensource><tool_call:opensource>NAME<tool_sep:opensource>\n<arg_key:opensource>K</arg_key:opensource>...
 )
 
 // String names the family.
@@ -51,7 +52,7 @@ func (f toolFamily) String() string {
 	return [...]string{"generic", "hermes", "qwen3-coder", "llama3", "mistral", "deepseek", "gpt-oss",
 		"glm", "kimi", "functionary", "command-r7b", "firefunction", "seed-oss", "granite", "apertus",
 		"functionary-v3.2", "nemotron", "lfm2", "minimax", "deepseek-dsml", "apriel", "gemma4", "ling", "solar-open",
-		"gigachat3", "gigachat3.1", "gigachat-gcml", "command-r-plus", "minicpm5", "minimax-m3"}[f]
+		"gigachat3", "gigachat3.1", "gigachat-gcml", "command-r-plus", "minicpm5", "minimax-m3", "hunyuan"}[f]
 }
 
 // detectToolFamily reads the tool-call format from a template's source.
@@ -73,6 +74,9 @@ func detectToolFamily(src string) toolFamily {
 		return familyDSML
 	case has("｜GCML｜"):
 		return familyGCML
+	case has(hyTagSuffix, "<tool_sep{}>"):
+		// Hunyuan's tags are built with .format(HYTK) (":opensource").
+		return familyHunyuan
 	case has("<|function_call|>", "<|role_sep|>"):
 		return familyGigaChat31
 	case has("function call", "<|role_sep|>"):
@@ -204,6 +208,8 @@ func (f toolFamily) triggers() []string {
 		return []string{"<|function_call|>"}
 	case familyGCML:
 		return []string{"<｜GCML｜tool_calls>"}
+	case familyHunyuan:
+		return []string{"<tool_calls" + hyTagSuffix + ">", "<tool_call" + hyTagSuffix + ">"}
 	case familyCommandRPlus:
 		return []string{"Action:"}
 	case familyMiniCPM5:
@@ -351,6 +357,8 @@ func (f toolFamily) parse(text string, known []tool) (string, []toolCall) {
 		prefix, calls, ok = parseInvokes(text, []string{"<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"}, "｜DSML｜", known)
 	case familyGCML:
 		prefix, calls, ok = parseInvokes(text, []string{"<｜GCML｜tool_calls>"}, "｜GCML｜", known)
+	case familyHunyuan:
+		prefix, calls, ok = parseHunyuan(text, known)
 	case familyGigaChat3:
 		prefix, calls, ok = parseJSONCalls(text, "function call<|role_sep|>")
 	case familyGigaChat31:
@@ -706,5 +714,6 @@ func isToolMarkupToken(txt string) bool {
 		m3NS: // MiniMax-M3's namespace token, before each of its call tags
 		return true
 	}
-	return false
+	// Hunyuan Hy3's tags: <tool_call:opensource>, </arg_value:opensource>, ...
+	return strings.HasPrefix(txt, "<") && strings.HasSuffix(txt, hyTagSuffix+">")
 }

@@ -593,3 +593,41 @@ func parseMiniCPM5(text string, known []tool) (string, []toolCall, bool) {
 	}
 	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
 }
+
+// hyTagSuffix ends each of Hunyuan Hy3's tags ("<tool_call:opensource>").
+const hyTagSuffix = ":opensource"
+
+// hyTag is Hunyuan's tag name (with "/" for a closing tag).
+func hyTag(name string) string { return "<" + name + hyTagSuffix + ">" }
+
+// parseHunyuan reads Hunyuan Hy3 calls, GLM's layout in its own tags:
+// <tool_calls:opensource>, then per call <tool_call:opensource>NAME
+// <tool_sep:opensource> and <arg_key:opensource>K</arg_key:opensource>
+// <arg_value:opensource>V</arg_value:opensource> pairs (V typed by the
+// tool's schema), </tool_call:opensource>.
+func parseHunyuan(text string, known []tool) (string, []toolCall, bool) {
+	return blockCalls(text, []string{hyTag("tool_calls"), hyTag("tool_call")}, hyTag("tool_call"), hyTag("/tool_call"),
+		func(body string) (string, string, bool) {
+			name, args, ok := strings.Cut(body, hyTag("tool_sep"))
+			if !ok {
+				return "", "", false
+			}
+			name = strings.TrimSpace(name)
+			var keys []string
+			var vals []json.RawMessage
+			for {
+				k, e1, ok := between(args, hyTag("arg_key"), hyTag("/arg_key"))
+				if !ok {
+					break
+				}
+				v, e2, ok := between(args[e1:], hyTag("arg_value"), hyTag("/arg_value"))
+				if !ok || e1 == len(args) {
+					return "", "", false
+				}
+				args = args[e1+e2:]
+				keys = append(keys, strings.TrimSpace(k))
+				vals = append(vals, typedValue(known, name, strings.TrimSpace(k), strings.Trim(v, "\n")))
+			}
+			return name, objectJSON(keys, vals), true
+		})
+}

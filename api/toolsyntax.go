@@ -68,6 +68,10 @@ func (f toolFamily) callSyntax(src string) *grammar.Syntax {
 			Call:      []grammar.Part{T(`<｜GCML｜invoke name="`), grammar.Name, T("\">\n"), grammar.Params, T("</｜GCML｜invoke>")},
 			ParamOpen: `<｜GCML｜parameter name="`, ParamMid: `" string="true">`, ParamMidJSON: `" string="false">`,
 			ParamClose: "</｜GCML｜parameter>\n"}
+	case familyHunyuan:
+		return &grammar.Syntax{Open: hyTag("tool_calls") + "\n", Close: hyTag("/tool_calls"),
+			Call:      []grammar.Part{T(hyTag("tool_call")), grammar.Name, T(hyTag("tool_sep") + "\n"), grammar.Params, T(hyTag("/tool_call") + "\n")},
+			ParamOpen: hyTag("arg_key"), ParamMid: hyTag("/arg_key") + "\n" + hyTag("arg_value"), ParamClose: hyTag("/arg_value") + "\n"}
 	case familyMiniCPM5:
 		return &grammar.Syntax{Sep: "\n",
 			Call:      []grammar.Part{T(`<function name="`), grammar.Name, T(`">`), grammar.Params, T("</function>")},

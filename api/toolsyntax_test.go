@@ -46,6 +46,7 @@ var syntaxSources = map[toolFamily]string{
 	familyGemma4:         "<|tool_call>call:",
 	familyLFM2:           "<|tool_call_start|>",
 	familySolarOpen:      "<|tool_call:begin|>",
+	familyHunyuan:        "'<tool_sep{}>'.format(HYTK) :opensource",
 	familyGCML:           "<｜GCML｜tool_calls>",
 	familyMiniCPM5:       `<function name="x"><param name="y">`,
 	familyGigaChat3:      "function call<|role_sep|>",
