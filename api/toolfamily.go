@@ -620,17 +620,7 @@ func parseCommandR7B(text string) (string, []toolCall, bool) {
 	if !ok {
 		return "", nil, false
 	}
-	type item struct {
-		ToolName   string          `json:"tool_name"`
-		Parameters json.RawMessage `json:"parameters"`
-	}
-	var items []item
-	if json.Unmarshal([]byte(strings.TrimSpace(body)), &items) != nil || len(items) == 0 {
-		return "", nil, false
-	}
-	calls, ok := callsFrom(items, func(it item) (string, string, bool) {
-		return it.ToolName, string(it.Parameters), it.ToolName != ""
-	})
+	calls, ok := cohereActions(body)
 	if !ok {
 		return "", nil, false
 	}
@@ -641,6 +631,23 @@ func parseCommandR7B(text string) (string, []toolCall, bool) {
 		prefix = ""
 	}
 	return strings.TrimSpace(prefix), calls, true
+}
+
+// cohereActions reads the JSON list of {"tool_name", "parameters"}
+// actions that Cohere's models write (Command R7B, Command R+) at the
+// start of text; what follows the list is not read.
+func cohereActions(text string) ([]toolCall, bool) {
+	type item struct {
+		ToolName   string          `json:"tool_name"`
+		Parameters json.RawMessage `json:"parameters"`
+	}
+	var items []item
+	if json.NewDecoder(strings.NewReader(text)).Decode(&items) != nil || len(items) == 0 {
+		return nil, false
+	}
+	return callsFrom(items, func(it item) (string, string, bool) {
+		return it.ToolName, string(it.Parameters), it.ToolName != ""
+	})
 }
 
 // parseMistralArgs reads Mistral Small 3.2 / Magistral calls,

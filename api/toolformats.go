@@ -521,17 +521,7 @@ func parseCommandRPlus(text string) (string, []toolCall, bool) {
 	if !ok {
 		return "", nil, false
 	}
-	type item struct {
-		ToolName   string          `json:"tool_name"`
-		Parameters json.RawMessage `json:"parameters"`
-	}
-	var items []item
-	if json.NewDecoder(strings.NewReader(rest)).Decode(&items) != nil || len(items) == 0 {
-		return "", nil, false
-	}
-	calls, ok := callsFrom(items, func(it item) (string, string, bool) {
-		return it.ToolName, string(it.Parameters), it.ToolName != ""
-	})
+	calls, ok := cohereActions(rest)
 	return strings.TrimSpace(text[:start]), calls, ok
 }
 
