@@ -24,8 +24,9 @@ import (
 // cut-off call that vkllm's streaming never shows, its json_schema,
 // continuation (continue_final_message) and reconstruction checks, which
 // test prompts rather than parsing, and the templates whose formats no
-// family here parses (Kimi K3, MiniMax-M3, Muse Glimmer, LLM-jp,
-// GigaChat, MiniCPM5, Cohere2 MoE, Command R+, Apriel 1.6).
+// family here parses (MiniMax-M3, LLM-jp, GigaChat, MiniCPM5, Cohere2 MoE,
+// Command R+, Apriel 1.6). Kimi K3's and Muse Glimmer's cases are in
+// chatparse_kimi3_muse_test.go.
 
 // refCall is an expected call: its name and its arguments as JSON.
 type refCall struct{ name, args string }
