@@ -149,13 +149,15 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 	pc.reasoning = newReasoningSplit(t, text, format)
 	if t.caps.reasoning {
 		_, end := thinkMarkersOf(t.source)
-		pc.thinkMarks = end != ""
+		// Muse Glimmer's reasoning is a message: its headers are the
+		// markers to render (isThinkMarkerToken).
+		pc.thinkMarks = end != "" || t.family == familyMuse
 	}
 	pc.forced = pc.toolsActive && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed)
 	src, root, param := req.grammar, req.grammarRoot, "grammar"
 	lazy := false
 	trigger := t.callTrigger()
-	autoSyntax := t.syntax != nil && trigger != "" && t.family != familyHarmony
+	autoSyntax := t.syntax != nil && trigger != "" && !t.family.messages()
 	if pc.toolsActive && (req.toolChoice != toolChoiceAuto || t.family.constrainsAuto() || autoSyntax) {
 		// Calls are grammar-constrained: from the start when a call is
 		// required, from the family's trigger on for "auto" (where the
@@ -175,6 +177,12 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 				if t.family == familySolarOpen {
 					opts.ReasoningEnd += "<|begin|>assistant" // its calls are a turn of their own
 				}
+			}
+			if pc.forced && t.family == familyKimiK3 {
+				// Kimi K3's prompt opens its think or its response
+				// section, and its calls follow the response's end: the
+				// text up to there (reasoning, content) is free.
+				opts.ReasoningStart, opts.ReasoningEnd, opts.ReasoningOpen = "", xtmlClose("response"), true
 			}
 		case req.toolChoice == toolChoiceNamed || t.format == grammar.ToolFormatGeneric:
 			// The generic prompt asks for {"tool_call": ...}: one call.

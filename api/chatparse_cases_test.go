@@ -24,7 +24,8 @@ import (
 // cut-off call that vkllm's streaming never shows, its json_schema,
 // continuation (continue_final_message) and reconstruction checks, which
 // test prompts rather than parsing. The cases of more families are in
-// chatparse_cases_more_test.go and beside their parsers.
+// chatparse_cases_more_test.go, chatparse_kimi3_muse_test.go and
+// chatparse_minimax3_test.go.
 
 // refCall is an expected call: its name and its arguments as JSON.
 type refCall struct{ name, args string }

@@ -51,7 +51,7 @@ func newAnswerStream(req *chatRequest, pc *preparedChat) *answerStream {
 		a.inc = streamSyntax(pc.tmpl)
 	}
 	switch {
-	case pc.tmpl.family == familyHarmony && !pc.forced:
+	case pc.tmpl.family.messages() && !pc.forced:
 		// A forced call is held whole instead, as in other families.
 		a.harmony = newHarmonyStream(req, pc).p
 	case pc.reasoning.on():

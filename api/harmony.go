@@ -15,6 +15,19 @@ import (
 // starts at <|channel|> or " to=". The analysis channel is reasoning, the
 // final and commentary channels are content, and a message to
 // functions.NAME is a call with the body as its JSON arguments.
+//
+// Muse Glimmer writes its answer as such messages too (museDialect):
+//
+//	[<|start|>assistant] to=RECIPIENT<|message|>BODY
+//
+// a body ending at <|eot|> (the turn's end), <|eom|> (another message
+// follows) or the next <|start|>. A message to=self is reasoning, to=user
+// content, and one to a function a call, its body ATEM invoke markup
+// (<atem:function_calls><atem:invoke name="NAME"><atem:parameter
+// name="K">V</atem:parameter>...). Markup in a message to self or user
+// is that message's text, never a call. Its reasoning being a message of
+// its own, the answer is read here rather than split at think markers
+// (reasoning.go).
 
 // harmonyBodyEnds are the markers that end a message body.
 var harmonyBodyEnds = []string{"<|end|>", "<|call|>", "<|return|>", "<|start|>"}
@@ -22,6 +35,21 @@ var harmonyBodyEnds = []string{"<|end|>", "<|call|>", "<|return|>", "<|start|>"}
 // harmonyHeaderStarts are the texts a header may begin with (after the
 // whitespace between messages).
 var harmonyHeaderStarts = []string{"<|start|>", "<|channel|>", " to=", "to=", "assistant"}
+
+// messageDialect is what tells apart the message formats harmonyParser
+// reads.
+type messageDialect struct {
+	bodyEnds   []string // the markers that end a body (<|start|> begins the next header)
+	notHeader  string   // a marker that shows text before <|message|> is no header
+	callPrefix string   // before a function's name in a recipient
+	self, user string   // the recipients of reasoning and of content ("": none)
+	invokes    bool     // a call's body is ATEM invoke markup, not JSON arguments
+}
+
+var (
+	harmonyDialect = messageDialect{bodyEnds: harmonyBodyEnds, notHeader: "<|end|>", callPrefix: "functions."}
+	museDialect    = messageDialect{bodyEnds: []string{"<|eot|>", "<|eom|>", "<|start|>"}, notHeader: "<|eot|>", self: "self", user: "user", invokes: true}
+)
 
 // maxHarmonyHeader bounds a header: text that has not reached <|message|>
 // by then is not Harmony and is content as it stands.
@@ -42,6 +70,7 @@ const (
 // is content as it stands. A parser serves one answer: add its text in
 // order, then finish.
 type harmonyParser struct {
+	d      messageDialect
 	known  []tool // the request's tools; nil: calls are not parsed, their messages dropped
 	buf    []byte // a header being read, or the tail of a body that may start a marker
 	inBody bool
@@ -52,8 +81,20 @@ type harmonyParser struct {
 	calls  []toolCall
 }
 
-// newHarmonyParser returns a parser whose calls must name one of known.
-func newHarmonyParser(known []tool) *harmonyParser { return &harmonyParser{known: known} }
+// newHarmonyParser returns a parser of gpt-oss's answers whose calls must
+// name one of known.
+func newHarmonyParser(known []tool) *harmonyParser { return newMessageParser(familyHarmony, known) }
+
+// newMessageParser returns a parser of the answers of f (one whose
+// answers are messages: toolFamily.messages) whose calls must name one
+// of known.
+func newMessageParser(f toolFamily, known []tool) *harmonyParser {
+	d := harmonyDialect
+	if f == familyMuse {
+		d = museDialect
+	}
+	return &harmonyParser{d: d, known: known}
+}
 
 // add consumes the answer's next text and appends to reasoning and content
 // what it now knows to be theirs; text that may still start a marker is
@@ -73,7 +114,7 @@ func (p *harmonyParser) add(text []byte, reasoning, content []byte) ([]byte, []b
 			continue
 		}
 		end, n := -1, 0
-		for _, m := range harmonyBodyEnds {
+		for _, m := range p.d.bodyEnds {
 			if i := bytes.Index(p.buf, []byte(m)); i >= 0 && (end < 0 || i < end) {
 				end, n = i, len(m)
 				if m == "<|start|>" {
@@ -82,7 +123,7 @@ func (p *harmonyParser) add(text []byte, reasoning, content []byte) ([]byte, []b
 			}
 		}
 		if end < 0 {
-			keep := markerPrefixLen(p.buf, harmonyBodyEnds)
+			keep := markerPrefixLen(p.buf, p.d.bodyEnds)
 			reasoning, content = p.body(p.buf[:len(p.buf)-keep], reasoning, content)
 			p.buf = append(p.buf[:0], p.buf[len(p.buf)-keep:]...)
 			break
@@ -125,7 +166,7 @@ func (p *harmonyParser) header() bool {
 		return false
 	}
 	h := string(p.buf[:i])
-	if !p.mayBeHeader([]byte(h)) || strings.Contains(h, "<|end|>") {
+	if !p.mayBeHeader([]byte(h)) || strings.Contains(h, p.d.notHeader) {
 		p.raw = true
 		return true
 	}
@@ -150,11 +191,15 @@ func (p *harmonyParser) header() bool {
 			end = len(r)
 		}
 		recipient := r[:end]
-		if recipient == "assistant" {
+		switch {
+		case recipient == "assistant", p.d.user != "" && recipient == p.d.user:
+			return true
+		case p.d.self != "" && recipient == p.d.self:
+			p.kind = harmonyReasoning
 			return true
 		}
 		p.kind = harmonyDrop
-		if name, ok := strings.CutPrefix(recipient, "functions."); ok && p.isKnown(name) {
+		if name, ok := strings.CutPrefix(recipient, p.d.callPrefix); ok && p.isKnown(name) {
 			p.kind, p.name = harmonyCall, name
 		}
 	}
@@ -174,6 +219,16 @@ func (p *harmonyParser) mayBeHeader(h []byte) bool {
 		}
 	}
 	return false
+}
+
+// allKnown reports whether every one of calls names a known function.
+func (p *harmonyParser) allKnown(calls []toolCall) bool {
+	for _, c := range calls {
+		if !p.isKnown(c.name) {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *harmonyParser) isKnown(name string) bool {
@@ -199,9 +254,15 @@ func (p *harmonyParser) body(b, reasoning, content []byte) ([]byte, []byte) {
 }
 
 // endBody closes the current message: a call becomes one when its
-// arguments are JSON.
+// arguments are JSON (Muse: invoke markup of known functions).
 func (p *harmonyParser) endBody() {
-	if p.kind == harmonyCall {
+	switch {
+	case p.kind != harmonyCall:
+	case p.d.invokes:
+		if _, calls, ok := parseInvokes(string(p.args), []string{"<atem:function_calls>"}, "atem:", p.known); ok && p.allKnown(calls) {
+			p.calls = append(p.calls, calls...)
+		}
+	default:
 		if c, ok := newCall(p.name, string(p.args)); ok {
 			p.calls = append(p.calls, c)
 		}
@@ -227,15 +288,21 @@ func markerPrefixLen(b []byte, markers []string) int {
 // parseHarmonyAnswer splits a whole Harmony answer into its reasoning,
 // content and calls to known (nil: calls are not parsed).
 func parseHarmonyAnswer(text string, known []tool) (reasoning, content string, calls []toolCall) {
-	p := newHarmonyParser(known)
+	return parseMessages(familyHarmony, text, known)
+}
+
+// parseMessages splits a whole answer of f (toolFamily.messages) into its
+// reasoning, content and calls to known (nil: calls are not parsed).
+func parseMessages(f toolFamily, text string, known []tool) (reasoning, content string, calls []toolCall) {
+	p := newMessageParser(f, known)
 	r, c := p.add([]byte(text), nil, nil)
 	r, c, calls = p.finish(r, c)
 	return string(r), string(c), calls
 }
 
-// harmonyStream is one streamed candidate's Harmony answer: the parser,
-// the pieces it has just separated and the logprobs of the tokens whose
-// text it has not yet given out.
+// harmonyStream is one streamed candidate's Harmony (or Muse Glimmer)
+// answer: the parser, the pieces it has just separated and the logprobs
+// of the tokens whose text it has not yet given out.
 type harmonyStream struct {
 	p                  *harmonyParser
 	reasoning, content []byte
@@ -249,5 +316,5 @@ func newHarmonyStream(req *chatRequest, pc *preparedChat) *harmonyStream {
 	if pc.toolsActive {
 		known = req.tools
 	}
-	return &harmonyStream{p: newHarmonyParser(known)}
+	return &harmonyStream{p: newMessageParser(pc.tmpl.family, known)}
 }

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// Reasoning output of thinking models other than gpt-oss (whose Harmony
-// channels harmony.go parses): the answer starts with the model's
+// Reasoning output of thinking models other than gpt-oss and Muse Glimmer
+// (whose messages harmony.go parses): the answer starts with the model's
 // reasoning between two markers (<think> and </think> for Qwen3, DeepSeek
 // R1, GLM, Granite and most others), which llama-server returns as
 // message.reasoning_content (streamed as delta.reasoning_content), the rest
@@ -47,11 +47,15 @@ var thinkMarkers = [][2]string{
 	{"<|START_THINKING|>", "<|END_THINKING|>"},        // Command R7B
 	{"<|inner_prefix|>", "<|inner_suffix|>"},          // Apertus
 	{"<mm:think>", "</mm:think>"},                     // MiniMax-M3
+	{kimiK3Think, kimiK3ThinkEnd},                     // Kimi K3 (its template builds them: xtmlSource)
 	{"<think>", "</think>"},                           // Qwen3, DeepSeek R1, GLM, Granite, Hunyuan, ...
 	{"<|think|>", "<|end|>"},                          // Solar Open (its start marker must be there too)
 	{"<|begin_assistant|>", "[BEGIN FINAL RESPONSE]"}, // Apriel 1.6: the prompt opens it with a preamble
 	{"<think:opensource>", "</think:opensource>"},     // Hunyuan Hy3 (see thinkMarkersOf)
 }
+
+// Kimi K3's think section, in its XTML tags (toolformats.go).
+var kimiK3Think, kimiK3ThinkEnd = xtmlOpen("think"), xtmlClose("think")
 
 // Gemma 4's reasoning is its thought channel: <|channel>thought, the
 // reasoning, <channel|>. As the reference's Gemma 4 parser
@@ -73,7 +77,8 @@ func thinkMarkersOf(src string) (start, end string) {
 		return "<think" + hyTagSuffix + ">", "</think" + hyTagSuffix + ">"
 	}
 	for _, m := range thinkMarkers {
-		if strings.Contains(src, m[1]) && (m[1] != "<|end|>" || strings.Contains(src, m[0])) {
+		if strings.Contains(src, m[1]) && (m[1] != "<|end|>" || strings.Contains(src, m[0])) ||
+			m[1] == kimiK3ThinkEnd && xtmlSource(src) && strings.Contains(src, "'think'") {
 			return m[0], m[1]
 		}
 	}
@@ -99,7 +104,7 @@ func (r reasoningSplit) on() bool { return r.end != "" }
 // newReasoningSplit returns the split of answers to a prompt rendered as
 // prompt by t under format (one of ReasoningFormats).
 func newReasoningSplit(t *chatTemplate, prompt, format string) reasoningSplit {
-	if format == reasoningNone || !t.caps.reasoning || t.family == familyHarmony {
+	if format == reasoningNone || !t.caps.reasoning || t.family.messages() {
 		return reasoningSplit{}
 	}
 	start, end := thinkMarkersOf(t.source)

@@ -834,8 +834,8 @@ func (s *Server) handleResponses(ctx *fasthttp.RequestCtx) handlerResult {
 func (s *Server) outputItems(req *responsesRequest, pc *preparedChat, c *candidate) []any {
 	var reasoning, text string
 	var calls []toolCall
-	if pc.tmpl.family == familyHarmony {
-		// The message is gpt-oss's final channel.
+	if pc.tmpl.family.messages() {
+		// The message is gpt-oss's final channel (Muse Glimmer's to=user).
 		reasoning, text, calls, _ = req.chat.splitAnswer(pc, c.text)
 	} else {
 		split := pc.reasoning
@@ -1144,7 +1144,7 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 	// (toolstream.go): its item opens when its name is written and its
 	// arguments go out as they come.
 	var inc *grammar.Syntax
-	if pc.toolsActive && pc.callGrammar && !req.chat.logprobs && pc.tmpl.family != familyHarmony {
+	if pc.toolsActive && pc.callGrammar && !req.chat.logprobs && !pc.tmpl.family.messages() {
 		inc = streamSyntax(pc.tmpl)
 	}
 	var sent []sentCall
@@ -1178,7 +1178,7 @@ func (s *Server) streamResponse(gctx contextT, cancel func(), sse *sseWriter, re
 	// A Harmony answer (gpt-oss) streams its reasoning and content as the
 	// parser separates them.
 	var harmony *harmonyStream
-	if pc.tmpl.family == familyHarmony {
+	if pc.tmpl.family.messages() {
 		harmony = newHarmonyStream(req.chat, pc)
 	}
 	// So does a thinking model's (reasoning.go; deepseek-legacy, a chat

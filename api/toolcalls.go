@@ -47,10 +47,11 @@ func (req *chatRequest) splitCalls(pc *preparedChat, text string, forced bool) (
 // analysis is the reasoning, final and commentary the content, messages
 // to functions.NAME the calls (with tools active); a content that is
 // itself a call in another format (a forced tool_choice writes vkllm's
-// JSON form) goes through splitCalls. Other families have no reasoning
-// and go through splitCalls when tools are active.
+// JSON form) goes through splitCalls; so are Muse Glimmer's messages
+// (toolFamily.messages). Other families split off their reasoning and go
+// through splitCalls when tools are active.
 func (req *chatRequest) splitAnswer(pc *preparedChat, text string) (reasoning, content string, calls []toolCall, cut bool) {
-	if pc.tmpl.family != familyHarmony {
+	if !pc.tmpl.family.messages() {
 		reasoning, content = pc.reasoning.split(text)
 		content = pc.tmpl.family.unwrap(content)
 		if !pc.toolsActive {
@@ -63,7 +64,7 @@ func (req *chatRequest) splitAnswer(pc *preparedChat, text string) (reasoning, c
 	if pc.toolsActive {
 		known = req.tools
 	}
-	reasoning, content, calls = parseHarmonyAnswer(text, known)
+	reasoning, content, calls = parseMessages(pc.tmpl.family, text, known)
 	if !pc.toolsActive {
 		return reasoning, content, nil, false
 	}

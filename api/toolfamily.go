@@ -45,6 +45,8 @@ const (
 	familyMiniCPM5                         // MiniCPM5: <function name="NAME"><param name="K">V</param></function>
 	familyMiniMaxM3                        // MiniMax-M3: ]<]minimax[>[<tool_call> ]<]minimax[>[<invoke name="NAME">]<]minimax[>[<KEY>V]<]minimax[>[</KEY>... (toolminimax3.go)
 	familyHunyuan                          // Hunyuan Hy3: <tool_calls:opensource><tool_call:opensource>NAME<tool_sep:opensource>\n<arg_key:opensource>K</arg_key:opensource>...
+	familyKimiK3                           // Kimi K3: <|open|>tools<|sep|><|open|>call tool="NAME" index="1"<|sep|><|open|>argument key="K" type="T"<|sep|>V<|close|>argument<|sep|>...
+	familyMuse                             // Muse Glimmer: messages " to=NAME<|message|><atem:function_calls><atem:invoke name="NAME">...
 )
 
 // String names the family.
@@ -52,7 +54,8 @@ func (f toolFamily) String() string {
 	return [...]string{"generic", "hermes", "qwen3-coder", "llama3", "mistral", "deepseek", "gpt-oss",
 		"glm", "kimi", "functionary", "command-r7b", "firefunction", "seed-oss", "granite", "apertus",
 		"functionary-v3.2", "nemotron", "lfm2", "minimax", "deepseek-dsml", "apriel", "gemma4", "ling", "solar-open",
-		"gigachat3", "gigachat3.1", "gigachat-gcml", "command-r-plus", "minicpm5", "minimax-m3", "hunyuan"}[f]
+		"gigachat3", "gigachat3.1", "gigachat-gcml", "command-r-plus", "minicpm5", "minimax-m3", "hunyuan",
+		"kimi-k3", "muse-glimmer"}[f]
 }
 
 // detectToolFamily reads the tool-call format from a template's source.
@@ -66,6 +69,10 @@ func detectToolFamily(src string) toolFamily {
 		return true
 	}
 	switch {
+	case xtmlSource(src):
+		return familyKimiK3
+	case has("<atem:function_calls>"):
+		return familyMuse
 	case has("<|tool_call>call:"):
 		return familyGemma4
 	case has("<|tool_call:begin|>"):
@@ -194,6 +201,12 @@ func (f toolFamily) triggers() []string {
 		return []string{"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>"}
 	case familyHarmony:
 		return []string{"<|channel|>commentary to=functions.", "<|start|>assistant<|channel|>commentary to=", " to=functions."}
+	case familyKimiK3:
+		return []string{xtmlOpen("tools"), xtmlCallOpen}
+	case familyMuse:
+		// A message's header: its recipient says whether it is a call
+		// (harmony.go reads the messages).
+		return []string{"<|start|>assistant to=", " to="}
 	case familyKimi:
 		return []string{"<|tool_calls_section_begin|>", "<|tool_call_begin|>"}
 	case familyFunctionary:
@@ -240,7 +253,7 @@ func (f toolFamily) mayStart(text string) bool {
 // output (not only at its start): text before them streams as content,
 // and in a reasoning left open they end the reasoning (reasoning.go).
 func (f toolFamily) markers() []string {
-	if f == familyHarmony || f == familyFunctionaryV32 {
+	if f.messages() || f == familyFunctionaryV32 {
 		return nil
 	}
 	var out []string
@@ -271,9 +284,19 @@ func (f toolFamily) wrappers() []string {
 		// Its answer is a turn of its own after the reasoning's:
 		// <|end|><|begin|>assistant<|content|>...
 		return []string{"<|begin|>assistant", "<|content|>", "<|end|>", "<|tool_calls|>"}
+	case familyKimiK3:
+		// Its answer is a response section after the think section,
+		// and the message's end.
+		return []string{xtmlOpen("response"), xtmlClose("response"), xtmlClose("message"), "<|end_of_msg|>"}
 	}
 	return nil
 }
+
+// messages reports whether the family's answers are a sequence of
+// messages, each to a recipient, which harmony.go reads: gpt-oss's
+// Harmony and Muse Glimmer. Their reasoning is a message of its own, not
+// text between think markers.
+func (f toolFamily) messages() bool { return f == familyHarmony || f == familyMuse }
 
 // unwrap removes the family's wrappers from a whole answer's content.
 func (f toolFamily) unwrap(text string) string {
@@ -301,8 +324,8 @@ func (f toolFamily) parse(text string, known []tool) (string, []toolCall) {
 	switch f {
 	case familyDeepSeek:
 		prefix, calls, ok = parseDeepSeek(text)
-	case familyHarmony:
-		_, prefix, calls = parseHarmonyAnswer(text, known)
+	case familyHarmony, familyMuse:
+		_, prefix, calls = parseMessages(f, text, known)
 		ok = len(calls) > 0
 	case familyGLM:
 		prefix, calls, ok = parseGLM(text)
@@ -367,6 +390,8 @@ func (f toolFamily) parse(text string, known []tool) (string, []toolCall) {
 		prefix, calls, ok = parseCommandRPlus(text)
 	case familyMiniCPM5:
 		prefix, calls, ok = parseMiniCPM5(text, known)
+	case familyKimiK3:
+		prefix, calls, ok = parseKimiK3(text, known)
 	}
 	if ok {
 		for _, c := range calls {
@@ -687,10 +712,21 @@ func parseMistralArgs(text string) (string, []toolCall, bool) {
 }
 
 // isThinkMarkerToken reports whether a control token's text marks
-// reasoning in some family (thinkMarkers, with Gemma 4's channel tokens), so
-// that answers of a thinking template render it for the reasoning split.
+// reasoning in some family (thinkMarkers, with Gemma 4's channel tokens,
+// the tokens Kimi K3's tags are built of and Muse Glimmer's message
+// headers), so that answers of a thinking template render it for the
+// reasoning split.
 func isThinkMarkerToken(txt string) bool {
-	if txt == gemma4Channel || txt == gemma4ChannelEnd {
+	switch txt {
+	case gemma4Channel, gemma4ChannelEnd:
+		return true
+	case "<|open|>", "<|close|>", "<|sep|>":
+		// Kimi K3 builds its think markers (and its response, call and
+		// message tags) from these: rendered, the parser sees its tags.
+		return true
+	case "<|start|>", "<|message|>", "<|eom|>":
+		// Muse Glimmer's reasoning is a message (to=self): its headers
+		// and the end of a message that another follows.
 		return true
 	}
 	for _, m := range thinkMarkers {

@@ -94,6 +94,8 @@ func TestDetectToolFamily(t *testing.T) {
 		{"<tool_calls>{{ calls }}</tool_calls>", familyApriel},
 		{"{{- '<|tool_call>call:' + function['name'] + '{' -}}{{ '<|channel>thought\\n<channel|>' }}", familyGemma4},
 		{"<tool_call>{{ name }}<arg_key>k</arg_key>{{ '<|role_end|>' }}", familyLing},
+		{"{{ '<|open|>' + tag }}{{ '<|close|>' + tag + '<|sep|>' }}{{ open_tag('think') }}", familyKimiK3},
+		{"<|start|>assistant to={{ name }}<|message|><atem:function_calls>", familyMuse},
 		{"{{ messages }}", familyGeneric},
 	}
 	for _, c := range cases {

@@ -621,3 +621,93 @@ func parseHunyuan(text string, known []tool) (string, []toolCall, bool) {
 			return name, objectJSON(keys, vals), true
 		})
 }
+
+// Kimi K3 writes its answer in XTML tags, <|open|>TAG attrs<|sep|> ...
+// <|close|>TAG<|sep|>, the attribute values escaped as its template's
+// escape_attr writes them (& as &amp;, " as &quot;):
+//
+//	<|open|>think<|sep|>REASONING<|close|>think<|sep|>
+//	<|open|>response<|sep|>CONTENT<|close|>response<|sep|>
+//	<|open|>tools<|sep|><|open|>call tool="NAME" index="1"<|sep|>
+//	<|open|>argument key="K" type="number"<|sep|>VALUE<|close|>argument<|sep|>...
+//	<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>
+//
+// A call's arguments may instead be one JSON object,
+// <|open|>json type="object"<|sep|>{...}<|close|>json<|sep|>.
+
+// xtmlOpen and xtmlClose write a tag without attributes.
+func xtmlOpen(tag string) string  { return "<|open|>" + tag + "<|sep|>" }
+func xtmlClose(tag string) string { return "<|close|>" + tag + "<|sep|>" }
+
+// xtmlCallOpen starts a call's tag.
+const xtmlCallOpen = `<|open|>call tool="`
+
+// xtmlSource reports whether a template's source writes XTML tags (its
+// macros build them: '<|open|>' + tag ... '<|sep|>').
+func xtmlSource(src string) bool {
+	return strings.Contains(src, "<|open|>") && strings.Contains(src, "<|close|>") && strings.Contains(src, "<|sep|>")
+}
+
+// xtmlUnescape undoes escape_attr.
+var xtmlUnescape = strings.NewReplacer("&quot;", `"`, "&amp;", "&")
+
+// xtmlAttrs reads a tag's attributes, ` k="v"` each.
+func xtmlAttrs(s string) map[string]string {
+	attrs := map[string]string{}
+	for {
+		k, rest, ok := strings.Cut(s, `="`)
+		if !ok {
+			return attrs
+		}
+		v, after, _ := strings.Cut(rest, `"`)
+		attrs[strings.TrimSpace(k)] = xtmlUnescape.Replace(v)
+		s = after
+	}
+}
+
+// parseKimiK3 reads Kimi K3's calls. An argument's type attribute says how
+// its value is written: "string" as raw text, the other types as JSON
+// (text that is not JSON stays a string); without one the value is typed
+// as the tool's schema says.
+func parseKimiK3(text string, known []tool) (string, []toolCall, bool) {
+	start := firstMarker([]byte(text), []string{xtmlOpen("tools"), xtmlCallOpen})
+	if start < 0 {
+		return "", nil, false
+	}
+	calls, ok := callsFrom(strings.Split(text[start:], "<|open|>call ")[1:], func(body string) (string, string, bool) {
+		body, _, _ = strings.Cut(body, xtmlClose("call"))
+		head, body, ok := strings.Cut(body, "<|sep|>")
+		name := xtmlAttrs(head)["tool"]
+		if !ok || name == "" {
+			return "", "", false
+		}
+		if js, found := strings.CutPrefix(strings.TrimSpace(body), "<|open|>json"); found {
+			_, js, _ = strings.Cut(js, "<|sep|>")
+			js, _, _ = strings.Cut(js, xtmlClose("json"))
+			return name, js, true
+		}
+		var keys []string
+		var vals []json.RawMessage
+		for _, arg := range strings.Split(body, "<|open|>argument ")[1:] {
+			head, val, ok := strings.Cut(arg, "<|sep|>")
+			if !ok {
+				return "", "", false
+			}
+			val, _, _ = strings.Cut(val, xtmlClose("argument"))
+			attrs := xtmlAttrs(head)
+			key := attrs["key"]
+			var v json.RawMessage
+			switch attrs["type"] {
+			case "string":
+				v, _ = json.Marshal(val)
+			case "":
+				v = typedValue(known, name, key, val)
+			default:
+				v = argValue(val)
+			}
+			keys, vals = append(keys, key), append(vals, v)
+		}
+		return name, objectJSON(keys, vals), true
+	})
+	return strings.TrimSpace(text[:start]), calls, ok && len(calls) > 0
+}

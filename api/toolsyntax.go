@@ -114,6 +114,22 @@ func (f toolFamily) callSyntax(src string) *grammar.Syntax {
 		return &grammar.Syntax{Open: "<|tool_call_start|>[", Close: "]<|tool_call_end|>", Sep: ", ",
 			Call:     []grammar.Part{grammar.Name, T("("), grammar.Params, T(")")},
 			ParamMid: "=", ParamSep: ", ", Values: grammar.ValuesJSON}
+	case familyKimiK3:
+		// Each argument names its value's type: raw text for a string,
+		// JSON for the others (a schema of no one type: none, the parser
+		// types it by the schema).
+		mid := func(typ string) string { return `" type="` + typ + `"<|sep|>` }
+		return &grammar.Syntax{Open: xtmlOpen("tools"), Close: xtmlClose("tools"),
+			Call:      []grammar.Part{T(xtmlCallOpen), grammar.Name, T(`" index="`), grammar.Index, T(`"<|sep|>`), grammar.Params, T(xtmlClose("call"))},
+			ParamOpen: `<|open|>argument key="`, ParamMid: mid("string"), ParamMidJSON: `"<|sep|>`, ParamClose: xtmlClose("argument"),
+			ParamMidTypes: map[string]string{"integer": mid("number"), "number": mid("number"), "boolean": mid("boolean"),
+				"object": mid("object"), "array": mid("array"), "null": mid("null")}}
+	case familyMuse:
+		// A message to the function each call, as MiniMax-M2's invokes.
+		return &grammar.Syntax{Sep: "<|eom|><|start|>assistant",
+			Call: []grammar.Part{T(" to="), grammar.Name, T("<|message|><atem:function_calls>\n<atem:invoke name=\""), grammar.Name, T("\">\n"),
+				grammar.Params, T("</atem:invoke>\n</atem:function_calls>")},
+			ParamOpen: `<atem:parameter name="`, ParamMid: `">`, ParamClose: "</atem:parameter>\n"}
 	case familyMistral:
 		if strings.Contains(src, "[ARGS]") {
 			// Mistral Small 3.2, Magistral, Devstral: [TOOL_CALLS]NAME[ARGS]{...} per call.

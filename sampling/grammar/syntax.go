@@ -25,6 +25,10 @@ type Syntax struct {
 	// "string" has its value as raw text (not JSON); any other is a JSON
 	// value, after ParamMidJSON when it is set (DSML's string="false").
 	ParamOpen, ParamMid, ParamMidJSON, ParamClose string
+	// ParamMidTypes, when set, is ParamMidJSON by the JSON type a
+	// parameter's schema declares ("integer", "object", ...), for a
+	// syntax that names the value's type (Kimi K3's type="number").
+	ParamMidTypes map[string]string
 	// ParamSep goes between two parameters (none when "").
 	ParamSep string
 	// Values is the notation of the parameters' values.
@@ -225,6 +229,11 @@ func (c *schemaConverter) xmlParams(syn *Syntax, s *jsonValue, stem, path string
 			mid = syn.ParamMid
 			if syn.ParamMidJSON != "" {
 				mid = syn.ParamMidJSON
+			}
+			if t := ps.get("type"); ps.kind == jsonObject && t != nil && t.kind == jsonString {
+				if m, ok := syn.ParamMidTypes[t.str]; ok {
+					mid = m
+				}
 			}
 			val = v
 		}
