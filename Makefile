@@ -118,7 +118,7 @@ bench: deps shaders
 	$(GO) test -tags '$(TAGS)' -run '^$$' -bench . -benchtime 2x ./...
 
 FUZZ_TARGETS = gguf:FuzzRead gguf/quant:FuzzDequantize gguf/quant:FuzzQuantize \
-	engine/tokenizer:FuzzEncodeDecode api:FuzzDecodeChat api:FuzzServe api:FuzzHarmonyParser api:FuzzPartialCalls \
+	engine/tokenizer:FuzzEncodeDecode api:FuzzDecodeChat api:FuzzServe api:FuzzHarmonyParser api:FuzzPartialCalls api:FuzzFamilyParsers \
 	sampling:FuzzSample sampling/grammar:FuzzParse sampling/grammar:FuzzSchemaToGrammar \
 	internal/jinja:FuzzRender
 

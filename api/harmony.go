@@ -166,7 +166,9 @@ func (p *harmonyParser) header() bool {
 		return false
 	}
 	h := string(p.buf[:i])
-	if !p.mayBeHeader([]byte(h)) || strings.Contains(h, p.d.notHeader) {
+	// A whole header begins as a header does (an empty one names nothing):
+	// otherwise the text is not Harmony.
+	if !startsHeader(h) || strings.Contains(h, p.d.notHeader) {
 		p.raw = true
 		return true
 	}
@@ -215,6 +217,17 @@ func (p *harmonyParser) mayBeHeader(h []byte) bool {
 	}
 	for _, s := range harmonyHeaderStarts {
 		if bytes.HasPrefix(h, []byte(s)) || bytes.HasPrefix([]byte(s), h) {
+			return true
+		}
+	}
+	return false
+}
+
+// startsHeader reports whether h, a whole header, begins as one does.
+func startsHeader(h string) bool {
+	h = strings.TrimLeft(h, " \t\r\n")
+	for _, s := range harmonyHeaderStarts {
+		if strings.HasPrefix(h, s) {
 			return true
 		}
 	}

@@ -68,9 +68,11 @@ func (req *chatRequest) splitAnswer(pc *preparedChat, text string) (reasoning, c
 	if !pc.toolsActive {
 		return reasoning, content, nil, false
 	}
-	if len(calls) == 0 {
-		content, calls, cut = req.splitCalls(pc, content, pc.forced)
-	} else if !req.parallelCall {
+	if len(calls) == 0 && pc.forced {
+		// A forced call is the grammar's (vkllm's JSON form); otherwise a
+		// message family's calls are its messages, as a stream reads them.
+		content, calls, cut = req.splitCalls(pc, content, true)
+	} else if len(calls) > 0 && !req.parallelCall {
 		calls = calls[:1]
 	}
 	return reasoning, content, calls, cut
@@ -129,7 +131,7 @@ func (h *toolHold) add(text []byte, lps []tokenLogprob) (out []byte, outLPs []to
 // but what may begin one; white space before either waits with it, since
 // the content before a call ends without it.
 func (h *toolHold) passable(held string) int {
-	markers := h.family.markers()
+	markers := h.family.holdMarkers()
 	end := len(held)
 	if k := firstMarker([]byte(held), markers); k >= 0 {
 		h.call, end = true, k

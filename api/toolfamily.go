@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/vkllm/vkllm/sampling/grammar"
@@ -49,14 +50,15 @@ const (
 	familyMuse                             // Muse Glimmer: messages " to=NAME<|message|><atem:function_calls><atem:invoke name="NAME">...
 )
 
+// familyNames are the families' names, in the order of their values.
+var familyNames = [...]string{"generic", "hermes", "qwen3-coder", "llama3", "mistral", "deepseek", "gpt-oss",
+	"glm", "kimi", "functionary", "command-r7b", "firefunction", "seed-oss", "granite", "apertus",
+	"functionary-v3.2", "nemotron", "lfm2", "minimax", "deepseek-dsml", "apriel", "gemma4", "ling", "solar-open",
+	"gigachat3", "gigachat3.1", "gigachat-gcml", "command-r-plus", "minicpm5", "minimax-m3", "hunyuan",
+	"kimi-k3", "muse-glimmer"}
+
 // String names the family.
-func (f toolFamily) String() string {
-	return [...]string{"generic", "hermes", "qwen3-coder", "llama3", "mistral", "deepseek", "gpt-oss",
-		"glm", "kimi", "functionary", "command-r7b", "firefunction", "seed-oss", "granite", "apertus",
-		"functionary-v3.2", "nemotron", "lfm2", "minimax", "deepseek-dsml", "apriel", "gemma4", "ling", "solar-open",
-		"gigachat3", "gigachat3.1", "gigachat-gcml", "command-r-plus", "minicpm5", "minimax-m3", "hunyuan",
-		"kimi-k3", "muse-glimmer"}[f]
-}
+func (f toolFamily) String() string { return familyNames[f] }
 
 // detectToolFamily reads the tool-call format from a template's source.
 func detectToolFamily(src string) toolFamily {
@@ -178,7 +180,7 @@ func (f toolFamily) triggers() []string {
 	case familyQwen3Coder:
 		return []string{"<tool_call>", "<function="}
 	case familySeedOSS:
-		return []string{"<seed:tool_call>"}
+		return []string{"<seed:tool_call>", "<function="}
 	case familyGranite:
 		return []string{"<|tool_call|>"}
 	case familyApertus:
@@ -260,6 +262,23 @@ func (f toolFamily) markers() []string {
 	for _, t := range f.triggers() {
 		if t != "{" {
 			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// genericMarkers start calls in the formats every family falls back to
+// (parseToolCalls) wherever they appear in an answer.
+var genericMarkers = []string{"<tool_call>", "[TOOL_CALLS]", "<|python_tag|>"}
+
+// holdMarkers are the markers a stream holds an answer back from: the
+// family's, and those of the formats its parse falls back to, so that a
+// streamed answer's calls are the whole answer's.
+func (f toolFamily) holdMarkers() []string {
+	out := f.markers()
+	for _, m := range genericMarkers {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
 		}
 	}
 	return out
@@ -424,15 +443,15 @@ func callsFrom[T any](items []T, decode func(T) (name, args string, ok bool)) ([
 }
 
 // newCall builds a call with compact JSON arguments; args that are not
-// JSON fail.
+// a JSON object fail.
 func newCall(name, args string) (toolCall, bool) {
 	args = strings.TrimSpace(args)
 	if args == "" {
 		args = "{}"
 	}
 	var buf bytes.Buffer
-	if json.Compact(&buf, []byte(args)) != nil {
-		return toolCall{}, false
+	if json.Compact(&buf, []byte(args)) != nil || buf.Bytes()[0] != '{' {
+		return toolCall{}, false // arguments are a JSON object
 	}
 	return toolCall{id: newCallID(), name: strings.TrimSpace(name), arguments: buf.String()}, true
 }

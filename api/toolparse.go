@@ -137,8 +137,8 @@ func callFromJSON(b []byte) (toolCall, bool) {
 		args = json.RawMessage(s)
 	}
 	var buf bytes.Buffer
-	if json.Compact(&buf, args) != nil {
-		return toolCall{}, false
+	if json.Compact(&buf, args) != nil || buf.Len() == 0 || buf.Bytes()[0] != '{' {
+		return toolCall{}, false // arguments are a JSON object
 	}
 	return toolCall{id: newCallID(), name: c.Name, arguments: buf.String()}, true
 }
