@@ -115,11 +115,13 @@ type preparedChat struct {
 	prompt      []int32
 	tmpl        *chatTemplate
 	toolsActive bool
-	// thinkMarks: the template writes reasoning markers, so answers show
-	// them as text where they are control tokens (Command R7B, Gemma 4),
-	// with or without tools, for the reasoning split (or, with
-	// reasoning_format none, in the content as the reference shows them).
-	thinkMarks bool
+	// thinkMarks are the template's reasoning markers that answers show
+	// as text where they are control tokens (Command R7B, Gemma 4, Kimi
+	// K3's tag tokens, Muse Glimmer's message headers), with or without
+	// tools, for the reasoning split (or, with reasoning_format none, in
+	// the content as the reference shows them). Another family's marker
+	// tokens stay unrendered.
+	thinkMarks []string
 	// forced: tool_choice "required" or a named function; the answer is
 	// a call (a partial one when the budget ran out), never content.
 	forced  bool
@@ -148,10 +150,7 @@ func (s *Server) prepareChat(req *chatRequest) (*preparedChat, *Error) {
 	}
 	pc.reasoning = newReasoningSplit(t, text, format)
 	if t.caps.reasoning {
-		_, end := thinkMarkersOf(t.source)
-		// Muse Glimmer's reasoning is a message: its headers are the
-		// markers to render (isThinkMarkerToken).
-		pc.thinkMarks = end != "" || t.family == familyMuse
+		pc.thinkMarks = t.thinkTokens()
 	}
 	pc.forced = pc.toolsActive && (req.toolChoice == toolChoiceRequired || req.toolChoice == toolChoiceNamed)
 	src, root, param := req.grammar, req.grammarRoot, "grammar"

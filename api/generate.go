@@ -47,8 +47,8 @@ type genSpec struct {
 	constraint  func() (sampling.Constraint, error)
 	textOffset  int // characters before the first generated one in the choice text (echo)
 	wantLogprob bool
-	tools       bool // render tool-call marker tokens
-	think       bool // render reasoning marker tokens
+	tools       bool     // render tool-call marker tokens
+	think       []string // the reasoning marker tokens to render (the template's)
 	// echoLogprobs (echo with logprobs): the choice's logprobs start with
 	// the prompt's tokens, the first null; a streamed choice gets
 	// echoText with them before its first token.

@@ -344,3 +344,28 @@ func TestEnableThinkingString(t *testing.T) {
 		}
 	}
 }
+
+// TestThinkTokensOfTemplateOnly: a thinking template's answers render its
+// own reasoning marker tokens only; another family's (Kimi K3's <|sep|>,
+// Gemma 4's <|channel>) stay unrendered control tokens, as they were
+// before any family needed them.
+func TestThinkTokensOfTemplateOnly(t *testing.T) {
+	f := newFake()
+	f.ctxSize = 4096
+	f.template = qwen3Template
+	f.controls = []string{"<|sep|>", gemma4Channel}
+	f.reply = func(string) string { return "<think>I think.</think>Hello<|sep|> there<|channel>." }
+	ts := newReadyServer(t, f, Config{})
+	body := `{"messages":[{"role":"user","content":"hi"}],"temperature":0,"max_tokens":200`
+	r := ts.post("/v1/chat/completions", body+`}`)
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	m := decodeBody(t, r.body)
+	if rc, got := jsonPath(m, "choices", 0, "message", "reasoning_content"), jsonPath(m, "choices", 0, "message", "content"); rc != "I think." || got != "Hello there." {
+		t.Errorf("reasoning %v, content %v, want %q and %q", rc, got, "I think.", "Hello there.")
+	}
+	if rs, cs, _, _ := chatStreamParts(t, ts, body+`,"stream":true}`); rs != "I think." || cs != "Hello there." {
+		t.Errorf("stream: reasoning %q, content %q", rs, cs)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -732,7 +733,7 @@ func (s *Server) grammarVocab() (*grammar.Vocab, error) {
 		n := s.info.VocabSize
 		toks := make([][]byte, n)
 		for i := range toks {
-			toks[i] = s.piece(int32(i), true, true)
+			toks[i] = s.piece(int32(i), true, nil) // with tools: every preserved token
 		}
 		s.vocab, s.vocabErr = grammar.NewVocab(toks, s.backend.EOG())
 	})
@@ -740,11 +741,12 @@ func (s *Server) grammarVocab() (*grammar.Vocab, error) {
 }
 
 // piece returns the output bytes of id; with tools, the tool-call marker
-// tokens render as their text, with think the reasoning marker tokens.
-func (s *Server) piece(id int32, tools, think bool) []byte {
+// tokens render as their text, and the reasoning marker tokens named in
+// think (the template's own) do.
+func (s *Server) piece(id int32, tools bool, think []string) []byte {
 	p := s.backend.Piece(id)
-	if len(p) == 0 && (tools || think) {
-		if t, ok := s.preserved[id]; ok && (tools || s.thinkTok[id]) {
+	if len(p) == 0 && (tools || len(think) > 0) {
+		if t, ok := s.preserved[id]; ok && (tools || s.thinkTok[id] && slices.Contains(think, string(t))) {
 			return t
 		}
 	}

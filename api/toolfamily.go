@@ -730,6 +730,27 @@ func parseMistralArgs(text string) (string, []toolCall, bool) {
 	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
 }
 
+// thinkTokens are the texts of the control tokens that mark t's
+// reasoning (see isThinkMarkerToken): its markers (thinkMarkersOf),
+// Gemma 4's channel tokens, the tokens Kimi K3's tags are built of and
+// Muse Glimmer's message headers; none for a template without markers.
+func (t *chatTemplate) thinkTokens() []string {
+	switch t.family {
+	case familyMuse:
+		return []string{"<|start|>", "<|message|>", "<|eom|>"}
+	case familyKimiK3:
+		return []string{"<|open|>", "<|close|>", "<|sep|>"}
+	}
+	start, end := thinkMarkersOf(t.source)
+	switch {
+	case end == "":
+		return nil
+	case start == gemma4Thought:
+		return []string{gemma4Channel, gemma4ChannelEnd}
+	}
+	return []string{start, end}
+}
+
 // isThinkMarkerToken reports whether a control token's text marks
 // reasoning in some family (thinkMarkers, with Gemma 4's channel tokens,
 // the tokens Kimi K3's tags are built of and Muse Glimmer's message
