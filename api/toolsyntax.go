@@ -72,6 +72,11 @@ func (f toolFamily) callSyntax(src string) *grammar.Syntax {
 		return &grammar.Syntax{Open: hyTag("tool_calls") + "\n", Close: hyTag("/tool_calls"),
 			Call:      []grammar.Part{T(hyTag("tool_call")), grammar.Name, T(hyTag("tool_sep") + "\n"), grammar.Params, T(hyTag("/tool_call") + "\n")},
 			ParamOpen: hyTag("arg_key"), ParamMid: hyTag("/arg_key") + "\n" + hyTag("arg_value"), ParamClose: hyTag("/arg_value") + "\n"}
+	case familyMiniMaxM3:
+		// Each parameter an element named by its key, closed by its name.
+		return &grammar.Syntax{Open: m3CallsOpen + "\n", Close: m3NS + "</tool_call>",
+			Call:      []grammar.Part{T(m3NS + `<invoke name="`), grammar.Name, T(`">`), grammar.Params, T(m3NS + "</invoke>\n")},
+			ParamOpen: m3NS + "<", ParamMid: ">", ParamClose: m3NS + "</" + grammar.KeyPlaceholder + ">"}
 	case familyMiniCPM5:
 		return &grammar.Syntax{Sep: "\n",
 			Call:      []grammar.Part{T(`<function name="`), grammar.Name, T(`">`), grammar.Params, T("</function>")},

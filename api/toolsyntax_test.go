@@ -48,6 +48,7 @@ var syntaxSources = map[toolFamily]string{
 	familyLFM2:           "<|tool_call_start|>",
 	familySolarOpen:      "<|tool_call:begin|>",
 	familyHunyuan:        "'<tool_sep{}>'.format(HYTK) :opensource",
+	familyMiniMaxM3:      "]<]minimax[>[<tool_call>",
 	familyGCML:           "<｜GCML｜tool_calls>",
 	familyMiniCPM5:       `<function name="x"><param name="y">`,
 	familyGigaChat3:      "function call<|role_sep|>",

@@ -24,6 +24,9 @@ type Syntax struct {
 	// ParamMid, the value, ParamClose. A parameter whose schema is of type
 	// "string" has its value as raw text (not JSON); any other is a JSON
 	// value, after ParamMidJSON when it is set (DSML's string="false").
+	// KeyPlaceholder in ParamClose stands for the parameter's name
+	// (MiniMax-M3 closes each parameter's element by its name); then an
+	// object whose schema declares no properties takes no parameters.
 	ParamOpen, ParamMid, ParamMidJSON, ParamClose string
 	// ParamMidTypes, when set, is ParamMidJSON by the JSON type a
 	// parameter's schema declares ("integer", "object", ...), for a
@@ -33,6 +36,14 @@ type Syntax struct {
 	ParamSep string
 	// Values is the notation of the parameters' values.
 	Values ValueNotation
+}
+
+// KeyPlaceholder in Syntax.ParamClose is the parameter's name.
+const KeyPlaceholder = "{key}"
+
+// paramClose is ParamClose for the parameter k.
+func (syn *Syntax) paramClose(k string) string {
+	return strings.ReplaceAll(syn.ParamClose, KeyPlaceholder, k)
 }
 
 // ValueNotation is how a Syntax writes parameter values.
@@ -161,6 +172,11 @@ func (c *schemaConverter) xmlParams(syn *Syntax, s *jsonValue, stem, path string
 			keyChars = `[a-zA-Z_] [a-zA-Z0-9_]*` // Python's keyword arguments
 		}
 		key := c.addRule(stem+"-key", keyChars)
+		if strings.Contains(syn.ParamClose, KeyPlaceholder) {
+			// A closing that names the key cannot be matched to a free
+			// key's opening: such an object takes no parameters.
+			return `""`, nil
+		}
 		var val string
 		switch syn.Values {
 		case ValuesRaw:
@@ -200,7 +216,7 @@ func (c *schemaConverter) xmlParams(syn *Syntax, s *jsonValue, stem, path string
 		raw, ok, err := "", false, error(nil)
 		switch syn.Values {
 		case ValuesRaw:
-			raw, ok, err = c.rawString(ps, pstem, pp, syn.ParamClose)
+			raw, ok, err = c.rawString(ps, pstem, pp, syn.paramClose(k))
 		case ValuesGemma:
 			raw, ok, err = c.rawString(ps, pstem, pp, gemmaQuote)
 			if ok {
@@ -239,7 +255,7 @@ func (c *schemaConverter) xmlParams(syn *Syntax, s *jsonValue, stem, path string
 		}
 		one := gbnfLiteral(syn.ParamOpen+k+mid) + " " + val
 		if syn.ParamClose != "" {
-			one += " " + gbnfLiteral(syn.ParamClose)
+			one += " " + gbnfLiteral(syn.paramClose(k))
 		}
 		seq = append(seq, c.addRule(pstem+"-param", one))
 		opt = append(opt, !required[k])

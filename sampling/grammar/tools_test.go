@@ -250,7 +250,14 @@ func TestToolCallSyntax(t *testing.T) {
 	idJSON := &Syntax{Open: "<A>", Close: "</A>", List: true, Call: JSONCall("tool_name", "parameters", [2]string{"tool_call_id", ""})}
 	dsml := &Syntax{Call: []Part{Text(`<invoke name="`), Name, Text("\">\n"), Params, Text("</invoke>\n")},
 		ParamOpen: `<parameter name="`, ParamMid: `" string="true">`, ParamMidJSON: `" string="false">`, ParamClose: "</parameter>\n"}
+	keyed := &Syntax{Call: []Part{Text(`<invoke name="`), Name, Text(`">`), Params, Text("</invoke>")},
+		ParamOpen: "<", ParamMid: ">", ParamClose: "</" + KeyPlaceholder + ">"}
 	tests := []matchCase{
+		{"closed by the key", ToolCallOptions{Syntax: keyed, Function: "get_weather"},
+			[]string{`<invoke name="get_weather"><city>Oslo</city><days>2</days></invoke>`, `<invoke name="get_weather"><city>San José</city><unit>celsius</unit></invoke>`},
+			[]string{`<invoke name="get_weather"><city>Oslo</days></invoke>`, `<invoke name="get_weather"><city>a</city> b</city></invoke>`}},
+		{"keyed, free object", ToolCallOptions{Syntax: keyed, Function: "now"},
+			[]string{`<invoke name="now"></invoke>`}, []string{`<invoke name="now"><a>1</a></invoke>`}},
 		{"xml", ToolCallOptions{Syntax: xml},
 			[]string{"<tool_call>\n<function=now>\n</function>\n</tool_call>",
 				"<tool_call>\n<function=get_weather>\n<parameter=city>\nSan José\n</parameter>\n</function>\n</tool_call>",
