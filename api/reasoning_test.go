@@ -300,27 +300,14 @@ func TestChatThinkingControlTokens(t *testing.T) {
 			"<|START_THINKING|>The user greets me.<|END_THINKING|><|START_RESPONSE|>Hello there.<|END_RESPONSE|>", "Hello there."},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFake()
-			f.ctxSize = 4096
-			f.template = c.template(t)
-			f.controls = c.controls
-			f.reply = func(string) string { return c.answer }
-			ts := newReadyServer(t, f, Config{})
-			body := `{"messages":[{"role":"user","content":"hi"}],"temperature":0,"max_tokens":200`
-			r := ts.post("/v1/chat/completions", body+`}`)
-			if r.status != 200 {
-				t.Fatalf("status %d: %s", r.status, r.body)
-			}
-			m := decodeBody(t, r.body)
-			if rc, got := jsonPath(m, "choices", 0, "message", "reasoning_content"), jsonPath(m, "choices", 0, "message", "content"); rc != "The user greets me." || got != c.content {
+			ts, body := answeringServer(t, c.template(t), c.controls, c.answer)
+			if rc, got := answerMessage(t, ts, body+`}`); rc != "The user greets me." || got != c.content {
 				t.Errorf("reasoning %v, content %v, want the reasoning and %q", rc, got, c.content)
 			}
 			if rs, cs, _, _ := chatStreamParts(t, ts, body+`,"stream":true}`); rs != "The user greets me." || cs != c.content {
 				t.Errorf("stream: reasoning %q, content %q", rs, cs)
 			}
-			r = ts.post("/v1/chat/completions", body+`,"reasoning_format":"none"}`)
-			m = decodeBody(t, r.body)
-			if rc, got := jsonPath(m, "choices", 0, "message", "reasoning_content"), jsonPath(m, "choices", 0, "message", "content"); rc != nil || !strings.Contains(got.(string), c.controls[1]) {
+			if rc, got := answerMessage(t, ts, body+`,"reasoning_format":"none"}`); rc != nil || !strings.Contains(got.(string), c.controls[1]) {
 				t.Errorf("reasoning_format none: reasoning %v, content %q, want none and the markers in the content", rc, got)
 			}
 		})
@@ -350,22 +337,35 @@ func TestEnableThinkingString(t *testing.T) {
 // Gemma 4's <|channel>) stay unrendered control tokens, as they were
 // before any family needed them.
 func TestThinkTokensOfTemplateOnly(t *testing.T) {
-	f := newFake()
-	f.ctxSize = 4096
-	f.template = qwen3Template
-	f.controls = []string{"<|sep|>", gemma4Channel}
-	f.reply = func(string) string { return "<think>I think.</think>Hello<|sep|> there<|channel>." }
-	ts := newReadyServer(t, f, Config{})
-	body := `{"messages":[{"role":"user","content":"hi"}],"temperature":0,"max_tokens":200`
-	r := ts.post("/v1/chat/completions", body+`}`)
-	if r.status != 200 {
-		t.Fatalf("status %d: %s", r.status, r.body)
-	}
-	m := decodeBody(t, r.body)
-	if rc, got := jsonPath(m, "choices", 0, "message", "reasoning_content"), jsonPath(m, "choices", 0, "message", "content"); rc != "I think." || got != "Hello there." {
+	ts, body := answeringServer(t, qwen3Template, []string{"<|sep|>", gemma4Channel}, "<think>I think.</think>Hello<|sep|> there<|channel>.")
+	if rc, got := answerMessage(t, ts, body+`}`); rc != "I think." || got != "Hello there." {
 		t.Errorf("reasoning %v, content %v, want %q and %q", rc, got, "I think.", "Hello there.")
 	}
 	if rs, cs, _, _ := chatStreamParts(t, ts, body+`,"stream":true}`); rs != "I think." || cs != "Hello there." {
 		t.Errorf("stream: reasoning %q, content %q", rs, cs)
 	}
+}
+
+// answeringServer serves template over a fake backend whose answer is
+// answer, controls its control tokens; body is a chat request to it,
+// open for more fields.
+func answeringServer(t *testing.T, template string, controls []string, answer string) (*testServer, string) {
+	f := newFake()
+	f.ctxSize = 4096
+	f.template = template
+	f.controls = controls
+	f.reply = func(string) string { return answer }
+	return newReadyServer(t, f, Config{}), `{"messages":[{"role":"user","content":"hi"}],"temperature":0,"max_tokens":200`
+}
+
+// answerMessage posts body and returns the answer's reasoning_content and
+// content.
+func answerMessage(t *testing.T, ts *testServer, body string) (reasoning, content any) {
+	t.Helper()
+	r := ts.post("/v1/chat/completions", body)
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	m := decodeBody(t, r.body)
+	return jsonPath(m, "choices", 0, "message", "reasoning_content"), jsonPath(m, "choices", 0, "message", "content")
 }
