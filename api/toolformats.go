@@ -12,6 +12,29 @@ import (
 // JSON object per call (XML-like tags, Python calls), and of the JSON
 // lists some families wrap in their own markers.
 
+// cursor reads a text from s at i (the call readers of Gemma 4,
+// MiniMax-M3 and streamed calls).
+type cursor struct {
+	s string
+	i int
+}
+
+// space skips white space.
+func (r *cursor) space() {
+	for r.i < len(r.s) && strings.IndexByte(" \t\r\n", r.s[r.i]) >= 0 {
+		r.i++
+	}
+}
+
+// lit reads lit if the text goes on with it.
+func (r *cursor) lit(lit string) bool {
+	if strings.HasPrefix(r.s[r.i:], lit) {
+		r.i += len(lit)
+		return true
+	}
+	return false
+}
+
 // paramType returns the JSON Schema type the tool named name declares for
 // its parameter key ("" when it declares none, or a list of types).
 func paramType(known []tool, name, key string) string {

@@ -50,7 +50,7 @@ func gemma4Call(s string) (toolCall, int, bool) {
 	if brace <= 0 {
 		return toolCall{}, 0, false
 	}
-	v := gemma4Reader{s: body, i: brace}
+	v := gemma4Reader{cursor{s: body, i: brace}}
 	var args strings.Builder
 	if !v.dict(&args) || !strings.HasPrefix(body[v.i:], gemma4CallClose) {
 		return toolCall{}, 0, false
@@ -60,26 +60,7 @@ func gemma4Call(s string) (toolCall, int, bool) {
 }
 
 // gemma4Reader reads a Gemma 4 value from s at i, writing it as JSON.
-type gemma4Reader struct {
-	s string
-	i int
-}
-
-// space skips white space.
-func (r *gemma4Reader) space() {
-	for r.i < len(r.s) && strings.IndexByte(" \t\r\n", r.s[r.i]) >= 0 {
-		r.i++
-	}
-}
-
-// eat consumes lit if the text at i starts with it.
-func (r *gemma4Reader) eat(lit string) bool {
-	if strings.HasPrefix(r.s[r.i:], lit) {
-		r.i += len(lit)
-		return true
-	}
-	return false
-}
+type gemma4Reader struct{ cursor }
 
 // value reads any value.
 func (r *gemma4Reader) value(out *strings.Builder) bool {
@@ -111,9 +92,9 @@ func (r *gemma4Reader) dict(out *strings.Builder) bool {
 	r.i++ // {
 	out.WriteByte('{')
 	r.space()
-	for n := 0; !r.eat("}"); n++ {
+	for n := 0; !r.lit("}"); n++ {
 		if n > 0 {
-			if !r.eat(",") {
+			if !r.lit(",") {
 				return false
 			}
 			r.space()
@@ -141,9 +122,9 @@ func (r *gemma4Reader) list(out *strings.Builder) bool {
 	r.i++ // [
 	out.WriteByte('[')
 	r.space()
-	for n := 0; !r.eat("]"); n++ {
+	for n := 0; !r.lit("]"); n++ {
 		if n > 0 {
-			if !r.eat(",") {
+			if !r.lit(",") {
 				return false
 			}
 			r.space()

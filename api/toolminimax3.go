@@ -112,26 +112,7 @@ func (s *valueSchema) items() *valueSchema {
 }
 
 // m3Reader reads MiniMax-M3 call markup from s at i.
-type m3Reader struct {
-	s string
-	i int
-}
-
-// space skips white space between tags.
-func (r *m3Reader) space() {
-	for r.i < len(r.s) && strings.IndexByte(" \t\r\n", r.s[r.i]) >= 0 {
-		r.i++
-	}
-}
-
-// lit reads lit if the text goes on with it.
-func (r *m3Reader) lit(lit string) bool {
-	if strings.HasPrefix(r.s[r.i:], lit) {
-		r.i += len(lit)
-		return true
-	}
-	return false
-}
+type m3Reader struct{ cursor }
 
 // open reads an opening tag, ]<]minimax[>[<NAME>, returning NAME.
 func (r *m3Reader) open() (string, bool) {
@@ -166,7 +147,7 @@ func (r *m3Reader) value(key string, sch *valueSchema) (json.RawMessage, bool) {
 	}
 	start := r.i
 	r.space()
-	if child, ok := (&m3Reader{s: r.s, i: r.i}).open(); ok {
+	if child, ok := (&m3Reader{r.cursor}).open(); ok {
 		if arr := sch.as("array"); child == "item" && arr != nil {
 			return r.elements(key, arr.items(), true)
 		}
@@ -244,7 +225,7 @@ func parseMiniMaxM3(text string, known []tool) (string, []toolCall, bool) {
 	if start < 0 {
 		return "", nil, false
 	}
-	r := &m3Reader{s: text, i: start + len(m3CallsOpen)}
+	r := &m3Reader{cursor{s: text, i: start + len(m3CallsOpen)}}
 	var calls []toolCall
 	for {
 		r.space()

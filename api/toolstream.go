@@ -53,7 +53,7 @@ func streamSyntax(t *chatTemplate) *grammar.Syntax {
 // markup on) written in syn as far as they go. ok is false when the text
 // is not in syn.
 func partialSyntaxCalls(syn *grammar.Syntax, text string) (calls []writtenCall, ok bool) {
-	r := partialReader{s: strings.TrimLeft(text, " \t\r\n")}
+	r := partialReader{cursor: cursor{s: strings.TrimLeft(text, " \t\r\n")}}
 	if syn.Open != "" {
 		switch {
 		case strings.HasPrefix(r.s, syn.Open):
@@ -98,27 +98,17 @@ func partialSyntaxCalls(syn *grammar.Syntax, text string) (calls []writtenCall, 
 // partialReader reads a call's text; more is set when the text ends
 // before what is read.
 type partialReader struct {
-	s    string
-	i    int
+	cursor
 	more bool
 }
 
 // lit reads s if the text goes on with it (more when the text ends inside it).
 func (r *partialReader) lit(s string) bool {
-	rest := r.s[r.i:]
-	if strings.HasPrefix(rest, s) {
-		r.i += len(s)
+	if r.cursor.lit(s) {
 		return true
 	}
-	r.more = strings.HasPrefix(s, rest)
+	r.more = strings.HasPrefix(s, r.s[r.i:])
 	return false
-}
-
-// space skips JSON white space.
-func (r *partialReader) space() {
-	for r.i < len(r.s) && strings.IndexByte(" \t\r\n", r.s[r.i]) >= 0 {
-		r.i++
-	}
 }
 
 // call reads one call: complete when all of it is there, good false when
