@@ -181,11 +181,17 @@ func parseJSONList(text, open, close string) (string, []toolCall, bool) {
 	if json.NewDecoder(strings.NewReader(body)).Decode(&items) != nil {
 		return "", nil, false
 	}
-	calls, ok := callsFrom(items, func(it json.RawMessage) (string, string, bool) {
+	calls, ok := callsFromJSON(items)
+	return strings.TrimSpace(text[:start]), calls, ok && len(calls) > 0
+}
+
+// callsFromJSON builds the calls of JSON {"name", "arguments"} objects
+// (callFromJSON); one that is not a call fails them all.
+func callsFromJSON(items []json.RawMessage) ([]toolCall, bool) {
+	return callsFrom(items, func(it json.RawMessage) (string, string, bool) {
 		c, ok := callFromJSON(it)
 		return c.name, c.arguments, ok
 	})
-	return strings.TrimSpace(text[:start]), calls, ok && len(calls) > 0
 }
 
 // parseApertus reads Apertus calls, a JSON list of {"NAME": {args}}
@@ -524,10 +530,7 @@ func parseJSONCalls(text, marker string) (string, []toolCall, bool) {
 		}
 		items = append(items, it)
 	}
-	calls, ok := callsFrom(items, func(it json.RawMessage) (string, string, bool) {
-		c, ok := callFromJSON(it)
-		return c.name, c.arguments, ok
-	})
+	calls, ok := callsFromJSON(items)
 	return strings.TrimSpace(text[:start]), calls, ok && len(calls) > 0
 }
 
