@@ -583,24 +583,39 @@ func glmCalls(text string) (string, []toolCall, int, bool) {
 		if strings.HasPrefix(name, "{") {
 			return "", "", false // Hermes JSON inside: leave it to parseToolCalls
 		}
-		var keys []string
-		var vals []json.RawMessage
-		args = "<arg_key>" + args
-		for {
-			k, e1, ok := between(args, "<arg_key>", "</arg_key>")
-			if !ok || e1 == len(args) && !strings.Contains(args, "</arg_key>") {
-				break
-			}
-			args = args[e1:]
-			v, e2, ok := between(args, "<arg_value>", "</arg_value>")
-			if !ok {
-				return "", "", false
-			}
-			args = args[e2:]
-			keys, vals = append(keys, strings.TrimSpace(k)), append(vals, argValue(strings.TrimSpace(v)))
+		keys, raws, _, ok := tagPairs("<arg_key>"+args, "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
+		if !ok {
+			return "", "", false
+		}
+		vals := make([]json.RawMessage, len(raws))
+		for i, v := range raws {
+			vals[i] = argValue(strings.TrimSpace(v))
 		}
 		return name, objectJSON(keys, vals), true
 	})
+}
+
+// tagPairs reads the parameters written kOpen K kClose vOpen V vClose
+// one after another in args (GLM's arg_key/arg_value and Hunyuan's tags):
+// the keys, white space trimmed, and the raw values. cut is true when
+// args ends inside a key (the pairs before it are read); ok is false
+// when a key has no value.
+func tagPairs(args, kOpen, kClose, vOpen, vClose string) (keys, vals []string, cut, ok bool) {
+	for {
+		k, e1, found := between(args, kOpen, kClose)
+		if !found {
+			return keys, vals, false, true
+		}
+		if e1 == len(args) && !strings.Contains(args, kClose) {
+			return keys, vals, true, true
+		}
+		v, e2, found := between(args[e1:], vOpen, vClose)
+		if !found {
+			return nil, nil, false, false
+		}
+		args = args[e1+e2:]
+		keys, vals = append(keys, strings.TrimSpace(k)), append(vals, v)
+	}
 }
 
 // parseKimi reads Kimi K2 calls: each call runs from <|tool_call_begin|>

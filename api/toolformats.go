@@ -629,20 +629,13 @@ func parseHunyuan(text string, known []tool) (string, []toolCall, bool) {
 				return "", "", false
 			}
 			name = strings.TrimSpace(name)
-			var keys []string
-			var vals []json.RawMessage
-			for {
-				k, e1, ok := between(args, hyTag("arg_key"), hyTag("/arg_key"))
-				if !ok {
-					break
-				}
-				v, e2, ok := between(args[e1:], hyTag("arg_value"), hyTag("/arg_value"))
-				if !ok || e1 == len(args) {
-					return "", "", false
-				}
-				args = args[e1+e2:]
-				keys = append(keys, strings.TrimSpace(k))
-				vals = append(vals, typedValue(known, name, strings.TrimSpace(k), strings.Trim(v, "\n")))
+			keys, raws, cut, ok := tagPairs(args, hyTag("arg_key"), hyTag("/arg_key"), hyTag("arg_value"), hyTag("/arg_value"))
+			if cut || !ok {
+				return "", "", false
+			}
+			vals := make([]json.RawMessage, len(raws))
+			for i, v := range raws {
+				vals[i] = typedValue(known, name, keys[i], strings.Trim(v, "\n"))
 			}
 			return name, objectJSON(keys, vals), true
 		})
