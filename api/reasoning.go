@@ -37,21 +37,56 @@ const (
 // request field reasoning_format.
 var ReasoningFormats = []string{reasoningAuto, reasoningDeepSeek, reasoningLegacy, reasoningNone}
 
+// thinkPair is a family's reasoning markers.
+type thinkPair struct {
+	start, end string
+	// withStart: a source writes them only if it holds the start marker
+	// too, not just the end (Solar Open's <|end|> ends many families'
+	// turns).
+	withStart bool
+	// built reports whether a source builds the markers rather than
+	// writing them out (nil: none does).
+	built func(src string) bool
+	// tokens are the control tokens the markers are made of, rendered
+	// in the answers of a template that writes them; nil: start and end.
+	tokens []string
+}
+
+// writtenBy reports whether the template source src writes the markers.
+func (m thinkPair) writtenBy(src string) bool {
+	if strings.Contains(src, m.end) && (!m.withStart || strings.Contains(src, m.start)) {
+		return true
+	}
+	return m.built != nil && m.built(src)
+}
+
+// renderTokens are the control tokens of the markers.
+func (m thinkPair) renderTokens() []string {
+	if m.tokens != nil {
+		return m.tokens
+	}
+	return []string{m.start, m.end}
+}
+
 // thinkMarkers are the reasoning markers of the families that write them,
-// most specific first: a template that writes the end marker uses them.
-var thinkMarkers = [][2]string{
-	{gemma4Thought, gemma4ChannelEnd},                 // Gemma 4
-	{"<seed:think>", "</seed:think>"},                 // Seed-OSS
-	{"[THINK]", "[/THINK]"},                           // Magistral
-	{"◁think▷", "◁/think▷"},                           // Kimi VL thinking
-	{"<|START_THINKING|>", "<|END_THINKING|>"},        // Command R7B
-	{"<|inner_prefix|>", "<|inner_suffix|>"},          // Apertus
-	{"<mm:think>", "</mm:think>"},                     // MiniMax-M3
-	{kimiK3Think, kimiK3ThinkEnd},                     // Kimi K3 (its template builds them: xtmlSource)
-	{"<think>", "</think>"},                           // Qwen3, DeepSeek R1, GLM, Granite, Hunyuan, ...
-	{"<|think|>", "<|end|>"},                          // Solar Open (its start marker must be there too)
-	{"<|begin_assistant|>", "[BEGIN FINAL RESPONSE]"}, // Apriel 1.6: the prompt opens it with a preamble
-	{"<think:opensource>", "</think:opensource>"},     // Hunyuan Hy3 (see thinkMarkersOf)
+// most specific first: a template that writes them uses the first.
+var thinkMarkers = []thinkPair{
+	{start: gemma4Thought, end: gemma4ChannelEnd, tokens: []string{gemma4Channel, gemma4ChannelEnd}}, // Gemma 4
+	{start: "<seed:think>", end: "</seed:think>"},                                                    // Seed-OSS
+	{start: "[THINK]", end: "[/THINK]"},                                                              // Magistral
+	{start: "◁think▷", end: "◁/think▷"},                                                              // Kimi VL thinking
+	{start: "<|START_THINKING|>", end: "<|END_THINKING|>"},                                           // Command R7B
+	{start: "<|inner_prefix|>", end: "<|inner_suffix|>"},                                             // Apertus
+	{start: "<mm:think>", end: "</mm:think>"},                                                        // MiniMax-M3
+	{start: kimiK3Think, end: kimiK3ThinkEnd, tokens: xtmlTokens, // Kimi K3: its macros build them
+		built: func(src string) bool { return xtmlSource(src) && strings.Contains(src, "'think'") }},
+	{start: "<think" + hyTagSuffix + ">", end: "</think" + hyTagSuffix + ">", // Hunyuan Hy3: built with .format(HYTK)
+		built: func(src string) bool {
+			return strings.Contains(src, "</think{}>") && strings.Contains(src, hyTagSuffix)
+		}},
+	{start: "<think>", end: "</think>"},                           // Qwen3, DeepSeek R1, GLM, Granite, ...
+	{start: "<|think|>", end: "<|end|>", withStart: true},         // Solar Open
+	{start: "<|begin_assistant|>", end: "[BEGIN FINAL RESPONSE]"}, // Apriel 1.6: the prompt opens it with a preamble
 }
 
 // Kimi K3's think section, in its XTML tags (toolformats.go).
@@ -69,18 +104,22 @@ const (
 	gemma4Thought    = gemma4Channel + "thought"
 )
 
+// thinkPairOf returns the reasoning markers a thinking template's source
+// writes (nil when none).
+func thinkPairOf(src string) *thinkPair {
+	for i := range thinkMarkers {
+		if thinkMarkers[i].writtenBy(src) {
+			return &thinkMarkers[i]
+		}
+	}
+	return nil
+}
+
 // thinkMarkersOf returns the reasoning markers of a thinking template's
 // source ("" when it writes none of them).
 func thinkMarkersOf(src string) (start, end string) {
-	if strings.Contains(src, "</think{}>") && strings.Contains(src, hyTagSuffix) {
-		// Hunyuan Hy3 builds its markers with .format(HYTK).
-		return "<think" + hyTagSuffix + ">", "</think" + hyTagSuffix + ">"
-	}
-	for _, m := range thinkMarkers {
-		if strings.Contains(src, m[1]) && (m[1] != "<|end|>" || strings.Contains(src, m[0])) ||
-			m[1] == kimiK3ThinkEnd && xtmlSource(src) && strings.Contains(src, "'think'") {
-			return m[0], m[1]
-		}
+	if m := thinkPairOf(src); m != nil {
+		return m.start, m.end
 	}
 	return "", ""
 }

@@ -750,44 +750,31 @@ func parseMistralArgs(text string) (string, []toolCall, bool) {
 // Gemma 4's channel tokens, the tokens Kimi K3's tags are built of and
 // Muse Glimmer's message headers; none for a template without markers.
 func (t *chatTemplate) thinkTokens() []string {
-	switch t.family {
-	case familyMuse:
-		return []string{"<|start|>", "<|message|>", "<|eom|>"}
-	case familyKimiK3:
-		return []string{"<|open|>", "<|close|>", "<|sep|>"}
+	if t.family == familyMuse {
+		return museHeaderTokens
 	}
-	start, end := thinkMarkersOf(t.source)
-	switch {
-	case end == "":
-		return nil
-	case start == gemma4Thought:
-		return []string{gemma4Channel, gemma4ChannelEnd}
+	if m := thinkPairOf(t.source); m != nil {
+		return m.renderTokens()
 	}
-	return []string{start, end}
+	return nil
 }
 
+// museHeaderTokens are Muse Glimmer's message headers and the end of a
+// message another follows: its reasoning is a message (to=self).
+var museHeaderTokens = []string{"<|start|>", "<|message|>", "<|eom|>"}
+
 // isThinkMarkerToken reports whether a control token's text marks
-// reasoning in some family (thinkMarkers, with Gemma 4's channel tokens,
-// the tokens Kimi K3's tags are built of and Muse Glimmer's message
-// headers), so that answers of a thinking template render it for the
-// reasoning split.
+// reasoning in some family (thinkMarkers and the tokens they are made of,
+// Muse Glimmer's message headers), so that answers of a thinking template
+// whose own marker it is (thinkTokens) render it for the reasoning split.
 func isThinkMarkerToken(txt string) bool {
-	switch txt {
-	case gemma4Channel, gemma4ChannelEnd:
-		return true
-	case "<|open|>", "<|close|>", "<|sep|>":
-		// Kimi K3 builds its think markers (and its response, call and
-		// message tags) from these: rendered, the parser sees its tags.
-		return true
-	case "<|start|>", "<|message|>", "<|eom|>":
-		// Muse Glimmer's reasoning is a message (to=self): its headers
-		// and the end of a message that another follows.
+	if slices.Contains(museHeaderTokens, txt) {
 		return true
 	}
 	for _, m := range thinkMarkers {
 		// Solar Open's markers are text; an <|end|> control token ends
 		// other families' turns (gpt-oss, Phi-3) and stays unrendered.
-		if txt == m[0] || txt == m[1] && txt != "<|end|>" {
+		if txt == m.start || txt == m.end && txt != "<|end|>" || slices.Contains(m.tokens, txt) {
 			return true
 		}
 	}

@@ -658,6 +658,10 @@ func parseHunyuan(text string, known []tool) (string, []toolCall, bool) {
 func xtmlOpen(tag string) string  { return "<|open|>" + tag + "<|sep|>" }
 func xtmlClose(tag string) string { return "<|close|>" + tag + "<|sep|>" }
 
+// xtmlTokens are the control tokens XTML tags are made of: rendered, the
+// parser sees Kimi K3's tags (its think section's among them).
+var xtmlTokens = []string{"<|open|>", "<|close|>", "<|sep|>"}
+
 // xtmlCallOpen starts a call's tag.
 const xtmlCallOpen = `<|open|>call tool="`
 
