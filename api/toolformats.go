@@ -551,12 +551,12 @@ func parseCommandRPlus(text string) (string, []toolCall, bool) {
 	return strings.TrimSpace(text[:start]), calls, ok
 }
 
-// parseMiniCPM5 reads MiniCPM5 calls,
-// <function name="NAME"><param name="K">V</param></function>, one after
-// another; a value in <![CDATA[...]]> is that text as it is (it may hold
-// markup, </param> included), another is typed by the tool's schema.
-func parseMiniCPM5(text string, known []tool) (string, []toolCall, bool) {
-	const open, param = `<function name="`, `<param name="`
+// successiveCalls reads calls that follow one another (white space
+// between them allowed) from the first open in text: call reads one from
+// just after its open and returns it and the length it read. The text
+// before the first is the content; what follows the last is not read.
+// One call that does not read fails them all.
+func successiveCalls(text, open string, call func(s string) (toolCall, int, bool)) (string, []toolCall, bool) {
 	start := strings.Index(text, open)
 	if start < 0 {
 		return "", nil, false
@@ -564,50 +564,62 @@ func parseMiniCPM5(text string, known []tool) (string, []toolCall, bool) {
 	var calls []toolCall
 	rest := text[start:]
 	for strings.HasPrefix(rest, open) {
-		name, body, ok := strings.Cut(rest[len(open):], `">`)
+		c, n, ok := call(rest[len(open):])
 		if !ok {
 			return "", nil, false
+		}
+		calls = append(calls, c)
+		rest = strings.TrimLeft(rest[len(open)+n:], " \t\r\n")
+	}
+	return strings.TrimSpace(text[:start]), calls, true
+}
+
+// parseMiniCPM5 reads MiniCPM5 calls,
+// <function name="NAME"><param name="K">V</param></function>, one after
+// another; a value in <![CDATA[...]]> is that text as it is (it may hold
+// markup, </param> included), another is typed by the tool's schema.
+func parseMiniCPM5(text string, known []tool) (string, []toolCall, bool) {
+	return successiveCalls(text, `<function name="`, func(s string) (toolCall, int, bool) {
+		const param = `<param name="`
+		name, body, ok := strings.Cut(s, `">`)
+		if !ok {
+			return toolCall{}, 0, false
 		}
 		var keys []string
 		var vals []json.RawMessage
 		for strings.HasPrefix(body, param) {
 			key, val, ok := strings.Cut(body[len(param):], `">`)
 			if !ok {
-				return "", nil, false
+				return toolCall{}, 0, false
 			}
 			var v json.RawMessage
 			if cdata, ok := strings.CutPrefix(val, "<![CDATA["); ok {
 				raw, after, ok := strings.Cut(cdata, "]]>")
 				if !ok {
-					return "", nil, false
+					return toolCall{}, 0, false
 				}
 				v, _ = json.Marshal(raw)
 				val = after
 			} else {
 				i := strings.Index(val, "</param>")
 				if i < 0 {
-					return "", nil, false
+					return toolCall{}, 0, false
 				}
 				v, val = typedValue(known, name, key, val[:i]), val[i:]
 			}
 			body, ok = strings.CutPrefix(val, "</param>")
 			if !ok {
-				return "", nil, false
+				return toolCall{}, 0, false
 			}
 			keys, vals = append(keys, key), append(vals, v)
 		}
 		body, ok = strings.CutPrefix(body, "</function>")
 		if !ok {
-			return "", nil, false
+			return toolCall{}, 0, false
 		}
 		c, ok := newCall(name, objectJSON(keys, vals))
-		if !ok {
-			return "", nil, false
-		}
-		calls = append(calls, c)
-		rest = strings.TrimLeft(body, " \t\r\n")
-	}
-	return strings.TrimSpace(text[:start]), calls, len(calls) > 0
+		return c, len(s) - len(body), ok
+	})
 }
 
 // hyTagSuffix ends each of Hunyuan Hy3's tags ("<tool_call:opensource>").

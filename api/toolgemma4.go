@@ -22,21 +22,7 @@ const (
 // allowed); what follows the last is not part of the answer, as the
 // reference's grammar ends there.
 func parseGemma4(text string) (string, []toolCall, bool) {
-	start := strings.Index(text, gemma4CallOpen)
-	if start < 0 {
-		return "", nil, false
-	}
-	var calls []toolCall
-	rest := text[start:]
-	for strings.HasPrefix(rest, gemma4CallOpen) {
-		c, n, ok := gemma4Call(rest[len(gemma4CallOpen):])
-		if !ok {
-			return "", nil, false
-		}
-		calls = append(calls, c)
-		rest = strings.TrimLeft(rest[len(gemma4CallOpen)+n:], " \t\r\n")
-	}
-	return strings.TrimSpace(text[:start]), calls, true
+	return successiveCalls(text, gemma4CallOpen, gemma4Call)
 }
 
 // gemma4Call reads call:NAME{ARGS}<tool_call|> from the start of s and
